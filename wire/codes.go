@@ -1,0 +1,157 @@
+package wire
+
+import "fmt"
+
+// Op identifies a request. The numbers follow ZooKeeper's op codes where the
+// meaning is the same, so a second codec for ZooKeeper's own protocol maps
+// them one to one.
+type Op int32
+
+// Request op codes.
+const (
+	OpCreate      Op = 1
+	OpDelete      Op = 2
+	OpExists      Op = 3
+	OpGetData     Op = 4
+	OpSetData     Op = 5
+	OpGetChildren Op = 8 // always answers with the parent's Stat (ZooKeeper's getChildren2)
+	OpSync        Op = 9
+	OpPing        Op = 11
+	OpCheck       Op = 13
+	OpMulti       Op = 14
+	OpSetWatches  Op = 101
+	OpClose       Op = -11
+)
+
+var opNames = map[Op]string{
+	OpCreate: "create", OpDelete: "delete", OpExists: "exists",
+	OpGetData: "getData", OpSetData: "setData", OpGetChildren: "getChildren",
+	OpSync: "sync", OpPing: "ping", OpCheck: "check", OpMulti: "multi",
+	OpSetWatches: "setWatches", OpClose: "close",
+}
+
+func (op Op) String() string {
+	if s, ok := opNames[op]; ok {
+		return s
+	}
+	return fmt.Sprintf("op(%d)", int32(op))
+}
+
+// IsWrite reports whether op changes the tree and so goes through
+// replication. Check is a write because it only means something inside a
+// multi, which is a write.
+func (op Op) IsWrite() bool {
+	switch op {
+	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti:
+		return true
+	}
+	return false
+}
+
+// Reserved xids. Client requests use xids >= 0; the negative ones mark
+// frames that do not answer a numbered request.
+const (
+	XidNotification int32 = -1 // a watch event pushed by the server
+	XidPing         int32 = -2 // a keepalive and its reply
+	XidClosing      int32 = -3 // the server's last word before it closes the connection
+	XidSetWatches   int32 = -8 // re-registration of watches after a reconnect
+)
+
+// ProtocolVersion is the version this package speaks in the handshake.
+const ProtocolVersion int32 = 1
+
+// DefaultMaxFrame is the default limit on a frame's length.
+const DefaultMaxFrame = 1 << 20
+
+// CreateMode says what kind of znode a create makes. The values are
+// ZooKeeper's.
+type CreateMode int32
+
+// Create modes.
+const (
+	ModePersistent                  CreateMode = 0
+	ModeEphemeral                   CreateMode = 1
+	ModePersistentSequential        CreateMode = 2
+	ModeEphemeralSequential         CreateMode = 3
+	ModeContainer                   CreateMode = 4
+	ModePersistentWithTTL           CreateMode = 5
+	ModePersistentSequentialWithTTL CreateMode = 6
+)
+
+// Valid reports whether m is a known create mode.
+func (m CreateMode) Valid() bool { return m >= ModePersistent && m <= ModePersistentSequentialWithTTL }
+
+// IsEphemeral reports whether nodes of mode m belong to a session.
+func (m CreateMode) IsEphemeral() bool { return m == ModeEphemeral || m == ModeEphemeralSequential }
+
+// IsSequential reports whether mode m appends a sequence number to the name.
+func (m CreateMode) IsSequential() bool {
+	return m == ModePersistentSequential || m == ModeEphemeralSequential || m == ModePersistentSequentialWithTTL
+}
+
+// IsTTL reports whether nodes of mode m expire after a time to live.
+func (m CreateMode) IsTTL() bool {
+	return m == ModePersistentWithTTL || m == ModePersistentSequentialWithTTL
+}
+
+// IsContainer reports whether m is the container mode.
+func (m CreateMode) IsContainer() bool { return m == ModeContainer }
+
+func (m CreateMode) String() string {
+	switch m {
+	case ModePersistent:
+		return "persistent"
+	case ModeEphemeral:
+		return "ephemeral"
+	case ModePersistentSequential:
+		return "persistent-sequential"
+	case ModeEphemeralSequential:
+		return "ephemeral-sequential"
+	case ModeContainer:
+		return "container"
+	case ModePersistentWithTTL:
+		return "persistent-ttl"
+	case ModePersistentSequentialWithTTL:
+		return "persistent-sequential-ttl"
+	}
+	return fmt.Sprintf("mode(%d)", int32(m))
+}
+
+// EventType says what a watch event reports. The values are ZooKeeper's.
+type EventType int32
+
+// Event types.
+const (
+	EventNone                EventType = -1 // a session state change, not a node event
+	EventNodeCreated         EventType = 1
+	EventNodeDeleted         EventType = 2
+	EventNodeDataChanged     EventType = 3
+	EventNodeChildrenChanged EventType = 4
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventNone:
+		return "None"
+	case EventNodeCreated:
+		return "NodeCreated"
+	case EventNodeDeleted:
+		return "NodeDeleted"
+	case EventNodeDataChanged:
+		return "NodeDataChanged"
+	case EventNodeChildrenChanged:
+		return "NodeChildrenChanged"
+	}
+	return fmt.Sprintf("EventType(%d)", int32(t))
+}
+
+// SessionState is the session state carried by a watch event. The values
+// are ZooKeeper's KeeperState.
+type SessionState int32
+
+// Session states.
+const (
+	StateDisconnected SessionState = 0
+	StateConnected    SessionState = 3
+	StateExpired      SessionState = -112
+)

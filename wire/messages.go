@@ -1,0 +1,501 @@
+package wire
+
+// Stat is a znode's metadata, with ZooKeeper's fields and meanings.
+type Stat struct {
+	Czxid          int64 // zxid of the create
+	Mzxid          int64 // zxid of the last setData (or the create)
+	Pzxid          int64 // zxid of the last change to the children
+	Ctime          int64 // create time, ms since the Unix epoch
+	Mtime          int64 // last setData time, ms since the Unix epoch
+	Version        int32 // number of setData calls
+	Cversion       int32 // number of changes to the children
+	Aversion       int32 // number of ACL changes
+	EphemeralOwner int64 // owning session of an ephemeral node, else 0
+	DataLength     int32
+	NumChildren    int32
+}
+
+const statFields = 11
+
+func (enc *encoder) stat(s *Stat) {
+	enc.array(statFields)
+	enc.int(s.Czxid)
+	enc.int(s.Mzxid)
+	enc.int(s.Pzxid)
+	enc.int(s.Ctime)
+	enc.int(s.Mtime)
+	enc.int(int64(s.Version))
+	enc.int(int64(s.Cversion))
+	enc.int(int64(s.Aversion))
+	enc.int(s.EphemeralOwner)
+	enc.int(int64(s.DataLength))
+	enc.int(int64(s.NumChildren))
+}
+
+func (dec *decoder) stat(s *Stat) {
+	n := dec.array(statFields)
+	s.Czxid = dec.int64()
+	s.Mzxid = dec.int64()
+	s.Pzxid = dec.int64()
+	s.Ctime = dec.int64()
+	s.Mtime = dec.int64()
+	s.Version = dec.int32()
+	s.Cversion = dec.int32()
+	s.Aversion = dec.int32()
+	s.EphemeralOwner = dec.int64()
+	s.DataLength = dec.int32()
+	s.NumChildren = dec.int32()
+	dec.skip(n - statFields)
+}
+
+// ConnectRequest is the first frame a client sends. A zero SessionID asks
+// for a new session; otherwise the client reattaches SessionID, proving it
+// with Password.
+type ConnectRequest struct {
+	ProtocolVersion int32
+	LastZxidSeen    int64 // the highest zxid the client has seen, 0 if none
+	TimeoutMs       int32 // the session timeout the client asks for
+	SessionID       int64
+	Password        []byte
+}
+
+const connectRequestFields = 5
+
+// AppendConnectRequest appends m as a frame to dst.
+func AppendConnectRequest(dst []byte, m *ConnectRequest) []byte {
+	dst, start := beginFrame(dst)
+	enc := getEncoder(dst)
+	enc.array(connectRequestFields)
+	enc.int(int64(m.ProtocolVersion))
+	enc.int(m.LastZxidSeen)
+	enc.int(int64(m.TimeoutMs))
+	enc.int(m.SessionID)
+	enc.bytes(m.Password)
+	return endFrame(enc.finish(), start)
+}
+
+// DecodeConnectRequest decodes a frame body into m.
+func DecodeConnectRequest(body []byte, m *ConnectRequest) error {
+	dec := getDecoder(body)
+	n := dec.array(connectRequestFields)
+	m.ProtocolVersion = dec.int32()
+	m.LastZxidSeen = dec.int64()
+	m.TimeoutMs = dec.int32()
+	m.SessionID = dec.int64()
+	m.Password = dec.bytes()
+	dec.skip(n - connectRequestFields)
+	return dec.finish()
+}
+
+// ConnectResponse is the server's answer to a ConnectRequest. A non-zero Err
+// refuses the connection (for example ErrSessionExpired for an unknown
+// session, ErrBadPassword); the server closes the connection after sending
+// it.
+type ConnectResponse struct {
+	ProtocolVersion int32
+	TimeoutMs       int32 // the negotiated session timeout
+	SessionID       int64
+	Password        []byte
+	Err             Code
+}
+
+const connectResponseFields = 5
+
+// AppendConnectResponse appends m as a frame to dst.
+func AppendConnectResponse(dst []byte, m *ConnectResponse) []byte {
+	dst, start := beginFrame(dst)
+	enc := getEncoder(dst)
+	enc.array(connectResponseFields)
+	enc.int(int64(m.ProtocolVersion))
+	enc.int(int64(m.TimeoutMs))
+	enc.int(m.SessionID)
+	enc.bytes(m.Password)
+	enc.int(int64(m.Err))
+	return endFrame(enc.finish(), start)
+}
+
+// DecodeConnectResponse decodes a frame body into m.
+func DecodeConnectResponse(body []byte, m *ConnectResponse) error {
+	dec := getDecoder(body)
+	n := dec.array(connectResponseFields)
+	m.ProtocolVersion = dec.int32()
+	m.TimeoutMs = dec.int32()
+	m.SessionID = dec.int64()
+	m.Password = dec.bytes()
+	m.Err = Code(dec.int32())
+	dec.skip(n - connectResponseFields)
+	return dec.finish()
+}
+
+// Request is any request. Which fields travel depends on Op (see
+// docs/protocol.md); the others are zero after decoding.
+type Request struct {
+	Xid  int32
+	Op   Op
+	Path string
+
+	Data    []byte     // create, setData
+	Version int32      // delete, setData, check: expected version, -1 for any
+	Mode    CreateMode // create
+	TTL     int64      // create with a TTL mode: milliseconds
+	Watch   bool       // getData, exists, getChildren: leave a watch
+
+	Ops []Request // multi: create, delete, setData and check sub-requests
+
+	// setWatches: the client's last seen zxid and the watches to restore.
+	RelativeZxid int64
+	DataWatches  []string
+	ExistWatches []string
+	ChildWatches []string
+}
+
+// AppendRequest appends r as a frame to dst.
+func AppendRequest(dst []byte, r *Request) []byte {
+	dst, start := beginFrame(dst)
+	enc := getEncoder(dst)
+	enc.array(2 + requestFields(r.Op))
+	enc.int(int64(r.Xid))
+	enc.int(int64(r.Op))
+	enc.requestBody(r)
+	return endFrame(enc.finish(), start)
+}
+
+// DecodeRequest decodes a frame body into r. An unknown op decodes its xid
+// and op and then fails with ErrUnimplemented, so the server can answer that
+// request with an error instead of closing the connection.
+func DecodeRequest(body []byte, r *Request) error {
+	*r = Request{}
+	dec := getDecoder(body)
+	n := dec.array(2)
+	r.Xid = dec.int32()
+	r.Op = Op(dec.int32())
+	want := requestFields(r.Op)
+	if want < 0 {
+		dec.finishUnknown()
+		return Errorf(CodeUnimplemented, "unknown op %d", int32(r.Op))
+	}
+	if dec.err == nil && n-2 < want {
+		dec.fail("%s request has %d fields, want %d", r.Op, n-2, want)
+	}
+	dec.requestBody(r)
+	dec.skip(n - 2 - want)
+	return dec.finish()
+}
+
+// finishUnknown returns dec to the pool without checking what is left.
+func (dec *decoder) finishUnknown() {
+	dec.r.Reset(nil)
+	dec.err = nil
+	_ = dec.finish()
+}
+
+// requestFields is the number of body fields for op, or -1 for an unknown op.
+func requestFields(op Op) int {
+	switch op {
+	case OpCreate, OpSetWatches:
+		return 4
+	case OpSetData:
+		return 3
+	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
+		return 2
+	case OpSync, OpMulti:
+		return 1
+	case OpPing, OpClose:
+		return 0
+	}
+	return -1
+}
+
+func (enc *encoder) requestBody(r *Request) {
+	switch r.Op {
+	case OpCreate:
+		enc.str(r.Path)
+		enc.bytes(r.Data)
+		enc.int(int64(r.Mode))
+		enc.int(r.TTL)
+	case OpDelete, OpCheck:
+		enc.str(r.Path)
+		enc.int(int64(r.Version))
+	case OpSetData:
+		enc.str(r.Path)
+		enc.bytes(r.Data)
+		enc.int(int64(r.Version))
+	case OpGetData, OpExists, OpGetChildren:
+		enc.str(r.Path)
+		enc.bool(r.Watch)
+	case OpSync:
+		enc.str(r.Path)
+	case OpMulti:
+		enc.array(len(r.Ops))
+		for i := range r.Ops {
+			op := &r.Ops[i]
+			enc.array(1 + requestFields(op.Op))
+			enc.int(int64(op.Op))
+			enc.requestBody(op)
+		}
+	case OpSetWatches:
+		enc.int(r.RelativeZxid)
+		enc.strs(r.DataWatches)
+		enc.strs(r.ExistWatches)
+		enc.strs(r.ChildWatches)
+	}
+}
+
+func (dec *decoder) requestBody(r *Request) {
+	switch r.Op {
+	case OpCreate:
+		r.Path = dec.str()
+		r.Data = dec.bytes()
+		r.Mode = CreateMode(dec.int32())
+		r.TTL = dec.int64()
+	case OpDelete, OpCheck:
+		r.Path = dec.str()
+		r.Version = dec.int32()
+	case OpSetData:
+		r.Path = dec.str()
+		r.Data = dec.bytes()
+		r.Version = dec.int32()
+	case OpGetData, OpExists, OpGetChildren:
+		r.Path = dec.str()
+		r.Watch = dec.bool()
+	case OpSync:
+		r.Path = dec.str()
+	case OpMulti:
+		n := dec.array(0)
+		if n > 0 {
+			r.Ops = make([]Request, 0, min(n, 64))
+		}
+		for i := 0; i < n && dec.err == nil; i++ {
+			var op Request
+			m := dec.array(1)
+			op.Op = Op(dec.int32())
+			switch op.Op {
+			case OpCreate, OpDelete, OpSetData, OpCheck:
+			default:
+				dec.fail("op %s is not allowed in a multi", op.Op)
+			}
+			want := requestFields(op.Op)
+			if dec.err == nil && m-1 < want {
+				dec.fail("%s in multi has %d fields, want %d", op.Op, m-1, want)
+			}
+			dec.requestBody(&op)
+			dec.skip(m - 1 - want)
+			r.Ops = append(r.Ops, op)
+		}
+	case OpSetWatches:
+		r.RelativeZxid = dec.int64()
+		r.DataWatches = dec.strs()
+		r.ExistWatches = dec.strs()
+		r.ChildWatches = dec.strs()
+	}
+}
+
+// Reply answers a Request, or, with Xid == XidNotification, carries a watch
+// event. Which fields travel depends on the op and on Err (see
+// docs/protocol.md).
+type Reply struct {
+	Xid  int32
+	Zxid int64 // the server's last applied zxid; for a notification, the zxid of the change
+	Err  Code
+
+	Path     string   // create: the created path; sync: the path
+	Data     []byte   // getData
+	Stat     Stat     // create, setData, exists, getData, getChildren
+	Children []string // getChildren, sorted
+	Results  []OpResult
+
+	// Notification fields.
+	EventType EventType
+	State     SessionState
+}
+
+// OpResult is one sub-request's outcome in a multi reply. When the multi
+// failed, the op that failed carries its error, the ops before it carry
+// CodeOK and the ops after it CodeRuntimeInconsistency, and none of them
+// was applied (ZooKeeper's convention).
+type OpResult struct {
+	Op   Op
+	Err  Code
+	Path string // create
+	Stat Stat   // create, setData
+}
+
+// replyFields is the number of body fields in a successful reply to op.
+func replyFields(op Op) int {
+	switch op {
+	case OpCreate, OpGetData, OpGetChildren:
+		return 2
+	case OpSetData, OpExists, OpSync, OpMulti:
+		return 1
+	}
+	return 0
+}
+
+// notificationFields is the number of body fields of a watch event.
+const notificationFields = 3
+
+// AppendReply appends r, the reply to a request of op, as a frame to dst.
+// A notification (r.Xid == XidNotification) ignores op. An error reply
+// carries no body, except a multi's, which always carries its results.
+func AppendReply(dst []byte, op Op, r *Reply) []byte {
+	dst, start := beginFrame(dst)
+	enc := getEncoder(dst)
+	switch {
+	case r.Xid == XidNotification:
+		enc.array(3 + notificationFields)
+		enc.int(int64(r.Xid))
+		enc.int(r.Zxid)
+		enc.int(int64(r.Err))
+		enc.int(int64(r.EventType))
+		enc.int(int64(r.State))
+		enc.str(r.Path)
+	case r.Err != CodeOK && op != OpMulti:
+		enc.array(3)
+		enc.int(int64(r.Xid))
+		enc.int(r.Zxid)
+		enc.int(int64(r.Err))
+	default:
+		enc.array(3 + replyFields(op))
+		enc.int(int64(r.Xid))
+		enc.int(r.Zxid)
+		enc.int(int64(r.Err))
+		enc.replyBody(op, r)
+	}
+	return endFrame(enc.finish(), start)
+}
+
+func (enc *encoder) replyBody(op Op, r *Reply) {
+	switch op {
+	case OpCreate:
+		enc.str(r.Path)
+		enc.stat(&r.Stat)
+	case OpSetData, OpExists:
+		enc.stat(&r.Stat)
+	case OpGetData:
+		enc.bytes(r.Data)
+		enc.stat(&r.Stat)
+	case OpGetChildren:
+		enc.strs(r.Children)
+		enc.stat(&r.Stat)
+	case OpSync:
+		enc.str(r.Path)
+	case OpMulti:
+		enc.array(len(r.Results))
+		for i := range r.Results {
+			res := &r.Results[i]
+			enc.array(2 + resultFields(res))
+			enc.int(int64(res.Op))
+			enc.int(int64(res.Err))
+			switch resultFields(res) {
+			case 2:
+				enc.str(res.Path)
+				enc.stat(&res.Stat)
+			case 1:
+				enc.stat(&res.Stat)
+			}
+		}
+	}
+}
+
+// resultFields is the number of body fields of a multi sub-result: a
+// successful create carries path and Stat, a successful setData its Stat.
+func resultFields(res *OpResult) int {
+	if res.Err != CodeOK {
+		return 0
+	}
+	switch res.Op {
+	case OpCreate:
+		return 2
+	case OpSetData:
+		return 1
+	}
+	return 0
+}
+
+// PeekXid returns the xid of a reply frame body, so that a client can tell
+// which request (and so which op) it answers before decoding it.
+func PeekXid(body []byte) (int32, error) {
+	dec := getDecoder(body)
+	dec.array(3)
+	xid := dec.int32()
+	err := dec.err
+	dec.finishUnknown()
+	if err != nil {
+		return 0, &Error{Code: CodeMalformed, Msg: "malformed frame: " + err.Error()}
+	}
+	return xid, nil
+}
+
+// DecodeReply decodes a frame body that answers a request of op into r. For
+// a notification (xid XidNotification) op is ignored.
+func DecodeReply(body []byte, op Op, r *Reply) error {
+	*r = Reply{}
+	dec := getDecoder(body)
+	n := dec.array(3)
+	r.Xid = dec.int32()
+	r.Zxid = dec.int64()
+	r.Err = Code(dec.int32())
+	want := 0
+	switch {
+	case dec.err != nil:
+	case r.Xid == XidNotification:
+		want = notificationFields
+		if n-3 < want {
+			dec.fail("notification has %d fields, want %d", n-3, want)
+		}
+		r.EventType = EventType(dec.int32())
+		r.State = SessionState(dec.int32())
+		r.Path = dec.str()
+	case r.Err != CodeOK && op != OpMulti:
+	default:
+		want = replyFields(op)
+		if n-3 < want {
+			dec.fail("%s reply has %d fields, want %d", op, n-3, want)
+		}
+		dec.replyBody(op, r)
+	}
+	dec.skip(n - 3 - want)
+	return dec.finish()
+}
+
+func (dec *decoder) replyBody(op Op, r *Reply) {
+	switch op {
+	case OpCreate:
+		r.Path = dec.str()
+		dec.stat(&r.Stat)
+	case OpSetData, OpExists:
+		dec.stat(&r.Stat)
+	case OpGetData:
+		r.Data = dec.bytes()
+		dec.stat(&r.Stat)
+	case OpGetChildren:
+		r.Children = dec.strs()
+		dec.stat(&r.Stat)
+	case OpSync:
+		r.Path = dec.str()
+	case OpMulti:
+		n := dec.array(0)
+		if n > 0 {
+			r.Results = make([]OpResult, 0, min(n, 64))
+		}
+		for i := 0; i < n && dec.err == nil; i++ {
+			var res OpResult
+			m := dec.array(2)
+			res.Op = Op(dec.int32())
+			res.Err = Code(dec.int32())
+			want := resultFields(&res)
+			if dec.err == nil && m-2 < want {
+				dec.fail("%s result has %d fields, want %d", res.Op, m-2, want)
+			}
+			switch want {
+			case 2:
+				res.Path = dec.str()
+				dec.stat(&res.Stat)
+			case 1:
+				dec.stat(&res.Stat)
+			}
+			dec.skip(m - 2 - want)
+			r.Results = append(r.Results, res)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package wire
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// ValidatePath checks a znode path by ZooKeeper's rules: absolute, no empty
+// segment, no "." or ".." segment, no trailing slash (except the root, and
+// except the prefix of a sequential create, which gets a number appended),
+// valid UTF-8 and no control or reserved characters. It returns an error
+// matching ErrBadArguments that says what is wrong.
+func ValidatePath(path string, sequential bool) error {
+	if path == "" {
+		return Errorf(CodeBadArguments, "invalid path: empty")
+	}
+	if path[0] != '/' {
+		return Errorf(CodeBadArguments, "invalid path %q: not absolute", path)
+	}
+	if len(path) == 1 {
+		return nil // the root, or "/" + a sequence number
+	}
+	if strings.HasSuffix(path, "/") && !sequential {
+		return Errorf(CodeBadArguments, "invalid path %q: trailing slash", path)
+	}
+	check := path
+	if sequential {
+		check += "0" // the appended number makes a trailing segment non-empty
+	}
+	for i := 1; i < len(check); {
+		j := strings.IndexByte(check[i:], '/')
+		if j < 0 {
+			j = len(check) - i
+		}
+		seg := check[i : i+j]
+		switch seg {
+		case "":
+			return Errorf(CodeBadArguments, "invalid path %q: empty segment", path)
+		case ".", "..":
+			return Errorf(CodeBadArguments, "invalid path %q: relative segment %q", path, seg)
+		}
+		i += j + 1
+	}
+	if !utf8.ValidString(path) {
+		return Errorf(CodeBadArguments, "invalid path %q: not UTF-8", path)
+	}
+	for _, r := range path {
+		if badPathRune(r) {
+			return Errorf(CodeBadArguments, "invalid path %q: character %U not allowed", path, r)
+		}
+	}
+	return nil
+}
+
+// badPathRune reports the characters ZooKeeper refuses in a path.
+func badPathRune(r rune) bool {
+	return r == 0 ||
+		(r > 0x00 && r <= 0x1f) ||
+		(r >= 0x7f && r <= 0x9f) ||
+		(r >= 0xd800 && r <= 0xf8ff) ||
+		(r >= 0xfff0 && r <= 0xffff)
+}
