@@ -1,0 +1,368 @@
+package tree
+
+import (
+	"slices"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Apply applies txn as the change with the given zxid and returns its result
+// and the watch events it fired. The events slice is reused by the next
+// Apply. A txn that fails changes nothing and fires nothing, and its zxid is
+// still recorded as applied.
+func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
+	t.events = t.events[:0]
+	t.zxid = zxid
+	var res Result
+	switch txn.Type {
+	case wire.OpCreate:
+		res.Path, res.Stat, res.Err = t.create(zxid, txn)
+	case wire.OpDelete:
+		res.Err = t.delete(zxid, txn.Path, txn.Version)
+	case wire.OpSetData:
+		res.Stat, res.Err = t.setData(zxid, txn)
+	case wire.OpCheck:
+		res.Err = t.check(txn.Path, txn.Version)
+	case wire.OpMulti:
+		res.Multi, res.Err = t.multi(zxid, txn.Ops)
+	case TxnCreateSession:
+		res.Err = t.createSession(txn)
+	case TxnCloseSession:
+		res.Err = t.closeSession(zxid, txn.Session)
+	case TxnReap:
+		t.reap(zxid, txn.Time)
+	default:
+		res.Err = wire.Errorf(wire.CodeUnimplemented, "unknown txn type %d", int32(txn.Type))
+	}
+	return res, t.events
+}
+
+func (t *Tree) fire(typ wire.EventType, path string) {
+	t.events = append(t.events, Event{Type: typ, Path: path})
+}
+
+func (t *Tree) create(zxid int64, txn *Txn) (string, wire.Stat, error) {
+	mode := txn.Mode
+	if !mode.Valid() {
+		return "", wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "unknown create mode %d", int32(mode))
+	}
+	if err := wire.ValidatePath(txn.Path, mode.IsSequential()); err != nil {
+		return "", wire.Stat{}, err
+	}
+	if txn.Path == "/" && !mode.IsSequential() {
+		return "", wire.Stat{}, wire.ErrNodeExists
+	}
+	if err := t.checkData(txn.Data); err != nil {
+		return "", wire.Stat{}, err
+	}
+	if mode.IsTTL() && (txn.TTL <= 0 || txn.TTL > MaxTTL) {
+		return "", wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "ttl %d ms out of range (1 to %d)", txn.TTL, int64(MaxTTL))
+	}
+	if !mode.IsTTL() && txn.TTL != 0 {
+		return "", wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "ttl given for %s node", mode)
+	}
+	parentPath, name := splitPath(txn.Path)
+	if txn.Path == "/" {
+		parentPath, name = "/", ""
+	}
+	parent := t.lookup(parentPath)
+	if parent == nil {
+		return "", wire.Stat{}, wire.ErrNoNode
+	}
+	if parent.kind == kindEphemeral {
+		return "", wire.Stat{}, wire.ErrNoChildrenForEphemerals
+	}
+	path := txn.Path
+	if mode.IsSequential() {
+		name = sequenceName(name, parent.cversion)
+		path = sequenceName(path, parent.cversion)
+	}
+	if _, ok := parent.children[name]; ok {
+		return "", wire.Stat{}, wire.ErrNodeExists
+	}
+	n := &node{
+		name: name, data: txn.Data, dataHash: hashData(txn.Data),
+		czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
+	}
+	switch {
+	case mode.IsEphemeral():
+		if _, ok := t.sessions[txn.Session]; !ok {
+			return "", wire.Stat{}, wire.ErrSessionExpired
+		}
+		n.kind, n.owner = kindEphemeral, txn.Session
+	case mode.IsContainer():
+		n.kind = kindContainer
+	case mode.IsTTL():
+		n.kind = kindTTL
+	}
+	t.link(zxid, parent, parentPath, n, path, txn.TTL)
+	return path, n.stat(), nil
+}
+
+func (t *Tree) checkData(data []byte) error {
+	if len(data) > t.maxData {
+		return wire.Errorf(wire.CodeDataTooLarge, "data of %d bytes is over the %d-byte limit", len(data), t.maxData)
+	}
+	return nil
+}
+
+// link adds n as a child of parent and updates the parent's Stat, the
+// indexes, the digest and the undo log.
+func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path string, ttl int64) {
+	oldParent := t.touchParent(zxid, parent, parentPath)
+	if parent.children == nil {
+		parent.children = map[string]*node{}
+	}
+	parent.children[n.name] = n
+	n.parent = parent
+	t.count++
+	t.index(n, path, ttl)
+	t.digest += t.nodeDigest(path, n)
+	t.fire(wire.EventNodeCreated, path)
+	t.fire(wire.EventNodeChildrenChanged, parentPath)
+	if t.undo != nil {
+		t.undo = append(t.undo, func() {
+			t.digest -= t.nodeDigest(path, n)
+			t.unindex(n, path)
+			delete(parent.children, n.name)
+			t.count--
+			t.restoreParent(parent, parentPath, oldParent)
+		})
+	}
+}
+
+// unlink removes the childless node n at path.
+func (t *Tree) unlink(zxid int64, n *node, path string) {
+	parent := n.parent
+	parentPath, _ := splitPath(path)
+	oldParent := t.touchParent(zxid, parent, parentPath)
+	ttl := t.ttls[path]
+	delete(parent.children, n.name)
+	t.count--
+	t.unindex(n, path)
+	t.digest -= t.nodeDigest(path, n)
+	t.fire(wire.EventNodeDeleted, path)
+	t.fire(wire.EventNodeChildrenChanged, parentPath)
+	if t.undo != nil {
+		t.undo = append(t.undo, func() {
+			t.digest += t.nodeDigest(path, n)
+			t.index(n, path, ttl)
+			parent.children[n.name] = n
+			t.count++
+			t.restoreParent(parent, parentPath, oldParent)
+		})
+	}
+}
+
+// parentStat is the part of a parent that a child's create or delete
+// changes.
+type parentStat struct {
+	cversion int32
+	pzxid    int64
+}
+
+// touchParent records a change to parent's children: cversion and pzxid
+// move (ZooKeeper's rule) and the digest follows. It returns the old values.
+func (t *Tree) touchParent(zxid int64, parent *node, parentPath string) parentStat {
+	old := parentStat{parent.cversion, parent.pzxid}
+	t.digest -= t.nodeDigest(parentPath, parent)
+	parent.cversion++
+	parent.pzxid = zxid
+	t.digest += t.nodeDigest(parentPath, parent)
+	return old
+}
+
+func (t *Tree) restoreParent(parent *node, parentPath string, old parentStat) {
+	t.digest -= t.nodeDigest(parentPath, parent)
+	parent.cversion, parent.pzxid = old.cversion, old.pzxid
+	t.digest += t.nodeDigest(parentPath, parent)
+}
+
+// index adds n to the session and housekeeping indexes.
+func (t *Tree) index(n *node, path string, ttl int64) {
+	switch n.kind {
+	case kindEphemeral:
+		t.sessions[n.owner].ephemerals[path] = struct{}{}
+	case kindContainer:
+		t.containers[path] = struct{}{}
+	case kindTTL:
+		t.ttls[path] = ttl
+	}
+}
+
+func (t *Tree) unindex(n *node, path string) {
+	switch n.kind {
+	case kindEphemeral:
+		if s, ok := t.sessions[n.owner]; ok {
+			delete(s.ephemerals, path)
+		}
+	case kindContainer:
+		delete(t.containers, path)
+	case kindTTL:
+		delete(t.ttls, path)
+	}
+}
+
+func (t *Tree) delete(zxid int64, path string, version int32) error {
+	if path == "/" {
+		return wire.Errorf(wire.CodeBadArguments, "cannot delete the root")
+	}
+	n, err := t.find(path)
+	if err != nil {
+		return err
+	}
+	if version != -1 && version != n.version {
+		return wire.ErrBadVersion
+	}
+	if len(n.children) > 0 {
+		return wire.ErrNotEmpty
+	}
+	t.unlink(zxid, n, path)
+	return nil
+}
+
+func (t *Tree) setData(zxid int64, txn *Txn) (wire.Stat, error) {
+	n, err := t.find(txn.Path)
+	if err != nil {
+		return wire.Stat{}, err
+	}
+	if err := t.checkData(txn.Data); err != nil {
+		return wire.Stat{}, err
+	}
+	if txn.Version != -1 && txn.Version != n.version {
+		return wire.Stat{}, wire.ErrBadVersion
+	}
+	old := *n
+	t.digest -= t.nodeDigest(txn.Path, n)
+	n.data, n.dataHash = txn.Data, hashData(txn.Data)
+	n.version++
+	n.mzxid, n.mtime = zxid, txn.Time
+	t.digest += t.nodeDigest(txn.Path, n)
+	t.fire(wire.EventNodeDataChanged, txn.Path)
+	if t.undo != nil {
+		path := txn.Path
+		t.undo = append(t.undo, func() {
+			t.digest -= t.nodeDigest(path, n)
+			n.data, n.dataHash, n.version, n.mzxid, n.mtime = old.data, old.dataHash, old.version, old.mzxid, old.mtime
+			t.digest += t.nodeDigest(path, n)
+		})
+	}
+	return n.stat(), nil
+}
+
+func (t *Tree) check(path string, version int32) error {
+	n, err := t.find(path)
+	if err != nil {
+		return err
+	}
+	if version != -1 && version != n.version {
+		return wire.ErrBadVersion
+	}
+	return nil
+}
+
+// multi applies ops all or nothing. On failure every step is rolled back,
+// no event fires, and the results follow ZooKeeper: CodeOK for the ops
+// before the one that failed, its error for it, CodeRuntimeInconsistency
+// after it.
+func (t *Tree) multi(zxid int64, ops []Txn) ([]wire.OpResult, error) {
+	results := make([]wire.OpResult, len(ops))
+	t.undo = make([]func(), 0, 2*len(ops))
+	defer func() { t.undo = nil }()
+	var failed error
+	for i := range ops {
+		op := &ops[i]
+		results[i].Op = op.Type
+		if failed != nil {
+			results[i].Err = wire.CodeRuntimeInconsistency
+			continue
+		}
+		var err error
+		switch op.Type {
+		case wire.OpCreate:
+			results[i].Path, results[i].Stat, err = t.create(zxid, op)
+		case wire.OpDelete:
+			err = t.delete(zxid, op.Path, op.Version)
+		case wire.OpSetData:
+			results[i].Stat, err = t.setData(zxid, op)
+		case wire.OpCheck:
+			err = t.check(op.Path, op.Version)
+		default:
+			err = wire.Errorf(wire.CodeBadArguments, "op %s is not allowed in a multi", op.Type)
+		}
+		if err != nil {
+			failed = err
+			results[i].Err = wire.CodeOf(err)
+		}
+	}
+	if failed == nil {
+		return results, nil
+	}
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		t.undo[i]()
+	}
+	t.events = t.events[:0]
+	for i := range results {
+		results[i].Path, results[i].Stat = "", wire.Stat{}
+	}
+	return results, failed
+}
+
+func (t *Tree) createSession(txn *Txn) error {
+	if txn.Session == 0 {
+		return wire.Errorf(wire.CodeBadArguments, "session id 0 is reserved")
+	}
+	if _, ok := t.sessions[txn.Session]; ok {
+		return wire.Errorf(wire.CodeBadArguments, "session id %#x is in use", txn.Session)
+	}
+	t.sessions[txn.Session] = &session{
+		timeoutMs:  txn.TimeoutMs,
+		password:   txn.Password,
+		ephemerals: map[string]struct{}{},
+	}
+	t.digest += sessionDigest(txn.Session, txn.TimeoutMs, txn.Password)
+	return nil
+}
+
+// closeSession deletes the session's ephemerals, in path order, and the
+// session.
+func (t *Tree) closeSession(zxid int64, id int64) error {
+	s, ok := t.sessions[id]
+	if !ok {
+		return wire.ErrSessionExpired
+	}
+	for _, path := range sortedKeys(s.ephemerals) {
+		t.unlink(zxid, t.lookup(path), path)
+	}
+	delete(t.sessions, id)
+	t.digest -= sessionDigest(id, s.timeoutMs, s.password)
+	return nil
+}
+
+// Reapable returns the paths TxnReap would delete at time now: containers
+// that had children and have none left, and childless TTL nodes not changed
+// for longer than their ttl. The leader proposes TxnReap only when there are
+// some.
+func (t *Tree) Reapable(now int64) []string {
+	var paths []string
+	for path := range t.containers {
+		n := t.lookup(path)
+		if len(n.children) == 0 && n.cversion > 0 {
+			paths = append(paths, path)
+		}
+	}
+	for path, ttl := range t.ttls {
+		n := t.lookup(path)
+		if len(n.children) == 0 && now-n.mtime > ttl {
+			paths = append(paths, path)
+		}
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+func (t *Tree) reap(zxid, now int64) {
+	for _, path := range t.Reapable(now) {
+		t.unlink(zxid, t.lookup(path), path)
+	}
+}

@@ -1,0 +1,53 @@
+package tree
+
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The digest is the sum (mod 2^64) of one hash per znode and one per
+// session. A sum does not depend on order, so every change updates it in
+// O(1): subtract the hash of what goes, add the hash of what comes. Two
+// replicas with equal state have equal digests; a replica that diverged
+// shows a different digest at the same zxid.
+
+// Digest returns the digest of the whole state.
+func (t *Tree) Digest() uint64 { return t.digest }
+
+func hashData(data []byte) uint64 { return xxhash.Sum64(data) }
+
+// nodeDigest hashes a node's path, Stat, kind and the hash of its data.
+// NumChildren is left out: each child has its own hash.
+func (t *Tree) nodeDigest(path string, n *node) uint64 {
+	var buf [8*8 + 3*4 + 1]byte
+	b := buf[:0]
+	b = binary.LittleEndian.AppendUint64(b, uint64(n.czxid))
+	b = binary.LittleEndian.AppendUint64(b, uint64(n.mzxid))
+	b = binary.LittleEndian.AppendUint64(b, uint64(n.pzxid))
+	b = binary.LittleEndian.AppendUint64(b, uint64(n.ctime))
+	b = binary.LittleEndian.AppendUint64(b, uint64(n.mtime))
+	b = binary.LittleEndian.AppendUint64(b, uint64(n.owner))
+	b = binary.LittleEndian.AppendUint64(b, n.dataHash)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(n.data)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n.version))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n.cversion))
+	b = binary.LittleEndian.AppendUint32(b, uint32(n.aversion))
+	b = append(b, n.kind)
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(path)
+	_, _ = d.Write(b)
+	return d.Sum64()
+}
+
+func sessionDigest(id int64, timeoutMs int32, password []byte) uint64 {
+	var buf [12]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(id))
+	binary.LittleEndian.PutUint32(buf[8:], uint32(timeoutMs))
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(buf[:])
+	_, _ = d.Write(password)
+	return d.Sum64()
+}

@@ -1,0 +1,18 @@
+// Package tree is the znode tree as a pure, deterministic state machine.
+//
+// Apply takes one replicated change (a Txn) and returns its result and the
+// watch events it fired. Everything non-deterministic (the time, session ids
+// and passwords) travels inside the Txn, decided by whoever proposed it, so
+// every replica that applies the same txns in the same order reaches the same
+// state and the same Digest. The package does no I/O, starts no goroutines
+// and never reads the clock.
+//
+// The semantics are ZooKeeper's: create modes (persistent, ephemeral,
+// sequential, container, TTL), Stat and its update rules, conditional
+// writes, the error codes, multi as all-or-nothing, and the events that
+// one-shot watches fire on. The tree stores no watches; the server keeps them
+// and matches the events Apply returns.
+//
+// A Tree is not safe for concurrent use: the owner serializes Apply against
+// the reads (the server holds a read-write lock around it).
+package tree

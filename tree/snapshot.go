@@ -1,0 +1,223 @@
+package tree
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/arbor-coord/arbor/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Snapshot stream layout (msgpack values, one after another):
+//
+//	header   [magic "arbor-tree", version 1, zxid, znode count, session count]
+//	sessions [id, timeoutMs, password]                       (count times)
+//	znodes   [path, data, czxid, mzxid, pzxid, ctime, mtime,
+//	          version, cversion, aversion, owner, kind, ttl] (count times, parents first)
+//	trailer  [digest]
+//
+// Sessions come first so that ephemerals find their owner; znodes come in
+// pre-order with children sorted by name, so equal trees give equal bytes.
+
+const (
+	snapshotMagic   = "arbor-tree"
+	snapshotVersion = 1
+	nodeFields      = 13
+)
+
+// ErrCorruptSnapshot is returned by Restore for a stream that is not a
+// well-formed snapshot or whose digest does not match its contents.
+var ErrCorruptSnapshot = errors.New("tree: corrupt snapshot")
+
+// WriteSnapshot writes the whole state to w.
+func (t *Tree) WriteSnapshot(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := msgpack.NewEncoder(bw)
+	sw := snapWriter{enc: enc}
+	sw.array(5)
+	sw.str(snapshotMagic)
+	sw.int(snapshotVersion)
+	sw.int(t.zxid)
+	sw.int(int64(t.count))
+	sw.int(int64(len(t.sessions)))
+	for _, s := range t.Sessions() {
+		sw.array(3)
+		sw.int(s.ID)
+		sw.int(int64(s.TimeoutMs))
+		sw.bytes(s.Password)
+	}
+	t.writeNode(&sw, "/", t.root)
+	sw.array(1)
+	sw.uint(t.digest)
+	if sw.err != nil {
+		return sw.err
+	}
+	return bw.Flush()
+}
+
+func (t *Tree) writeNode(sw *snapWriter, path string, n *node) {
+	sw.array(nodeFields)
+	sw.str(path)
+	sw.bytes(n.data)
+	for _, v := range [...]int64{n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
+		int64(n.version), int64(n.cversion), int64(n.aversion), n.owner, int64(n.kind), t.ttls[path]} {
+		sw.int(v)
+	}
+	prefix := path
+	if prefix != "/" {
+		prefix += "/"
+	}
+	for _, name := range sortedNames(n) {
+		if sw.err != nil {
+			return
+		}
+		t.writeNode(sw, prefix+name, n.children[name])
+	}
+}
+
+// snapWriter keeps the first write error so the layout reads as a list.
+type snapWriter struct {
+	enc *msgpack.Encoder
+	err error
+}
+
+func (w *snapWriter) do(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+func (w *snapWriter) array(n int)    { w.do(w.enc.EncodeArrayLen(n)) }
+func (w *snapWriter) int(v int64)    { w.do(w.enc.EncodeInt(v)) }
+func (w *snapWriter) uint(v uint64)  { w.do(w.enc.EncodeUint(v)) }
+func (w *snapWriter) str(s string)   { w.do(w.enc.EncodeString(s)) }
+func (w *snapWriter) bytes(b []byte) { w.do(w.enc.EncodeBytes(b)) }
+
+// Restore reads a snapshot written by WriteSnapshot and returns the tree it
+// holds. It checks the structure as it goes (parents before children, no
+// duplicates, owners that exist) and the digest at the end; any mismatch
+// returns an error matching ErrCorruptSnapshot.
+func Restore(r io.Reader, opts ...Option) (*Tree, error) {
+	t := New(opts...)
+	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	if err := t.restore(dec); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+	}
+	return t, nil
+}
+
+func (t *Tree) restore(dec *msgpack.Decoder) error {
+	var magic string
+	var version, zxid, count, nsessions int64
+	if err := decodeArray(dec, 5, &magic, &version, &zxid, &count, &nsessions); err != nil {
+		return fmt.Errorf("header: %w", err)
+	}
+	if magic != snapshotMagic || version != snapshotVersion {
+		return fmt.Errorf("header: magic %q version %d", magic, version)
+	}
+	t.zxid = zxid
+	for i := int64(0); i < nsessions; i++ {
+		var id, timeout int64
+		var password []byte
+		if err := decodeArray(dec, 3, &id, &timeout, &password); err != nil {
+			return fmt.Errorf("session %d: %w", i, err)
+		}
+		if err := t.createSession(&Txn{Session: id, TimeoutMs: int32(timeout), Password: password}); err != nil {
+			return fmt.Errorf("session %d: %w", i, err)
+		}
+	}
+	for i := int64(0); i < count; i++ {
+		if err := t.restoreNode(dec, i == 0); err != nil {
+			return fmt.Errorf("znode %d: %w", i, err)
+		}
+	}
+	var digest uint64
+	if err := decodeArray(dec, 1, &digest); err != nil {
+		return fmt.Errorf("trailer: %w", err)
+	}
+	if digest != t.digest {
+		return fmt.Errorf("digest %#x, contents hash to %#x", digest, t.digest)
+	}
+	return nil
+}
+
+func (t *Tree) restoreNode(dec *msgpack.Decoder, isRoot bool) error {
+	var path string
+	var data []byte
+	var f [11]int64
+	if err := decodeArray(dec, nodeFields, &path, &data, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10]); err != nil {
+		return err
+	}
+	n := &node{
+		data: data, dataHash: hashData(data),
+		czxid: f[0], mzxid: f[1], pzxid: f[2], ctime: f[3], mtime: f[4],
+		version: int32(f[5]), cversion: int32(f[6]), aversion: int32(f[7]),
+		owner: f[8], kind: uint8(f[9]),
+	}
+	ttl := f[10]
+	if n.kind > kindTTL || (n.kind == kindEphemeral) != (n.owner != 0) {
+		return fmt.Errorf("%s: kind %d with owner %#x", path, f[9], n.owner)
+	}
+	if isRoot {
+		if path != "/" || n.kind != kindPersistent {
+			return fmt.Errorf("first znode is %q, not the root", path)
+		}
+		t.digest -= t.nodeDigest("/", t.root)
+		n.children = nil
+		*t.root = *n
+		t.digest += t.nodeDigest("/", t.root)
+		return nil
+	}
+	parentPath, name := splitPath(path)
+	parent, err := t.find(parentPath)
+	if err != nil || path == "/" || wire.ValidatePath(path, false) != nil {
+		return fmt.Errorf("%q: bad path or no parent", path)
+	}
+	if _, dup := parent.children[name]; dup || parent.kind == kindEphemeral {
+		return fmt.Errorf("%q: duplicate, or child of an ephemeral", path)
+	}
+	if n.kind == kindEphemeral {
+		if _, ok := t.sessions[n.owner]; !ok {
+			return fmt.Errorf("%q: owner %#x is not a session", path, n.owner)
+		}
+	}
+	n.name = name
+	if parent.children == nil {
+		parent.children = map[string]*node{}
+	}
+	parent.children[name] = n
+	n.parent = parent
+	t.count++
+	t.index(n, path, ttl)
+	t.digest += t.nodeDigest(path, n)
+	return nil
+}
+
+// decodeArray reads an array of exactly len(fields) values into fields,
+// each an *int64, *uint64, *string or *[]byte.
+func decodeArray(dec *msgpack.Decoder, want int, fields ...any) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n != want {
+		return fmt.Errorf("array of %d, want %d", n, want)
+	}
+	for _, f := range fields {
+		switch p := f.(type) {
+		case *int64:
+			*p, err = dec.DecodeInt64()
+		case *uint64:
+			*p, err = dec.DecodeUint64()
+		case *string:
+			*p, err = dec.DecodeString()
+		case *[]byte:
+			*p, err = dec.DecodeBytes()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package tree
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// DefaultMaxDataSize is the default limit on a znode's data: 1 MiB.
+const DefaultMaxDataSize = 1 << 20
+
+// MaxTTL is the longest time to live a TTL node may have, in ms (as
+// ZooKeeper: what fits in 40 bits).
+const MaxTTL = 1<<40 - 1
+
+// node kinds; sequential is only a naming rule and is not remembered.
+const (
+	kindPersistent uint8 = iota
+	kindEphemeral
+	kindContainer
+	kindTTL
+)
+
+// node is one znode. Its field order keeps it at 128 bytes.
+type node struct {
+	name     string
+	data     []byte
+	parent   *node
+	children map[string]*node // nil until the first child
+
+	czxid, mzxid, pzxid int64
+	ctime, mtime        int64
+	owner               int64 // ephemeral owner session
+	dataHash            uint64
+	version             int32
+	cversion            int32
+	aversion            int32
+	kind                uint8
+}
+
+func (n *node) stat() wire.Stat {
+	return wire.Stat{
+		Czxid: n.czxid, Mzxid: n.mzxid, Pzxid: n.pzxid,
+		Ctime: n.ctime, Mtime: n.mtime,
+		Version: n.version, Cversion: n.cversion, Aversion: n.aversion,
+		EphemeralOwner: n.owner,
+		DataLength:     int32(len(n.data)),
+		NumChildren:    int32(len(n.children)),
+	}
+}
+
+// session is what the tree knows of a session: enough to reattach it and to
+// delete its ephemerals when it closes.
+type session struct {
+	timeoutMs  int32
+	password   []byte
+	ephemerals map[string]struct{}
+}
+
+// Session describes a live session.
+type Session struct {
+	ID        int64
+	TimeoutMs int32
+	Password  []byte
+}
+
+// Tree is the znode tree and the sessions that own its ephemerals.
+type Tree struct {
+	root     *node
+	count    int // znodes, the root included
+	zxid     int64
+	digest   uint64
+	maxData  int
+	sessions map[int64]*session
+
+	// Housekeeping indexes: paths of containers and of TTL nodes (with
+	// their ttl), so TxnReap never scans the whole tree.
+	containers map[string]struct{}
+	ttls       map[string]int64
+
+	events []Event
+	undo   []func() // set while a multi applies: how to roll back each step
+}
+
+// Option configures a Tree.
+type Option func(*Tree)
+
+// WithMaxDataSize sets the limit on a znode's data length.
+func WithMaxDataSize(n int) Option { return func(t *Tree) { t.maxData = n } }
+
+// New returns a tree holding only the root, "/".
+func New(opts ...Option) *Tree {
+	t := &Tree{
+		root:       &node{},
+		count:      1,
+		maxData:    DefaultMaxDataSize,
+		sessions:   map[int64]*session{},
+		containers: map[string]struct{}{},
+		ttls:       map[string]int64{},
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	t.root.dataHash = hashData(nil)
+	t.digest = t.nodeDigest("/", t.root)
+	return t
+}
+
+// Zxid is the zxid of the last txn applied.
+func (t *Tree) Zxid() int64 { return t.zxid }
+
+// Count is the number of znodes, the root included.
+func (t *Tree) Count() int { return t.count }
+
+// MaxDataSize is the limit on a znode's data length.
+func (t *Tree) MaxDataSize() int { return t.maxData }
+
+// lookup finds the node at an already validated path.
+func (t *Tree) lookup(path string) *node {
+	n := t.root
+	for i := 1; i < len(path) && n != nil; {
+		j := strings.IndexByte(path[i:], '/')
+		if j < 0 {
+			j = len(path) - i
+		}
+		n = n.children[path[i:i+j]]
+		i += j + 1
+	}
+	return n
+}
+
+// find validates path and returns its node, or ErrBadArguments / ErrNoNode.
+func (t *Tree) find(path string) (*node, error) {
+	if err := wire.ValidatePath(path, false); err != nil {
+		return nil, err
+	}
+	n := t.lookup(path)
+	if n == nil {
+		return nil, wire.ErrNoNode
+	}
+	return n, nil
+}
+
+// splitPath returns the parent path and the last segment of a valid path
+// other than the root.
+func splitPath(path string) (parent, name string) {
+	i := strings.LastIndexByte(path, '/')
+	if i == 0 {
+		return "/", path[1:]
+	}
+	return path[:i], path[i+1:]
+}
+
+// Get returns a node's data and Stat. The data is shared with the tree and
+// must not be modified; the tree never modifies it either (setData replaces
+// it), so it stays valid after the caller's lock is released.
+func (t *Tree) Get(path string) ([]byte, wire.Stat, error) {
+	n, err := t.find(path)
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	return n.data, n.stat(), nil
+}
+
+// Exists returns a node's Stat, or ErrNoNode.
+func (t *Tree) Exists(path string) (wire.Stat, error) {
+	n, err := t.find(path)
+	if err != nil {
+		return wire.Stat{}, err
+	}
+	return n.stat(), nil
+}
+
+// Children returns the names of a node's children, sorted, and its Stat.
+func (t *Tree) Children(path string) ([]string, wire.Stat, error) {
+	n, err := t.find(path)
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	return sortedNames(n), n.stat(), nil
+}
+
+func sortedNames(n *node) []string {
+	names := make([]string, 0, len(n.children))
+	for name := range n.children {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Session returns a live session.
+func (t *Tree) Session(id int64) (Session, bool) {
+	s, ok := t.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	return Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password}, true
+}
+
+// Sessions returns every live session, ordered by id.
+func (t *Tree) Sessions() []Session {
+	out := make([]Session, 0, len(t.sessions))
+	for id, s := range t.sessions {
+		out = append(out, Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password})
+	}
+	slices.SortFunc(out, func(a, b Session) int { return cmpInt64(a.ID, b.ID) })
+	return out
+}
+
+// Ephemerals returns the paths of a session's ephemeral nodes, sorted.
+func (t *Tree) Ephemerals(id int64) []string {
+	s, ok := t.sessions[id]
+	if !ok {
+		return nil
+	}
+	return sortedKeys(s.ephemerals)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// sequenceName is ZooKeeper's sequential suffix: the parent's cversion,
+// zero-padded to ten digits.
+func sequenceName(prefix string, cversion int32) string {
+	return fmt.Sprintf("%s%010d", prefix, cversion)
+}

@@ -1,0 +1,59 @@
+package tree
+
+import "github.com/arbor-coord/arbor/wire"
+
+// Txn types beyond the client write ops (wire.OpCreate, OpDelete, OpSetData,
+// OpCheck, OpMulti), which Txn.Type also takes.
+const (
+	TxnCreateSession wire.Op = -10
+	TxnCloseSession  wire.Op = wire.OpClose
+	TxnReap          wire.Op = -50 // delete empty containers and expired TTL nodes
+)
+
+// Txn is one replicated change to the tree. The proposer decides every
+// non-deterministic value before proposing: Time, and for a new session its
+// ID, Password and TimeoutMs.
+type Txn struct {
+	Type    wire.Op
+	Time    int64 // ms since the Unix epoch: ctime/mtime of what this txn writes, "now" for TxnReap
+	Session int64 // create: the owner of an ephemeral; session txns: the session
+
+	Path    string
+	Data    []byte
+	Version int32
+	Mode    wire.CreateMode
+	TTL     int64 // ms, for the TTL create modes
+
+	TimeoutMs int32  // TxnCreateSession
+	Password  []byte // TxnCreateSession
+
+	Ops []Txn // wire.OpMulti
+}
+
+// Result is the outcome of applying a Txn.
+type Result struct {
+	Err   error           // nil, or an error matching one of wire's sentinels
+	Path  string          // create: the path created (with the sequence number)
+	Stat  wire.Stat       // create, setData: the node's new Stat
+	Multi []wire.OpResult // multi: one result per op
+}
+
+// Event is a change that fires watches: NodeCreated, NodeDeleted and
+// NodeDataChanged name the node; NodeChildrenChanged names the parent.
+type Event struct {
+	Type wire.EventType
+	Path string
+}
+
+// TxnFromRequest builds the txn for a client write request. Time and the
+// session are the proposer's to set.
+func TxnFromRequest(r *wire.Request) Txn {
+	t := Txn{Type: r.Op, Path: r.Path, Data: r.Data, Version: r.Version, Mode: r.Mode, TTL: r.TTL}
+	if len(r.Ops) > 0 {
+		t.Ops = make([]Txn, len(r.Ops))
+		for i := range r.Ops {
+			t.Ops[i] = TxnFromRequest(&r.Ops[i])
+		}
+	}
+	return t
+}

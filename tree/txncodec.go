@@ -1,0 +1,129 @@
+package tree
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/arbor-coord/arbor/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// A txn travels in the raft log as one msgpack array:
+//
+//	[type, time, session, path, data, version, mode, ttl, timeoutMs, password, ops]
+//
+// where ops is an array of txns of the same layout (empty outside a multi).
+// Decoders skip fields appended by a later version.
+
+const txnFields = 11
+
+// ErrBadTxn is returned by DecodeTxn for bytes that are not a txn.
+var ErrBadTxn = errors.New("tree: malformed txn")
+
+// AppendTxn appends the encoding of txn to dst.
+func AppendTxn(dst []byte, txn *Txn) []byte {
+	w := &appendBuffer{b: dst}
+	enc := msgpack.NewEncoder(w)
+	encodeTxn(enc, txn)
+	return w.b
+}
+
+type appendBuffer struct{ b []byte }
+
+func (w *appendBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *appendBuffer) WriteByte(c byte) error      { w.b = append(w.b, c); return nil }
+
+// encodeTxn writes txn; the writer is an appendBuffer, which cannot fail.
+func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
+	_ = enc.EncodeArrayLen(txnFields)
+	_ = enc.EncodeInt(int64(txn.Type))
+	_ = enc.EncodeInt(txn.Time)
+	_ = enc.EncodeInt(txn.Session)
+	_ = enc.EncodeString(txn.Path)
+	_ = enc.EncodeBytes(txn.Data)
+	_ = enc.EncodeInt(int64(txn.Version))
+	_ = enc.EncodeInt(int64(txn.Mode))
+	_ = enc.EncodeInt(txn.TTL)
+	_ = enc.EncodeInt(int64(txn.TimeoutMs))
+	_ = enc.EncodeBytes(txn.Password)
+	_ = enc.EncodeArrayLen(len(txn.Ops))
+	for i := range txn.Ops {
+		encodeTxn(enc, &txn.Ops[i])
+	}
+}
+
+// DecodeTxn decodes a txn encoded by AppendTxn. A multi may not contain
+// another multi, so nesting is at most one level deep.
+func DecodeTxn(b []byte) (Txn, error) {
+	r := bytes.NewReader(b)
+	dec := msgpack.NewDecoder(r)
+	var txn Txn
+	if err := decodeTxn(dec, r, &txn, true); err != nil {
+		return Txn{}, fmt.Errorf("%w: %w", ErrBadTxn, err)
+	}
+	if r.Len() != 0 {
+		return Txn{}, fmt.Errorf("%w: %d trailing bytes", ErrBadTxn, r.Len())
+	}
+	return txn, nil
+}
+
+func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < txnFields || n > r.Len() {
+		return fmt.Errorf("txn of %d fields", n)
+	}
+	var f [7]int64
+	if err := decodeInts(dec, f[:3]); err != nil {
+		return err
+	}
+	txn.Type, txn.Time, txn.Session = wire.Op(f[0]), f[1], f[2]
+	if txn.Path, err = dec.DecodeString(); err != nil {
+		return err
+	}
+	if txn.Data, err = dec.DecodeBytes(); err != nil {
+		return err
+	}
+	if err := decodeInts(dec, f[3:7]); err != nil {
+		return err
+	}
+	txn.Version, txn.Mode, txn.TTL, txn.TimeoutMs = int32(f[3]), wire.CreateMode(f[4]), f[5], int32(f[6])
+	if txn.Password, err = dec.DecodeBytes(); err != nil {
+		return err
+	}
+	nops, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if nops > r.Len() || (nops > 0 && (!top || txn.Type != wire.OpMulti)) {
+		return fmt.Errorf("%d sub-txns in a %s txn", nops, txn.Type)
+	}
+	if nops > 0 {
+		txn.Ops = make([]Txn, nops)
+		for i := range txn.Ops {
+			if err := decodeTxn(dec, r, &txn.Ops[i], false); err != nil {
+				return err
+			}
+		}
+	}
+	for i := txnFields; i < n; i++ {
+		if err := dec.Skip(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decodeInts(dec *msgpack.Decoder, dst []int64) error {
+	for i := range dst {
+		v, err := dec.DecodeInt64()
+		if err != nil {
+			return err
+		}
+		dst[i] = v
+	}
+	return nil
+}
