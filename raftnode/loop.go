@@ -1,0 +1,187 @@
+package raftnode
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+)
+
+// run is the node's goroutine: the only one that touches the RawNode, the
+// storage's write side and the state machine.
+func (n *Node) run() {
+	defer close(n.donec)
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			n.rn.Tick()
+		case p := <-n.propc:
+			n.propose(p)
+			// Take what else is waiting, so that one Ready, and one fsync,
+			// carries the whole batch.
+			for i := 1; i < n.cfg.MaxBatch && len(n.propc) > 0; i++ {
+				n.propose(<-n.propc)
+			}
+		case id := <-n.readc:
+			n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
+		case m := <-n.recvc:
+			if err := n.rn.Step(m); err != nil {
+				n.log.Debug("raft step", zap.Error(err))
+			}
+		case <-n.stopc:
+			n.fail(ErrStopped)
+			return
+		}
+		if err := n.processReady(); err != nil {
+			n.log.Error("raft node failed; stopping", zap.Error(err))
+			n.fail(err)
+			return
+		}
+	}
+}
+
+func (n *Node) propose(p proposal) {
+	data := make([]byte, 8+len(p.payload))
+	binary.BigEndian.PutUint64(data, p.id)
+	copy(data[8:], p.payload)
+	if err := n.rn.Propose(data); err != nil {
+		n.deliver(p.id, Outcome{Err: ErrProposalDropped})
+	}
+}
+
+// processReady handles every pending Ready: persist, send, apply, advance.
+func (n *Node) processReady() error {
+	for n.rn.HasReady() {
+		rd := n.rn.Ready()
+		if rd.SoftState != nil {
+			n.leader.Store(rd.SoftState.Lead)
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			n.term.Store(rd.HardState.Term)
+		}
+		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+			return err
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := n.restore(rd.Snapshot); err != nil {
+				return err
+			}
+		}
+		if n.cfg.Transport != nil && len(rd.Messages) > 0 {
+			n.cfg.Transport.Send(rd.Messages)
+		}
+		if err := n.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+		for _, rs := range rd.ReadStates {
+			n.resolveRead(binary.BigEndian.Uint64(rs.RequestCtx), rs.Index)
+		}
+		n.rn.Advance(rd)
+		if err := n.maybeSnapshot(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore loads a snapshot received from the leader.
+func (n *Node) restore(snap raftpb.Snapshot) error {
+	if err := n.sm.Restore(bytes.NewReader(snap.Data), snap.Metadata.Index); err != nil {
+		return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
+	}
+	n.confState = snap.Metadata.ConfState
+	n.snapIndex = snap.Metadata.Index
+	n.setApplied(snap.Metadata.Index)
+	return nil
+}
+
+func (n *Node) apply(ents []raftpb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	for i := range ents {
+		e := &ents[i]
+		if e.Index <= n.applied.Load() {
+			continue
+		}
+		switch e.Type {
+		case raftpb.EntryNormal:
+			if len(e.Data) >= 8 {
+				id := binary.BigEndian.Uint64(e.Data)
+				res := n.sm.Apply(e.Index, e.Data[8:])
+				n.deliver(id, Outcome{Index: e.Index, Result: res})
+			}
+		case raftpb.EntryConfChange:
+			var cc raftpb.ConfChange
+			if err := cc.Unmarshal(e.Data); err != nil {
+				return fmt.Errorf("conf change at %d: %w", e.Index, err)
+			}
+			n.confState = *n.rn.ApplyConfChange(cc)
+		case raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeV2
+			if err := cc.Unmarshal(e.Data); err != nil {
+				return fmt.Errorf("conf change at %d: %w", e.Index, err)
+			}
+			n.confState = *n.rn.ApplyConfChange(cc)
+		}
+		n.applied.Store(e.Index)
+	}
+	n.setApplied(n.applied.Load())
+	return nil
+}
+
+// setApplied records index as applied and wakes WaitApplied callers.
+func (n *Node) setApplied(index uint64) {
+	n.applied.Store(index)
+	n.mu.Lock()
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+	n.mu.Unlock()
+}
+
+func (n *Node) resolveRead(id, index uint64) {
+	n.mu.Lock()
+	ch, ok := n.reads[id]
+	delete(n.reads, id)
+	n.mu.Unlock()
+	if ok {
+		ch <- Outcome{Index: index}
+	}
+}
+
+// maybeSnapshot snapshots the state machine every SnapshotEvery entries and
+// compacts the log behind it.
+func (n *Node) maybeSnapshot() error {
+	applied := n.applied.Load()
+	if applied-n.snapIndex < n.cfg.SnapshotEvery {
+		return nil
+	}
+	start := time.Now()
+	var buf bytes.Buffer
+	if err := n.sm.Snapshot(&buf); err != nil {
+		return fmt.Errorf("snapshot at %d: %w", applied, err)
+	}
+	var compactTo uint64
+	if applied > n.cfg.CatchUpEntries {
+		compactTo = applied - n.cfg.CatchUpEntries
+	}
+	if err := n.storage.CreateSnapshot(applied, &n.confState, buf.Bytes(), compactTo); err != nil {
+		return fmt.Errorf("save snapshot at %d: %w", applied, err)
+	}
+	n.snapIndex = applied
+	n.log.Info("snapshot saved", zap.Uint64("index", applied), zap.Int("bytes", buf.Len()),
+		zap.Uint64("compacted_to", compactTo), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+// raftLogger sends raft's log lines to zap.
+type raftLogger struct{ *zap.SugaredLogger }
+
+func (l raftLogger) Warning(args ...any)                 { l.Warn(args...) }
+func (l raftLogger) Warningf(format string, args ...any) { l.Warnf(format, args...) }

@@ -1,0 +1,398 @@
+// Package raftnode runs one member of a raft group (go.etcd.io/raft/v3) for
+// a state machine: one goroutine drives a RawNode, makes each Ready durable
+// in pebble with a single synced batch, sends its messages, applies its
+// committed entries and takes snapshots. Callers propose and wait for the
+// apply result, and wait for linearizable reads with ReadIndex.
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+)
+
+// StateMachine is what the node replicates. Every method is called on the
+// node's goroutine, one at a time, so the state machine needs no lock
+// against itself; it needs one only for readers on other goroutines.
+type StateMachine interface {
+	// Apply applies the payload of the committed entry at index and returns
+	// the result handed to the proposer. Entries come in log order, each
+	// once.
+	Apply(index uint64, payload []byte) any
+	// Snapshot writes the state as of the last applied index.
+	Snapshot(w io.Writer) error
+	// Restore replaces the state with a snapshot taken at index.
+	Restore(r io.Reader, index uint64) error
+}
+
+// Transport carries raft messages to the other members. Send must not
+// block for long: it queues, and drops what it cannot deliver (raft
+// retries).
+type Transport interface {
+	Send(msgs []raftpb.Message)
+}
+
+// Errors returned to callers.
+var (
+	ErrStopped         = errors.New("raftnode: stopped")
+	ErrProposalDropped = errors.New("raftnode: proposal dropped (no leader)")
+)
+
+// Config configures a Node.
+type Config struct {
+	ID    uint64   // this member's id, not zero
+	Peers []uint64 // the initial members, this one included, used only when the store is new
+	Dir   string   // the pebble store
+
+	TickInterval   time.Duration // default 100ms
+	ElectionTicks  int           // default 10
+	HeartbeatTicks int           // default 1
+	SnapshotEvery  uint64        // applied entries between snapshots, default 10,000
+	CatchUpEntries uint64        // entries kept behind a snapshot for slow followers, default 1,000
+	MaxBatch       int           // proposals taken into one Ready at most, default 512
+
+	Transport Transport // nil for a single member
+	Logger    *zap.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 10000
+	}
+	if c.CatchUpEntries == 0 {
+		c.CatchUpEntries = 1000
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 512
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if len(c.Peers) == 0 {
+		c.Peers = []uint64{c.ID}
+	}
+}
+
+// Outcome is what a proposer learns: the index its entry was applied at and
+// the state machine's result, or an error.
+type Outcome struct {
+	Index  uint64
+	Result any
+	Err    error
+}
+
+// Node is a running raft member.
+type Node struct {
+	cfg     Config
+	log     *zap.Logger
+	sm      StateMachine
+	storage *Storage
+	rn      *raft.RawNode
+
+	propc  chan proposal
+	readc  chan uint64
+	recvc  chan raftpb.Message
+	stopc  chan struct{}
+	donec  chan struct{}
+	stop   sync.Once
+	reqIDs atomic.Uint64
+
+	applied   atomic.Uint64
+	leader    atomic.Uint64
+	term      atomic.Uint64
+	confState raftpb.ConfState // raft goroutine only
+	snapIndex uint64           // raft goroutine only
+
+	mu        sync.Mutex
+	waiters   map[uint64]chan Outcome // mu guards waiters, reads, appliedCh, err
+	reads     map[uint64]chan Outcome
+	appliedCh chan struct{} // closed and replaced whenever applied moves
+	err       error         // why the node stopped
+}
+
+type proposal struct {
+	id      uint64
+	payload []byte
+}
+
+// Start opens the store in cfg.Dir, restores the state machine from the
+// last snapshot, and starts the node. A new store is bootstrapped with
+// cfg.Peers as its members.
+func Start(cfg Config, sm StateMachine) (*Node, error) {
+	cfg.setDefaults()
+	if cfg.ID == 0 {
+		return nil, errors.New("raftnode: member id 0 is reserved")
+	}
+	storage, snapData, err := openStorage(cfg.Dir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger, sm: sm, storage: storage,
+		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64),
+		recvc: make(chan raftpb.Message, 1024),
+		stopc: make(chan struct{}), donec: make(chan struct{}),
+		waiters: map[uint64]chan Outcome{}, reads: map[uint64]chan Outcome{},
+		appliedCh: make(chan struct{}),
+	}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]))
+	if err := n.init(snapData); err != nil {
+		storage.Close()
+		return nil, err
+	}
+	go n.run()
+	return n, nil
+}
+
+func (n *Node) init(snapData []byte) error {
+	snap, err := n.storage.MemoryStorage.Snapshot()
+	if err != nil {
+		return err
+	}
+	if !raft.IsEmptySnap(snap) {
+		if err := n.sm.Restore(bytes.NewReader(snapData), snap.Metadata.Index); err != nil {
+			return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
+		}
+		n.applied.Store(snap.Metadata.Index)
+		n.snapIndex = snap.Metadata.Index
+		n.confState = snap.Metadata.ConfState
+	}
+	fresh := n.storage.IsEmpty()
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:              n.cfg.ID,
+		ElectionTick:    n.cfg.ElectionTicks,
+		HeartbeatTick:   n.cfg.HeartbeatTicks,
+		Storage:         n.storage,
+		Applied:         n.applied.Load(),
+		MaxSizePerMsg:   1 << 20,
+		MaxInflightMsgs: 256,
+		CheckQuorum:     true,
+		PreVote:         true,
+		Logger:          raftLogger{n.log.Sugar()},
+	})
+	if err != nil {
+		return err
+	}
+	n.rn = rn
+	if fresh {
+		peers := make([]raft.Peer, len(n.cfg.Peers))
+		for i, id := range n.cfg.Peers {
+			peers[i] = raft.Peer{ID: id}
+		}
+		if err := rn.Bootstrap(peers); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	if len(n.cfg.Peers) == 1 && n.cfg.Peers[0] == n.cfg.ID {
+		// Alone, there is nobody to wait for: lead at once.
+		_ = rn.Campaign()
+	}
+	return nil
+}
+
+// Propose submits payload for replication. The returned Proposal reports
+// the outcome once the entry is applied on this member.
+func (n *Node) Propose(ctx context.Context, payload []byte) *Proposal {
+	id := n.reqIDs.Add(1)
+	ch := make(chan Outcome, 1)
+	p := &Proposal{n: n, id: id, C: ch}
+	n.mu.Lock()
+	if n.err != nil {
+		n.mu.Unlock()
+		ch <- Outcome{Err: n.err}
+		return p
+	}
+	n.waiters[id] = ch
+	n.mu.Unlock()
+	select {
+	case n.propc <- proposal{id: id, payload: payload}:
+	case <-ctx.Done():
+		n.deliver(id, Outcome{Err: ctx.Err()})
+	case <-n.donec:
+		n.deliver(id, Outcome{Err: n.stopErr()})
+	}
+	return p
+}
+
+// Proposal is a submitted entry whose outcome is pending.
+type Proposal struct {
+	n  *Node
+	id uint64
+	C  <-chan Outcome // receives exactly one Outcome
+}
+
+// Wait waits for the outcome or for ctx. A proposal abandoned because of
+// ctx may still be applied later.
+func (p *Proposal) Wait(ctx context.Context) Outcome {
+	select {
+	case o := <-p.C:
+		return o
+	case <-ctx.Done():
+		p.n.mu.Lock()
+		delete(p.n.waiters, p.id)
+		p.n.mu.Unlock()
+		return Outcome{Err: ctx.Err()}
+	}
+}
+
+// ReadIndex waits until this member has applied everything committed
+// before the call: a read served after it is linearizable.
+func (n *Node) ReadIndex(ctx context.Context) error {
+	id := n.reqIDs.Add(1)
+	ch := make(chan Outcome, 1)
+	n.mu.Lock()
+	if n.err != nil {
+		n.mu.Unlock()
+		return n.err
+	}
+	n.reads[id] = ch
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.reads, id)
+		n.mu.Unlock()
+	}()
+	select {
+	case n.readc <- id:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.donec:
+		return n.stopErr()
+	}
+	select {
+	case o := <-ch:
+		if o.Err != nil {
+			return o.Err
+		}
+		return n.WaitApplied(ctx, o.Index)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitApplied waits until this member has applied index.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.mu.Lock()
+		ch, err := n.appliedCh, n.err
+		n.mu.Unlock()
+		if n.applied.Load() >= index {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Applied is the index of the last entry applied.
+func (n *Node) Applied() uint64 { return n.applied.Load() }
+
+// Leader is the id of the member this one believes leads, 0 if none.
+func (n *Node) Leader() uint64 { return n.leader.Load() }
+
+// IsLeader reports whether this member leads.
+func (n *Node) IsLeader() bool { return n.leader.Load() == n.cfg.ID }
+
+// Term is the current raft term.
+func (n *Node) Term() uint64 { return n.term.Load() }
+
+// ID is this member's id.
+func (n *Node) ID() uint64 { return n.cfg.ID }
+
+// Step hands the node a message from another member.
+func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
+	select {
+	case n.recvc <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.donec:
+		return n.stopErr()
+	}
+}
+
+// Stop stops the node, fails what is pending with ErrStopped, and closes
+// the store.
+func (n *Node) Stop() error {
+	var err error
+	n.stop.Do(func() {
+		close(n.stopc)
+		<-n.donec
+		err = n.storage.Close()
+	})
+	return err
+}
+
+// Done is closed when the node has stopped, by Stop or by a fatal error.
+func (n *Node) Done() <-chan struct{} { return n.donec }
+
+// Err is why the node stopped: ErrStopped after Stop, else the fatal error.
+func (n *Node) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+func (n *Node) stopErr() error {
+	if err := n.Err(); err != nil {
+		return err
+	}
+	return ErrStopped
+}
+
+func (n *Node) deliver(id uint64, o Outcome) {
+	n.mu.Lock()
+	ch, ok := n.waiters[id]
+	delete(n.waiters, id)
+	n.mu.Unlock()
+	if ok {
+		ch <- o
+	}
+}
+
+// fail stops the node for good and fails everything pending with err.
+func (n *Node) fail(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err == nil {
+		n.err = err
+	}
+	for id, ch := range n.waiters {
+		ch <- Outcome{Err: n.err}
+		delete(n.waiters, id)
+	}
+	for id, ch := range n.reads {
+		ch <- Outcome{Err: n.err}
+		delete(n.reads, id)
+	}
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+}

@@ -1,0 +1,280 @@
+package raftnode
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cockroachdb/pebble"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+)
+
+// Storage is raft's log and snapshot store: durable in pebble, served from
+// an in-memory mirror (raft.MemoryStorage) of the entries since the last
+// compaction. Every write goes to pebble first, in one synced batch, and
+// only then to the mirror, so what raft reads is always durable.
+//
+// Keys:
+//
+//	"h"               the HardState
+//	"m"               the metadata of the last snapshot
+//	"d" + be64(chunk) the last snapshot's data, in 1 MiB chunks
+//	"e" + be64(index) a log entry
+//
+// Storage is used by the raft goroutine only, except for the raft.Storage
+// reads, which MemoryStorage makes safe to call concurrently.
+type Storage struct {
+	*raft.MemoryStorage
+	db *pebble.DB
+}
+
+var (
+	keyHardState = []byte("h")
+	keySnapMeta  = []byte("m")
+)
+
+const (
+	prefixSnapData = 'd'
+	prefixEntry    = 'e'
+	snapChunkSize  = 1 << 20
+)
+
+func indexKey(prefix byte, i uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], i)
+	return k
+}
+
+// openStorage opens (or creates) the store in dir and loads the log into
+// memory. It returns the store and the data of its last snapshot (nil when
+// there is none).
+func openStorage(dir string, log *zap.Logger) (*Storage, []byte, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.Sugar()}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open raft store %s: %w", dir, err)
+	}
+	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db}
+	data, err := s.load()
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("load raft store %s: %w", dir, err)
+	}
+	return s, data, nil
+}
+
+func (s *Storage) load() ([]byte, error) {
+	var snap raftpb.Snapshot
+	if err := s.get(keySnapMeta, &snap.Metadata); err != nil {
+		return nil, err
+	}
+	var data []byte
+	if snap.Metadata.Index > 0 {
+		var err error
+		if data, err = s.snapshotData(); err != nil {
+			return nil, err
+		}
+		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
+			return nil, err
+		}
+	}
+	var hs raftpb.HardState
+	if err := s.get(keyHardState, &hs); err != nil {
+		return nil, err
+	}
+	iter, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: indexKey(prefixEntry, snap.Metadata.Index+1),
+		UpperBound: indexKey(prefixEntry, math.MaxUint64),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var ents []raftpb.Entry
+	for iter.First(); iter.Valid(); iter.Next() {
+		var e raftpb.Entry
+		if err := e.Unmarshal(iter.Value()); err != nil {
+			return nil, fmt.Errorf("entry %x: %w", iter.Key(), err)
+		}
+		ents = append(ents, e)
+	}
+	if err := iter.Error(); err != nil {
+		return nil, err
+	}
+	if err := s.MemoryStorage.Append(ents); err != nil {
+		return nil, err
+	}
+	if err := s.MemoryStorage.SetHardState(hs); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// unmarshaler is what gogoproto messages implement.
+type unmarshaler interface{ Unmarshal([]byte) error }
+
+// get reads key into m; a missing key leaves m as it is.
+func (s *Storage) get(key []byte, m unmarshaler) error {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	return m.Unmarshal(v)
+}
+
+// snapshotData reads the chunks of the last snapshot's data.
+func (s *Storage) snapshotData() ([]byte, error) {
+	iter, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{prefixSnapData},
+		UpperBound: []byte{prefixSnapData + 1},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var buf bytes.Buffer
+	for iter.First(); iter.Valid(); iter.Next() {
+		buf.Write(iter.Value())
+	}
+	return buf.Bytes(), iter.Error()
+}
+
+// IsEmpty reports whether the store has never been written: a new member
+// that must be bootstrapped.
+func (s *Storage) IsEmpty() bool {
+	hs, _, _ := s.InitialState()
+	last, _ := s.LastIndex()
+	return raft.IsEmptyHardState(hs) && last == 0
+}
+
+// Snapshot returns the last snapshot with its data, which the mirror does
+// not keep (raft asks for it only to send it to a follower that is behind).
+func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
+	snap, err := s.MemoryStorage.Snapshot()
+	if err != nil || raft.IsEmptySnap(snap) {
+		return snap, err
+	}
+	snap.Data, err = s.snapshotData()
+	return snap, err
+}
+
+// Save makes a Ready's state durable with one synced batch: the snapshot
+// it carries (if any), its entries (dropping any conflicting tail) and its
+// HardState. Then it updates the mirror.
+func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Snapshot) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if !raft.IsEmptySnap(snap) {
+		if err := s.putSnapshot(b, snap.Metadata, snap.Data); err != nil {
+			return err
+		}
+		if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, snap.Metadata.Index+1), nil); err != nil {
+			return err
+		}
+	}
+	for i := range ents {
+		v, err := ents[i].Marshal()
+		if err != nil {
+			return err
+		}
+		if err := b.Set(indexKey(prefixEntry, ents[i].Index), v, nil); err != nil {
+			return err
+		}
+	}
+	if len(ents) > 0 {
+		last := ents[len(ents)-1].Index
+		if err := b.DeleteRange(indexKey(prefixEntry, last+1), indexKey(prefixEntry, math.MaxUint64), nil); err != nil {
+			return err
+		}
+	}
+	if !raft.IsEmptyHardState(hs) {
+		v, err := hs.Marshal()
+		if err != nil {
+			return err
+		}
+		if err := b.Set(keyHardState, v, nil); err != nil {
+			return err
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("sync raft store: %w", err)
+	}
+	if !raft.IsEmptySnap(snap) {
+		snap.Data = nil // the mirror keeps metadata only; Snapshot reads the data back
+		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
+			return err
+		}
+	}
+	if err := s.MemoryStorage.Append(ents); err != nil {
+		return err
+	}
+	if !raft.IsEmptyHardState(hs) {
+		return s.MemoryStorage.SetHardState(hs)
+	}
+	return nil
+}
+
+// putSnapshot adds a snapshot's metadata and data to b, replacing the old.
+func (s *Storage) putSnapshot(b *pebble.Batch, meta raftpb.SnapshotMetadata, data []byte) error {
+	if err := b.DeleteRange([]byte{prefixSnapData}, []byte{prefixSnapData + 1}, nil); err != nil {
+		return err
+	}
+	for i := 0; len(data) > 0; i++ {
+		n := min(len(data), snapChunkSize)
+		if err := b.Set(indexKey(prefixSnapData, uint64(i)), data[:n], nil); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	v, err := meta.Marshal()
+	if err != nil {
+		return err
+	}
+	return b.Set(keySnapMeta, v, nil)
+}
+
+// CreateSnapshot durably records a snapshot of the state machine taken at
+// index, then compacts the log up to compactTo (at most index), keeping
+// the entries after it for followers that are a little behind.
+func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
+	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, nil)
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := s.putSnapshot(b, snap.Metadata, data); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("sync snapshot: %w", err)
+	}
+	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		return err
+	}
+	return nil
+}
+
+// Close closes the pebble store.
+func (s *Storage) Close() error { return s.db.Close() }
+
+// pebbleLogger sends pebble's log lines to zap.
+type pebbleLogger struct{ l *zap.SugaredLogger }
+
+func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf(format, args...) }
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf(format, args...) }
+func (p pebbleLogger) Fatalf(format string, args ...any) { p.l.Fatalf(format, args...) }

@@ -1,0 +1,145 @@
+// Package session tracks session deadlines: which sessions must be expired,
+// and when. The time is always passed in; the package never reads the clock,
+// so its behaviour is a function of its inputs and tests need no sleeps.
+//
+// What a session is (its id, password, timeout and ephemerals) is replicated
+// state and lives in the tree; the Table here is the leader's local view of
+// when each one was last heard from.
+package session
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Default bounds of a negotiated session timeout.
+const (
+	DefaultMinTimeout = 2 * time.Second
+	DefaultMaxTimeout = 60 * time.Second
+)
+
+// Table holds the deadline of every live session. It is safe for concurrent
+// use: connections touch sessions while the expiry loop scans them.
+type Table struct {
+	min, max time.Duration
+
+	mu       sync.Mutex
+	sessions map[int64]*entry // mu guards sessions and the entries
+}
+
+type entry struct {
+	timeout  time.Duration
+	deadline time.Time
+}
+
+// NewTable returns an empty table that negotiates timeouts within [min, max].
+func NewTable(min, max time.Duration) *Table {
+	if max < min {
+		max = min
+	}
+	return &Table{min: min, max: max, sessions: map[int64]*entry{}}
+}
+
+// Negotiate clamps a requested timeout to the table's bounds.
+func (t *Table) Negotiate(requested time.Duration) time.Duration {
+	return min(max(requested, t.min), t.max)
+}
+
+// Add starts tracking a session with a full timeout from now. Adding a
+// session already tracked resets it.
+func (t *Table) Add(id int64, timeout time.Duration, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout)}
+}
+
+// Touch records that a session was heard from at now: its deadline moves to
+// now plus its timeout. It reports false for a session the table does not
+// track (unknown or already removed).
+func (t *Table) Touch(id int64, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.sessions[id]
+	if ok {
+		if d := now.Add(e.timeout); d.After(e.deadline) {
+			e.deadline = d
+		}
+	}
+	return ok
+}
+
+// Remove stops tracking a session.
+func (t *Table) Remove(id int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.sessions, id)
+}
+
+// Expired returns the sessions whose deadline is before now, sorted by id.
+// They stay in the table until Removed (when their close is applied), so a
+// caller that fails to close one finds it again on its next scan.
+func (t *Table) Expired(now time.Time) []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []int64
+	for id, e := range t.sessions {
+		if e.deadline.Before(now) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ResetAll gives every session a full timeout from now. A new leader and a
+// restarted server call it so that no session expires for time it could
+// not have been heard from.
+func (t *Table) ResetAll(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.sessions {
+		e.deadline = now.Add(e.timeout)
+	}
+}
+
+// Deadline returns a session's deadline.
+func (t *Table) Deadline(id int64) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.sessions[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.deadline, true
+}
+
+// Len returns the number of sessions tracked.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sessions)
+}
+
+// IDs hands out session ids that are unique across a cluster and across
+// restarts, as ZooKeeper does: the top byte is the server id, the next 40
+// bits the time in ms when the generator started, and the rest a counter.
+type IDs struct{ next atomic.Int64 }
+
+// NewIDs returns a generator for server id serverID started at now.
+func NewIDs(serverID uint8, now time.Time) *IDs {
+	g := &IDs{}
+	base := (now.UnixMilli() << 24) >> 8 // keep 40 bits of time, leave the low 16 for the counter
+	g.next.Store(int64(serverID)<<56 | base&(1<<56-1))
+	return g
+}
+
+// Next returns a new session id; never zero.
+func (g *IDs) Next() int64 {
+	for {
+		if id := g.next.Add(1); id != 0 {
+			return id
+		}
+	}
+}
