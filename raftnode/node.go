@@ -205,9 +205,15 @@ func (n *Node) init(snapData []byte) error {
 			return fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	if err := n.processReady(); err != nil { // applies a bootstrap's membership
+		return err
+	}
 	if len(n.cfg.Peers) == 1 && n.cfg.Peers[0] == n.cfg.ID {
 		// Alone, there is nobody to wait for: lead at once.
-		_ = rn.Campaign()
+		if err := rn.Campaign(); err != nil {
+			return err
+		}
+		return n.processReady()
 	}
 	return nil
 }

@@ -143,3 +143,49 @@ func CodeOf(err error) Code {
 	}
 	return CodeSystemError
 }
+
+// codeNames are short stable names for metrics labels and logs.
+var codeNames = map[Code]string{
+	CodeOK:                      "ok",
+	CodeSystemError:             "system_error",
+	CodeRuntimeInconsistency:    "runtime_inconsistency",
+	CodeDataInconsistency:       "data_inconsistency",
+	CodeConnectionLoss:          "connection_loss",
+	CodeMarshallingError:        "marshalling_error",
+	CodeUnimplemented:           "unimplemented",
+	CodeOperationTimeout:        "operation_timeout",
+	CodeBadArguments:            "bad_arguments",
+	CodeUnknownSession:          "unknown_session",
+	CodeAPIError:                "api_error",
+	CodeNoNode:                  "no_node",
+	CodeNoAuth:                  "no_auth",
+	CodeBadVersion:              "bad_version",
+	CodeNoChildrenForEphemerals: "no_children_for_ephemerals",
+	CodeNodeExists:              "node_exists",
+	CodeNotEmpty:                "not_empty",
+	CodeSessionExpired:          "session_expired",
+	CodeInvalidACL:              "invalid_acl",
+	CodeAuthFailed:              "auth_failed",
+	CodeSessionMoved:            "session_moved",
+	CodeNoWatcher:               "no_watcher",
+	CodeRequestTimeout:          "request_timeout",
+	CodeQuotaExceeded:           "quota_exceeded",
+	CodeThrottled:               "throttled",
+	CodeDataTooLarge:            "data_too_large",
+	CodeNoQuorum:                "no_quorum",
+	CodeTooManyConnections:      "too_many_connections",
+	CodeBadPassword:             "bad_password",
+	CodeFrameTooLarge:           "frame_too_large",
+	CodeMalformed:               "malformed",
+	CodeShuttingDown:            "shutting_down",
+	CodeNotCaughtUp:             "not_caught_up",
+}
+
+// Name returns a short stable name for c, such as "no_node", for metric
+// labels.
+func (c Code) Name() string {
+	if n, ok := codeNames[c]; ok {
+		return n
+	}
+	return fmt.Sprintf("code_%d", -int32(c))
+}

@@ -1,0 +1,120 @@
+// Command arbord runs an Arbor server. With no flags it runs a single node
+// with its data in ./arbor-data, clients on 127.0.0.1:2281 and metrics on
+// 127.0.0.1:2481. Every flag can also be set by an ARBOR_* environment
+// variable (--data is ARBOR_DATA, --log-level is ARBOR_LOG_LEVEL, ...); a
+// flag on the command line wins.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/arbor-coord/arbor/server"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "arbord:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("arbord", flag.ContinueOnError)
+	var (
+		cfg      server.Config
+		id       = fs.Uint64("id", 1, "this member's id")
+		peers    = fs.String("peers", "", "the cluster's members as id=host:port,... (empty: a single node)")
+		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
+	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
+	fs.StringVar(&cfg.PeerAddr, "peer-listen", "127.0.0.1:2381", "peer address (cluster only)")
+	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "shortest session timeout granted (default 2s)")
+	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "longest session timeout granted (default 60s)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
+	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
+	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyEnv(fs, os.LookupEnv); err != nil {
+		return err
+	}
+	cfg.ID = *id
+	var err error
+	if cfg.Peers, err = parsePeers(*peers); err != nil {
+		return err
+	}
+	if len(cfg.Peers) > 1 {
+		return fmt.Errorf("--peers names %d members: this build runs single-node only", len(cfg.Peers))
+	}
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	cfg.Logger = log
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return server.Run(ctx, cfg)
+}
+
+// applyEnv sets each flag not given on the command line from its ARBOR_*
+// variable, if set.
+func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "ARBOR_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookup(name); ok && !given[f.Name] && err == nil {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// parsePeers parses "1=host:port,2=host:port".
+func parsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	if s == "" {
+		return peers, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		idStr, addr, ok := strings.Cut(part, "=")
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || err != nil || id == 0 || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", part)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("--peers: member %d named twice", id)
+		}
+		peers[id] = addr
+	}
+	return peers, nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.Encoding = "console"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.DisableStacktrace = true
+	return cfg.Build()
+}

@@ -1,0 +1,190 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// counter is a state machine that sums the uint64s proposed to it.
+type counter struct {
+	mu       sync.Mutex
+	sum      uint64
+	applied  uint64
+	restores int
+}
+
+func (c *counter) Apply(index uint64, payload []byte) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sum += binary.BigEndian.Uint64(payload)
+	c.applied = index
+	return c.sum
+}
+
+func (c *counter) Snapshot(w io.Writer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := w.Write(binary.BigEndian.AppendUint64(nil, c.sum))
+	return err
+}
+
+func (c *counter) Restore(r io.Reader, index uint64) error {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sum, c.applied = binary.BigEndian.Uint64(b[:]), index
+	c.restores++
+	return nil
+}
+
+func (c *counter) value() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum
+}
+
+func startNode(t *testing.T, dir string, sm StateMachine, every uint64) *Node {
+	t.Helper()
+	n, err := Start(Config{ID: 1, Dir: dir, SnapshotEvery: every, CatchUpEntries: 5, TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t)}, sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func add(t *testing.T, n *Node, v uint64) Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	o := n.Propose(ctx, binary.BigEndian.AppendUint64(nil, v)).Wait(ctx)
+	if o.Err != nil {
+		t.Fatalf("propose %d: %v", v, o.Err)
+	}
+	return o
+}
+
+func TestProposeReturnsTheApplyResult(t *testing.T) {
+	n := startNode(t, t.TempDir(), &counter{}, 0)
+	defer n.Stop()
+	var last uint64
+	for i := uint64(1); i <= 10; i++ {
+		o := add(t, n, i)
+		if o.Index <= last {
+			t.Fatalf("index %d after %d: not increasing", o.Index, last)
+		}
+		last = o.Index
+		if want := i * (i + 1) / 2; o.Result.(uint64) != want {
+			t.Fatalf("result %v, want %d", o.Result, want)
+		}
+	}
+	if n.Applied() != last {
+		t.Fatalf("Applied() = %d, want %d", n.Applied(), last)
+	}
+}
+
+func TestConcurrentProposalsAllApplyOnce(t *testing.T) {
+	sm := &counter{}
+	n := startNode(t, t.TempDir(), sm, 0)
+	defer n.Stop()
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				add(t, n, 1)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := sm.value(); got != 800 {
+		t.Fatalf("sum %d, want 800", got)
+	}
+}
+
+func TestRestartReplaysTheLog(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, &counter{}, 0)
+	for i := 0; i < 20; i++ {
+		add(t, n, 2)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sm := &counter{}
+	n = startNode(t, dir, sm, 0)
+	defer n.Stop()
+	if err := n.WaitApplied(context.Background(), 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := sm.value(); got != 40 {
+		t.Fatalf("after restart the sum is %d, want 40", got)
+	}
+	if o := add(t, n, 1); o.Result.(uint64) != 41 {
+		t.Fatalf("after restart a new proposal gives %v, want 41", o.Result)
+	}
+}
+
+func TestSnapshotCompactsAndRestartRestoresIt(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, &counter{}, 10)
+	for i := 0; i < 35; i++ {
+		add(t, n, 1)
+	}
+	first, _ := n.storage.FirstIndex()
+	if first <= 1 {
+		t.Fatalf("log not compacted: first index %d", first)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sm := &counter{}
+	n = startNode(t, dir, sm, 10)
+	defer n.Stop()
+	if sm.restores != 1 {
+		t.Fatalf("restored %d snapshots at start, want 1", sm.restores)
+	}
+	if err := n.WaitApplied(context.Background(), 36); err != nil {
+		t.Fatal(err)
+	}
+	if got := sm.value(); got != 35 {
+		t.Fatalf("after restart the sum is %d, want 35", got)
+	}
+}
+
+func TestReadIndexWaitsForTheApplyOfEarlierWrites(t *testing.T) {
+	sm := &counter{}
+	n := startNode(t, t.TempDir(), sm, 0)
+	defer n.Stop()
+	add(t, n, 5)
+	if err := n.ReadIndex(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sm.value() != 5 {
+		t.Fatalf("read after ReadIndex sees %d, want 5", sm.value())
+	}
+}
+
+func TestStopFailsWhatIsPending(t *testing.T) {
+	n := startNode(t, t.TempDir(), &counter{}, 0)
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	o := n.Propose(context.Background(), binary.BigEndian.AppendUint64(nil, 1)).Wait(context.Background())
+	if !errors.Is(o.Err, ErrStopped) {
+		t.Fatalf("propose after stop: %v, want ErrStopped", o.Err)
+	}
+	if err := n.ReadIndex(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("ReadIndex after stop: %v, want ErrStopped", err)
+	}
+}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"time"
+
+	"github.com/arbor-coord/arbor/session"
+	"github.com/arbor-coord/arbor/tree"
+	"go.uber.org/zap"
+)
+
+// Config configures a Server. The zero value of each field means its
+// default.
+type Config struct {
+	ID       uint64            // this member's id (default 1)
+	Listen   string            // client address (default 127.0.0.1:2281)
+	HTTP     string            // metrics and health address (default 127.0.0.1:2481; "-" for none)
+	DataDir  string            // where the raft log and snapshots live (default ./arbor-data)
+	Peers    map[uint64]string // member id -> peer address, for a cluster; empty for a single node
+	PeerAddr string            // this member's peer listen address (cluster only)
+
+	MinSessionTimeout time.Duration // default 2s
+	MaxSessionTimeout time.Duration // default 60s
+	MaxFrame          int           // request frame limit (default 1 MiB + 64 KiB: room for a full 1 MiB value)
+	MaxDataSize       int           // znode data limit (default 1 MiB)
+	MaxConns          int           // open client connections at most (default 4096)
+	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
+	SnapshotEvery     uint64        // applied entries between snapshots (default 10,000)
+	TickInterval      time.Duration // raft tick (default 100ms)
+
+	Logger *zap.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.ID == 0 {
+		c.ID = 1
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:2281"
+	}
+	if c.HTTP == "" {
+		c.HTTP = "127.0.0.1:2481"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "arbor-data"
+	}
+	if c.MinSessionTimeout == 0 {
+		c.MinSessionTimeout = session.DefaultMinTimeout
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = session.DefaultMaxTimeout
+	}
+	if c.MaxDataSize == 0 {
+		c.MaxDataSize = tree.DefaultMaxDataSize
+	}
+	if c.MaxFrame == 0 {
+		c.MaxFrame = c.MaxDataSize + 64<<10
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 4096
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// maxOutBuffer is how much unsent output a connection may queue before the
+// server gives up on its reader and closes it.
+const maxOutBuffer = 64 << 20

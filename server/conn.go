@@ -1,0 +1,197 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// conn is one client connection. Three goroutines serve it:
+//
+//   - serve (the reader) decodes frames, proposes writes at once, and queues
+//     every request, in order, on pending;
+//   - respond takes the queue in order: it waits for a write's outcome or
+//     runs a read, and appends the reply to out;
+//   - flush writes out to the socket.
+//
+// Watch notifications are appended to out by the apply path, under the
+// fsm's write lock, so they always precede the reply to any read or write
+// that reveals their change.
+type conn struct {
+	srv     *Server
+	nc      net.Conn
+	log     *zap.Logger
+	session int64
+	ctx     context.Context // cancelled when the connection closes
+	cancel  context.CancelFunc
+
+	pending        chan *request
+	closingSession atomic.Bool // the client asked to close its session
+	flushing       bool        // flush runs (set before it starts)
+
+	outMu  sync.Mutex
+	out    []byte        // outMu guards out and closed
+	closed bool          // no more output is accepted
+	wake   chan struct{} // tells flush that out has bytes
+}
+
+// request is one decoded request on its way through the pipeline.
+type request struct {
+	req      wire.Request
+	err      error              // refused before execution
+	proposal *raftnode.Proposal // for writes
+	start    time.Time
+}
+
+const pipelineDepth = 1024
+
+func newConn(srv *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		srv: srv, nc: nc, ctx: ctx, cancel: cancel,
+		log:     srv.log.With(zap.String("remote", nc.RemoteAddr().String())),
+		pending: make(chan *request, pipelineDepth),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// serve runs the connection until it closes.
+func (c *conn) serve() {
+	defer c.close()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	if !c.handshake(br) {
+		return
+	}
+	c.flushing = true
+	go c.flush()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.respond()
+	}()
+	c.read(br)
+	close(c.pending)
+	<-done
+}
+
+// read decodes requests until the connection fails, a frame is bad, or the
+// client closes its session.
+func (c *conn) read(br *bufio.Reader) {
+	var buf []byte
+	for {
+		body, err := wire.ReadFrame(br, buf, c.srv.cfg.MaxFrame)
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		buf = body[:0]
+		c.srv.sessions.Touch(c.session, time.Now())
+		r := &request{start: time.Now()}
+		if err := wire.DecodeRequest(body, &r.req); err != nil {
+			if !errors.Is(err, wire.ErrUnimplemented) {
+				c.log.Info("closing connection: malformed frame", zap.Error(err))
+				c.goodbye(wire.CodeMalformed)
+				return
+			}
+			r.err = err // answered in order, the connection carries on
+		}
+		if r.err == nil && r.req.Op.IsWrite() {
+			c.propose(r)
+		}
+		select {
+		case c.pending <- r:
+		case <-c.ctx.Done():
+			return
+		}
+		if r.req.Op == wire.OpClose {
+			return
+		}
+	}
+}
+
+func (c *conn) readFailed(err error) {
+	var tooLarge *wire.FrameTooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		c.log.Info("closing connection: frame too large", zap.Error(err))
+		c.goodbye(wire.CodeFrameTooLarge)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+	default:
+		c.log.Debug("connection read failed", zap.Error(err))
+	}
+}
+
+// goodbye queues the XidClosing frame that tells the client why the server
+// closes the connection.
+func (c *conn) goodbye(code wire.Code) {
+	c.send(wire.OpPing, &wire.Reply{Xid: wire.XidClosing, Zxid: c.srv.fsm.lastZxid(), Err: code})
+}
+
+// send appends a reply to the output buffer and wakes the flusher.
+func (c *conn) send(op wire.Op, r *wire.Reply) {
+	c.outMu.Lock()
+	if c.closed {
+		c.outMu.Unlock()
+		return
+	}
+	c.out = wire.AppendReply(c.out, op, r)
+	overflow := len(c.out) > maxOutBuffer
+	c.outMu.Unlock()
+	if overflow {
+		c.log.Warn("closing connection: client is not reading its replies")
+		c.cancel()
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush writes queued output to the socket until the connection closes,
+// then writes what is left (the last replies and a goodbye) and returns.
+func (c *conn) flush() {
+	var spare []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.ctx.Done():
+			c.outMu.Lock()
+			spare, c.out, c.closed = c.out, nil, true
+			c.outMu.Unlock()
+			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = c.nc.Write(spare)
+			c.nc.Close()
+			return
+		}
+		c.outMu.Lock()
+		b := c.out
+		c.out = spare[:0]
+		c.outMu.Unlock()
+		if _, err := c.nc.Write(b); err != nil {
+			c.cancel()
+			continue
+		}
+		spare = b
+	}
+}
+
+// close tears the connection down: the flusher sends what is queued and
+// closes the socket; the connection's watches go.
+func (c *conn) close() {
+	c.cancel()
+	if !c.flushing {
+		c.nc.Close()
+	}
+	c.srv.dropConn(c)
+	c.srv.watches.removeConn(c)
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/arbor-coord/arbor/session"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// fsm is the replicated state machine: the tree, applied on the raft
+// goroutine. mu makes a read and its watch registration one step with
+// respect to apply: Apply holds it for writing while it changes the tree and
+// queues the watch notifications; readers hold it for reading.
+type fsm struct {
+	log      *zap.Logger
+	watches  *watchRegistry
+	sessions *session.Table
+	maxData  int
+
+	// onClose is told, outside mu, of each session whose close was applied,
+	// so the server can drop its connection.
+	onClose func(id int64)
+
+	mu      sync.RWMutex
+	tree    *tree.Tree // mu guards tree and zxid
+	zxid    int64      // the index of the last txn applied
+}
+
+func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData int) *fsm {
+	return &fsm{
+		log: log, watches: watches, sessions: sessions, maxData: maxData,
+		tree: tree.New(tree.WithMaxDataSize(maxData)),
+	}
+}
+
+// Apply decodes and applies one txn. It returns a *tree.Result.
+func (f *fsm) Apply(index uint64, payload []byte) any {
+	txn, err := tree.DecodeTxn(payload)
+	if err != nil {
+		// Every replica refuses the same bytes the same way.
+		f.log.Error("refusing a malformed txn", zap.Uint64("index", index), zap.Error(err))
+		return &tree.Result{Err: wire.ErrMalformed}
+	}
+	zxid := int64(index)
+	f.mu.Lock()
+	res, events := f.tree.Apply(zxid, &txn)
+	f.zxid = zxid
+	f.watches.trigger(events, zxid)
+	f.mu.Unlock()
+
+	if res.Err == nil {
+		switch txn.Type {
+		case tree.TxnCreateSession:
+			f.sessions.Add(txn.Session, time.Duration(txn.TimeoutMs)*time.Millisecond, time.Now())
+		case tree.TxnCloseSession:
+			f.sessions.Remove(txn.Session)
+			if f.onClose != nil {
+				f.onClose(txn.Session)
+			}
+		}
+	}
+	return &res
+}
+
+// Snapshot writes the tree.
+func (f *fsm) Snapshot(w io.Writer) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.tree.WriteSnapshot(w)
+}
+
+// Restore replaces the tree with a snapshot's and gives every session in it
+// a fresh full timeout.
+func (f *fsm) Restore(r io.Reader, index uint64) error {
+	t, err := tree.Restore(r, tree.WithMaxDataSize(f.maxData))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	f.mu.Lock()
+	f.tree = t
+	f.zxid = int64(index)
+	for _, s := range t.Sessions() {
+		f.sessions.Add(s.ID, time.Duration(s.TimeoutMs)*time.Millisecond, now)
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// read runs fn with the tree locked for reading and returns the zxid the
+// read saw.
+func (f *fsm) read(fn func(t *tree.Tree)) int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.tree)
+	return f.zxid
+}

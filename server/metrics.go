@@ -1,0 +1,99 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the server's prometheus metrics, in a registry of its own so
+// that several servers can run in one process (as in tests).
+type metrics struct {
+	reg           *prometheus.Registry
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	connections   prometheus.Gauge
+	notifications prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "arbor_requests_total", Help: "Client requests answered, by op and result.",
+		}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "arbor_request_duration_seconds", Help: "Time from reading a request to queueing its reply.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}, []string{"op"}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "arbor_connections", Help: "Open client connections.",
+		}),
+		notifications: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_watch_notifications_total", Help: "Watch notifications sent.",
+		}),
+	}
+	treeGauge := func(name, help string, f func(t *tree.Tree) int) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			var v int
+			s.fsm.read(func(t *tree.Tree) { v = f(t) })
+			return float64(v)
+		})
+	}
+	m.reg.MustRegister(
+		m.requests, m.latency, m.connections, m.notifications,
+		treeGauge("arbor_sessions", "Live sessions.", func(t *tree.Tree) int { return len(t.Sessions()) }),
+		treeGauge("arbor_znodes", "Znodes in the tree, the root included.", (*tree.Tree).Count),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_watches", Help: "Watches registered on this server."},
+			func() float64 { return float64(s.watches.size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_raft_applied_index", Help: "Last raft entry applied."},
+			func() float64 { return float64(s.node.Applied()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_raft_term", Help: "Current raft term."},
+			func() float64 { return float64(s.node.Term()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_is_leader", Help: "1 on the raft leader, else 0."},
+			func() float64 {
+				if s.node.IsLeader() {
+					return 1
+				}
+				return 0
+			}),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+func (m *metrics) observe(op wire.Op, code wire.Code, d time.Duration) {
+	result := "ok"
+	if code != wire.CodeOK {
+		result = code.Name()
+	}
+	m.requests.WithLabelValues(op.String(), result).Inc()
+	m.latency.WithLabelValues(op.String()).Observe(d.Seconds())
+}
+
+// handler serves /metrics and /healthz: healthy while raft runs and knows
+// a leader.
+func (m *metrics) handler(s *Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-s.node.Done():
+			http.Error(w, "raft stopped", http.StatusServiceUnavailable)
+			return
+		default:
+		}
+		if s.node.Leader() == 0 {
+			http.Error(w, "no leader", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"time"
+
+	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// handshakeTimeout bounds how long a new connection may take to say who it
+// is.
+const handshakeTimeout = 10 * time.Second
+
+// handshake reads the ConnectRequest, creates or reattaches the session,
+// and answers. It reports whether the connection may carry on.
+func (c *conn) handshake(br *bufio.Reader) bool {
+	_ = c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	body, err := wire.ReadFrame(br, nil, c.srv.cfg.MaxFrame)
+	if err != nil {
+		c.log.Debug("handshake read failed", zap.Error(err))
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	var req wire.ConnectRequest
+	if err := wire.DecodeConnectRequest(body, &req); err != nil {
+		c.log.Info("closing connection: malformed handshake", zap.Error(err))
+		return false
+	}
+	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion}
+	if req.SessionID == 0 {
+		err = c.createSession(&req, &resp)
+	} else {
+		err = c.reattach(&req, &resp)
+	}
+	if err != nil {
+		c.log.Info("refusing session", zap.Int64("session", req.SessionID), zap.Error(err))
+		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	if _, werr := c.nc.Write(wire.AppendConnectResponse(nil, &resp)); werr != nil || err != nil {
+		return false
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	c.session = resp.SessionID
+	c.srv.bindSession(c)
+	return true
+}
+
+func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
+	timeout := c.srv.sessions.Negotiate(time.Duration(req.TimeoutMs) * time.Millisecond)
+	password := make([]byte, 16)
+	_, _ = rand.Read(password)
+	txn := tree.Txn{
+		Type:      tree.TxnCreateSession,
+		Time:      time.Now().UnixMilli(),
+		Session:   c.srv.ids.Next(),
+		TimeoutMs: int32(timeout / time.Millisecond),
+		Password:  password,
+	}
+	if _, err := c.srv.write(c.ctx, &txn); err != nil {
+		return err
+	}
+	resp.SessionID, resp.Password, resp.TimeoutMs = txn.Session, txn.Password, txn.TimeoutMs
+	return nil
+}
+
+func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
+	if req.LastZxidSeen > c.srv.fsm.lastZxid() {
+		// The client has seen more than this server applied: wait a
+		// little for the log to catch up, else send it elsewhere.
+		ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+		err := c.srv.node.WaitApplied(ctx, uint64(req.LastZxidSeen))
+		cancel()
+		if err != nil || req.LastZxidSeen > c.srv.fsm.lastZxid() {
+			return wire.ErrNotCaughtUp
+		}
+	}
+	var s tree.Session
+	var ok bool
+	c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
+	if !ok {
+		return wire.ErrSessionExpired
+	}
+	if subtle.ConstantTimeCompare(s.Password, req.Password) != 1 {
+		return wire.ErrBadPassword
+	}
+	c.srv.sessions.Touch(s.ID, time.Now())
+	resp.SessionID, resp.Password, resp.TimeoutMs = s.ID, s.Password, s.TimeoutMs
+	return nil
+}
+
+// propose validates a write request and proposes its txn; the outcome is
+// awaited in order by respond.
+func (c *conn) propose(r *request) {
+	if err := c.srv.admit(&r.req); err != nil {
+		r.err = err
+		return
+	}
+	txn := tree.TxnFromRequest(&r.req)
+	txn.Time = time.Now().UnixMilli()
+	txn.Session = c.session
+	r.proposal = c.srv.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
+}
+
+// respond answers the queued requests in order.
+func (c *conn) respond() {
+	for r := range c.pending {
+		reply := wire.Reply{Xid: r.req.Xid}
+		c.answer(r, &reply)
+		c.send(r.req.Op, &reply)
+		c.srv.metrics.observe(r.req.Op, reply.Err, time.Since(r.start))
+		if r.req.Op == wire.OpClose {
+			c.cancel()
+		}
+	}
+}
+
+func (c *conn) answer(r *request, reply *wire.Reply) {
+	req := &r.req
+	switch {
+	case r.err != nil:
+		reply.Err, reply.Zxid = wire.CodeOf(r.err), c.srv.fsm.lastZxid()
+	case req.Op == wire.OpPing:
+		reply.Zxid = c.srv.fsm.lastZxid()
+	case req.Op.IsWrite():
+		c.finishWrite(r, reply)
+	case req.Op == wire.OpSync:
+		ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.RequestTimeout)
+		err := c.srv.node.ReadIndex(ctx)
+		cancel()
+		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(writeError(err)), c.srv.fsm.lastZxid(), req.Path
+	case req.Op == wire.OpSetWatches:
+		reply.Zxid = c.setWatches(req)
+	case req.Op == wire.OpClose:
+		c.closingSession.Store(true)
+		_, err := c.srv.write(c.ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: c.session, Time: time.Now().UnixMilli()})
+		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
+	default:
+		reply.Zxid = c.srv.read(c, req, reply)
+	}
+}
+
+func (c *conn) finishWrite(r *request, reply *wire.Reply) {
+	ctx, cancel := context.WithDeadline(c.ctx, r.start.Add(c.srv.cfg.RequestTimeout))
+	defer cancel()
+	o := r.proposal.Wait(ctx)
+	if o.Err != nil {
+		reply.Err, reply.Zxid = wire.CodeOf(writeError(o.Err)), c.srv.fsm.lastZxid()
+		return
+	}
+	res := o.Result.(*tree.Result)
+	reply.Zxid = int64(o.Index)
+	reply.Err = wire.CodeOf(res.Err)
+	reply.Path, reply.Stat, reply.Results = res.Path, res.Stat, res.Multi
+}
+
+// writeError maps a raftnode or context error to the protocol error the
+// client sees.
+func writeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raftnode.ErrProposalDropped):
+		return wire.ErrNoQuorum
+	case errors.Is(err, raftnode.ErrStopped):
+		return wire.ErrShuttingDown
+	case errors.Is(err, context.DeadlineExceeded):
+		return wire.ErrOperationTimeout
+	case errors.Is(err, context.Canceled):
+		return wire.ErrConnectionLoss
+	}
+	return err
+}
+
+// read serves a read request from the local tree, leaving its watch, and
+// returns the zxid it saw.
+func (s *Server) read(c *conn, req *wire.Request, reply *wire.Reply) int64 {
+	var err error
+	zxid := s.fsm.read(func(t *tree.Tree) {
+		switch req.Op {
+		case wire.OpGetData:
+			reply.Data, reply.Stat, err = t.Get(req.Path)
+			if err == nil && req.Watch {
+				s.watches.addData(req.Path, c)
+			}
+		case wire.OpExists:
+			reply.Stat, err = t.Exists(req.Path)
+			if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
+				s.watches.addData(req.Path, c)
+			}
+		case wire.OpGetChildren:
+			reply.Children, reply.Stat, err = t.Children(req.Path)
+			if err == nil && req.Watch {
+				s.watches.addChild(req.Path, c)
+			}
+		default:
+			err = wire.Errorf(wire.CodeUnimplemented, "op %s is not served", req.Op)
+		}
+	})
+	reply.Err = wire.CodeOf(err)
+	return zxid
+}
+
+// setWatches restores a reconnected client's watches by ZooKeeper's rules:
+// what changed after the client's last seen zxid fires at once, the rest
+// is registered. It returns the zxid it saw.
+func (c *conn) setWatches(req *wire.Request) int64 {
+	rel := req.RelativeZxid
+	return c.srv.fsm.read(func(t *tree.Tree) {
+		zxid := c.srv.fsm.zxid
+		for _, p := range req.DataWatches {
+			switch st, err := t.Exists(p); {
+			case errors.Is(err, wire.ErrNoNode):
+				c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
+			case err != nil:
+			case st.Mzxid > rel:
+				c.srv.notify(c, zxid, wire.EventNodeDataChanged, p)
+			default:
+				c.srv.watches.addData(p, c)
+			}
+		}
+		for _, p := range req.ExistWatches {
+			switch _, err := t.Exists(p); {
+			case err == nil:
+				c.srv.notify(c, zxid, wire.EventNodeCreated, p)
+			case errors.Is(err, wire.ErrNoNode):
+				c.srv.watches.addData(p, c)
+			}
+		}
+		for _, p := range req.ChildWatches {
+			switch st, err := t.Exists(p); {
+			case errors.Is(err, wire.ErrNoNode):
+				c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
+			case err != nil:
+			case st.Pzxid > rel:
+				c.srv.notify(c, zxid, wire.EventNodeChildrenChanged, p)
+			default:
+				c.srv.watches.addChild(p, c)
+			}
+		}
+	})
+}

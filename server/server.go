@@ -1,0 +1,285 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/session"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// Server is a running arbord member.
+type Server struct {
+	cfg      Config
+	log      *zap.Logger
+	node     *raftnode.Node
+	fsm      *fsm
+	sessions *session.Table
+	ids      *session.IDs
+	watches  *watchRegistry
+	metrics  *metrics
+
+	ln      net.Listener
+	httpLn  net.Listener
+	httpSrv *http.Server
+
+	mu        sync.Mutex
+	conns     map[*conn]struct{} // mu guards conns and bySession
+	bySession map[int64]*conn
+
+	stopc chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+// New starts a server: it opens the data directory, replays the log,
+// listens, and serves until Close.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	s := &Server{
+		cfg: cfg, log: cfg.Logger,
+		sessions:  session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout),
+		ids:       session.NewIDs(uint8(cfg.ID), time.Now()),
+		conns:     map[*conn]struct{}{},
+		bySession: map[int64]*conn{},
+		stopc:     make(chan struct{}),
+	}
+	s.watches = newWatchRegistry(s.notify)
+	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
+	s.fsm.onClose = s.sessionClosed
+	s.metrics = newMetrics(s)
+	var err error
+	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen for clients: %w", err)
+	}
+	if cfg.HTTP != "-" {
+		if s.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
+			s.ln.Close()
+			return nil, fmt.Errorf("listen for http: %w", err)
+		}
+	}
+	s.node, err = raftnode.Start(raftnode.Config{
+		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
+		SnapshotEvery: cfg.SnapshotEvery, Logger: s.log.Named("raft"),
+	}, s.fsm)
+	if err != nil {
+		s.ln.Close()
+		if s.httpLn != nil {
+			s.httpLn.Close()
+		}
+		return nil, err
+	}
+	// Sessions restored from disk got a fresh full timeout in Restore; those
+	// replayed from the log got one when their create was applied.
+	s.wg.Add(2)
+	go s.acceptLoop()
+	go s.expiryLoop()
+	if s.httpLn != nil {
+		s.httpSrv = &http.Server{Handler: s.metrics.handler(s), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
+	}
+	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
+		zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+	return s, nil
+}
+
+// Addr is the client listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// HTTPAddr is the http listener's address, nil when it is off.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.httpLn == nil {
+		return nil
+	}
+	return s.httpLn.Addr()
+}
+
+// Done is closed when the server's raft node stops, by Close or by a fatal
+// error (such as a failed fsync).
+func (s *Server) Done() <-chan struct{} { return s.node.Done() }
+
+// Close stops accepting, closes every connection, stops raft and closes
+// the store. Sessions are not closed: they live on in the log, and a
+// restarted server gives each a fresh timeout.
+func (s *Server) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stopc)
+		s.ln.Close()
+		if s.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.httpSrv.Shutdown(ctx)
+			cancel()
+		}
+		s.mu.Lock()
+		for c := range s.conns {
+			c.cancel()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		err = s.node.Stop()
+	})
+	return err
+}
+
+// Run runs a server until ctx is done or the server fails.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down")
+	case <-s.Done():
+	}
+	nodeErr := s.node.Err()
+	if err := s.Close(); err != nil {
+		return err
+	}
+	if nodeErr != nil && !errors.Is(nodeErr, raftnode.ErrStopped) {
+		return nodeErr
+	}
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.stopc:
+				return
+			default:
+			}
+			s.log.Warn("accept failed", zap.Error(err))
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		c := newConn(s, nc)
+		if !s.addConn(c) {
+			go s.refuse(nc, wire.CodeTooManyConnections)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// refuse reads a connection's handshake and answers it with an error.
+func (s *Server) refuse(nc net.Conn, code wire.Code) {
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(time.Second))
+	if _, err := wire.ReadFrame(nc, nil, s.cfg.MaxFrame); err == nil {
+		_, _ = nc.Write(wire.AppendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
+	}
+	s.log.Warn("refused a connection", zap.Stringer("reason", code))
+}
+
+func (s *Server) addConn(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stopc:
+		return false
+	default:
+	}
+	if len(s.conns) >= s.cfg.MaxConns {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.metrics.connections.Set(float64(len(s.conns)))
+	return true
+}
+
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if s.bySession[c.session] == c {
+		delete(s.bySession, c.session)
+	}
+	s.metrics.connections.Set(float64(len(s.conns)))
+}
+
+// bindSession makes c the connection of its session on this server; a
+// connection the session had before is closed.
+func (s *Server) bindSession(c *conn) {
+	s.mu.Lock()
+	old := s.bySession[c.session]
+	s.bySession[c.session] = c
+	s.mu.Unlock()
+	if old != nil && old != c {
+		old.goodbye(wire.CodeSessionMoved)
+		old.cancel()
+	}
+}
+
+// sessionClosed is called after a session's close was applied: its
+// connection, if it is here and did not ask for the close itself, is told
+// and closed.
+func (s *Server) sessionClosed(id int64) {
+	s.mu.Lock()
+	c := s.bySession[id]
+	s.mu.Unlock()
+	if c != nil && !c.closingSession.Load() {
+		c.goodbye(wire.CodeSessionExpired)
+		c.cancel()
+	}
+}
+
+// notify queues a watch notification on c.
+func (s *Server) notify(c *conn, zxid int64, typ wire.EventType, path string) {
+	c.send(wire.OpPing, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: typ, State: wire.StateConnected, Path: path})
+	s.metrics.notifications.Inc()
+}
+
+// admit checks what a write can be refused for without a round through the
+// log: the paths and the data sizes. The tree checks them again on apply.
+func (s *Server) admit(r *wire.Request) error {
+	ops := []wire.Request{*r}
+	if r.Op == wire.OpMulti {
+		ops = r.Ops
+	}
+	for i := range ops {
+		op := &ops[i]
+		if err := wire.ValidatePath(op.Path, op.Op == wire.OpCreate && op.Mode.IsSequential()); err != nil {
+			return err
+		}
+		if len(op.Data) > s.cfg.MaxDataSize {
+			return wire.Errorf(wire.CodeDataTooLarge, "data of %d bytes is over the %d-byte limit", len(op.Data), s.cfg.MaxDataSize)
+		}
+	}
+	return nil
+}
+
+// write proposes a txn the server itself makes and waits for its result.
+func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	o := s.node.Propose(ctx, tree.AppendTxn(nil, txn)).Wait(ctx)
+	if o.Err != nil {
+		return nil, writeError(o.Err)
+	}
+	res := o.Result.(*tree.Result)
+	return res, res.Err
+}
+
+// lastZxid is the zxid of the last txn applied.
+func (f *fsm) lastZxid() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.zxid
+}
