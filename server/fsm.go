@@ -25,9 +25,9 @@ type fsm struct {
 	// so the server can drop its connection.
 	onClose func(id int64)
 
-	mu      sync.RWMutex
-	tree    *tree.Tree // mu guards tree and zxid
-	zxid    int64      // the index of the last txn applied
+	mu   sync.RWMutex
+	tree *tree.Tree // mu guards tree and zxid
+	zxid int64      // the index of the last txn applied
 }
 
 func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData int) *fsm {
