@@ -139,14 +139,14 @@ func (t *Tree) unlink(zxid int64, n *node, path string) {
 	ttl := t.ttls[path]
 	delete(parent.children, n.name)
 	t.count--
+	t.digest -= t.nodeDigest(path, n) // before unindex: the hash covers the ttl
 	t.unindex(n, path)
-	t.digest -= t.nodeDigest(path, n)
 	t.fire(wire.EventNodeDeleted, path)
 	t.fire(wire.EventNodeChildrenChanged, parentPath)
 	if t.undo != nil {
 		t.undo = append(t.undo, func() {
-			t.digest += t.nodeDigest(path, n)
 			t.index(n, path, ttl)
+			t.digest += t.nodeDigest(path, n)
 			parent.children[n.name] = n
 			t.count++
 			t.restoreParent(parent, parentPath, oldParent)

@@ -17,10 +17,12 @@ func (t *Tree) Digest() uint64 { return t.digest }
 
 func hashData(data []byte) uint64 { return xxhash.Sum64(data) }
 
-// nodeDigest hashes a node's path, Stat, kind and the hash of its data.
-// NumChildren is left out: each child has its own hash.
+// nodeDigest hashes a node's path, Stat, kind, the hash of its data and, for
+// a TTL node, its ttl (read from t.ttls, so the index must hold it whenever
+// a TTL node's hash is added or removed). NumChildren is left out: each
+// child has its own hash.
 func (t *Tree) nodeDigest(path string, n *node) uint64 {
-	var buf [8*8 + 3*4 + 1]byte
+	var buf [9*8 + 3*4 + 1]byte
 	b := buf[:0]
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.czxid))
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.mzxid))
@@ -34,6 +36,9 @@ func (t *Tree) nodeDigest(path string, n *node) uint64 {
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.cversion))
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.aversion))
 	b = append(b, n.kind)
+	if n.kind == kindTTL {
+		b = binary.LittleEndian.AppendUint64(b, uint64(t.ttls[path]))
+	}
 	var d xxhash.Digest
 	d.Reset()
 	_, _ = d.WriteString(path)

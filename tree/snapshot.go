@@ -16,7 +16,7 @@ import (
 //	sessions [id, timeoutMs, password]                       (count times)
 //	znodes   [path, data, czxid, mzxid, pzxid, ctime, mtime,
 //	          version, cversion, aversion, owner, kind, ttl] (count times, parents first)
-//	trailer  [digest]
+//	trailer  [digest, zxid]
 //
 // Sessions come first so that ephemerals find their owner; znodes come in
 // pre-order with children sorted by name, so equal trees give equal bytes.
@@ -49,8 +49,9 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 		sw.bytes(s.Password)
 	}
 	t.writeNode(&sw, "/", t.root)
-	sw.array(1)
+	sw.array(2)
 	sw.uint(t.digest)
+	sw.int(t.zxid) // again, as the digest does not cover the header's zxid
 	if sw.err != nil {
 		return sw.err
 	}
@@ -133,11 +134,15 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 		}
 	}
 	var digest uint64
-	if err := decodeArray(dec, 1, &digest); err != nil {
+	var zxid2 int64
+	if err := decodeArray(dec, 2, &digest, &zxid2); err != nil {
 		return fmt.Errorf("trailer: %w", err)
 	}
 	if digest != t.digest {
 		return fmt.Errorf("digest %#x, contents hash to %#x", digest, t.digest)
+	}
+	if zxid2 != zxid {
+		return fmt.Errorf("zxid %d in the header, %d in the trailer", zxid, zxid2)
 	}
 	return nil
 }
@@ -159,6 +164,9 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, isRoot bool) error {
 	if n.kind > kindTTL || (n.kind == kindEphemeral) != (n.owner != 0) {
 		return fmt.Errorf("%s: kind %d with owner %#x", path, f[9], n.owner)
 	}
+	if (n.kind == kindTTL) != (ttl != 0) || ttl < 0 || ttl > MaxTTL {
+		return fmt.Errorf("%s: kind %d with ttl %d", path, f[9], ttl) // the digest covers only a TTL node's ttl
+	}
 	if isRoot {
 		if path != "/" || n.kind != kindPersistent {
 			return fmt.Errorf("first znode is %q, not the root", path)
@@ -169,10 +177,13 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, isRoot bool) error {
 		t.digest += t.nodeDigest("/", t.root)
 		return nil
 	}
+	if path == "/" || wire.ValidatePath(path, false) != nil {
+		return fmt.Errorf("%q: bad path", path) // checked first: splitPath needs a '/'
+	}
 	parentPath, name := splitPath(path)
 	parent, err := t.find(parentPath)
-	if err != nil || path == "/" || wire.ValidatePath(path, false) != nil {
-		return fmt.Errorf("%q: bad path or no parent", path)
+	if err != nil {
+		return fmt.Errorf("%q: no parent", path)
 	}
 	if _, dup := parent.children[name]; dup || parent.kind == kindEphemeral {
 		return fmt.Errorf("%q: duplicate, or child of an ephemeral", path)

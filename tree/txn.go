@@ -12,7 +12,8 @@ const (
 
 // Txn is one replicated change to the tree. The proposer decides every
 // non-deterministic value before proposing: Time, and for a new session its
-// ID, Password and TimeoutMs.
+// ID, Password and TimeoutMs. Apply keeps Data and Password without copying
+// them: the caller must not modify them afterwards.
 type Txn struct {
 	Type    wire.Op
 	Time    int64 // ms since the Unix epoch: ctime/mtime of what this txn writes, "now" for TxnReap

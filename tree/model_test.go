@@ -1,0 +1,295 @@
+package tree_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// model is a deliberately naive reference for the tree: a flat map from path
+// to node, children found by looking at the map, multi done on a copy. It
+// follows ZooKeeper's rules in the same order of checks as the tree, and is
+// what FuzzApply compares the tree with.
+type model struct {
+	nodes    map[string]*mnode
+	sessions map[int64]tree.Session
+	maxData  int
+}
+
+type mnode struct {
+	data                              []byte
+	czxid, mzxid, pzxid, ctime, mtime int64
+	version, cversion                 int32
+	owner                             int64
+	mode                              wire.CreateMode // what it was created as
+	ttl                               int64
+}
+
+func newModel(maxData int) *model {
+	return &model{
+		nodes:    map[string]*mnode{"/": {}},
+		sessions: map[int64]tree.Session{},
+		maxData:  maxData,
+	}
+}
+
+func (m *model) clone() *model {
+	c := &model{nodes: map[string]*mnode{}, sessions: maps.Clone(m.sessions), maxData: m.maxData}
+	for p, n := range m.nodes {
+		cp := *n
+		c.nodes[p] = &cp
+	}
+	return c
+}
+
+func parentOf(path string) string {
+	i := strings.LastIndexByte(path, '/')
+	if i == 0 {
+		return "/"
+	}
+	return path[:i]
+}
+
+func (m *model) children(path string) []string {
+	var names []string
+	for p := range m.nodes {
+		if p != "/" && parentOf(p) == path {
+			names = append(names, p[strings.LastIndexByte(p, '/')+1:])
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (m *model) stat(path string) wire.Stat {
+	n := m.nodes[path]
+	return wire.Stat{
+		Czxid: n.czxid, Mzxid: n.mzxid, Pzxid: n.pzxid, Ctime: n.ctime, Mtime: n.mtime,
+		Version: n.version, Cversion: n.cversion, EphemeralOwner: n.owner,
+		DataLength: int32(len(n.data)), NumChildren: int32(len(m.children(path))),
+	}
+}
+
+// modelResult is what the tree's Result must agree with.
+type modelResult struct {
+	code  wire.Code
+	path  string
+	stat  wire.Stat
+	multi []wire.OpResult
+}
+
+// apply applies txn and returns its result and events.
+func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
+	var ev []tree.Event
+	var r modelResult
+	switch txn.Type {
+	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpCheck:
+		r.path, r.stat, r.code = m.op(zxid, txn, &ev)
+	case wire.OpMulti:
+		c := m.clone()
+		for i := range txn.Ops {
+			op := &txn.Ops[i]
+			or := wire.OpResult{Op: op.Type}
+			if r.code != wire.CodeOK {
+				or.Err = wire.CodeRuntimeInconsistency
+			} else {
+				or.Path, or.Stat, or.Err = c.op(zxid, op, &ev)
+				if or.Err != wire.CodeOK {
+					r.code = or.Err
+				}
+			}
+			r.multi = append(r.multi, or)
+		}
+		if r.code != wire.CodeOK {
+			for i := range r.multi {
+				r.multi[i].Path, r.multi[i].Stat = "", wire.Stat{}
+			}
+			return r, nil
+		}
+		*m = *c
+	case tree.TxnCreateSession:
+		if _, ok := m.sessions[txn.Session]; ok || txn.Session == 0 {
+			r.code = wire.CodeBadArguments
+			break
+		}
+		m.sessions[txn.Session] = tree.Session{ID: txn.Session, TimeoutMs: txn.TimeoutMs, Password: txn.Password}
+	case tree.TxnCloseSession:
+		if _, ok := m.sessions[txn.Session]; !ok {
+			r.code = wire.CodeSessionExpired
+			break
+		}
+		for _, p := range m.ephemerals(txn.Session) {
+			m.remove(zxid, p, &ev)
+		}
+		delete(m.sessions, txn.Session)
+	case tree.TxnReap:
+		for _, p := range m.reapable(txn.Time) {
+			m.remove(zxid, p, &ev)
+		}
+	default:
+		r.code = wire.CodeUnimplemented
+	}
+	return r, ev
+}
+
+// op applies one of the ops a multi may hold; anything else is
+// BadArguments. Events are appended to ev only on success.
+func (m *model) op(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wire.Stat, wire.Code) {
+	switch txn.Type {
+	case wire.OpCreate:
+		return m.create(zxid, txn, ev)
+	case wire.OpDelete:
+		if txn.Path == "/" {
+			return "", wire.Stat{}, wire.CodeBadArguments
+		}
+		n, code := m.find(txn.Path, txn.Version)
+		if code != wire.CodeOK {
+			return "", wire.Stat{}, code
+		}
+		_ = n
+		if len(m.children(txn.Path)) > 0 {
+			return "", wire.Stat{}, wire.CodeNotEmpty
+		}
+		m.remove(zxid, txn.Path, ev)
+		return "", wire.Stat{}, wire.CodeOK
+	case wire.OpSetData:
+		if wire.ValidatePath(txn.Path, false) != nil {
+			return "", wire.Stat{}, wire.CodeBadArguments
+		}
+		n := m.nodes[txn.Path]
+		switch {
+		case n == nil:
+			return "", wire.Stat{}, wire.CodeNoNode
+		case len(txn.Data) > m.maxData:
+			return "", wire.Stat{}, wire.CodeDataTooLarge
+		case txn.Version != -1 && txn.Version != n.version:
+			return "", wire.Stat{}, wire.CodeBadVersion
+		}
+		n.data = txn.Data
+		n.version++
+		n.mzxid, n.mtime = zxid, txn.Time
+		*ev = append(*ev, changed(txn.Path))
+		return "", m.stat(txn.Path), wire.CodeOK
+	case wire.OpCheck:
+		_, code := m.find(txn.Path, txn.Version)
+		return "", wire.Stat{}, code
+	}
+	return "", wire.Stat{}, wire.CodeBadArguments
+}
+
+// find checks the path and the expected version of an existing node.
+func (m *model) find(path string, version int32) (*mnode, wire.Code) {
+	if wire.ValidatePath(path, false) != nil {
+		return nil, wire.CodeBadArguments
+	}
+	n := m.nodes[path]
+	switch {
+	case n == nil:
+		return nil, wire.CodeNoNode
+	case version != -1 && version != n.version:
+		return nil, wire.CodeBadVersion
+	}
+	return n, wire.CodeOK
+}
+
+func (m *model) create(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wire.Stat, wire.Code) {
+	mode := txn.Mode
+	fail := func(c wire.Code) (string, wire.Stat, wire.Code) { return "", wire.Stat{}, c }
+	switch {
+	case !mode.Valid():
+		return fail(wire.CodeBadArguments)
+	case wire.ValidatePath(txn.Path, mode.IsSequential()) != nil:
+		return fail(wire.CodeBadArguments)
+	case txn.Path == "/" && !mode.IsSequential():
+		return fail(wire.CodeNodeExists)
+	case len(txn.Data) > m.maxData:
+		return fail(wire.CodeDataTooLarge)
+	case mode.IsTTL() && (txn.TTL <= 0 || txn.TTL > tree.MaxTTL):
+		return fail(wire.CodeBadArguments)
+	case !mode.IsTTL() && txn.TTL != 0:
+		return fail(wire.CodeBadArguments)
+	}
+	parentPath := parentOf(txn.Path)
+	parent := m.nodes[parentPath]
+	switch {
+	case parent == nil:
+		return fail(wire.CodeNoNode)
+	case parent.mode.IsEphemeral():
+		return fail(wire.CodeNoChildrenForEphemerals)
+	}
+	path := txn.Path
+	if mode.IsSequential() {
+		path = fmt.Sprintf("%s%010d", path, parent.cversion)
+	}
+	if _, ok := m.nodes[path]; ok {
+		return fail(wire.CodeNodeExists)
+	}
+	n := &mnode{
+		data: txn.Data, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
+		mode: mode, ttl: txn.TTL,
+	}
+	if mode.IsEphemeral() {
+		if _, ok := m.sessions[txn.Session]; !ok {
+			return fail(wire.CodeSessionExpired)
+		}
+		n.owner = txn.Session
+	}
+	m.nodes[path] = n
+	parent.cversion++
+	parent.pzxid = zxid
+	*ev = append(*ev, created(path), children(parentPath))
+	return path, m.stat(path), wire.CodeOK
+}
+
+func (m *model) remove(zxid int64, path string, ev *[]tree.Event) {
+	delete(m.nodes, path)
+	parent := m.nodes[parentOf(path)]
+	parent.cversion++
+	parent.pzxid = zxid
+	*ev = append(*ev, deleted(path), children(parentOf(path)))
+}
+
+func (m *model) ephemerals(id int64) []string {
+	var paths []string
+	for p, n := range m.nodes {
+		if n.mode.IsEphemeral() && n.owner == id {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+func (m *model) reapable(now int64) []string {
+	var paths []string
+	for p, n := range m.nodes {
+		if len(m.children(p)) > 0 {
+			continue
+		}
+		if (n.mode.IsContainer() && n.cversion > 0) || (n.mode.IsTTL() && now-n.mtime > n.ttl) {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// dump is the model's treeDump (without the digest, which it cannot know).
+func (m *model) dump(reapAt []int64) treeDump {
+	d := treeDump{Count: len(m.nodes), Nodes: map[string]nodeDump{}, Ephemerals: map[int64][]string{}}
+	for p, n := range m.nodes {
+		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p)}
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.sessions)) {
+		d.Sessions = append(d.Sessions, m.sessions[id])
+		d.Ephemerals[id] = m.ephemerals(id)
+	}
+	for _, now := range reapAt {
+		d.Reapable = append(d.Reapable, m.reapable(now))
+	}
+	return d
+}
