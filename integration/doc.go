@@ -1,0 +1,4 @@
+// Package integration holds the end-to-end tests: real servers on loopback
+// ports (in-process, or arbord processes for the crash tests) driven by the
+// real client. It has no code of its own besides test helpers.
+package integration
