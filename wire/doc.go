@@ -9,7 +9,10 @@
 // ones, so a field appended by a later protocol version does not break an
 // older peer.
 //
-// Encoding uses msgpack's low-level Encoder and Decoder calls directly, never
-// reflection, so the hot paths allocate only the strings and byte slices a
-// decoded message owns.
+// Encoding never uses reflection: strings, arrays and booleans go through
+// msgpack's low-level Encoder and Decoder calls, and integers, byte strings
+// and skipped values are read and written on the byte slice directly (the
+// same msgpack formats), so that every length from the input is checked
+// against what is left before anything is allocated. The hot paths allocate
+// only the strings and byte slices a decoded message owns.
 package wire

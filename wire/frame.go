@@ -4,15 +4,17 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 )
 
 // FrameHeaderSize is the length of the big-endian length prefix.
 const FrameHeaderSize = 4
 
 // FrameTooLargeError reports a frame whose declared length is over the
-// reader's limit. It matches ErrFrameTooLarge under errors.Is.
+// reader's limit. It wraps ErrFrameTooLarge, so errors.Is matches it and
+// CodeOf gives CodeFrameTooLarge.
 type FrameTooLargeError struct {
-	Size  int // the length the frame declared
+	Size  int // the length the frame declared (math.MaxInt if that does not fit an int)
 	Limit int // the reader's limit
 }
 
@@ -20,8 +22,8 @@ func (e *FrameTooLargeError) Error() string {
 	return fmt.Sprintf("frame of %d bytes is over the %d-byte limit", e.Size, e.Limit)
 }
 
-// Is makes errors.Is(err, ErrFrameTooLarge) true.
-func (e *FrameTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+// Unwrap returns ErrFrameTooLarge.
+func (e *FrameTooLargeError) Unwrap() error { return ErrFrameTooLarge }
 
 // ReadFrame reads one frame from r and returns its body. The body is read
 // into buf when it fits (buf is grown otherwise), so the caller may reuse buf
@@ -32,10 +34,13 @@ func ReadFrame(r io.Reader, buf []byte, limit int) ([]byte, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
-	if n > limit {
-		return nil, &FrameTooLargeError{Size: n, Limit: limit}
+	// Compared as uint64: on a 32-bit platform a length of 2^31 or more
+	// would turn negative as an int and pass the check.
+	size := uint64(binary.BigEndian.Uint32(hdr[:]))
+	if limit < 0 || size > uint64(limit) {
+		return nil, &FrameTooLargeError{Size: int(min(size, math.MaxInt)), Limit: limit}
 	}
+	n := int(size)
 	if cap(buf) < n {
 		buf = make([]byte, n)
 	}

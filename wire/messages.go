@@ -170,7 +170,7 @@ func DecodeRequest(body []byte, r *Request) error {
 	r.Xid = dec.int32()
 	r.Op = Op(dec.int32())
 	want := requestFields(r.Op)
-	if want < 0 {
+	if want < 0 && dec.err == nil {
 		dec.finishUnknown()
 		return Errorf(CodeUnimplemented, "unknown op %d", int32(r.Op))
 	}
