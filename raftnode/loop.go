@@ -34,6 +34,12 @@ func (n *Node) run() {
 			if err := n.rn.Step(m); err != nil {
 				n.log.Debug("raft step", zap.Error(err))
 			}
+		case r := <-n.reportc:
+			if r.snap {
+				n.rn.ReportSnapshot(r.to, r.status)
+			} else {
+				n.rn.ReportUnreachable(r.to)
+			}
 		case <-n.stopc:
 			n.fail(ErrStopped)
 			return

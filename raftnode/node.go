@@ -109,13 +109,14 @@ type Node struct {
 	storage *Storage
 	rn      *raft.RawNode
 
-	propc  chan proposal
-	readc  chan uint64
-	recvc  chan raftpb.Message
-	stopc  chan struct{}
-	donec  chan struct{}
-	stop   sync.Once
-	reqIDs atomic.Uint64
+	propc   chan proposal
+	readc   chan uint64
+	recvc   chan raftpb.Message
+	reportc chan report
+	stopc   chan struct{}
+	donec   chan struct{}
+	stop    sync.Once
+	reqIDs  atomic.Uint64
 
 	applied   atomic.Uint64
 	leader    atomic.Uint64
@@ -128,6 +129,23 @@ type Node struct {
 	reads     map[uint64]chan Outcome
 	appliedCh chan struct{} // closed and replaced whenever applied moves
 	err       error         // why the node stopped
+}
+
+// report is the transport's news of a peer: unreachable, or how a snapshot
+// send went.
+type report struct {
+	to     uint64
+	snap   bool
+	status raft.SnapshotStatus
+}
+
+// report hands the transport's news to the raft goroutine; it never blocks
+// (raft only needs a hint).
+func (n *Node) report(to uint64, snap bool, status raft.SnapshotStatus) {
+	select {
+	case n.reportc <- report{to, snap, status}:
+	default:
+	}
 }
 
 type proposal struct {
@@ -150,7 +168,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, sm: sm, storage: storage,
 		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64),
-		recvc: make(chan raftpb.Message, 1024),
+		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		waiters: map[uint64]chan Outcome{}, reads: map[uint64]chan Outcome{},
 		appliedCh: make(chan struct{}),

@@ -15,8 +15,8 @@ type Config struct {
 	Listen   string            // client address (default 127.0.0.1:2281)
 	HTTP     string            // metrics and health address (default 127.0.0.1:2481; "-" for none)
 	DataDir  string            // where the raft log and snapshots live (default ./arbor-data)
-	Peers    map[uint64]string // member id -> peer address, for a cluster; empty for a single node
-	PeerAddr string            // this member's peer listen address (cluster only)
+	Peers    map[uint64]string // every member's id -> peer address, this one included; empty for a single node
+	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
 
 	MinSessionTimeout time.Duration // default 2s
 	MaxSessionTimeout time.Duration // default 60s
@@ -26,6 +26,8 @@ type Config struct {
 	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
 	SnapshotEvery     uint64        // applied entries between snapshots (default 10,000)
 	TickInterval      time.Duration // raft tick (default 100ms)
+	ElectionTicks     int           // ticks without a leader before an election (default 10)
+	HeartbeatTicks    int           // ticks between leader heartbeats (default 1)
 
 	Logger *zap.Logger
 }
@@ -63,6 +65,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.PeerAddr == "" {
+		c.PeerAddr = c.Peers[c.ID]
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -94,7 +94,7 @@ func (c *conn) read(br *bufio.Reader) {
 			return
 		}
 		buf = body[:0]
-		c.srv.sessions.Touch(c.session, time.Now())
+		c.srv.heardFrom(c.session)
 		r := &request{start: time.Now()}
 		if err := wire.DecodeRequest(body, &r.req); err != nil {
 			if !errors.Is(err, wire.ErrUnimplemented) {

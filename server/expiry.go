@@ -41,6 +41,7 @@ func (s *Server) expiryLoop() {
 		}
 		wasLeader = leader
 		if !leader {
+			s.forwardHeard()
 			continue
 		}
 		expired := s.sessions.Expired(now)
@@ -72,4 +73,44 @@ func (s *Server) proposeAsync(txn *tree.Txn) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
 	s.node.Propose(ctx, tree.AppendTxn(nil, txn))
+}
+
+// heardFrom records that a client of session id spoke: its deadline moves
+// here, and a follower forwards it to the leader, which owns expiry.
+func (s *Server) heardFrom(id int64) {
+	s.sessions.Touch(id, time.Now())
+	if s.transport == nil {
+		return
+	}
+	s.mu.Lock()
+	s.heard[id] = struct{}{}
+	s.mu.Unlock()
+}
+
+// forwardHeard sends the leader the sessions heard from since the last
+// call. It runs every expiryInterval, far more often than any session
+// timeout.
+func (s *Server) forwardHeard() {
+	leader := s.node.Leader()
+	if s.transport == nil || leader == 0 {
+		return
+	}
+	s.mu.Lock()
+	ids := make([]int64, 0, len(s.heard))
+	for id := range s.heard {
+		ids = append(ids, id)
+	}
+	clear(s.heard)
+	s.mu.Unlock()
+	if len(ids) > 0 {
+		s.transport.SendTouches(leader, ids)
+	}
+}
+
+// touchSessions takes the sessions a follower heard from.
+func (s *Server) touchSessions(ids []int64) {
+	now := time.Now()
+	for _, id := range ids {
+		s.sessions.Touch(id, now)
+	}
 }

@@ -77,11 +77,12 @@ func (m *metrics) observe(op wire.Op, code wire.Code, d time.Duration) {
 	m.latency.WithLabelValues(op.String()).Observe(d.Seconds())
 }
 
-// handler serves /metrics and /healthz: healthy while raft runs and knows
-// a leader.
+// handler serves /metrics, /status (the member's Status as JSON) and
+// /healthz: healthy while raft runs and knows a leader.
 func (m *metrics) handler(s *Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/status", s.serveStatus)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.node.Done():

@@ -91,7 +91,7 @@ func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) er
 	if subtle.ConstantTimeCompare(s.Password, req.Password) != 1 {
 		return wire.ErrBadPassword
 	}
-	c.srv.sessions.Touch(s.ID, time.Now())
+	c.srv.heardFrom(s.ID)
 	resp.SessionID, resp.Password, resp.TimeoutMs = s.ID, s.Password, s.TimeoutMs
 	return nil
 }
@@ -135,7 +135,7 @@ func (c *conn) answer(r *request, reply *wire.Reply) {
 		ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.RequestTimeout)
 		err := c.srv.node.ReadIndex(ctx)
 		cancel()
-		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(writeError(err)), c.srv.fsm.lastZxid(), req.Path
+		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
 	case req.Op == wire.OpSetWatches:
 		reply.Zxid = c.setWatches(req)
 	case req.Op == wire.OpClose:
@@ -152,7 +152,7 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	defer cancel()
 	o := r.proposal.Wait(ctx)
 	if o.Err != nil {
-		reply.Err, reply.Zxid = wire.CodeOf(writeError(o.Err)), c.srv.fsm.lastZxid()
+		reply.Err, reply.Zxid = wire.CodeOf(c.srv.writeError(o.Err)), c.srv.fsm.lastZxid()
 		return
 	}
 	res := o.Result.(*tree.Result)
@@ -162,8 +162,10 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 }
 
 // writeError maps a raftnode or context error to the protocol error the
-// client sees.
-func writeError(err error) error {
+// client sees. A write that timed out while this member knows no leader
+// could not reach a quorum.
+func (s *Server) writeError(err error) error {
+	noLeader := s.node.Leader() == 0
 	switch {
 	case err == nil:
 		return nil
@@ -171,6 +173,8 @@ func writeError(err error) error {
 		return wire.ErrNoQuorum
 	case errors.Is(err, raftnode.ErrStopped):
 		return wire.ErrShuttingDown
+	case errors.Is(err, context.DeadlineExceeded) && noLeader:
+		return wire.ErrNoQuorum
 	case errors.Is(err, context.DeadlineExceeded):
 		return wire.ErrOperationTimeout
 	case errors.Is(err, context.Canceled):

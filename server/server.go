@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,13 +28,15 @@ type Server struct {
 	watches  *watchRegistry
 	metrics  *metrics
 
-	ln      net.Listener
-	httpLn  net.Listener
-	httpSrv *http.Server
+	transport *raftnode.TCPTransport // nil for a single node
+	ln        net.Listener
+	httpLn    net.Listener
+	httpSrv   *http.Server
 
 	mu        sync.Mutex
-	conns     map[*conn]struct{} // mu guards conns and bySession
+	conns     map[*conn]struct{} // mu guards conns, bySession and heard
 	bySession map[int64]*conn
+	heard     map[int64]struct{} // sessions heard from since the last forward to the leader
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -50,6 +53,7 @@ func New(cfg Config) (*Server, error) {
 		ids:       session.NewIDs(uint8(cfg.ID), time.Now()),
 		conns:     map[*conn]struct{}{},
 		bySession: map[int64]*conn{},
+		heard:     map[int64]struct{}{},
 		stopc:     make(chan struct{}),
 	}
 	s.watches = newWatchRegistry(s.notify)
@@ -66,11 +70,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("listen for http: %w", err)
 		}
 	}
-	s.node, err = raftnode.Start(raftnode.Config{
-		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
-		SnapshotEvery: cfg.SnapshotEvery, Logger: s.log.Named("raft"),
-	}, s.fsm)
-	if err != nil {
+	if s.node, err = s.startRaft(); err != nil {
 		s.ln.Close()
 		if s.httpLn != nil {
 			s.httpLn.Close()
@@ -89,6 +89,41 @@ func New(cfg Config) (*Server, error) {
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
 		zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	return s, nil
+}
+
+// startRaft starts the raft member and, for a cluster, its peer transport.
+func (s *Server) startRaft() (*raftnode.Node, error) {
+	cfg := s.cfg
+	rc := raftnode.Config{
+		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
+		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
+		SnapshotEvery: cfg.SnapshotEvery, Logger: s.log.Named("raft"),
+	}
+	if len(cfg.Peers) > 0 {
+		if _, ok := cfg.Peers[cfg.ID]; !ok {
+			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)
+		}
+		for id := range cfg.Peers {
+			rc.Peers = append(rc.Peers, id)
+		}
+		slices.Sort(rc.Peers)
+		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"))
+		if err != nil {
+			return nil, err
+		}
+		s.transport, rc.Transport = tr, tr
+	}
+	node, err := raftnode.Start(rc, s.fsm)
+	if err != nil {
+		if s.transport != nil {
+			s.transport.Close()
+		}
+		return nil, err
+	}
+	if s.transport != nil {
+		s.transport.Attach(node, s.touchSessions)
+	}
+	return node, nil
 }
 
 // Addr is the client listener's address.
@@ -126,6 +161,9 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.wg.Wait()
 		err = s.node.Stop()
+		if s.transport != nil {
+			s.transport.Close()
+		}
 	})
 	return err
 }
@@ -271,7 +309,7 @@ func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error)
 	defer cancel()
 	o := s.node.Propose(ctx, tree.AppendTxn(nil, txn)).Wait(ctx)
 	if o.Err != nil {
-		return nil, writeError(o.Err)
+		return nil, s.writeError(o.Err)
 	}
 	res := o.Result.(*tree.Result)
 	return res, res.Err

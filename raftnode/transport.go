@@ -1,0 +1,376 @@
+package raftnode
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+)
+
+// Peer frames: a 4-byte big-endian length, a 1-byte kind, then the payload.
+const (
+	frameRaft    byte = 1 // a raftpb.Message
+	frameTouches byte = 2 // session ids heard from, for the leader's expiry (8 bytes each)
+)
+
+// maxPeerFrame bounds a peer frame: a snapshot travels in one message.
+const maxPeerFrame = 1 << 30
+
+// peerQueue is how many messages wait for one peer at most; past it they are
+// dropped and raft retries.
+const peerQueue = 4096
+
+// Filter decides whether a message to a peer goes out. Tests use it to
+// drop traffic and cut partitions; nil lets everything through.
+type Filter func(from, to uint64) bool
+
+// TCPTransport carries raft messages between members over TCP: one
+// connection and one sender goroutine with a bounded queue per peer,
+// redialled with backoff, and one reader goroutine per accepted connection.
+type TCPTransport struct {
+	id  uint64
+	log *zap.Logger
+	ln  net.Listener
+
+	mu      sync.Mutex
+	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns
+	node    *Node
+	touch   func(ids []int64)
+	filter  Filter
+	conns   map[net.Conn]struct{}
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// outFrame is an encoded frame waiting for its peer.
+type outFrame struct {
+	b    []byte
+	raft bool // a raft message: raft hears when it could not be sent
+	snap bool // a MsgSnap: raft hears whether it was sent
+}
+
+type peer struct {
+	id    uint64
+	addr  string
+	queue chan outFrame
+	stop  chan struct{}
+}
+
+// NewTCPTransport listens on addr for member id. peers maps every other
+// member's id to its peer address.
+func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.Logger) (*TCPTransport, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for peers: %w", err)
+	}
+	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}}
+	for pid, paddr := range peers {
+		if pid != id {
+			t.AddPeer(pid, paddr)
+		}
+	}
+	t.wg.Add(1)
+	go t.accept()
+	return t, nil
+}
+
+// Addr is the address the transport listens on.
+func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
+
+// Attach connects the transport to the node it delivers to, and to the
+// handler of forwarded session touches.
+func (t *TCPTransport) Attach(n *Node, touch func(ids []int64)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.node, t.touch = n, touch
+}
+
+// SetFilter installs f (nil removes it).
+func (t *TCPTransport) SetFilter(f Filter) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.filter = f
+}
+
+// AddPeer starts sending to member id at addr (replacing its address).
+func (t *TCPTransport) AddPeer(id uint64, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.peers[id]; old != nil {
+		if old.addr == addr {
+			return
+		}
+		close(old.stop)
+	}
+	p := &peer{id: id, addr: addr, queue: make(chan outFrame, peerQueue), stop: make(chan struct{})}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.send(p)
+}
+
+// RemovePeer stops sending to member id.
+func (t *TCPTransport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.peers[id]; p != nil {
+		close(p.stop)
+		delete(t.peers, id)
+	}
+}
+
+// Send queues raft messages for their peers; it never blocks.
+func (t *TCPTransport) Send(msgs []raftpb.Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		b := make([]byte, 5+m.Size())
+		if _, err := m.MarshalTo(b[5:]); err != nil {
+			t.log.Error("marshal raft message", zap.Error(err))
+			continue
+		}
+		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+		b[4] = frameRaft
+		if !t.enqueue(m.To, outFrame{b: b, raft: true, snap: m.Type == raftpb.MsgSnap}) {
+			t.report(m.To, m.Type == raftpb.MsgSnap)
+		}
+	}
+}
+
+// SendTouches forwards the ids of sessions heard from to member to.
+func (t *TCPTransport) SendTouches(to uint64, ids []int64) {
+	b := make([]byte, 5, 5+8*len(ids))
+	binary.BigEndian.PutUint32(b, uint32(1+8*len(ids)))
+	b[4] = frameTouches
+	for _, id := range ids {
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+	}
+	t.enqueue(to, outFrame{b: b})
+}
+
+func (t *TCPTransport) enqueue(to uint64, f outFrame) bool {
+	t.mu.Lock()
+	p, filter := t.peers[to], t.filter
+	t.mu.Unlock()
+	if p == nil || (filter != nil && !filter(t.id, to)) {
+		return false
+	}
+	select {
+	case p.queue <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+// report tells raft that a message to a peer did not go out.
+func (t *TCPTransport) report(to uint64, snap bool) {
+	t.mu.Lock()
+	n := t.node
+	t.mu.Unlock()
+	if n == nil {
+		return
+	}
+	n.report(to, false, 0)
+	if snap {
+		n.report(to, true, raft.SnapshotFailure)
+	}
+}
+
+// send is a peer's sender goroutine.
+func (t *TCPTransport) send(p *peer) {
+	defer t.wg.Done()
+	var conn net.Conn
+	var w *bufio.Writer
+	backoff := 50 * time.Millisecond
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	for {
+		var f outFrame
+		select {
+		case f = <-p.queue:
+		case <-p.stop:
+			return
+		}
+		if conn == nil {
+			c, err := net.DialTimeout("tcp", p.addr, time.Second)
+			if err != nil {
+				t.failed(p.id, f)
+				select {
+				case <-time.After(backoff):
+				case <-p.stop:
+					return
+				}
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			conn, w, backoff = c, bufio.NewWriterSize(c, 64<<10), 50*time.Millisecond
+		}
+		if err := t.write(conn, w, f, p); err != nil {
+			t.log.Debug("peer write failed", zap.Uint64("peer", p.id), zap.Error(err))
+			conn.Close()
+			conn = nil
+		}
+	}
+}
+
+// write writes f and whatever else is queued for p, then flushes. Raft hears
+// of every message that could not be sent and of every snapshot.
+func (t *TCPTransport) write(conn net.Conn, w *bufio.Writer, f outFrame, p *peer) error {
+	_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	batch := []outFrame{f}
+	for more := true; more; {
+		select {
+		case f := <-p.queue:
+			batch = append(batch, f)
+		default:
+			more = false
+		}
+	}
+	var err error
+	for _, f := range batch {
+		if err == nil {
+			_, err = w.Write(f.b)
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	for _, f := range batch {
+		switch {
+		case err != nil:
+			t.failed(p.id, f)
+		case f.snap:
+			t.snapshotSent(p.id)
+		}
+	}
+	return err
+}
+
+func (t *TCPTransport) failed(to uint64, f outFrame) {
+	if f.raft {
+		t.report(to, f.snap)
+	}
+}
+
+func (t *TCPTransport) snapshotSent(to uint64) {
+	t.mu.Lock()
+	n := t.node
+	t.mu.Unlock()
+	if n != nil {
+		n.report(to, true, raft.SnapshotFinish)
+	}
+}
+
+func (t *TCPTransport) accept() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			return
+		}
+		t.mu.Lock()
+		if t.stopped {
+			t.mu.Unlock()
+			c.Close()
+			return
+		}
+		t.conns[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.receive(c)
+	}
+}
+
+// receive reads frames from one peer connection.
+func (t *TCPTransport) receive(c net.Conn) {
+	defer t.wg.Done()
+	defer func() {
+		t.mu.Lock()
+		delete(t.conns, c)
+		t.mu.Unlock()
+		c.Close()
+	}()
+	r := bufio.NewReaderSize(c, 64<<10)
+	var hdr [5]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:4]))
+		if n < 1 || n > maxPeerFrame {
+			t.log.Warn("bad peer frame; closing", zap.Int("length", n))
+			return
+		}
+		body := make([]byte, n-1)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		if err := t.deliver(hdr[4], body); err != nil {
+			t.log.Warn("bad peer frame; closing", zap.Error(err))
+			return
+		}
+	}
+}
+
+func (t *TCPTransport) deliver(kind byte, body []byte) error {
+	t.mu.Lock()
+	n, touch, filter := t.node, t.touch, t.filter
+	t.mu.Unlock()
+	switch kind {
+	case frameRaft:
+		var m raftpb.Message
+		if err := m.Unmarshal(body); err != nil {
+			return err
+		}
+		if n == nil || (filter != nil && !filter(m.From, t.id)) {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := n.Step(ctx, m); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil // the node is stopping
+		}
+	case frameTouches:
+		if len(body)%8 != 0 {
+			return fmt.Errorf("touch frame of %d bytes", len(body))
+		}
+		ids := make([]int64, len(body)/8)
+		for i := range ids {
+			ids[i] = int64(binary.BigEndian.Uint64(body[8*i:]))
+		}
+		if touch != nil {
+			touch(ids)
+		}
+	default:
+		return fmt.Errorf("unknown peer frame kind %d", kind)
+	}
+	return nil
+}
+
+// Close stops the transport and waits for its goroutines.
+func (t *TCPTransport) Close() error {
+	t.mu.Lock()
+	t.stopped = true
+	for id, p := range t.peers {
+		close(p.stop)
+		delete(t.peers, id)
+	}
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	err := t.ln.Close()
+	t.wg.Wait()
+	return err
+}

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/tree"
+)
+
+// Status is a member's view of itself: enough to compare replicas (equal
+// digests at equal zxids) and to see who leads.
+type Status struct {
+	ID       uint64 `json:"id"`
+	Leader   uint64 `json:"leader"`
+	Term     uint64 `json:"term"`
+	Applied  uint64 `json:"applied"` // last raft entry applied
+	Zxid     int64  `json:"zxid"`    // last txn applied to the tree
+	Digest   string `json:"digest"`  // the tree's digest at Zxid, hex
+	Sessions int    `json:"sessions"`
+	Znodes   int    `json:"znodes"`
+}
+
+// Status reports the member's state; the tree's fields are read together.
+func (s *Server) Status() Status {
+	st := Status{ID: s.cfg.ID, Leader: s.node.Leader(), Term: s.node.Term(), Applied: s.node.Applied()}
+	st.Zxid = s.fsm.read(func(t *tree.Tree) {
+		st.Digest = fmt.Sprintf("%016x", t.Digest())
+		st.Sessions = len(t.Sessions())
+		st.Znodes = t.Count()
+	})
+	return st
+}
+
+func (s *Server) serveStatus(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s.Status())
+}
+
+// SetPeerFilter installs a filter on this member's raft traffic, both ways:
+// a message goes out or comes in only if f(from, to) is true. It is for
+// fault-injection tests (partitions, loss); nil removes it. A single node
+// has no peer traffic and ignores it.
+func (s *Server) SetPeerFilter(f raftnode.Filter) {
+	if s.transport != nil {
+		s.transport.SetFilter(f)
+	}
+}
