@@ -1,0 +1,425 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Defaults of the options.
+const (
+	DefaultSessionTimeout = 10 * time.Second
+	DefaultMaxFrame       = 64 << 20 // replies can be large: a getChildren of a big directory
+)
+
+const (
+	stateBuffer    = 16 // capacity of the StateChanges channel
+	minBackoff     = 50 * time.Millisecond
+	maxBackoff     = time.Second
+	minAttempt     = 250 * time.Millisecond // floor of one connection attempt's time limit
+	closeWait      = time.Second            // how long Close waits for the server's answer
+	watchBatchSize = 128 << 10              // bytes of paths per setWatches frame
+)
+
+// State is the client's view of its session.
+type State int32
+
+// Session states. Connected and Disconnected alternate while the session
+// lives; Expired and Closed are final.
+const (
+	StateDisconnected State = iota // the connection broke; the client is reconnecting
+	StateConnected                 // connected to a server, with a live session
+	StateExpired                   // the session is lost, with its ephemerals and watches
+	StateClosed                    // Close was called
+)
+
+func (s State) String() string {
+	switch s {
+	case StateDisconnected:
+		return "disconnected"
+	case StateConnected:
+		return "connected"
+	case StateExpired:
+		return "expired"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// Stat is a znode's metadata, with ZooKeeper's fields and meanings.
+type Stat = wire.Stat
+
+// CreateMode says what kind of znode Create makes.
+type CreateMode = wire.CreateMode
+
+// Create modes. The TTL modes make a node that the server deletes once it
+// has had no children and no change for its time to live; create them with
+// CreateTTL (or CreateTTLOp), which takes the TTL.
+const (
+	Persistent              = wire.ModePersistent
+	Ephemeral               = wire.ModeEphemeral
+	PersistentSequential    = wire.ModePersistentSequential
+	EphemeralSequential     = wire.ModeEphemeralSequential
+	Container               = wire.ModeContainer
+	PersistentTTL           = wire.ModePersistentWithTTL
+	PersistentSequentialTTL = wire.ModePersistentSequentialWithTTL
+)
+
+// Option configures Dial.
+type Option func(*options)
+
+type options struct {
+	timeout  time.Duration
+	log      *zap.Logger
+	dial     func(ctx context.Context, addr string) (net.Conn, error)
+	maxFrame int
+}
+
+// WithSessionTimeout sets the session timeout asked of the server (default
+// 10s). The server may negotiate another; the client keeps the one it grants.
+func WithSessionTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *zap.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithDialer sets how connections to servers are made (default: TCP).
+func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) Option {
+	return func(o *options) { o.dial = dial }
+}
+
+// WithMaxFrame sets the limit on the length of a frame from the server
+// (default 64 MiB). A longer reply breaks the connection.
+func WithMaxFrame(n int) Option { return func(o *options) { o.maxFrame = n } }
+
+// Client is a session with an Arbor ensemble. All its methods are safe for
+// concurrent use.
+//
+// Goroutines: run owns the connection's life (it notices a broken connection,
+// reconnects, restores watches, expires the session and stops on Close);
+// each connection has a reader and a writer (see conn). Callers hand requests
+// to the current connection and wait for their replies.
+type Client struct {
+	servers []string
+	opts    options
+	log     *zap.Logger
+	born    time.Time // base of lastHeard, for a monotonic clock
+
+	lastZxid  atomic.Int64 // highest zxid in a reply: sent on reattach
+	lastHeard atomic.Int64 // time.Since(born) when a server last sent a frame
+	xid       atomic.Int32 // last xid given to a request
+
+	watches watchTable // has its own lock
+
+	mu         sync.Mutex    // guards the fields below
+	state      State         //
+	cur        *conn         // the connection requests go to; nil unless connected
+	changed    chan struct{} // closed and replaced whenever state or cur changes
+	sessionID  int64         //
+	password   []byte        //
+	timeout    time.Duration // the negotiated session timeout
+	closing    bool          // Close was called
+	expiredErr error         // why the session expired, once it has
+	states     chan State    // StateChanges; sent to under mu, closed by Close
+
+	runCtx context.Context // ends when Close is called
+	stop   context.CancelFunc
+	wg     sync.WaitGroup // run
+}
+
+// Dial connects to one of servers (tried in random order until one completes
+// the handshake or ctx ends) and starts a new session. Once Dial returns, the
+// client keeps the session alive and reconnects by itself; ctx only bounds
+// Dial.
+func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error) {
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("dial: %w: no servers", ErrBadArguments)
+	}
+	o := options{timeout: DefaultSessionTimeout, maxFrame: DefaultMaxFrame}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
+	if o.dial == nil {
+		var d net.Dialer
+		o.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	if o.maxFrame <= 0 {
+		o.maxFrame = DefaultMaxFrame
+	}
+	c := &Client{
+		servers: slices.Clone(servers),
+		opts:    o,
+		log:     o.log,
+		born:    time.Now(),
+		changed: make(chan struct{}),
+		timeout: o.timeout,
+		states:  make(chan State, stateBuffer),
+	}
+	c.watches.init()
+	c.runCtx, c.stop = context.WithCancel(context.Background())
+	cn, err := c.dialFirst(ctx)
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.setStateLocked(StateConnected, cn)
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go c.run(cn)
+	return c, nil
+}
+
+// dialFirst makes the first connection, with a new session.
+func (c *Client) dialFirst(ctx context.Context) (*conn, error) {
+	var b backoff
+	var last error
+	for {
+		for _, addr := range c.shuffled() {
+			if ctx.Err() != nil {
+				break
+			}
+			cn, err := c.connect(ctx, addr, c.attemptLimit())
+			if err == nil {
+				return cn, nil
+			}
+			if ctx.Err() != nil {
+				break // cut short by ctx: keep the last server's own error
+			}
+			last = err
+			c.log.Info("arbor: connect failed", zap.String("server", addr), zap.Error(err))
+		}
+		if err := sleepCtx(ctx, b.next()); err != nil {
+			if last == nil {
+				return nil, fmt.Errorf("dial: %w", err)
+			}
+			return nil, fmt.Errorf("dial: %w (last error: %w)", err, last)
+		}
+	}
+}
+
+// SessionID returns the id of the session.
+func (c *Client) SessionID() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
+}
+
+// SessionTimeout returns the session timeout the server granted.
+func (c *Client) SessionTimeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timeout
+}
+
+// State returns the current state.
+func (c *Client) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+// StateChanges returns a channel of state changes (the same channel on every
+// call). It is buffered: when the reader falls behind, the oldest states are
+// dropped, so a slow reader may miss intermediate states but always receives
+// the latest one. The channel is closed after StateClosed is sent by Close.
+func (c *Client) StateChanges() <-chan State { return c.states }
+
+// Close ends the session: it asks the server to close it, which deletes the
+// session's ephemeral nodes at once, waiting for the answer at most a third
+// of the session timeout and at most 1s (if the server cannot be told, the
+// session expires after its timeout). Then it closes the connection and
+// stops the client's goroutines. Requests still in flight fail with
+// ErrClosed, and every pending watch receives a session event (StateClosed,
+// ErrClosed). Close returns nil; later calls return ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closing = true
+	cn := c.cur
+	wait := min(closeWait, c.timeout/3)
+	c.mu.Unlock()
+
+	if cn != nil {
+		c.closeSession(cn, wait)
+	}
+	c.stop()
+	c.wg.Wait()
+	c.watches.closeAll(Event{Type: EventSession, State: StateClosed, Err: ErrClosed})
+	c.mu.Lock()
+	c.setStateLocked(StateClosed, nil)
+	close(c.states)
+	c.mu.Unlock()
+	return nil
+}
+
+// closeSession sends OpClose on cn and waits up to wait for the answer.
+func (c *Client) closeSession(cn *conn, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	r := newRequest(wire.Request{Op: wire.OpClose}, nil)
+	if err := cn.send(r); err != nil {
+		return
+	}
+	rep, err := r.wait(ctx)
+	if err == nil {
+		err = rep.Err.Err()
+	}
+	if err != nil {
+		c.log.Info("arbor: close session", zap.String("session", c.sessionHex()), zap.Error(err))
+	}
+}
+
+// current returns the connection to send on (nil while disconnected) and a
+// channel closed at the next change of state, or the error that every call
+// gets from now on.
+func (c *Client) current() (*conn, <-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closing || c.state == StateClosed:
+		return nil, nil, ErrClosed
+	case c.state == StateExpired:
+		return nil, nil, c.expiredErr
+	}
+	return c.cur, c.changed, nil
+}
+
+// setStateLocked moves to state s with cur as the connection to use, wakes
+// the callers waiting for a change and reports s on StateChanges.
+func (c *Client) setStateLocked(s State, cur *conn) {
+	if c.state == StateClosed {
+		return
+	}
+	c.cur = cur
+	close(c.changed)
+	c.changed = make(chan struct{})
+	if s == c.state {
+		return
+	}
+	c.state = s
+	for {
+		select {
+		case c.states <- s:
+			return
+		default:
+		}
+		select { // full: drop the oldest, so the latest state is never lost
+		case <-c.states:
+		default:
+		}
+	}
+}
+
+func (c *Client) setState(s State, cur *conn) {
+	c.mu.Lock()
+	c.setStateLocked(s, cur)
+	c.mu.Unlock()
+}
+
+func (c *Client) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+func (c *Client) sessionHex() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("%#x", c.sessionID)
+}
+
+// heard records that a server sent a frame: the session is alive.
+func (c *Client) heard() { c.lastHeard.Store(int64(time.Since(c.born))) }
+
+// sessionLeft returns how long the session may still live without a word
+// from a server.
+func (c *Client) sessionLeft() time.Duration {
+	c.mu.Lock()
+	timeout := c.timeout
+	c.mu.Unlock()
+	return timeout - (time.Since(c.born) - time.Duration(c.lastHeard.Load()))
+}
+
+// noteZxid raises lastZxid to z.
+func (c *Client) noteZxid(z int64) {
+	for {
+		cur := c.lastZxid.Load()
+		if z <= cur || c.lastZxid.CompareAndSwap(cur, z) {
+			return
+		}
+	}
+}
+
+// nextXid returns the next request xid: positive, increasing, wrapping to 1.
+func (c *Client) nextXid() int32 {
+	for {
+		cur := c.xid.Load()
+		next := cur + 1
+		if next <= 0 {
+			next = 1
+		}
+		if c.xid.CompareAndSwap(cur, next) {
+			return next
+		}
+	}
+}
+
+func (c *Client) shuffled() []string {
+	s := slices.Clone(c.servers)
+	rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+	return s
+}
+
+// attemptLimit bounds one connection attempt, so that a server that does not
+// answer leaves time to try the others (ZooKeeper's timeout / servers).
+func (c *Client) attemptLimit() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.timeout/time.Duration(len(c.servers)), minAttempt)
+}
+
+// backoff is an exponential delay with jitter, from minBackoff to maxBackoff.
+type backoff struct{ d time.Duration }
+
+// next returns a delay in [d/2, d] and doubles d.
+func (b *backoff) next() time.Duration {
+	if b.d == 0 {
+		b.d = minBackoff
+	}
+	d := b.d
+	b.d = min(2*b.d, maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// isFatal reports whether a refused handshake means the session is lost.
+func isFatal(err error) bool {
+	return errors.Is(err, ErrSessionExpired) || errors.Is(err, ErrBadPassword)
+}

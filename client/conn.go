@@ -1,0 +1,422 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+const (
+	readBufSize  = 64 << 10
+	writeBufSize = 64 << 10
+	keepBufSize  = 1 << 20 // a frame buffer larger than this is not kept for reuse
+)
+
+// pingFrame is the keepalive the writer sends when it has been idle.
+var pingFrame = wire.AppendRequest(nil, &wire.Request{Xid: wire.XidPing, Op: wire.OpPing})
+
+// request is one numbered request and its outcome. done is buffered and
+// receives exactly one result: from the reader when the reply comes, or from
+// conn.fail when the connection breaks first.
+type request struct {
+	req       wire.Request
+	watch     *watchReg   // the watch a successful reply registers, or nil
+	done      chan result // capacity 1
+	abandoned atomic.Bool // the caller stopped waiting: no one wants the watch
+}
+
+type result struct {
+	reply *wire.Reply
+	err   error
+}
+
+func newRequest(req wire.Request, w *watchReg) *request {
+	return &request{req: req, watch: w, done: make(chan result, 1)}
+}
+
+// wait returns the reply to r, or ctx's error if ctx ends first.
+func (r *request) wait(ctx context.Context) (*wire.Reply, error) {
+	select {
+	case res := <-r.done:
+		return res.reply, res.err
+	case <-ctx.Done():
+		r.abandoned.Store(true)
+		return nil, ctx.Err()
+	}
+}
+
+// conn is one connection to a server, after a successful handshake. Its
+// writer goroutine writes queued frames in order, batching them into one
+// flush, and pings when idle; its reader goroutine matches replies to the
+// pending requests (replies come in request order) and dispatches
+// notifications. Either one, or the client, breaks the connection with fail.
+type conn struct {
+	c           *Client
+	nc          net.Conn
+	addr        string
+	log         *zap.Logger
+	pingEvery   time.Duration // a third of the negotiated session timeout
+	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
+
+	mu      sync.Mutex // guards queue, pending and err
+	queue   []*request // frames for the writer, in send order
+	pending []*request // numbered requests awaiting replies, in xid order
+	err     error      // why the connection broke; nil while it is up
+
+	wake chan struct{}  // capacity 1: the queue is not empty
+	done chan struct{}  // closed by fail
+	wg   sync.WaitGroup // the reader and the writer
+}
+
+// connect dials addr and performs the handshake within limit (and ctx),
+// attaching the client's session (a new one when it has none yet).
+func (c *Client) connect(ctx context.Context, addr string, limit time.Duration) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	nc, err := c.opts.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.handshake(ctx, nc)
+	if err == nil {
+		err = c.attach(resp)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("server %s: %w", addr, err)
+	}
+	c.mu.Lock()
+	timeout := c.timeout
+	c.mu.Unlock()
+	cn := &conn{
+		c: c, nc: nc, addr: addr,
+		log:         c.log.With(zap.String("server", addr)),
+		pingEvery:   timeout / 3,
+		readTimeout: timeout * 2 / 3,
+		wake:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+	}
+	cn.wg.Add(2)
+	go cn.readLoop()
+	go cn.writeLoop()
+	return cn, nil
+}
+
+// handshake sends the ConnectRequest and reads the ConnectResponse. A
+// refusal is returned as the error of its code.
+func (c *Client) handshake(ctx context.Context, nc net.Conn) (*wire.ConnectResponse, error) {
+	c.mu.Lock()
+	req := wire.ConnectRequest{
+		ProtocolVersion: wire.ProtocolVersion,
+		LastZxidSeen:    c.lastZxid.Load(),
+		TimeoutMs:       int32(min(c.opts.timeout.Milliseconds(), 1<<31-1)),
+		SessionID:       c.sessionID,
+		Password:        c.password,
+	}
+	c.mu.Unlock()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	_, err := nc.Write(wire.AppendConnectRequest(nil, &req))
+	var body []byte
+	if err == nil {
+		body, err = wire.ReadFrame(nc, nil, c.opts.maxFrame)
+	}
+	if !stop() && err == nil {
+		err = ctx.Err() // the deadline was cut short: the connection is spoilt
+	}
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.ConnectResponse
+	if err := wire.DecodeConnectResponse(body, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Err != wire.CodeOK {
+		return nil, fmt.Errorf("handshake refused: %w", resp.Err.Err())
+	}
+	if resp.SessionID == 0 || resp.TimeoutMs <= 0 {
+		return nil, fmt.Errorf("%w: handshake gave session %#x, timeout %d ms",
+			ErrMalformed, resp.SessionID, resp.TimeoutMs)
+	}
+	return &resp, nc.SetDeadline(time.Time{})
+}
+
+// attach adopts the session the server granted, or refuses a different
+// session than the one the client asked to reattach.
+func (c *Client) attach(resp *wire.ConnectResponse) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessionID != 0 && resp.SessionID != c.sessionID {
+		return fmt.Errorf("%w: asked to reattach session %#x, got %#x",
+			ErrSessionExpired, c.sessionID, resp.SessionID)
+	}
+	c.sessionID = resp.SessionID
+	c.password = resp.Password
+	c.timeout = time.Duration(resp.TimeoutMs) * time.Millisecond
+	c.heard()
+	return nil
+}
+
+// send hands a numbered request to the connection. It fails with errNotSent,
+// and does nothing, if the connection has already broken.
+func (cn *conn) send(r *request) error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.err != nil {
+		return errNotSent
+	}
+	r.req.Xid = cn.c.nextXid() // under mu: xid order is send order
+	cn.pending = append(cn.pending, r)
+	if len(cn.pending) > 1 { cn.mu.Unlock(); <-r.done; cn.mu.Lock() }
+	cn.enqueueLocked(r)
+	return nil
+}
+
+// sendFrame queues a frame with a reserved xid; no reply is awaited.
+func (cn *conn) sendFrame(req wire.Request) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.err == nil {
+		cn.enqueueLocked(&request{req: req})
+	}
+}
+
+func (cn *conn) enqueueLocked(r *request) {
+	cn.queue = append(cn.queue, r)
+	select {
+	case cn.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the queued frames, leaving spare (emptied) as the new queue.
+func (cn *conn) take(spare []*request) []*request {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	q := cn.queue
+	cn.queue = spare[:0]
+	return q
+}
+
+// pop removes and returns the oldest pending request if its xid is xid.
+func (cn *conn) pop(xid int32) (*request, error) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if len(cn.pending) == 0 {
+		return nil, fmt.Errorf("%w: reply with xid %d, but no request is in flight", ErrMalformed, xid)
+	}
+	r := cn.pending[0]
+	if r.req.Xid != xid {
+		return nil, fmt.Errorf("%w: reply with xid %d, want %d (replies must come in request order)",
+			ErrMalformed, xid, r.req.Xid)
+	}
+	cn.pending[0] = nil
+	cn.pending = cn.pending[1:]
+	return r, nil
+}
+
+// fail breaks the connection for err (the first reason wins): it closes the
+// socket, which stops the reader and the writer, and fails every pending
+// request with err at once.
+func (cn *conn) fail(err error) {
+	cn.mu.Lock()
+	if cn.err != nil {
+		cn.mu.Unlock()
+		return
+	}
+	cn.err = err
+	pending := cn.pending
+	cn.pending, cn.queue = nil, nil
+	close(cn.done)
+	cn.mu.Unlock()
+	cn.nc.Close()
+	for _, r := range pending {
+		r.done <- result{err: err}
+	}
+}
+
+// cause returns why the connection broke.
+func (cn *conn) cause() error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.err
+}
+
+// wait waits for the reader and the writer to exit.
+func (cn *conn) wait() { cn.wg.Wait() }
+
+// writeLoop writes queued frames, flushing when the queue is empty, and
+// pings when nothing was written for pingEvery.
+func (cn *conn) writeLoop() {
+	defer cn.wg.Done()
+	bw := bufio.NewWriterSize(cn.nc, writeBufSize)
+	idle := time.NewTimer(cn.pingEvery)
+	defer idle.Stop()
+	var batch []*request
+	var buf []byte
+	for {
+		ping := false
+		select {
+		case <-cn.done:
+			return
+		case <-cn.wake:
+		case <-idle.C:
+			ping = true
+		}
+		if ping {
+			bw.Write(pingFrame)
+		}
+		for {
+			batch = cn.take(batch)
+			if len(batch) == 0 {
+				break
+			}
+			for i, r := range batch {
+				buf = wire.AppendRequest(buf[:0], &r.req)
+				bw.Write(buf)
+				batch[i] = nil
+			}
+			if cap(buf) > keepBufSize {
+				buf = nil
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			cn.fail(connLoss(err))
+			return
+		}
+		idle.Reset(cn.pingEvery)
+	}
+}
+
+// readLoop reads and handles frames until the connection breaks. With no
+// frame for readTimeout (pings are answered, so a live server always sends
+// something), it gives the server up.
+func (cn *conn) readLoop() {
+	defer cn.wg.Done()
+	br := bufio.NewReaderSize(cn.nc, readBufSize)
+	var buf []byte
+	for {
+		if err := cn.nc.SetReadDeadline(time.Now().Add(cn.readTimeout)); err != nil {
+			cn.fail(connLoss(err))
+			return
+		}
+		body, err := wire.ReadFrame(br, buf, cn.c.opts.maxFrame)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("no frame from the server for %v", cn.readTimeout)
+			}
+			cn.fail(connLoss(err))
+			return
+		}
+		cn.c.heard()
+		if err := cn.handle(body); err != nil {
+			cn.fail(err)
+			return
+		}
+		if cap(body) <= keepBufSize {
+			buf = body // decoding copied everything it kept
+		}
+	}
+}
+
+// handle dispatches one frame by its xid. An error breaks the connection.
+func (cn *conn) handle(body []byte) error {
+	xid, err := wire.PeekXid(body)
+	if err != nil {
+		return connLoss(err)
+	}
+	switch xid {
+	case wire.XidNotification:
+		return cn.handleNotification(body)
+	case wire.XidPing:
+		return nil
+	case wire.XidClosing:
+		return cn.handleClosing(body)
+	case wire.XidSetWatches:
+		var rep wire.Reply
+		if err := wire.DecodeReply(body, wire.OpSetWatches, &rep); err != nil {
+			return connLoss(err)
+		}
+		if rep.Err == wire.CodeSessionExpired {
+			return ErrSessionExpired
+		}
+		if rep.Err != wire.CodeOK {
+			cn.log.Warn("arbor: setWatches refused; restored watches may not fire", zap.Stringer("code", rep.Err))
+		}
+		return nil
+	}
+	if xid < 0 {
+		cn.log.Debug("arbor: ignoring a frame with an unknown reserved xid", zap.Int32("xid", xid))
+		return nil
+	}
+	return cn.handleReply(xid, body)
+}
+
+// handleReply completes the request that reply xid answers, after
+// registering its watch: the reader handles frames in order, so a
+// notification that follows the reply finds the watch in place.
+func (cn *conn) handleReply(xid int32, body []byte) error {
+	r, err := cn.pop(xid)
+	if err != nil {
+		return connLoss(err)
+	}
+	rep := new(wire.Reply)
+	if err := wire.DecodeReply(body, r.req.Op, rep); err != nil {
+		err = connLoss(err)
+		r.done <- result{err: err}
+		return err
+	}
+	cn.c.noteZxid(rep.Zxid)
+	if rep.Err == wire.CodeSessionExpired {
+		r.done <- result{err: ErrSessionExpired}
+		return ErrSessionExpired
+	}
+	if r.watch != nil && !r.abandoned.Load() {
+		cn.c.watches.register(r.watch, r.req.Op, rep.Err)
+	}
+	r.done <- result{reply: rep}
+	return nil
+}
+
+func (cn *conn) handleNotification(body []byte) error {
+	var rep wire.Reply
+	if err := wire.DecodeReply(body, 0, &rep); err != nil {
+		return connLoss(err)
+	}
+	if rep.EventType == wire.EventNone {
+		if rep.State == wire.StateExpired {
+			return ErrSessionExpired
+		}
+		return nil
+	}
+	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid)
+	return nil
+}
+
+// handleClosing reads the server's reason for closing the connection.
+func (cn *conn) handleClosing(body []byte) error {
+	var rep wire.Reply
+	if err := wire.DecodeReply(body, 0, &rep); err != nil {
+		return connLoss(err)
+	}
+	cn.log.Warn("arbor: server is closing the connection", zap.Stringer("reason", rep.Err))
+	switch rep.Err {
+	case wire.CodeSessionExpired:
+		return ErrSessionExpired
+	case wire.CodeOK:
+		return connLoss(errors.New("server closed the connection"))
+	}
+	return connLoss(fmt.Errorf("server closed the connection: %w", rep.Err.Err()))
+}

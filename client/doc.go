@@ -1,0 +1,55 @@
+// Package client is the Go client of Arbor, a ZooKeeper-style coordination
+// service: a session with an ensemble, the znode operations, one-shot
+// watches, and reconnection that keeps the session.
+//
+//	c, err := client.Dial(ctx, []string{"10.0.0.1:2181", "10.0.0.2:2181"},
+//		client.WithSessionTimeout(10*time.Second), client.WithLogger(log))
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//
+//	if _, err := c.Create(ctx, "/app", nil, client.Persistent); err != nil && !errors.Is(err, client.ErrNodeExists) {
+//		return err
+//	}
+//	data, stat, changed, err := c.GetW(ctx, "/app")
+//	if err != nil {
+//		return err
+//	}
+//	fmt.Printf("%q at version %d\n", data, stat.Version)
+//	ev := <-changed // one event: NodeDataChanged, NodeDeleted, or a session event
+//
+// # Sessions and connections
+//
+// Dial connects to one server and starts a session. The client pings while
+// idle and, when the connection breaks, reconnects to the servers in random
+// order with exponential backoff and reattaches the same session, which
+// keeps its ephemeral nodes and its watches. Requests in flight when the
+// connection breaks fail with an error matching ErrConnectionLoss (they may
+// or may not have been applied); requests made while disconnected wait for
+// the reconnect, within their context. When a server says the session is
+// gone, or no server has been heard from for a full session timeout, the
+// session expires: every call then fails with ErrSessionExpired and the
+// Client must be replaced. StateChanges reports these transitions.
+//
+// # Requests
+//
+// Requests are pipelined: many may be in flight on one connection, and the
+// server answers them in the order they were sent, so the calls of one
+// goroutine take effect in order. Paths are checked before any round trip
+// (ErrInvalidPath). Errors wrap the sentinels of this package with the
+// operation and path ("get /x: no node"); compare them with errors.Is.
+//
+// # Watches
+//
+// GetW, ExistsW and ChildrenW return a channel that receives exactly one
+// Event and is then closed. Every call gets its own channel. A watch is left
+// only when the call succeeds (or, for ExistsW, finds no node). When the
+// session expires or the client is closed, every pending watch receives an
+// event of Type EventSession and is closed.
+//
+// # Concurrency
+//
+// All methods of Client are safe for concurrent use, and every blocking call
+// returns when its context ends.
+package client

@@ -1,0 +1,96 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Sentinel errors. Compare with errors.Is: the errors the client returns wrap
+// them with the operation and path ("get /x: no node"). Except ErrClosed,
+// they are the wire package's sentinels, so one table serves the server and
+// the client, and an error matches by its protocol code.
+var (
+	// ErrNoNode: the node (or, for a create, its parent) does not exist.
+	ErrNoNode error = wire.ErrNoNode
+	// ErrNodeExists: a create found the node already there.
+	ErrNodeExists error = wire.ErrNodeExists
+	// ErrBadVersion: the expected version of a set, delete or check did not
+	// match.
+	ErrBadVersion error = wire.ErrBadVersion
+	// ErrNotEmpty: a delete of a node that has children.
+	ErrNotEmpty error = wire.ErrNotEmpty
+	// ErrNoChildrenForEphemerals: a create under an ephemeral node.
+	ErrNoChildrenForEphemerals error = wire.ErrNoChildrenForEphemerals
+	// ErrInvalidPath: a malformed path, refused by the client before any
+	// round trip (or by the server). It is the same code as ErrBadArguments.
+	ErrInvalidPath error = wire.ErrBadArguments
+	// ErrBadArguments: an argument the server (or the client) refused, such
+	// as a bad create mode or TTL.
+	ErrBadArguments error = wire.ErrBadArguments
+	// ErrSessionExpired: the session is gone, with its ephemerals and
+	// watches. The Client cannot be used any more; Dial a new one.
+	ErrSessionExpired error = wire.ErrSessionExpired
+	// ErrConnectionLoss: the connection broke while the request was in
+	// flight. The request may or may not have been applied. The client
+	// reconnects by itself; the session survives if it reconnects in time.
+	ErrConnectionLoss error = wire.ErrConnectionLoss
+	// ErrRuntimeInconsistency marks, in a failed multi, the ops after the
+	// one that failed (none of the ops was applied).
+	ErrRuntimeInconsistency error = wire.ErrRuntimeInconsistency
+
+	ErrSystemError        error = wire.ErrSystemError
+	ErrUnimplemented      error = wire.ErrUnimplemented
+	ErrOperationTimeout   error = wire.ErrOperationTimeout
+	ErrNoAuth             error = wire.ErrNoAuth
+	ErrInvalidACL         error = wire.ErrInvalidACL
+	ErrAuthFailed         error = wire.ErrAuthFailed
+	ErrSessionMoved       error = wire.ErrSessionMoved
+	ErrRequestTimeout     error = wire.ErrRequestTimeout
+	ErrQuotaExceeded      error = wire.ErrQuotaExceeded
+	ErrThrottled          error = wire.ErrThrottled
+	ErrDataTooLarge       error = wire.ErrDataTooLarge
+	ErrNoQuorum           error = wire.ErrNoQuorum
+	ErrTooManyConnections error = wire.ErrTooManyConnections
+	ErrBadPassword        error = wire.ErrBadPassword
+	ErrFrameTooLarge      error = wire.ErrFrameTooLarge
+	ErrMalformed          error = wire.ErrMalformed
+	ErrShuttingDown       error = wire.ErrShuttingDown
+	ErrNotCaughtUp        error = wire.ErrNotCaughtUp
+
+	// ErrClosed: the Client was closed by Close. It has no protocol code.
+	ErrClosed = errors.New("client is closed")
+)
+
+// errNotSent reports that a request was not handed to a connection because
+// the connection had already broken: it is safe to retry on the next one.
+var errNotSent = errors.New("connection already broken; request not sent")
+
+// connLoss returns an error matching ErrConnectionLoss that keeps the cause.
+func connLoss(cause error) error {
+	if cause == nil || errors.Is(cause, ErrConnectionLoss) {
+		return ErrConnectionLoss
+	}
+	return fmt.Errorf("%w: %w", ErrConnectionLoss, cause)
+}
+
+// MultiError is the error of a multi whose op Index failed. It matches the
+// failing op's sentinel under errors.Is (for example ErrBadVersion). None of
+// the ops was applied.
+type MultiError struct {
+	Index int    // index of the failed op in the Multi call, -1 if unknown
+	Op    string // "create", "delete", "set" or "check"
+	Path  string
+	Err   error // the failed op's sentinel
+}
+
+func (e *MultiError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("multi: %v", e.Err)
+	}
+	return fmt.Sprintf("multi: op %d (%s %s): %v", e.Index, e.Op, e.Path, e.Err)
+}
+
+// Unwrap returns the failed op's sentinel.
+func (e *MultiError) Unwrap() error { return e.Err }

@@ -1,0 +1,318 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// maxTTL is the longest TTL the server accepts, in ms (ZooKeeper's).
+const maxTTL = 1<<40 - 1
+
+// Create makes a node at path with data and returns its path (with the
+// sequence number appended, for a sequential mode, to a path that may then
+// end in "/"). The parent must exist. For the TTL modes use CreateTTL.
+func (c *Client) Create(ctx context.Context, path string, data []byte, mode CreateMode) (string, error) {
+	return c.create(ctx, newCreate(path, data, mode, 0, false))
+}
+
+// CreateTTL makes a node of mode PersistentTTL or PersistentSequentialTTL: a
+// persistent node that the server deletes once it has had no children and
+// no change for ttl (at least a millisecond; it is sent in whole
+// milliseconds). The server must have TTL nodes enabled.
+func (c *Client) CreateTTL(ctx context.Context, path string, data []byte, mode CreateMode, ttl time.Duration) (string, error) {
+	return c.create(ctx, newCreate(path, data, mode, ttl, true))
+}
+
+func (c *Client) create(ctx context.Context, op Op) (string, error) {
+	if err := op.check(); err != nil {
+		return "", fmt.Errorf("create %s: %w", op.req.Path, err)
+	}
+	rep, err := c.do(ctx, "create", op.req.Path, op.req, nil)
+	if err != nil {
+		return "", err
+	}
+	return rep.Path, nil
+}
+
+// Get returns the data and Stat of the node at path.
+func (c *Client) Get(ctx context.Context, path string) ([]byte, Stat, error) {
+	data, st, _, err := c.get(ctx, path, false)
+	return data, st, err
+}
+
+// GetW is Get, and also leaves a watch on the node: the channel receives
+// one event (NodeDataChanged or NodeDeleted, or a session event) and is then
+// closed. No watch is left when GetW fails.
+func (c *Client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Event, error) {
+	return c.get(ctx, path, true)
+}
+
+func (c *Client) get(ctx context.Context, path string, watch bool) ([]byte, Stat, <-chan Event, error) {
+	if err := wire.ValidatePath(path, false); err != nil {
+		return nil, Stat{}, nil, fmt.Errorf("get %s: %w", path, err)
+	}
+	w := newWatch(path, watch)
+	rep, err := c.do(ctx, "get", path, wire.Request{Op: wire.OpGetData, Path: path, Watch: watch}, w)
+	if err != nil {
+		return nil, Stat{}, nil, err
+	}
+	return rep.Data, rep.Stat, w.channel(), nil
+}
+
+// Exists reports whether a node is at path, with its Stat if so. A missing
+// node is not an error.
+func (c *Client) Exists(ctx context.Context, path string) (bool, Stat, error) {
+	ok, st, _, err := c.exists(ctx, path, false)
+	return ok, st, err
+}
+
+// ExistsW is Exists, and also leaves a watch, whether or not the node
+// exists: the channel receives one event (NodeCreated, NodeDataChanged or
+// NodeDeleted, or a session event) and is then closed.
+func (c *Client) ExistsW(ctx context.Context, path string) (bool, Stat, <-chan Event, error) {
+	return c.exists(ctx, path, true)
+}
+
+func (c *Client) exists(ctx context.Context, path string, watch bool) (bool, Stat, <-chan Event, error) {
+	if err := wire.ValidatePath(path, false); err != nil {
+		return false, Stat{}, nil, fmt.Errorf("exists %s: %w", path, err)
+	}
+	w := newWatch(path, watch)
+	rep, err := c.do(ctx, "exists", path, wire.Request{Op: wire.OpExists, Path: path, Watch: watch}, w)
+	switch {
+	case rep != nil && rep.Err == wire.CodeNoNode:
+		return false, Stat{}, w.channel(), nil
+	case err != nil:
+		return false, Stat{}, nil, err
+	}
+	return true, rep.Stat, w.channel(), nil
+}
+
+// Children returns the names of the children of the node at path, sorted,
+// and the node's Stat.
+func (c *Client) Children(ctx context.Context, path string) ([]string, Stat, error) {
+	names, st, _, err := c.children(ctx, path, false)
+	return names, st, err
+}
+
+// ChildrenW is Children, and also leaves a watch on the node's children:
+// the channel receives one event (NodeChildrenChanged or NodeDeleted, or a
+// session event) and is then closed.
+func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-chan Event, error) {
+	return c.children(ctx, path, true)
+}
+
+func (c *Client) children(ctx context.Context, path string, watch bool) ([]string, Stat, <-chan Event, error) {
+	if err := wire.ValidatePath(path, false); err != nil {
+		return nil, Stat{}, nil, fmt.Errorf("children %s: %w", path, err)
+	}
+	w := newWatch(path, watch)
+	rep, err := c.do(ctx, "children", path, wire.Request{Op: wire.OpGetChildren, Path: path, Watch: watch}, w)
+	if err != nil {
+		return nil, Stat{}, nil, err
+	}
+	return rep.Children, rep.Stat, w.channel(), nil
+}
+
+// Set replaces the data of the node at path if its version is version (-1:
+// any version) and returns its new Stat.
+func (c *Client) Set(ctx context.Context, path string, data []byte, version int32) (Stat, error) {
+	op := SetOp(path, data, version)
+	if err := op.check(); err != nil {
+		return Stat{}, fmt.Errorf("set %s: %w", path, err)
+	}
+	rep, err := c.do(ctx, "set", path, op.req, nil)
+	if err != nil {
+		return Stat{}, err
+	}
+	return rep.Stat, nil
+}
+
+// Delete removes the node at path if its version is version (-1: any
+// version). The node must have no children.
+func (c *Client) Delete(ctx context.Context, path string, version int32) error {
+	op := DeleteOp(path, version)
+	if err := op.check(); err != nil {
+		return fmt.Errorf("delete %s: %w", path, err)
+	}
+	_, err := c.do(ctx, "delete", path, op.req, nil)
+	return err
+}
+
+// Sync waits until the server this client is connected to has applied
+// every write committed before the call, so that the reads that follow see
+// them.
+func (c *Client) Sync(ctx context.Context, path string) error {
+	if err := wire.ValidatePath(path, false); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	_, err := c.do(ctx, "sync", path, wire.Request{Op: wire.OpSync, Path: path}, nil)
+	return err
+}
+
+// do sends req and waits for its reply. The error wraps the transport error
+// or the reply's error code with name and path ("get /x: no node"); with a
+// reply error the reply is returned too.
+func (c *Client) do(ctx context.Context, name, path string, req wire.Request, w *watchReg) (*wire.Reply, error) {
+	rep, err := c.call(ctx, req, w)
+	if err == nil {
+		err = rep.Err.Err()
+	}
+	if err != nil {
+		return rep, fmt.Errorf("%s %s: %w", name, path, err)
+	}
+	return rep, nil
+}
+
+// call sends req on the current connection and waits for its reply. While
+// the client is disconnected it waits for the reconnect (within ctx). A
+// request that could not be sent because the connection had just broken is
+// sent again on the next one; one that was sent fails with the connection.
+func (c *Client) call(ctx context.Context, req wire.Request, w *watchReg) (*wire.Reply, error) {
+	r := newRequest(req, w)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		cn, changed, err := c.current()
+		if err != nil {
+			return nil, err
+		}
+		if cn != nil && cn.send(r) == nil {
+			return r.wait(ctx)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Op is one operation of a Multi. Make it with CreateOp, CreateTTLOp,
+// DeleteOp, SetOp or CheckOp.
+type Op struct {
+	req wire.Request
+	err error // a mistake found when the Op was made
+}
+
+// CreateOp is a Multi's Create. TTL modes need CreateTTLOp.
+func CreateOp(path string, data []byte, mode CreateMode) Op {
+	return newCreate(path, data, mode, 0, false)
+}
+
+// CreateTTLOp is a Multi's CreateTTL.
+func CreateTTLOp(path string, data []byte, mode CreateMode, ttl time.Duration) Op {
+	return newCreate(path, data, mode, ttl, true)
+}
+
+func newCreate(path string, data []byte, mode CreateMode, ttl time.Duration, withTTL bool) Op {
+	op := Op{req: wire.Request{Op: wire.OpCreate, Path: path, Data: data, Mode: mode}}
+	switch {
+	case !mode.Valid():
+		op.err = fmt.Errorf("%w: unknown create mode %d", ErrBadArguments, int32(mode))
+	case mode.IsTTL() && !withTTL:
+		op.err = fmt.Errorf("%w: %s mode needs a TTL (use CreateTTL)", ErrBadArguments, mode)
+	case withTTL && !mode.IsTTL():
+		op.err = fmt.Errorf("%w: a TTL needs mode PersistentTTL or PersistentSequentialTTL, not %s",
+			ErrBadArguments, mode)
+	case withTTL && (ttl < time.Millisecond || ttl.Milliseconds() > maxTTL):
+		op.err = fmt.Errorf("%w: ttl %v out of range (1ms to %d ms)", ErrBadArguments, ttl, int64(maxTTL))
+	case withTTL:
+		op.req.TTL = ttl.Milliseconds()
+	}
+	return op
+}
+
+// DeleteOp is a Multi's Delete.
+func DeleteOp(path string, version int32) Op {
+	return Op{req: wire.Request{Op: wire.OpDelete, Path: path, Version: version}}
+}
+
+// SetOp is a Multi's Set.
+func SetOp(path string, data []byte, version int32) Op {
+	return Op{req: wire.Request{Op: wire.OpSetData, Path: path, Data: data, Version: version}}
+}
+
+// CheckOp makes a Multi fail unless the node at path has version version.
+func CheckOp(path string, version int32) Op {
+	return Op{req: wire.Request{Op: wire.OpCheck, Path: path, Version: version}}
+}
+
+// name is the op's name in errors.
+func (op Op) name() string {
+	switch op.req.Op {
+	case wire.OpCreate:
+		return "create"
+	case wire.OpDelete:
+		return "delete"
+	case wire.OpSetData:
+		return "set"
+	case wire.OpCheck:
+		return "check"
+	}
+	return op.req.Op.String()
+}
+
+// check validates op before any round trip.
+func (op Op) check() error {
+	switch op.req.Op {
+	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpCheck:
+	default:
+		return fmt.Errorf("%w: not an Op made by CreateOp, DeleteOp, SetOp or CheckOp", ErrBadArguments)
+	}
+	if op.err != nil {
+		return op.err
+	}
+	return wire.ValidatePath(op.req.Path, op.req.Op == wire.OpCreate && op.req.Mode.IsSequential())
+}
+
+// OpResult is the outcome of one op of a Multi.
+type OpResult struct {
+	Path string // create: the created path
+	Stat Stat   // create, set: the node's new Stat
+	// Err is nil for an op that succeeded. In a failed multi it is the
+	// failing op's sentinel for that op, nil for the ops before it and
+	// ErrRuntimeInconsistency for the ops after it (none was applied).
+	Err error
+}
+
+// Multi applies ops atomically: all of them or none. It returns one result
+// per op. When an op fails, the error is a *MultiError that names the op's
+// index and matches its sentinel (for example ErrBadVersion).
+func (c *Client) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
+	reqs := make([]wire.Request, len(ops))
+	for i, op := range ops {
+		if err := op.check(); err != nil {
+			return nil, &MultiError{Index: i, Op: op.name(), Path: op.req.Path, Err: err}
+		}
+		reqs[i] = op.req
+	}
+	rep, err := c.call(ctx, wire.Request{Op: wire.OpMulti, Ops: reqs}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("multi: %w", err)
+	}
+	results := make([]OpResult, len(rep.Results))
+	for i, res := range rep.Results {
+		results[i] = OpResult{Path: res.Path, Stat: res.Stat, Err: res.Err.Err()}
+	}
+	if rep.Err == wire.CodeOK {
+		return results, nil
+	}
+	return results, multiError(ops, rep)
+}
+
+// multiError names the op that failed: the first whose result is an error
+// other than RuntimeInconsistency; else the reply's code stands alone.
+func multiError(ops []Op, rep *wire.Reply) error {
+	for i, res := range rep.Results {
+		if res.Err == wire.CodeOK || res.Err == wire.CodeRuntimeInconsistency || i >= len(ops) {
+			continue
+		}
+		return &MultiError{Index: i, Op: ops[i].name(), Path: ops[i].req.Path, Err: res.Err.Err()}
+	}
+	return &MultiError{Index: -1, Err: rep.Err.Err()}
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// run owns the life of the session after Dial: it waits for the connection
+// to break, reconnects, restores the watches and publishes the new
+// connection, until the session expires or Close is called. It is the only
+// goroutine that moves the state between connected, disconnected and
+// expired.
+func (c *Client) run(cn *conn) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-cn.done:
+		case <-c.runCtx.Done():
+			cn.fail(ErrClosed)
+		}
+		// Wait for the reader, so that every reply it took has registered
+		// its watch and raised lastZxid before they are used below.
+		cn.wait()
+		if c.runCtx.Err() != nil || c.isClosing() {
+			return
+		}
+		if cause := cn.cause(); isFatal(cause) {
+			c.expire(cause)
+			return
+		}
+		c.log.Info("arbor: connection lost; reconnecting", zap.String("server", cn.addr),
+			zap.String("session", c.sessionHex()), zap.Error(cn.cause()))
+		c.setState(StateDisconnected, nil)
+		next, err := c.reconnect()
+		if err != nil {
+			if !errors.Is(err, ErrClosed) {
+				c.expire(err)
+			}
+			return
+		}
+		c.restoreWatches(next)
+		c.setState(StateConnected, next)
+		c.log.Info("arbor: reconnected", zap.String("server", next.addr), zap.String("session", c.sessionHex()))
+		cn = next
+	}
+}
+
+// reconnect redials the servers in random order, with exponential backoff
+// between rounds, until one reattaches the session. It fails with
+// ErrSessionExpired once a full session timeout has passed without a word
+// from any server, or when a server says the session is gone, and with
+// ErrClosed when Close is called.
+func (c *Client) reconnect() (*conn, error) {
+	var b backoff
+	for {
+		delay := min(b.next(), max(c.sessionLeft(), 0))
+		if sleepCtx(c.runCtx, delay) != nil {
+			return nil, ErrClosed
+		}
+		for _, addr := range c.shuffled() {
+			left := c.sessionLeft()
+			if left <= 0 {
+				return nil, fmt.Errorf("%w: no server heard from for the session timeout (%v)",
+					ErrSessionExpired, c.SessionTimeout())
+			}
+			if c.runCtx.Err() != nil {
+				return nil, ErrClosed
+			}
+			cn, err := c.connect(c.runCtx, addr, min(c.attemptLimit(), left))
+			if err == nil {
+				return cn, nil
+			}
+			if isFatal(err) {
+				return nil, err
+			}
+			c.log.Info("arbor: reconnect failed", zap.String("server", addr), zap.Error(err))
+		}
+	}
+}
+
+// expire moves to StateExpired for good: later calls fail with an error
+// matching ErrSessionExpired (and cause), and every watch gets the session
+// event.
+func (c *Client) expire(cause error) {
+	err := cause
+	if !errors.Is(err, ErrSessionExpired) {
+		err = fmt.Errorf("%w: %w", ErrSessionExpired, cause)
+	}
+	c.log.Warn("arbor: session expired", zap.String("session", c.sessionHex()), zap.Error(err))
+	c.mu.Lock()
+	c.expiredErr = err
+	c.setStateLocked(StateExpired, nil)
+	c.mu.Unlock()
+	c.watches.closeAll(Event{Type: EventSession, State: StateExpired, Err: err})
+}
+
+// restoreWatches queues setWatches frames for every registered watch on a
+// new connection, before it is published: they reach the server ahead of any
+// new request. The server fires at once what changed since lastZxid. The
+// paths are split over several frames so that none is too large.
+func (c *Client) restoreWatches(cn *conn) {
+	data, exist, child := c.watches.paths()
+	lists := [3][]string{data, exist, child}
+	for len(lists[0])+len(lists[1])+len(lists[2]) > 0 {
+		var batch [3][]string
+		size := 0
+		for i := range lists {
+			for len(lists[i]) > 0 && size < watchBatchSize {
+				size += len(lists[i][0]) + 8
+				batch[i] = append(batch[i], lists[i][0])
+				lists[i] = lists[i][1:]
+			}
+		}
+		cn.sendFrame(wire.Request{
+			Xid:          wire.XidSetWatches,
+			Op:           wire.OpSetWatches,
+			RelativeZxid: c.lastZxid.Load(),
+			DataWatches:  slices.Clip(batch[0]),
+			ExistWatches: slices.Clip(batch[1]),
+			ChildWatches: slices.Clip(batch[2]),
+		})
+	}
+}
