@@ -15,7 +15,7 @@ import (
 
 // startServer runs a single-node server on loopback with its data in dir
 // (a fresh one when dir is ""), listening on addr (any port when "").
-func startServer(t *testing.T, dir, addr string, mod ...func(*server.Config)) *server.Server {
+func startServer(t testing.TB, dir, addr string, mod ...func(*server.Config)) *server.Server {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()

@@ -1,0 +1,157 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/server"
+	"go.uber.org/zap/zaptest"
+)
+
+// cluster is n in-process members on loopback, each with its own data dir,
+// client port and peer port, that can be stopped, restarted and partitioned.
+type cluster struct {
+	t       *testing.T
+	cfgs    map[uint64]server.Config
+	servers map[uint64]*server.Server // nil while stopped
+}
+
+// clusterTick is the raft tick of test clusters: elections after 10 ticks.
+const clusterTick = 20 * time.Millisecond
+
+func startCluster(t *testing.T, n int, mod ...func(*server.Config)) *cluster {
+	t.Helper()
+	peers := map[uint64]string{}
+	for id := uint64(1); id <= uint64(n); id++ {
+		peers[id] = freePort(t)
+	}
+	c := &cluster{t: t, cfgs: map[uint64]server.Config{}, servers: map[uint64]*server.Server{}}
+	for id := uint64(1); id <= uint64(n); id++ {
+		cfg := server.Config{
+			ID: id, Listen: freePort(t), HTTP: "-", DataDir: t.TempDir(), Peers: peers,
+			MinSessionTimeout: 200 * time.Millisecond, TickInterval: clusterTick,
+			RequestTimeout: 3 * time.Second,
+			Logger:         zaptest.NewLogger(t).Named(fmt.Sprintf("n%d", id)),
+		}
+		for _, m := range mod {
+			m(&cfg)
+		}
+		c.cfgs[id] = cfg
+		c.start(id)
+	}
+	t.Cleanup(func() {
+		for id := range c.servers {
+			c.stop(id)
+		}
+	})
+	c.leader()
+	return c
+}
+
+func (c *cluster) start(id uint64) {
+	c.t.Helper()
+	s, err := server.New(c.cfgs[id])
+	if err != nil {
+		c.t.Fatalf("start member %d: %v", id, err)
+	}
+	c.servers[id] = s
+}
+
+func (c *cluster) stop(id uint64) {
+	if s := c.servers[id]; s != nil {
+		s.Close()
+		delete(c.servers, id)
+	}
+}
+
+func (c *cluster) addr(id uint64) string { return c.cfgs[id].Listen }
+
+// addrs lists every member's client address.
+func (c *cluster) addrs() []string {
+	var out []string
+	for id := uint64(1); int(id) <= len(c.cfgs); id++ {
+		out = append(out, c.addr(id))
+	}
+	return out
+}
+
+// leader waits until every running member agrees on one running leader.
+func (c *cluster) leader() uint64 {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var lead uint64
+		agree := true
+		for _, s := range c.servers {
+			l := s.Status().Leader
+			if l == 0 || (lead != 0 && l != lead) {
+				agree = false
+			}
+			lead = l
+		}
+		if agree && c.servers[lead] != nil {
+			return lead
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatal("the cluster agreed on no leader within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// follower returns a running member other than the leader.
+func (c *cluster) follower() uint64 {
+	lead := c.leader()
+	for id := range c.servers {
+		if id != lead {
+			return id
+		}
+	}
+	c.t.Fatal("no follower running")
+	return 0
+}
+
+// partition cuts raft traffic between the groups; members in no group are
+// left alone.
+func (c *cluster) partition(groups ...[]uint64) {
+	group := map[uint64]int{}
+	for i, g := range groups {
+		for _, id := range g {
+			group[id] = i
+		}
+	}
+	for _, s := range c.servers {
+		s.SetPeerFilter(func(from, to uint64) bool { return group[from] == group[to] })
+	}
+}
+
+func (c *cluster) heal() {
+	for _, s := range c.servers {
+		s.SetPeerFilter(nil)
+	}
+}
+
+// converged waits until every running member applied the same entries and
+// has the same tree digest.
+func (c *cluster) converged() {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var sts []server.Status
+		for _, s := range c.servers {
+			sts = append(sts, s.Status())
+		}
+		same := slices.IndexFunc(sts, func(st server.Status) bool {
+			return st.Applied != sts[0].Applied || st.Digest != sts[0].Digest
+		}) < 0
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("members did not converge: %+v", sts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,246 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+func TestClusterReplicatesEveryWriteToEveryMember(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	for id := uint64(1); id <= 3; id++ {
+		cl := dial(t, c.addr(id))
+		if _, err := cl.Create(ctx, fmt.Sprintf("/from-%d", id), []byte("x"), client.Persistent); err != nil {
+			t.Fatalf("write through member %d: %v", id, err)
+		}
+	}
+	c.converged()
+	for id := uint64(1); id <= 3; id++ {
+		names, _, err := dial(t, c.addr(id)).Children(ctx, "/")
+		if err != nil || len(names) != 3 {
+			t.Fatalf("member %d sees %v, %v", id, names, err)
+		}
+	}
+}
+
+func TestLeaderLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	cl := dial(t, c.addr(c.follower()))
+	if _, err := cl.Create(ctx, "/load", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var acked []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := fmt.Sprintf("/load/w%d-%d", w, i)
+				if _, err := cl.Create(ctx, p, nil, client.Persistent); err == nil {
+					mu.Lock()
+					acked = append(acked, p)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	old := c.leader()
+	if dialed := cl.SessionID(); dialed == 0 {
+		t.Fatal("no session")
+	}
+	killed := time.Now()
+	c.stop(old)
+	lead := c.leader()
+	t.Logf("member %d took over %v after member %d stopped", lead, time.Since(killed), old)
+	mu.Lock()
+	before := len(acked)
+	mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if len(acked) <= before {
+		t.Fatalf("no write acknowledged after the leader's loss (%d before, %d after)", before, len(acked))
+	}
+	c.start(old)
+	c.converged()
+	check := dial(t, c.addr(old))
+	for _, p := range acked {
+		if ok, _, err := check.Exists(ctx, p); !ok || err != nil {
+			t.Fatalf("acknowledged %s missing on the restarted member: %v", p, err)
+		}
+	}
+	t.Logf("%d acknowledged writes, all on every member", len(acked))
+}
+
+func TestMinorityPartitionRefusesWritesAndHeals(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	lone := c.follower()
+	var rest []uint64
+	for id := range c.servers {
+		if id != lone {
+			rest = append(rest, id)
+		}
+	}
+	minority := dial(t, c.addr(lone))
+	majority := dial(t, c.addr(rest[0]))
+	c.partition([]uint64{lone}, rest)
+
+	start := time.Now()
+	_, err := minority.Create(ctx, "/minority", nil, client.Persistent)
+	if !errors.Is(err, client.ErrNoQuorum) {
+		t.Fatalf("write in the minority: %v, want ErrNoQuorum", err)
+	}
+	if took := time.Since(start); took > c.cfgs[lone].RequestTimeout+time.Second {
+		t.Fatalf("the minority took %v to refuse", took)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := majority.Create(ctx, fmt.Sprintf("/majority-%d", i), nil, client.Persistent); err != nil {
+			t.Fatalf("write in the majority: %v", err)
+		}
+	}
+	c.heal()
+	c.converged()
+	if ok, _, _ := majority.Exists(ctx, "/minority"); ok {
+		t.Fatal("the refused minority write was applied")
+	}
+	if err := minority.Sync(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := minority.Exists(ctx, "/majority-9"); !ok || err != nil {
+		t.Fatalf("the healed member misses the majority's writes: %v", err)
+	}
+}
+
+// recordingDialer dials TCP and remembers the last address it reached.
+type recordingDialer struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (d *recordingDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	conn, err := nd.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		d.mu.Lock()
+		d.last = addr
+		d.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (d *recordingDialer) current() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
+}
+
+func (c *cluster) memberAt(addr string) uint64 {
+	for id, cfg := range c.cfgs {
+		if cfg.Listen == addr {
+			return id
+		}
+	}
+	c.t.Fatalf("no member at %s", addr)
+	return 0
+}
+
+func TestClientFailoverKeepsSessionEphemeralsAndWatches(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	var d recordingDialer
+	cl, err := client.Dial(ctx, c.addrs(), client.WithSessionTimeout(5*time.Second), client.WithDialer(d.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id := cl.SessionID()
+	if _, err := cl.Create(ctx, "/mine", nil, client.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Create(ctx, "/shared", []byte("a"), client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	_, _, watch, err := cl.GetW(ctx, "/shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := c.memberAt(d.current())
+	c.stop(dead)
+	var other uint64
+	for m := range c.servers {
+		other = m
+	}
+	writer := dial(t, c.addr(other))
+	if _, err := writer.Set(ctx, "/shared", []byte("b"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := waitEvent(t, watch, 10*time.Second); ev.Type != client.EventNodeDataChanged {
+		t.Fatalf("watch after failover: %v", ev)
+	}
+	if got := c.memberAt(d.current()); got == dead {
+		t.Fatalf("still on the dead member %d", dead)
+	}
+	if cl.SessionID() != id {
+		t.Fatalf("session %#x after failover, want %#x", cl.SessionID(), id)
+	}
+	if ok, _, err := writer.Exists(ctx, "/mine"); !ok || err != nil {
+		t.Fatalf("ephemeral lost in the failover: %v", err)
+	}
+}
+
+// The new leader expires the session of a client that is gone (a second
+// close would be refused by the tree, the session being unknown, and so
+// change nothing).
+func TestGoneClientsSessionExpiresAcrossALeaderChange(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	lead := c.leader()
+	var member uint64 // a follower that survives
+	for id := range c.servers {
+		if id != lead {
+			member = id
+		}
+	}
+	p := newProxy(t, c.addr(member))
+	gone := dial(t, p.addr(), client.WithSessionTimeout(time.Second))
+	observer := dial(t, c.addr(member))
+	if _, err := gone.Create(ctx, "/gone", nil, client.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	_, _, watch, err := observer.ExistsW(ctx, "/gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.servers[member].Status().Sessions
+	p.freeze(true) // the client is gone, its connection still open
+	c.stop(lead)   // and the leader that tracked it with it
+	if ev := waitEvent(t, watch, 10*time.Second); ev.Type != client.EventNodeDeleted {
+		t.Fatalf("event %v, want NodeDeleted", ev)
+	}
+	c.converged()
+	time.Sleep(300 * time.Millisecond) // room for a second close, were there one
+	c.converged()
+	for id, s := range c.servers {
+		if got := s.Status().Sessions; got != before-1 {
+			t.Fatalf("member %d has %d sessions, want %d", id, got, before-1)
+		}
+	}
+}
