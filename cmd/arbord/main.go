@@ -38,7 +38,11 @@ func run(args []string) error {
 	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
-	fs.StringVar(&cfg.PeerAddr, "peer-listen", "127.0.0.1:2381", "peer address (cluster only)")
+	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
+	fs.DurationVar(&cfg.TickInterval, "tick", 0, "raft tick (default 100ms)")
+	fs.IntVar(&cfg.ElectionTicks, "election-ticks", 0, "ticks without a leader before an election (default 10)")
+	fs.IntVar(&cfg.HeartbeatTicks, "heartbeat-ticks", 0, "ticks between leader heartbeats (default 1)")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 0, "how long a write may wait to commit (default 10s)")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "shortest session timeout granted (default 2s)")
 	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "longest session timeout granted (default 60s)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
@@ -54,9 +58,6 @@ func run(args []string) error {
 	var err error
 	if cfg.Peers, err = parsePeers(*peers); err != nil {
 		return err
-	}
-	if len(cfg.Peers) > 1 {
-		return fmt.Errorf("--peers names %d members: this build runs single-node only", len(cfg.Peers))
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
