@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
 )
 
 func TestClusterReplicatesEveryWriteToEveryMember(t *testing.T) {
@@ -242,5 +243,30 @@ func TestGoneClientsSessionExpiresAcrossALeaderChange(t *testing.T) {
 		if got := s.Status().Sessions; got != before-1 {
 			t.Fatalf("member %d has %d sessions, want %d", id, got, before-1)
 		}
+	}
+}
+
+func TestARestartedMemberCatchesUpFromASnapshot(t *testing.T) {
+	c := startCluster(t, 3, func(cfg *server.Config) { cfg.SnapshotEvery, cfg.CatchUpEntries = 20, 5 })
+	ctx := testCtx(t)
+	behind := c.follower()
+	c.stop(behind)
+	var lead uint64
+	for id := range c.servers {
+		lead = id
+	}
+	cl := dial(t, c.addr(lead))
+	for i := 0; i < 100; i++ {
+		if _, err := cl.Create(ctx, fmt.Sprintf("/n%d", i), []byte("v"), client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The others compacted their logs far past what the stopped member has,
+	// so it can only catch up from a snapshot.
+	c.start(behind)
+	c.converged()
+	names, _, err := dial(t, c.addr(behind)).Children(ctx, "/")
+	if err != nil || len(names) != 100 {
+		t.Fatalf("the restarted member has %d nodes, %v; want 100", len(names), err)
 	}
 }

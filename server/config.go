@@ -25,6 +25,7 @@ type Config struct {
 	MaxConns          int           // open client connections at most (default 4096)
 	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
 	SnapshotEvery     uint64        // applied entries between snapshots (default 10,000)
+	CatchUpEntries    uint64        // log entries kept behind a snapshot for followers a little behind (default 1,000)
 	TickInterval      time.Duration // raft tick (default 100ms)
 	ElectionTicks     int           // ticks without a leader before an election (default 10)
 	HeartbeatTicks    int           // ticks between leader heartbeats (default 1)

@@ -97,7 +97,7 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 	rc := raftnode.Config{
 		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotEvery: cfg.SnapshotEvery, Logger: s.log.Named("raft"),
+		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, Logger: s.log.Named("raft"),
 	}
 	if len(cfg.Peers) > 0 {
 		if _, ok := cfg.Peers[cfg.ID]; !ok {
