@@ -121,12 +121,14 @@ type Client struct {
 
 	watches watchTable // has its own lock
 
-	mu         sync.Mutex    // guards the fields below
-	state      State         //
+	// mu guards the fields below. They change only on run's goroutine (and
+	// in Dial and Close); callers read them through current and the getters.
+	mu         sync.Mutex
+	state      State
 	cur        *conn         // the connection requests go to; nil unless connected
 	changed    chan struct{} // closed and replaced whenever state or cur changes
-	sessionID  int64         //
-	password   []byte        //
+	sessionID  int64
+	password   []byte
 	timeout    time.Duration // the negotiated session timeout
 	closing    bool          // Close was called
 	expiredErr error         // why the session expired, once it has
@@ -151,6 +153,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error
 	}
 	if o.log == nil {
 		o.log = zap.NewNop()
+	}
+	if o.timeout <= 0 {
+		o.timeout = DefaultSessionTimeout
 	}
 	if o.dial == nil {
 		var d net.Dialer

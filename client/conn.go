@@ -25,9 +25,10 @@ const (
 // pingFrame is the keepalive the writer sends when it has been idle.
 var pingFrame = wire.AppendRequest(nil, &wire.Request{Xid: wire.XidPing, Op: wire.OpPing})
 
-// request is one numbered request and its outcome. done is buffered and
-// receives exactly one result: from the reader when the reply comes, or from
-// conn.fail when the connection breaks first.
+// request is a frame for the writer. A numbered request (a caller's) also
+// has done, which is buffered and receives exactly one result: from the
+// reader when the reply comes, or from conn.fail when the connection breaks
+// first. A frame with a reserved xid (setWatches) has no done.
 type request struct {
 	req       wire.Request
 	watch     *watchReg   // the watch a successful reply registers, or nil
@@ -44,13 +45,23 @@ func newRequest(req wire.Request, w *watchReg) *request {
 	return &request{req: req, watch: w, done: make(chan result, 1)}
 }
 
-// wait returns the reply to r, or ctx's error if ctx ends first.
+// wait returns the reply to r, or ctx's error if ctx ends first (unless the
+// reply is already there and leaves no watch behind: a write that was
+// applied is then reported as applied).
 func (r *request) wait(ctx context.Context) (*wire.Reply, error) {
 	select {
 	case res := <-r.done:
 		return res.reply, res.err
 	case <-ctx.Done():
 		r.abandoned.Store(true)
+	}
+	if r.watch != nil {
+		return nil, ctx.Err() // the reader may have seen abandoned: no watch is left
+	}
+	select { // a reply that is already here wins: its effect (a write's) is not lost
+	case res := <-r.done:
+		return res.reply, res.err
+	default:
 		return nil, ctx.Err()
 	}
 }
@@ -179,7 +190,6 @@ func (cn *conn) send(r *request) error {
 	}
 	r.req.Xid = cn.c.nextXid() // under mu: xid order is send order
 	cn.pending = append(cn.pending, r)
-	if len(cn.pending) > 1 { cn.mu.Unlock(); <-r.done; cn.mu.Lock() }
 	cn.enqueueLocked(r)
 	return nil
 }
