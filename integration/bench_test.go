@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/server"
@@ -80,4 +81,33 @@ func runParallel(b *testing.B, callers int, op func() error) {
 		}
 	}
 	b.StopTimer()
+}
+
+// BenchmarkCluster3 measures the same through one client connected to a
+// member of a 3-member loopback cluster (all members on this machine).
+func BenchmarkCluster3(b *testing.B) {
+	value := make([]byte, 256)
+	quiet := func(c *server.Config) { c.Logger = zap.NewNop(); c.TickInterval = 100 * time.Millisecond }
+	for _, callers := range []int{1, 64} {
+		for _, op := range []string{"setData", "getData"} {
+			b.Run(fmt.Sprintf("%s/callers=%d", op, callers), func(b *testing.B) {
+				c := startCluster(b, 3, quiet)
+				ctx := context.Background()
+				cl, err := client.Dial(ctx, []string{c.addr(c.follower())}, client.WithLogger(zap.NewNop()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cl.Close()
+				mustBenchCreate(b, cl, ctx)
+				runParallel(b, callers, func() error {
+					if op == "setData" {
+						_, err := cl.Set(ctx, "/bench", value, -1)
+						return err
+					}
+					_, _, err := cl.Get(ctx, "/bench")
+					return err
+				})
+			})
+		}
+	}
 }

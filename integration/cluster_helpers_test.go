@@ -13,7 +13,7 @@ import (
 // cluster is n in-process members on loopback, each with its own data dir,
 // client port and peer port, that can be stopped, restarted and partitioned.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	cfgs    map[uint64]server.Config
 	servers map[uint64]*server.Server // nil while stopped
 }
@@ -21,7 +21,7 @@ type cluster struct {
 // clusterTick is the raft tick of test clusters: elections after 10 ticks.
 const clusterTick = 20 * time.Millisecond
 
-func startCluster(t *testing.T, n int, mod ...func(*server.Config)) *cluster {
+func startCluster(t testing.TB, n int, mod ...func(*server.Config)) *cluster {
 	t.Helper()
 	peers := map[uint64]string{}
 	for id := uint64(1); id <= uint64(n); id++ {

@@ -59,7 +59,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // freePort returns a loopback address nobody listens on right now.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

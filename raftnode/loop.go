@@ -23,17 +23,10 @@ func (n *Node) run() {
 			n.rn.Tick()
 		case p := <-n.propc:
 			n.propose(p)
-			// Take what else is waiting, so that one Ready, and one fsync,
-			// carries the whole batch.
-			for i := 1; i < n.cfg.MaxBatch && len(n.propc) > 0; i++ {
-				n.propose(<-n.propc)
-			}
+		case m := <-n.recvc:
+			n.step(m)
 		case id := <-n.readc:
 			n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
-		case m := <-n.recvc:
-			if err := n.rn.Step(m); err != nil {
-				n.log.Debug("raft step", zap.Error(err))
-			}
 		case r := <-n.reportc:
 			if r.snap {
 				n.rn.ReportSnapshot(r.to, r.status)
@@ -44,11 +37,33 @@ func (n *Node) run() {
 			n.fail(ErrStopped)
 			return
 		}
+		n.drain()
 		if err := n.processReady(); err != nil {
 			n.log.Error("raft node failed; stopping", zap.Error(err))
 			n.fail(err)
 			return
 		}
+	}
+}
+
+// drain takes the proposals and messages already waiting, up to MaxBatch,
+// so that one Ready, and one fsync, covers all of them.
+func (n *Node) drain() {
+	for i := 0; i < n.cfg.MaxBatch; i++ {
+		select {
+		case p := <-n.propc:
+			n.propose(p)
+		case m := <-n.recvc:
+			n.step(m)
+		default:
+			return
+		}
+	}
+}
+
+func (n *Node) step(m raftpb.Message) {
+	if err := n.rn.Step(m); err != nil {
+		n.log.Debug("raft step", zap.Error(err))
 	}
 }
 
@@ -66,7 +81,13 @@ func (n *Node) processReady() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
 		if rd.SoftState != nil {
-			n.leader.Store(rd.SoftState.Lead)
+			if old := n.leader.Swap(rd.SoftState.Lead); old != 0 && old != rd.SoftState.Lead {
+				// What was forwarded to the old leader may be lost: say
+				// so now rather than at the callers' deadlines.
+				n.mu.Lock()
+				n.failPendingLocked(ErrLeaderChanged)
+				n.mu.Unlock()
+			}
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			n.term.Store(rd.HardState.Term)

@@ -47,6 +47,11 @@ type Transport interface {
 var (
 	ErrStopped         = errors.New("raftnode: stopped")
 	ErrProposalDropped = errors.New("raftnode: proposal dropped (no leader)")
+	// ErrLeaderChanged fails what was pending when the leader changed: the
+	// old leader may have taken it with it, or the new one may still
+	// commit it. The outcome is unknown, as after a timeout, but known
+	// early.
+	ErrLeaderChanged = errors.New("raftnode: leader changed; outcome unknown")
 )
 
 // Config configures a Node.
@@ -409,14 +414,19 @@ func (n *Node) fail(err error) {
 	if n.err == nil {
 		n.err = err
 	}
+	n.failPendingLocked(n.err)
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+}
+
+// failPendingLocked fails every proposal and read waiting for an outcome.
+func (n *Node) failPendingLocked(err error) {
 	for id, ch := range n.waiters {
-		ch <- Outcome{Err: n.err}
+		ch <- Outcome{Err: err}
 		delete(n.waiters, id)
 	}
 	for id, ch := range n.reads {
-		ch <- Outcome{Err: n.err}
+		ch <- Outcome{Err: err}
 		delete(n.reads, id)
 	}
-	close(n.appliedCh)
-	n.appliedCh = make(chan struct{})
 }

@@ -173,6 +173,10 @@ func (s *Server) writeError(err error) error {
 		return wire.ErrNoQuorum
 	case errors.Is(err, raftnode.ErrStopped):
 		return wire.ErrShuttingDown
+	case errors.Is(err, raftnode.ErrLeaderChanged) && noLeader:
+		return wire.Errorf(wire.CodeNoQuorum, "lost the leader before the write committed: it may or may not be applied")
+	case errors.Is(err, raftnode.ErrLeaderChanged):
+		return wire.Errorf(wire.CodeOperationTimeout, "the leader changed before the write committed: it may or may not be applied")
 	case errors.Is(err, context.DeadlineExceeded) && noLeader:
 		return wire.ErrNoQuorum
 	case errors.Is(err, context.DeadlineExceeded):
