@@ -77,7 +77,7 @@ func (e *env) rootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&e.timeout, "timeout", 10*time.Second, "how long to wait for the servers")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(e.createCommand(), e.getCommand(), e.setCommand(), e.lsCommand(),
-		e.statCommand(), e.deleteCommand(), e.watchCommand())
+		e.statCommand(), e.deleteCommand(), e.watchCommand(), e.memberCommand(), e.statusCommand())
 	return root
 }
 

@@ -13,9 +13,10 @@ import (
 // cluster is n in-process members on loopback, each with its own data dir,
 // client port and peer port, that can be stopped, restarted and partitioned.
 type cluster struct {
-	t       testing.TB
-	cfgs    map[uint64]server.Config
-	servers map[uint64]*server.Server // nil while stopped
+	t        testing.TB
+	cfgs     map[uint64]server.Config
+	servers  map[uint64]*server.Server // nil while stopped
+	newPeers map[uint64]string         // peer addresses of members added later
 }
 
 // clusterTick is the raft tick of test clusters: elections after 10 ticks.
@@ -154,4 +155,36 @@ func (c *cluster) converged() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// join starts member id as a new member of the running cluster (it must
+// have been added with AddMember first).
+func (c *cluster) join(id uint64) {
+	c.t.Helper()
+	var any server.Config
+	for _, cfg := range c.cfgs {
+		any = cfg
+		break
+	}
+	peers := map[uint64]string{}
+	for m, cfg := range c.cfgs {
+		peers[m] = cfg.Peers[m]
+	}
+	peers[id] = c.peerAddr(id)
+	cfg := any
+	cfg.ID, cfg.Listen, cfg.DataDir, cfg.Peers, cfg.PeerAddr, cfg.Join = id, freePort(c.t), c.t.TempDir(), peers, "", true
+	cfg.Logger = zaptest.NewLogger(c.t).Named(fmt.Sprintf("n%d", id))
+	c.cfgs[id] = cfg
+	c.start(id)
+}
+
+// peerAddr gives member id a peer address, once.
+func (c *cluster) peerAddr(id uint64) string {
+	if c.newPeers == nil {
+		c.newPeers = map[uint64]string{}
+	}
+	if _, ok := c.newPeers[id]; !ok {
+		c.newPeers[id] = freePort(c.t)
+	}
+	return c.newPeers[id]
 }

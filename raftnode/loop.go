@@ -3,6 +3,7 @@ package raftnode
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,7 +40,11 @@ func (n *Node) run() {
 		}
 		n.drain()
 		if err := n.processReady(); err != nil {
-			n.log.Error("raft node failed; stopping", zap.Error(err))
+			if errors.Is(err, ErrRemoved) {
+				n.log.Info("removed from the cluster; stopping")
+			} else {
+				n.log.Error("raft node failed; stopping", zap.Error(err))
+			}
 			n.fail(err)
 			return
 		}
@@ -68,6 +73,14 @@ func (n *Node) step(m raftpb.Message) {
 }
 
 func (n *Node) propose(p proposal) {
+	if p.cc != nil {
+		p.cc.Context = binary.BigEndian.AppendUint64(nil, p.id)
+		p.cc.Context = append(p.cc.Context, p.payload...)
+		if err := n.rn.ProposeConfChange(*p.cc); err != nil {
+			n.deliver(p.id, Outcome{Err: ErrProposalDropped})
+		}
+		return
+	}
 	data := make([]byte, 8+len(p.payload))
 	binary.BigEndian.PutUint64(data, p.id)
 	copy(data[8:], p.payload)
@@ -123,6 +136,9 @@ func (n *Node) restore(snap raftpb.Snapshot) error {
 		return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
 	}
 	n.confState = snap.Metadata.ConfState
+	n.mu.Lock()
+	n.members = n.confState
+	n.mu.Unlock()
 	n.snapIndex = snap.Metadata.Index
 	n.setApplied(snap.Metadata.Index)
 	return nil
@@ -144,18 +160,11 @@ func (n *Node) apply(ents []raftpb.Entry) error {
 				res := n.sm.Apply(e.Index, e.Data[8:])
 				n.deliver(id, Outcome{Index: e.Index, Result: res})
 			}
-		case raftpb.EntryConfChange:
-			var cc raftpb.ConfChange
-			if err := cc.Unmarshal(e.Data); err != nil {
-				return fmt.Errorf("conf change at %d: %w", e.Index, err)
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			if err := n.applyConfChange(e); err != nil {
+				n.applied.Store(e.Index)
+				return err
 			}
-			n.confState = *n.rn.ApplyConfChange(cc)
-		case raftpb.EntryConfChangeV2:
-			var cc raftpb.ConfChangeV2
-			if err := cc.Unmarshal(e.Data); err != nil {
-				return fmt.Errorf("conf change at %d: %w", e.Index, err)
-			}
-			n.confState = *n.rn.ApplyConfChange(cc)
 		}
 		n.applied.Store(e.Index)
 	}

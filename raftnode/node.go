@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,9 +57,10 @@ var (
 
 // Config configures a Node.
 type Config struct {
-	ID    uint64   // this member's id, not zero
-	Peers []uint64 // the initial members, this one included, used only when the store is new
-	Dir   string   // the pebble store
+	ID    uint64            // this member's id, not zero
+	Peers map[uint64]string // the initial members and their peer addresses, this one included; empty for a single member
+	Join  bool              // a new member of a running group: wait for the leader instead of bootstrapping
+	Dir   string            // the pebble store
 
 	TickInterval   time.Duration // default 100ms
 	ElectionTicks  int           // default 10
@@ -94,7 +96,7 @@ func (c *Config) setDefaults() {
 		c.Logger = zap.NewNop()
 	}
 	if len(c.Peers) == 0 {
-		c.Peers = []uint64{c.ID}
+		c.Peers = map[uint64]string{c.ID: ""}
 	}
 }
 
@@ -123,17 +125,20 @@ type Node struct {
 	stop    sync.Once
 	reqIDs  atomic.Uint64
 
-	applied   atomic.Uint64
-	leader    atomic.Uint64
-	term      atomic.Uint64
-	confState raftpb.ConfState // raft goroutine only
-	snapIndex uint64           // raft goroutine only
+	applied     atomic.Uint64
+	leader      atomic.Uint64
+	term        atomic.Uint64
+	confState   raftpb.ConfState // raft goroutine only
+	confPending atomic.Bool      // a membership change is in flight from here
+	snapIndex   uint64           // raft goroutine only
 
 	mu        sync.Mutex
 	waiters   map[uint64]chan Outcome // mu guards waiters, reads, appliedCh, err
 	reads     map[uint64]chan Outcome
-	appliedCh chan struct{} // closed and replaced whenever applied moves
-	err       error         // why the node stopped
+	appliedCh chan struct{}     // closed and replaced whenever applied moves
+	err       error             // why the node stopped
+	members   raftpb.ConfState  // mu guards members and addrs too
+	addrs     map[uint64]string // peer addresses
 }
 
 // report is the transport's news of a peer: unreachable, or how a snapshot
@@ -153,9 +158,12 @@ func (n *Node) report(to uint64, snap bool, status raft.SnapshotStatus) {
 	}
 }
 
+// proposal is an entry to propose: payload for a normal entry, or a
+// membership change cc whose context will carry payload (a peer address).
 type proposal struct {
 	id      uint64
 	payload []byte
+	cc      *raftpb.ConfChangeV2
 }
 
 // Start opens the store in cfg.Dir, restores the state machine from the
@@ -176,7 +184,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		waiters: map[uint64]chan Outcome{}, reads: map[uint64]chan Outcome{},
-		appliedCh: make(chan struct{}),
+		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -202,7 +210,10 @@ func (n *Node) init(snapData []byte) error {
 		n.snapIndex = snap.Metadata.Index
 		n.confState = snap.Metadata.ConfState
 	}
-	fresh := n.storage.IsEmpty()
+	if err := n.loadPeers(); err != nil {
+		return err
+	}
+	fresh := n.storage.IsEmpty() && !n.cfg.Join
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:              n.cfg.ID,
 		ElectionTick:    n.cfg.ElectionTicks,
@@ -220,10 +231,11 @@ func (n *Node) init(snapData []byte) error {
 	}
 	n.rn = rn
 	if fresh {
-		peers := make([]raft.Peer, len(n.cfg.Peers))
-		for i, id := range n.cfg.Peers {
-			peers[i] = raft.Peer{ID: id}
+		var peers []raft.Peer
+		for id := range n.cfg.Peers {
+			peers = append(peers, raft.Peer{ID: id})
 		}
+		slices.SortFunc(peers, func(a, b raft.Peer) int { return cmpUint64(a.ID, b.ID) })
 		if err := rn.Bootstrap(peers); err != nil {
 			return fmt.Errorf("bootstrap: %w", err)
 		}
@@ -231,7 +243,10 @@ func (n *Node) init(snapData []byte) error {
 	if err := n.processReady(); err != nil { // applies a bootstrap's membership
 		return err
 	}
-	if len(n.cfg.Peers) == 1 && n.cfg.Peers[0] == n.cfg.ID {
+	n.mu.Lock()
+	n.members = n.confState
+	n.mu.Unlock()
+	if _, alone := n.cfg.Peers[n.cfg.ID]; alone && len(n.cfg.Peers) == 1 && !n.cfg.Join {
 		// Alone, there is nobody to wait for: lead at once.
 		if err := rn.Campaign(); err != nil {
 			return err
@@ -241,10 +256,38 @@ func (n *Node) init(snapData []byte) error {
 	return nil
 }
 
+// loadPeers merges the configured peer addresses with those learned from
+// membership changes, and tells the transport of the learned ones.
+func (n *Node) loadPeers() error {
+	stored, err := n.storage.peers()
+	if err != nil {
+		return err
+	}
+	book, _ := n.cfg.Transport.(PeerBook)
+	for id, addr := range n.cfg.Peers {
+		if addr != "" {
+			n.addrs[id] = addr
+		}
+	}
+	for id, addr := range stored {
+		if n.addrs[id] != addr && book != nil && id != n.cfg.ID {
+			book.AddPeer(id, addr)
+		}
+		n.addrs[id] = addr
+	}
+	return nil
+}
+
 // Propose submits payload for replication. The returned Proposal reports
 // the outcome once the entry is applied on this member.
 func (n *Node) Propose(ctx context.Context, payload []byte) *Proposal {
+	return n.propose1(ctx, proposal{payload: payload})
+}
+
+// propose1 registers a waiter for p and hands p to the raft goroutine.
+func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 	id := n.reqIDs.Add(1)
+	p1.id = id
 	ch := make(chan Outcome, 1)
 	p := &Proposal{n: n, id: id, C: ch}
 	n.mu.Lock()
@@ -256,7 +299,7 @@ func (n *Node) Propose(ctx context.Context, payload []byte) *Proposal {
 	n.waiters[id] = ch
 	n.mu.Unlock()
 	select {
-	case n.propc <- proposal{id: id, payload: payload}:
+	case n.propc <- p1:
 	case <-ctx.Done():
 		n.deliver(id, Outcome{Err: ctx.Err()})
 	case <-n.donec:

@@ -17,6 +17,7 @@ type Config struct {
 	DataDir  string            // where the raft log and snapshots live (default ./arbor-data)
 	Peers    map[uint64]string // every member's id -> peer address, this one included; empty for a single node
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
+	Join     bool              // a new member of a running cluster (added with memberAdd): do not bootstrap
 
 	MinSessionTimeout time.Duration // default 2s
 	MaxSessionTimeout time.Duration // default 60s

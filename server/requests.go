@@ -136,6 +136,9 @@ func (c *conn) answer(r *request, reply *wire.Reply) {
 		err := c.srv.node.ReadIndex(ctx)
 		cancel()
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
+	case isAdmin(req.Op):
+		c.srv.admin(c.ctx, req, reply)
+		reply.Zxid = c.srv.fsm.lastZxid()
 	case req.Op == wire.OpSetWatches:
 		reply.Zxid = c.setWatches(req)
 	case req.Op == wire.OpClose:
@@ -173,6 +176,8 @@ func (s *Server) writeError(err error) error {
 		return wire.ErrNoQuorum
 	case errors.Is(err, raftnode.ErrStopped):
 		return wire.ErrShuttingDown
+	case errors.Is(err, raftnode.ErrRemoved):
+		return wire.Errorf(wire.CodeShuttingDown, "this member was removed from the cluster")
 	case errors.Is(err, raftnode.ErrLeaderChanged) && noLeader:
 		return wire.Errorf(wire.CodeNoQuorum, "lost the leader before the write committed: it may or may not be applied")
 	case errors.Is(err, raftnode.ErrLeaderChanged):

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -103,10 +102,7 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		if _, ok := cfg.Peers[cfg.ID]; !ok {
 			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)
 		}
-		for id := range cfg.Peers {
-			rc.Peers = append(rc.Peers, id)
-		}
-		slices.Sort(rc.Peers)
+		rc.Peers, rc.Join = cfg.Peers, cfg.Join
 		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"))
 		if err != nil {
 			return nil, err

@@ -21,6 +21,13 @@ const (
 	OpMulti       Op = 14
 	OpSetWatches  Op = 101
 	OpClose       Op = -11
+
+	// Admin ops, Arbor's own: cluster membership and a member's status.
+	OpMembers       Op = 200 // list the members
+	OpMemberAdd     Op = 201 // add a voter or a learner
+	OpMemberRemove  Op = 202
+	OpMemberPromote Op = 203 // make a learner a voter
+	OpStatus        Op = 204 // the answering member's leader, term, applied index and digest
 )
 
 var opNames = map[Op]string{
@@ -28,6 +35,8 @@ var opNames = map[Op]string{
 	OpGetData: "getData", OpSetData: "setData", OpGetChildren: "getChildren",
 	OpSync: "sync", OpPing: "ping", OpCheck: "check", OpMulti: "multi",
 	OpSetWatches: "setWatches", OpClose: "close",
+	OpMembers: "members", OpMemberAdd: "memberAdd", OpMemberRemove: "memberRemove",
+	OpMemberPromote: "memberPromote", OpStatus: "status",
 }
 
 func (op Op) String() string {

@@ -147,6 +147,29 @@ type Request struct {
 	DataWatches  []string
 	ExistWatches []string
 	ChildWatches []string
+
+	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove and
+	// memberPromote: ID.
+	Member Member
+}
+
+// Member is a member of the cluster.
+type Member struct {
+	ID      int64
+	Addr    string // peer address
+	Learner bool   // a learner receives the log but does not vote
+}
+
+// Status is what OpStatus reports of the answering member.
+type Status struct {
+	ID       int64
+	Leader   int64 // 0 if none is known
+	Term     int64
+	Applied  int64  // last raft entry applied
+	Zxid     int64  // last txn applied to the tree
+	Digest   uint64 // the tree's digest at Zxid
+	Sessions int64
+	Znodes   int64
 }
 
 // AppendRequest appends r as a frame to dst.
@@ -200,8 +223,12 @@ func requestFields(op Op) int {
 		return 2
 	case OpSync, OpMulti:
 		return 1
-	case OpPing, OpClose:
+	case OpPing, OpClose, OpMembers, OpStatus:
 		return 0
+	case OpMemberAdd:
+		return 3
+	case OpMemberRemove, OpMemberPromote:
+		return 1
 	}
 	return -1
 }
@@ -238,6 +265,12 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.strs(r.DataWatches)
 		enc.strs(r.ExistWatches)
 		enc.strs(r.ChildWatches)
+	case OpMemberAdd:
+		enc.int(r.Member.ID)
+		enc.str(r.Member.Addr)
+		enc.bool(r.Member.Learner)
+	case OpMemberRemove, OpMemberPromote:
+		enc.int(r.Member.ID)
 	}
 }
 
@@ -287,6 +320,12 @@ func (dec *decoder) requestBody(r *Request) {
 		r.DataWatches = dec.strs()
 		r.ExistWatches = dec.strs()
 		r.ChildWatches = dec.strs()
+	case OpMemberAdd:
+		r.Member.ID = dec.int64()
+		r.Member.Addr = dec.str()
+		r.Member.Learner = dec.bool()
+	case OpMemberRemove, OpMemberPromote:
+		r.Member.ID = dec.int64()
 	}
 }
 
@@ -303,6 +342,8 @@ type Reply struct {
 	Stat     Stat     // create, setData, exists, getData, getChildren
 	Children []string // getChildren, sorted
 	Results  []OpResult
+	Members  []Member // members and the member ops: the membership after the change
+	Status   Status   // status
 
 	// Notification fields.
 	EventType EventType
@@ -325,11 +366,13 @@ func replyFields(op Op) int {
 	switch op {
 	case OpCreate, OpGetData, OpGetChildren:
 		return 2
-	case OpSetData, OpExists, OpSync, OpMulti:
+	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus:
 		return 1
 	}
 	return 0
 }
+
+const statusFields = 8
 
 // notificationFields is the number of body fields of a watch event.
 const notificationFields = 3
@@ -393,6 +436,20 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 			case 1:
 				enc.stat(&res.Stat)
 			}
+		}
+	case OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote:
+		enc.array(len(r.Members))
+		for _, m := range r.Members {
+			enc.array(3)
+			enc.int(m.ID)
+			enc.str(m.Addr)
+			enc.bool(m.Learner)
+		}
+	case OpStatus:
+		st := &r.Status
+		enc.array(statusFields)
+		for _, v := range [statusFields]int64{st.ID, st.Leader, st.Term, st.Applied, st.Zxid, int64(st.Digest), st.Sessions, st.Znodes} {
+			enc.int(v)
 		}
 	}
 }
@@ -497,5 +554,18 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 			dec.skip(m - 2 - want)
 			r.Results = append(r.Results, res)
 		}
+	case OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote:
+		n := dec.array(0)
+		for i := 0; i < n && dec.err == nil; i++ {
+			m := dec.array(3)
+			r.Members = append(r.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
+			dec.skip(m - 3)
+		}
+	case OpStatus:
+		n := dec.array(statusFields)
+		st := &r.Status
+		st.ID, st.Leader, st.Term, st.Applied = dec.int64(), dec.int64(), dec.int64(), dec.int64()
+		st.Zxid, st.Digest, st.Sessions, st.Znodes = dec.int64(), uint64(dec.int64()), dec.int64(), dec.int64()
+		dec.skip(n - statusFields)
 	}
 }

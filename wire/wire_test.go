@@ -170,6 +170,13 @@ var requests = []struct {
 	{"the largest xid travels", wire.Request{
 		Xid: math.MaxInt32, Op: wire.OpGetData, Path: "/",
 	}},
+	{"a members request has no fields", wire.Request{Xid: 30, Op: wire.OpMembers}},
+	{"a memberAdd carries id, peer address and learner flag", wire.Request{
+		Xid: 31, Op: wire.OpMemberAdd, Member: wire.Member{ID: 4, Addr: "127.0.0.1:2384", Learner: true},
+	}},
+	{"a memberRemove carries the id", wire.Request{Xid: 32, Op: wire.OpMemberRemove, Member: wire.Member{ID: 3}}},
+	{"a memberPromote carries the id", wire.Request{Xid: 33, Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}}},
+	{"a status request has no fields", wire.Request{Xid: 34, Op: wire.OpStatus}},
 }
 
 var replies = []struct {
@@ -253,6 +260,15 @@ var replies = []struct {
 	}},
 	{"an empty multi has no results", wire.OpMulti, wire.Reply{
 		Xid: 22, Zxid: 98,
+	}},
+	{"a members reply lists voters and learners", wire.OpMembers, wire.Reply{
+		Xid: 30, Zxid: 9, Members: []wire.Member{{ID: 1, Addr: "127.0.0.1:2381"}, {ID: 4, Addr: "127.0.0.1:2384", Learner: true}},
+	}},
+	{"a memberAdd reply lists the new membership", wire.OpMemberAdd, wire.Reply{
+		Xid: 31, Zxid: 10, Members: []wire.Member{{ID: 1, Addr: "a:1"}},
+	}},
+	{"a status reply carries the full digest", wire.OpStatus, wire.Reply{
+		Xid: 34, Zxid: 11, Status: wire.Status{ID: 2, Leader: 1, Term: 3, Applied: 12, Zxid: 11, Digest: math.MaxUint64 - 5, Sessions: 4, Znodes: 100},
 	}},
 	{"a setWatches reply has no body", wire.OpSetWatches, wire.Reply{
 		Xid: wire.XidSetWatches, Zxid: 99,

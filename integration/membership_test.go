@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// voters returns the ids of the voters in members, and of the learners.
+func roles(members []client.Member) (voters, learners []int64) {
+	for _, m := range members {
+		if m.Learner {
+			learners = append(learners, m.ID)
+		} else {
+			voters = append(voters, m.ID)
+		}
+	}
+	return voters, learners
+}
+
+func TestMembershipGrowShrinkAndReplaceUnderLoad(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	admin, err := client.Dial(ctx, []string{c.addr(1), c.addr(2)}) // members that stay
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	// A writer keeps writing through every change; each write it saw
+	// acknowledged must be on every member at the end.
+	load := dial(t, c.addr(1), client.WithSessionTimeout(5*time.Second))
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var acked []string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; loadCtx.Err() == nil; i++ {
+			p := fmt.Sprintf("/load-%d", i)
+			if _, err := load.Create(loadCtx, p, nil, client.Persistent); err == nil {
+				mu.Lock()
+				acked = append(acked, p)
+				mu.Unlock()
+			}
+		}
+	}()
+
+	// Grow to five: each new member joins as a learner, catches up, and is
+	// promoted.
+	for _, id := range []uint64{4, 5} {
+		if _, err := admin.AddMember(ctx, id, c.peerAddr(id), true); err != nil {
+			t.Fatalf("add learner %d: %v", id, err)
+		}
+		c.join(id)
+		c.converged()
+		members, err := admin.PromoteMember(ctx, id)
+		if err != nil {
+			t.Fatalf("promote %d: %v", id, err)
+		}
+		if v, l := roles(members); len(v) != int(id) || len(l) != 0 {
+			t.Fatalf("after promoting %d: voters %v learners %v", id, v, l)
+		}
+	}
+	if _, err := admin.AddMember(ctx, 4, "127.0.0.1:1", false); err == nil {
+		t.Fatal("adding an existing member succeeded")
+	}
+
+	// Shrink back to three; a removed member stops serving.
+	for _, id := range []uint64{5, 4} {
+		if _, err := admin.RemoveMember(ctx, id); err != nil {
+			t.Fatalf("remove %d: %v", id, err)
+		}
+		select {
+		case <-c.servers[id].Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("removed member %d still serving", id)
+		}
+		c.stop(id)
+		delete(c.cfgs, id)
+	}
+
+	// Replace a dead member: 3 dies, is removed, and 6 takes its place.
+	c.stop(3)
+	delete(c.cfgs, 3)
+	// Until a new leader is elected (if 3 led), the change cannot commit.
+	if err := retry(func() error { _, err := admin.RemoveMember(ctx, 3); return err }); err != nil {
+		t.Fatalf("remove dead member 3: %v", err)
+	}
+	if _, err := admin.AddMember(ctx, 6, c.peerAddr(6), false); err != nil {
+		t.Fatalf("add member 6: %v", err)
+	}
+	c.join(6)
+
+	stopLoad()
+	wg.Wait()
+	c.converged()
+	members, err := admin.Members(ctx)
+	if v, l := roles(members); err != nil || fmt.Sprint(v) != "[1 2 6]" || len(l) != 0 {
+		t.Fatalf("final members %v %v, %v; want voters [1 2 6]", v, l, err)
+	}
+	check := dial(t, c.addr(6))
+	if err := check.Sync(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range acked {
+		if ok, _, err := check.Exists(ctx, p); !ok || err != nil {
+			t.Fatalf("acknowledged %s missing on the new member: %v", p, err)
+		}
+	}
+	t.Logf("%d writes acknowledged during the changes, all on the new member", len(acked))
+}
+
+// retry retries op while it fails for want of a leader, for up to 10s.
+func retry(op func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		transient := errors.Is(err, client.ErrNoQuorum) || errors.Is(err, client.ErrOperationTimeout) ||
+			errors.Is(err, client.ErrConnectionLoss)
+		if !transient || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
