@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -268,5 +269,65 @@ func TestARestartedMemberCatchesUpFromASnapshot(t *testing.T) {
 	names, _, err := dial(t, c.addr(behind)).Children(ctx, "/")
 	if err != nil || len(names) != 100 {
 		t.Fatalf("the restarted member has %d nodes, %v; want 100", len(names), err)
+	}
+}
+
+func TestFiveMembersSurviveLossDelayAndTwoFailures(t *testing.T) {
+	// A proposal forwarded to the leader and lost is not resent by raft: its
+	// write times out (outcome unknown) and the client retries. A short
+	// request timeout keeps that quick.
+	c := startCluster(t, 5, func(cfg *server.Config) { cfg.RequestTimeout = 500 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Every link loses one message in twenty and is 5 ms slow.
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range c.servers {
+		s.SetPeerDelay(5 * time.Millisecond)
+		s.SetPeerFilter(func(from, to uint64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return rng.IntN(20) != 0
+		})
+	}
+	var addrs []string
+	for id := uint64(1); id <= 5; id++ {
+		addrs = append(addrs, c.addr(id))
+	}
+	cl, err := client.Dial(ctx, addrs, client.WithSessionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	write := func(p string) {
+		t.Helper()
+		// A retried create finds the node if the attempt that timed out was
+		// applied after all.
+		err := retry(func() error { _, err := cl.Create(ctx, p, nil, client.Persistent); return err })
+		if err != nil && !errors.Is(err, client.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	start := time.Now()
+	for i := 0; i < 20; i++ {
+		write(fmt.Sprintf("/a%d", i))
+	}
+	t.Logf("20 writes with loss and delay: %v", time.Since(start))
+	lead := c.leader()
+	c.stop(lead)
+	c.stop(c.follower())
+	start = time.Now()
+	for i := 0; i < 20; i++ {
+		write(fmt.Sprintf("/b%d", i))
+	}
+	t.Logf("20 writes after losing two members: %v", time.Since(start))
+	for _, s := range c.servers {
+		s.SetPeerFilter(nil)
+		s.SetPeerDelay(0)
+	}
+	c.converged()
+	names, _, err := dial(t, c.addr(c.follower())).Children(ctx, "/")
+	if err != nil || len(names) != 40 {
+		t.Fatalf("a surviving member has %d nodes, %v; want 40", len(names), err)
 	}
 }

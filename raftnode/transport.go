@@ -46,6 +46,7 @@ type TCPTransport struct {
 	node    *Node
 	touch   func(ids []int64)
 	filter  Filter
+	delay   time.Duration // added before each write, for tests
 	conns   map[net.Conn]struct{}
 	stopped bool
 	wg      sync.WaitGroup
@@ -99,6 +100,14 @@ func (t *TCPTransport) SetFilter(f Filter) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.filter = f
+}
+
+// SetDelay holds every outgoing batch of frames for d before writing it,
+// for tests of slow networks (0 removes the delay).
+func (t *TCPTransport) SetDelay(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.delay = d
 }
 
 // AddPeer starts sending to member id at addr (replacing its address).
@@ -227,6 +236,12 @@ func (t *TCPTransport) send(p *peer) {
 // write writes f and whatever else is queued for p, then flushes. Raft hears
 // of every message that could not be sent and of every snapshot.
 func (t *TCPTransport) write(conn net.Conn, w *bufio.Writer, f outFrame, p *peer) error {
+	t.mu.Lock()
+	delay := t.delay
+	t.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
 	_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	batch := []outFrame{f}
 	for more := true; more; {

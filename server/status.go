@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/tree"
@@ -45,5 +46,13 @@ func (s *Server) serveStatus(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) SetPeerFilter(f raftnode.Filter) {
 	if s.transport != nil {
 		s.transport.SetFilter(f)
+	}
+}
+
+// SetPeerDelay delays this member's outgoing raft traffic by d, for
+// fault-injection tests; 0 removes the delay.
+func (s *Server) SetPeerDelay(d time.Duration) {
+	if s.transport != nil {
+		s.transport.SetDelay(d)
 	}
 }
