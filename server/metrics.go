@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -62,6 +63,7 @@ func newMetrics(s *Server) *metrics {
 				}
 				return 0
 			}),
+		digestCollector{s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -97,4 +99,19 @@ func (m *metrics) handler(s *Server) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// digestCollector reports the tree's digest as the label of an info metric
+// (a 64-bit digest does not fit a float64 value), with the zxid it is at:
+// two members with the same zxid must show the same digest.
+type digestCollector struct{ s *Server }
+
+var digestDesc = prometheus.NewDesc("arbor_tree_digest_info",
+	"The tree's digest (label digest) at zxid (label zxid); always 1.", []string{"digest", "zxid"}, nil)
+
+func (d digestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- digestDesc }
+
+func (d digestCollector) Collect(ch chan<- prometheus.Metric) {
+	st := d.s.Status()
+	ch <- prometheus.MustNewConstMetric(digestDesc, prometheus.GaugeValue, 1, st.Digest, strconv.FormatInt(st.Zxid, 10))
 }
