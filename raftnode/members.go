@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -44,18 +45,8 @@ func (n *Node) Members() []Member {
 	for _, id := range n.members.Learners {
 		out = append(out, Member{ID: id, Addr: n.addrs[id], Learner: true})
 	}
-	slices.SortFunc(out, func(a, b Member) int { return cmpUint64(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	return out
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // AddMember adds a voter, or a learner, with its peer address, and waits

@@ -7,6 +7,7 @@ package raftnode
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -235,7 +236,7 @@ func (n *Node) init(snapData []byte) error {
 		for id := range n.cfg.Peers {
 			peers = append(peers, raft.Peer{ID: id})
 		}
-		slices.SortFunc(peers, func(a, b raft.Peer) int { return cmpUint64(a.ID, b.ID) })
+		slices.SortFunc(peers, func(a, b raft.Peer) int { return cmp.Compare(a.ID, b.ID) })
 		if err := rn.Bootstrap(peers); err != nil {
 			return fmt.Errorf("bootstrap: %w", err)
 		}

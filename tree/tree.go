@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -206,7 +207,7 @@ func (t *Tree) Sessions() []Session {
 	for id, s := range t.sessions {
 		out = append(out, Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password})
 	}
-	slices.SortFunc(out, func(a, b Session) int { return cmpInt64(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Session) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -226,16 +227,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // sequenceName is ZooKeeper's sequential suffix: the parent's cversion,
