@@ -63,7 +63,7 @@ type Config struct {
 	Join  bool              // a new member of a running group: wait for the leader instead of bootstrapping
 	Dir   string            // the pebble store
 
-	TickInterval   time.Duration // default 100ms
+	TickInterval   time.Duration // default 50ms
 	ElectionTicks  int           // default 10
 	HeartbeatTicks int           // default 1
 	SnapshotEvery  uint64        // applied entries between snapshots, default 10,000
@@ -76,7 +76,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.TickInterval == 0 {
-		c.TickInterval = 100 * time.Millisecond
+		c.TickInterval = 50 * time.Millisecond
 	}
 	if c.ElectionTicks == 0 {
 		c.ElectionTicks = 10

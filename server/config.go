@@ -27,7 +27,7 @@ type Config struct {
 	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
 	SnapshotEvery     uint64        // applied entries between snapshots (default 10,000)
 	CatchUpEntries    uint64        // log entries kept behind a snapshot for followers a little behind (default 1,000)
-	TickInterval      time.Duration // raft tick (default 100ms)
+	TickInterval      time.Duration // raft tick (default 50ms)
 	ElectionTicks     int           // ticks without a leader before an election (default 10)
 	HeartbeatTicks    int           // ticks between leader heartbeats (default 1)
 
@@ -66,7 +66,7 @@ func (c *Config) setDefaults() {
 		c.RequestTimeout = 10 * time.Second
 	}
 	if c.TickInterval == 0 {
-		c.TickInterval = 100 * time.Millisecond
+		c.TickInterval = 50 * time.Millisecond
 	}
 	if c.PeerAddr == "" {
 		c.PeerAddr = c.Peers[c.ID]

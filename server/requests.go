@@ -114,8 +114,8 @@ func (c *conn) respond() {
 	for r := range c.pending {
 		reply := wire.Reply{Xid: r.req.Xid}
 		c.answer(r, &reply)
-		c.send(r.req.Op, &reply)
 		c.srv.metrics.observe(r.req.Op, reply.Err, time.Since(r.start))
+		c.send(r.req.Op, &reply)
 		if r.req.Op == wire.OpClose {
 			c.cancel()
 		}

@@ -40,7 +40,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.Join, "join", false, "join a running cluster that added this member (arbor member add); do not bootstrap")
-	fs.DurationVar(&cfg.TickInterval, "tick", 0, "raft tick (default 100ms)")
+	fs.DurationVar(&cfg.TickInterval, "tick", 0, "raft tick (default 50ms)")
 	fs.IntVar(&cfg.ElectionTicks, "election-ticks", 0, "ticks without a leader before an election (default 10)")
 	fs.IntVar(&cfg.HeartbeatTicks, "heartbeat-ticks", 0, "ticks between leader heartbeats (default 1)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 0, "how long a write may wait to commit (default 10s)")
