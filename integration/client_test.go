@@ -187,3 +187,24 @@ func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 		t.Fatalf("children: %d %v", len(names), err)
 	}
 }
+
+func TestMultiCreatesEphemeralAndTTLNodesOfTheSession(t *testing.T) {
+	s := startServer(t, "", "")
+	c := dial(t, s.Addr().String())
+	ctx := testCtx(t)
+	before := time.Now().UnixMilli()
+	_, err := c.Multi(ctx,
+		client.CreateOp("/me", nil, client.Ephemeral),
+		client.CreateTTLOp("/ttl", nil, client.PersistentTTL, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := c.Get(ctx, "/me")
+	if err != nil || st.EphemeralOwner != c.SessionID() || st.Ctime < before {
+		t.Fatalf("ephemeral made by a multi: %+v, %v; want owner %#x and ctime >= %d", st, err, c.SessionID(), before)
+	}
+	time.Sleep(1500 * time.Millisecond) // past a reap, which must spare a TTL node an hour old at most
+	if _, st, err := c.Get(ctx, "/ttl"); err != nil || st.Mtime < before {
+		t.Fatalf("TTL node made by a multi: %+v, %v", st, err)
+	}
+}

@@ -93,14 +93,10 @@ func (n *Node) propose(p proposal) {
 func (n *Node) processReady() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
+		leaderChanged := false
 		if rd.SoftState != nil {
-			if old := n.leader.Swap(rd.SoftState.Lead); old != 0 && old != rd.SoftState.Lead {
-				// What was forwarded to the old leader may be lost: say
-				// so now rather than at the callers' deadlines.
-				n.mu.Lock()
-				n.failPendingLocked(ErrLeaderChanged)
-				n.mu.Unlock()
-			}
+			old := n.leader.Swap(rd.SoftState.Lead)
+			leaderChanged = old != 0 && old != rd.SoftState.Lead
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			n.term.Store(rd.HardState.Term)
@@ -121,6 +117,14 @@ func (n *Node) processReady() error {
 		}
 		for _, rs := range rd.ReadStates {
 			n.resolveRead(binary.BigEndian.Uint64(rs.RequestCtx), rs.Index)
+		}
+		if leaderChanged {
+			// What was forwarded to the old leader may be lost: say so now
+			// rather than at the callers' deadlines. (What this Ready
+			// committed was applied and answered above.)
+			n.mu.Lock()
+			n.failPendingLocked(ErrLeaderChanged)
+			n.mu.Unlock()
 		}
 		n.rn.Advance(rd)
 		if err := n.maybeSnapshot(); err != nil {

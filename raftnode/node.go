@@ -39,8 +39,10 @@ type StateMachine interface {
 }
 
 // Transport carries raft messages to the other members. Send must not
-// block for long: it queues, and drops what it cannot deliver (raft
-// retries).
+// block for long: it queues, and drops what it cannot deliver. Raft resends
+// lost log entries and heartbeats, but not a proposal forwarded to the
+// leader: its proposer learns of the loss by its deadline or by a leader
+// change.
 type Transport interface {
 	Send(msgs []raftpb.Message)
 }
@@ -223,9 +225,12 @@ func (n *Node) init(snapData []byte) error {
 		Applied:         n.applied.Load(),
 		MaxSizePerMsg:   1 << 20,
 		MaxInflightMsgs: 256,
-		CheckQuorum:     true,
-		PreVote:         true,
-		Logger:          raftLogger{n.log.Sugar()},
+		// Bounds the memory proposals can hold before they commit; past it
+		// raft drops proposals (the client sees NoQuorum).
+		MaxUncommittedEntriesSize: 256 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    raftLogger{n.log.Sugar()},
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -11,10 +12,16 @@ import (
 
 // admin answers the membership and status ops. A membership change waits
 // until it is applied on this member; the reply lists the members then.
-func (s *Server) admin(ctx context.Context, req *wire.Request, reply *wire.Reply) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+// Until ACLs exist, membership changes are taken only from clients on a
+// loopback address, unless Config.RemoteAdmin allows them from anywhere.
+func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
+	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	id, m := uint64(req.Member.ID), req.Member
+	if req.Op != wire.OpStatus && req.Op != wire.OpMembers && !s.cfg.RemoteAdmin && !isLoopback(c.nc.RemoteAddr()) {
+		reply.Err = wire.CodeNoAuth
+		return
+	}
 	var err error
 	switch req.Op {
 	case wire.OpStatus:
@@ -66,4 +73,9 @@ func isAdmin(op wire.Op) bool {
 		return true
 	}
 	return false
+}
+
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

@@ -19,6 +19,10 @@ type Config struct {
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
 	Join     bool              // a new member of a running cluster (added with memberAdd): do not bootstrap
 
+	// RemoteAdmin accepts membership changes from any client; without it
+	// only clients on a loopback address may make them.
+	RemoteAdmin bool
+
 	MinSessionTimeout time.Duration // default 2s
 	MaxSessionTimeout time.Duration // default 60s
 	MaxFrame          int           // request frame limit (default 1 MiB + 64 KiB: room for a full 1 MiB value)

@@ -15,17 +15,22 @@ import (
 	"go.uber.org/zap"
 )
 
-// conn is one client connection. Three goroutines serve it:
+// conn is one client connection. Four goroutines serve it:
 //
-//   - serve (the reader) decodes frames, proposes writes at once, and queues
-//     every request, in order, on pending;
-//   - respond takes the queue in order: it waits for a write's outcome or
-//     runs a read, and appends the reply to out;
+//   - serve (the reader) decodes frames and queues them, in order, on
+//     pending;
+//   - execute takes pending in order: it proposes a write at once and
+//     passes it on to replies, so consecutive writes pipeline; any other
+//     request it passes on and waits until it was answered, so a read sees
+//     every earlier write of the connection and no later one;
+//   - respond takes replies in order: it waits for a write's outcome, or
+//     runs the read, and appends the reply to out;
 //   - flush writes out to the socket.
 //
 // Watch notifications are appended to out by the apply path, under the
-// fsm's write lock, so they always precede the reply to any read or write
-// that reveals their change.
+// fsm's write lock, and a read's reply is appended under its read lock, so
+// a notification always precedes the reply to any read or write that
+// reveals its change, and follows the reply of the read that set its watch.
 type conn struct {
 	srv     *Server
 	nc      net.Conn
@@ -34,9 +39,10 @@ type conn struct {
 	ctx     context.Context // cancelled when the connection closes
 	cancel  context.CancelFunc
 
-	pending        chan *request
-	closingSession atomic.Bool // the client asked to close its session
-	flushing       bool        // flush runs (set before it starts)
+	pending        chan *request // read -> execute
+	replies        chan *request // execute -> respond
+	closingSession atomic.Bool   // the client asked to close its session
+	flushing       bool          // flush runs (set before it starts)
 
 	outMu  sync.Mutex
 	out    []byte        // outMu guards out and closed
@@ -49,6 +55,8 @@ type request struct {
 	req      wire.Request
 	err      error              // refused before execution
 	proposal *raftnode.Proposal // for writes
+	answered chan struct{}      // for the others: closed once the reply is queued
+	outcome  error              // a write's raftnode outcome error
 	start    time.Time
 }
 
@@ -56,10 +64,13 @@ const pipelineDepth = 1024
 
 func newConn(srv *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
+	// Closing the connection unblocks its reader at once.
+	context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
 	return &conn{
 		srv: srv, nc: nc, ctx: ctx, cancel: cancel,
 		log:     srv.log.With(zap.String("remote", nc.RemoteAddr().String())),
 		pending: make(chan *request, pipelineDepth),
+		replies: make(chan *request, pipelineDepth),
 		wake:    make(chan struct{}, 1),
 	}
 }
@@ -74,6 +85,7 @@ func (c *conn) serve() {
 	c.flushing = true
 	go c.flush()
 	done := make(chan struct{})
+	go c.execute()
 	go func() {
 		defer close(done)
 		c.respond()
@@ -81,6 +93,22 @@ func (c *conn) serve() {
 	c.read(br)
 	close(c.pending)
 	<-done
+}
+
+// execute proposes writes in request order, never ahead of an earlier
+// read (see conn).
+func (c *conn) execute() {
+	defer close(c.replies)
+	for r := range c.pending {
+		if r.err == nil && r.req.Op.IsWrite() {
+			c.propose(r)
+			c.replies <- r
+			continue
+		}
+		r.answered = make(chan struct{})
+		c.replies <- r
+		<-r.answered
+	}
 }
 
 // read decodes requests until the connection fails, a frame is bad, or the
@@ -103,9 +131,6 @@ func (c *conn) read(br *bufio.Reader) {
 				return
 			}
 			r.err = err // answered in order, the connection carries on
-		}
-		if r.err == nil && r.req.Op.IsWrite() {
-			c.propose(r)
 		}
 		select {
 		case c.pending <- r:
@@ -145,6 +170,9 @@ func (c *conn) send(op wire.Op, r *wire.Reply) {
 	}
 	c.out = wire.AppendReply(c.out, op, r)
 	overflow := len(c.out) > maxOutBuffer
+	if overflow {
+		c.out, c.closed = nil, true // drop it all: the client is not reading
+	}
 	c.outMu.Unlock()
 	if overflow {
 		c.log.Warn("closing connection: client is not reading its replies")
@@ -156,6 +184,10 @@ func (c *conn) send(op wire.Op, r *wire.Reply) {
 	default:
 	}
 }
+
+// writeTimeout is how long a client may take to accept what is written to
+// it before the server gives up on it.
+const writeTimeout = 10 * time.Second
 
 // flush writes queued output to the socket until the connection closes,
 // then writes what is left (the last replies and a goodbye) and returns.
@@ -177,6 +209,7 @@ func (c *conn) flush() {
 		b := c.out
 		c.out = spare[:0]
 		c.outMu.Unlock()
+		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := c.nc.Write(b); err != nil {
 			c.cancel()
 			continue

@@ -79,7 +79,7 @@ func (s *Server) proposeAsync(txn *tree.Txn) {
 // here, and a follower forwards it to the leader, which owns expiry.
 func (s *Server) heardFrom(id int64) {
 	s.sessions.Touch(id, time.Now())
-	if s.transport == nil {
+	if s.transport == nil || s.node.IsLeader() {
 		return
 	}
 	s.mu.Lock()

@@ -24,6 +24,8 @@ type fsm struct {
 	// onClose is told, outside mu, of each session whose close was applied,
 	// so the server can drop its connection.
 	onClose func(id int64)
+	// onRestore is told, outside mu, that a snapshot replaced the tree.
+	onRestore func()
 
 	mu   sync.RWMutex
 	tree *tree.Tree // mu guards tree and zxid
@@ -52,15 +54,15 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	f.watches.trigger(events, zxid)
 	f.mu.Unlock()
 
-	if res.Err == nil {
-		switch txn.Type {
-		case tree.TxnCreateSession:
-			f.sessions.Add(txn.Session, time.Duration(txn.TimeoutMs)*time.Millisecond, time.Now())
-		case tree.TxnCloseSession:
-			f.sessions.Remove(txn.Session)
-			if f.onClose != nil {
-				f.onClose(txn.Session)
-			}
+	switch {
+	case txn.Type == tree.TxnCreateSession && res.Err == nil:
+		f.sessions.Add(txn.Session, time.Duration(txn.TimeoutMs)*time.Millisecond, time.Now())
+	case txn.Type == tree.TxnCloseSession:
+		// Also when the close failed (the session was gone already): the
+		// leader must stop proposing it.
+		f.sessions.Remove(txn.Session)
+		if res.Err == nil && f.onClose != nil {
+			f.onClose(txn.Session)
 		}
 	}
 	return &res
@@ -73,21 +75,27 @@ func (f *fsm) Snapshot(w io.Writer) error {
 	return f.tree.WriteSnapshot(w)
 }
 
-// Restore replaces the tree with a snapshot's and gives every session in it
-// a fresh full timeout.
+// Restore replaces the tree with a snapshot's and tracks exactly its
+// sessions, each with a fresh full timeout. A restore while serving (a
+// follower that fell behind the leader's log) then calls onRestore: the
+// connections' watches and sessions were made against the old tree.
 func (f *fsm) Restore(r io.Reader, index uint64) error {
 	t, err := tree.Restore(r, tree.WithMaxDataSize(f.maxData))
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	sessions := map[int64]time.Duration{}
+	for _, s := range t.Sessions() {
+		sessions[s.ID] = time.Duration(s.TimeoutMs) * time.Millisecond
+	}
 	f.mu.Lock()
 	f.tree = t
 	f.zxid = int64(index)
-	for _, s := range t.Sessions() {
-		f.sessions.Add(s.ID, time.Duration(s.TimeoutMs)*time.Millisecond, now)
-	}
+	f.sessions.Replace(sessions, time.Now())
 	f.mu.Unlock()
+	if f.onRestore != nil {
+		f.onRestore()
+	}
 	return nil
 }
 

@@ -28,6 +28,9 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		return false
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
+	if c.ctx.Err() != nil {
+		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
+	}
 	var req wire.ConnectRequest
 	if err := wire.DecodeConnectRequest(body, &req); err != nil {
 		c.log.Info("closing connection: malformed handshake", zap.Error(err))
@@ -50,6 +53,13 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	_ = c.nc.SetWriteDeadline(time.Time{})
 	c.session = resp.SessionID
 	c.srv.bindSession(c)
+	// A close applied between the check in reattach and bindSession found
+	// no connection to end: look again now that this one is bound.
+	var live bool
+	c.srv.fsm.read(func(t *tree.Tree) { _, live = t.Session(c.session) })
+	if !live {
+		return false // the client learns of the expiry when it reattaches
+	}
 	return true
 }
 
@@ -103,23 +113,64 @@ func (c *conn) propose(r *request) {
 		r.err = err
 		return
 	}
-	txn := tree.TxnFromRequest(&r.req)
-	txn.Time = time.Now().UnixMilli()
-	txn.Session = c.session
+	txn := tree.TxnFromRequest(&r.req, c.session, time.Now().UnixMilli())
 	r.proposal = c.srv.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
 }
 
-// respond answers the queued requests in order.
+// respond answers the requests in order.
 func (c *conn) respond() {
-	for r := range c.pending {
+	for r := range c.replies {
 		reply := wire.Reply{Xid: r.req.Xid}
-		c.answer(r, &reply)
-		c.srv.metrics.observe(r.req.Op, reply.Err, time.Since(r.start))
-		c.send(r.req.Op, &reply)
-		if r.req.Op == wire.OpClose {
+		if !c.answerRead(r, &reply) {
+			c.answer(r, &reply)
+			c.reply(r, &reply)
+		}
+		if r.answered != nil {
+			close(r.answered)
+		}
+		switch {
+		case r.req.Op == wire.OpClose:
+			c.cancel()
+		case r.req.Op.IsWrite() && outcomeUnknown(r.outcome):
+			// Later writes of this connection may already be proposed and
+			// could now apply before this one: end the connection, so the
+			// client treats them all as unknown (ZooKeeper's rule).
+			c.goodbye(wire.CodeConnectionLoss)
 			c.cancel()
 		}
 	}
+}
+
+// reply counts a request and queues its reply.
+func (c *conn) reply(r *request, reply *wire.Reply) {
+	c.srv.metrics.observe(r.req.Op, reply.Err, time.Since(r.start))
+	c.send(r.req.Op, reply)
+}
+
+// answerRead answers a read (getData, exists, getChildren, setWatches):
+// the reply is queued under the same read lock as the read, so that no
+// notification of a later change can overtake it. It reports false for
+// any other request.
+func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
+	req := &r.req
+	switch {
+	case r.err != nil:
+		return false
+	case req.Op == wire.OpSetWatches:
+		c.srv.fsm.read(func(t *tree.Tree) {
+			reply.Zxid = c.setWatches(t, req)
+			c.reply(r, reply)
+		})
+	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren:
+		c.srv.fsm.read(func(t *tree.Tree) {
+			reply.Zxid = c.srv.fsm.zxid
+			c.srv.read(t, c, req, reply)
+			c.reply(r, reply)
+		})
+	default:
+		return false
+	}
+	return true
 }
 
 func (c *conn) answer(r *request, reply *wire.Reply) {
@@ -137,16 +188,14 @@ func (c *conn) answer(r *request, reply *wire.Reply) {
 		cancel()
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
 	case isAdmin(req.Op):
-		c.srv.admin(c.ctx, req, reply)
+		c.srv.admin(c, req, reply)
 		reply.Zxid = c.srv.fsm.lastZxid()
-	case req.Op == wire.OpSetWatches:
-		reply.Zxid = c.setWatches(req)
 	case req.Op == wire.OpClose:
 		c.closingSession.Store(true)
 		_, err := c.srv.write(c.ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: c.session, Time: time.Now().UnixMilli()})
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
 	default:
-		reply.Zxid = c.srv.read(c, req, reply)
+		reply.Err, reply.Zxid = wire.CodeUnimplemented, c.srv.fsm.lastZxid()
 	}
 }
 
@@ -154,6 +203,7 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	ctx, cancel := context.WithDeadline(c.ctx, r.start.Add(c.srv.cfg.RequestTimeout))
 	defer cancel()
 	o := r.proposal.Wait(ctx)
+	r.outcome = o.Err
 	if o.Err != nil {
 		reply.Err, reply.Zxid = wire.CodeOf(c.srv.writeError(o.Err)), c.srv.fsm.lastZxid()
 		return
@@ -192,71 +242,72 @@ func (s *Server) writeError(err error) error {
 	return err
 }
 
-// read serves a read request from the local tree, leaving its watch, and
-// returns the zxid it saw.
-func (s *Server) read(c *conn, req *wire.Request, reply *wire.Reply) int64 {
+// read serves a read request from the local tree t (the caller holds the
+// fsm's read lock), leaving its watch.
+func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Reply) {
 	var err error
-	zxid := s.fsm.read(func(t *tree.Tree) {
-		switch req.Op {
-		case wire.OpGetData:
-			reply.Data, reply.Stat, err = t.Get(req.Path)
-			if err == nil && req.Watch {
-				s.watches.addData(req.Path, c)
-			}
-		case wire.OpExists:
-			reply.Stat, err = t.Exists(req.Path)
-			if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
-				s.watches.addData(req.Path, c)
-			}
-		case wire.OpGetChildren:
-			reply.Children, reply.Stat, err = t.Children(req.Path)
-			if err == nil && req.Watch {
-				s.watches.addChild(req.Path, c)
-			}
-		default:
-			err = wire.Errorf(wire.CodeUnimplemented, "op %s is not served", req.Op)
+	switch req.Op {
+	case wire.OpGetData:
+		reply.Data, reply.Stat, err = t.Get(req.Path)
+		if err == nil && req.Watch {
+			s.watches.addData(req.Path, c)
 		}
-	})
+	case wire.OpExists:
+		reply.Stat, err = t.Exists(req.Path)
+		if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
+			s.watches.addData(req.Path, c)
+		}
+	case wire.OpGetChildren:
+		reply.Children, reply.Stat, err = t.Children(req.Path)
+		if err == nil && req.Watch {
+			s.watches.addChild(req.Path, c)
+		}
+	}
 	reply.Err = wire.CodeOf(err)
-	return zxid
 }
 
 // setWatches restores a reconnected client's watches by ZooKeeper's rules:
 // what changed after the client's last seen zxid fires at once, the rest
-// is registered. It returns the zxid it saw.
-func (c *conn) setWatches(req *wire.Request) int64 {
+// is registered. The caller holds the fsm's read lock. It returns the zxid
+// it saw.
+func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 	rel := req.RelativeZxid
-	return c.srv.fsm.read(func(t *tree.Tree) {
-		zxid := c.srv.fsm.zxid
-		for _, p := range req.DataWatches {
-			switch st, err := t.Exists(p); {
-			case errors.Is(err, wire.ErrNoNode):
-				c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
-			case err != nil:
-			case st.Mzxid > rel:
-				c.srv.notify(c, zxid, wire.EventNodeDataChanged, p)
-			default:
-				c.srv.watches.addData(p, c)
-			}
+	zxid := c.srv.fsm.zxid
+	for _, p := range req.DataWatches {
+		switch st, err := t.Exists(p); {
+		case errors.Is(err, wire.ErrNoNode):
+			c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
+		case err != nil:
+		case st.Mzxid > rel:
+			c.srv.notify(c, zxid, wire.EventNodeDataChanged, p)
+		default:
+			c.srv.watches.addData(p, c)
 		}
-		for _, p := range req.ExistWatches {
-			switch _, err := t.Exists(p); {
-			case err == nil:
-				c.srv.notify(c, zxid, wire.EventNodeCreated, p)
-			case errors.Is(err, wire.ErrNoNode):
-				c.srv.watches.addData(p, c)
-			}
+	}
+	for _, p := range req.ExistWatches {
+		switch _, err := t.Exists(p); {
+		case err == nil:
+			c.srv.notify(c, zxid, wire.EventNodeCreated, p)
+		case errors.Is(err, wire.ErrNoNode):
+			c.srv.watches.addData(p, c)
 		}
-		for _, p := range req.ChildWatches {
-			switch st, err := t.Exists(p); {
-			case errors.Is(err, wire.ErrNoNode):
-				c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
-			case err != nil:
-			case st.Pzxid > rel:
-				c.srv.notify(c, zxid, wire.EventNodeChildrenChanged, p)
-			default:
-				c.srv.watches.addChild(p, c)
-			}
+	}
+	for _, p := range req.ChildWatches {
+		switch st, err := t.Exists(p); {
+		case errors.Is(err, wire.ErrNoNode):
+			c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
+		case err != nil:
+		case st.Pzxid > rel:
+			c.srv.notify(c, zxid, wire.EventNodeChildrenChanged, p)
+		default:
+			c.srv.watches.addChild(p, c)
 		}
-	})
+	}
+	return zxid
+}
+
+// outcomeUnknown reports whether a write failed without the server knowing
+// whether it will be applied: its wait timed out, or the leader changed.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, raftnode.ErrLeaderChanged) || errors.Is(err, context.DeadlineExceeded)
 }

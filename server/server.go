@@ -58,6 +58,7 @@ func New(cfg Config) (*Server, error) {
 	s.watches = newWatchRegistry(s.notify)
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
 	s.fsm.onClose = s.sessionClosed
+	s.fsm.onRestore = s.dropAllConns
 	s.metrics = newMetrics(s)
 	var err error
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -246,6 +247,19 @@ func (s *Server) dropConn(c *conn) {
 		delete(s.bySession, c.session)
 	}
 	s.metrics.connections.Set(float64(len(s.conns)))
+}
+
+// dropAllConns ends every client connection, telling each client it lost
+// its connection: after a snapshot replaced the tree, clients reattach and
+// restore their watches against the new state (setWatches fires what
+// changed), and sessions the snapshot no longer has are refused.
+func (s *Server) dropAllConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.goodbye(wire.CodeConnectionLoss)
+		c.cancel()
+	}
 }
 
 // bindSession makes c the connection of its session on this server; a

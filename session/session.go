@@ -104,6 +104,18 @@ func (t *Table) ResetAll(now time.Time) {
 	}
 }
 
+// Replace makes the table track exactly the given sessions (id -> timeout),
+// each with a full timeout from now: what a member does when it takes a
+// snapshot in place of its state.
+func (t *Table) Replace(sessions map[int64]time.Duration, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sessions = make(map[int64]*entry, len(sessions))
+	for id, timeout := range sessions {
+		t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout)}
+	}
+}
+
 // Deadline returns a session's deadline.
 func (t *Table) Deadline(id int64) (time.Time, bool) {
 	t.mu.Lock()

@@ -46,14 +46,14 @@ type Event struct {
 	Path string
 }
 
-// TxnFromRequest builds the txn for a client write request. Time and the
-// session are the proposer's to set.
-func TxnFromRequest(r *wire.Request) Txn {
-	t := Txn{Type: r.Op, Path: r.Path, Data: r.Data, Version: r.Version, Mode: r.Mode, TTL: r.TTL}
+// TxnFromRequest builds the txn for a client write request of session,
+// made at time (ms since the Unix epoch); a multi's ops get both too.
+func TxnFromRequest(r *wire.Request, session, time int64) Txn {
+	t := Txn{Type: r.Op, Time: time, Session: session, Path: r.Path, Data: r.Data, Version: r.Version, Mode: r.Mode, TTL: r.TTL}
 	if len(r.Ops) > 0 {
 		t.Ops = make([]Txn, len(r.Ops))
 		for i := range r.Ops {
-			t.Ops[i] = TxnFromRequest(&r.Ops[i])
+			t.Ops[i] = TxnFromRequest(&r.Ops[i], session, time)
 		}
 	}
 	return t

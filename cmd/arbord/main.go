@@ -39,6 +39,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
+	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients")
 	fs.BoolVar(&cfg.Join, "join", false, "join a running cluster that added this member (arbor member add); do not bootstrap")
 	fs.DurationVar(&cfg.TickInterval, "tick", 0, "raft tick (default 50ms)")
 	fs.IntVar(&cfg.ElectionTicks, "election-ticks", 0, "ticks without a leader before an election (default 10)")
