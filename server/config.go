@@ -5,6 +5,7 @@ import (
 
 	"github.com/arbor-coord/arbor/session"
 	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
 
@@ -61,7 +62,7 @@ func (c *Config) setDefaults() {
 		c.MaxDataSize = tree.DefaultMaxDataSize
 	}
 	if c.MaxFrame == 0 {
-		c.MaxFrame = c.MaxDataSize + 64<<10
+		c.MaxFrame = c.MaxDataSize + (wire.DefaultMaxFrame - tree.DefaultMaxDataSize)
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = 4096

@@ -69,8 +69,10 @@ const (
 // ProtocolVersion is the version this package speaks in the handshake.
 const ProtocolVersion int32 = 1
 
-// DefaultMaxFrame is the default limit on a frame's length.
-const DefaultMaxFrame = 1 << 20
+// DefaultMaxFrame is the server's default limit on a request frame's length:
+// room for a full 1 MiB znode value and 64 KiB for the rest of the request.
+// (Replies can be larger; a client sets its own limit for them.)
+const DefaultMaxFrame = 1<<20 + 64<<10
 
 // CreateMode says what kind of znode a create makes. The values are
 // ZooKeeper's.
