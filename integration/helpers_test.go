@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -58,15 +60,21 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// freePort returns a loopback address nobody listens on right now.
+// freePort returns a loopback address nobody listens on right now. It picks
+// from 20000-29999, below Linux's ephemeral range (32768-60999), so that
+// the outgoing connections of tests running meanwhile cannot take the port
+// between this check and the server's listen.
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in 20000-29999")
+	return ""
 }
 
 // waitEvent waits for one event on ch.
