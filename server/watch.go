@@ -20,10 +20,11 @@ import (
 type watchRegistry struct {
 	notify func(c *conn, zxid int64, typ wire.EventType, path string)
 
-	mu    sync.Mutex
-	data  map[string]map[*conn]struct{} // mu guards data and child
-	child map[string]map[*conn]struct{}
-	count int
+	mu     sync.Mutex
+	data   map[string]map[*conn]struct{} // mu guards data, child, byConn and count
+	child  map[string]map[*conn]struct{}
+	byConn map[*conn]map[string]struct{} // the paths each connection watches, of either kind
+	count  int
 }
 
 func newWatchRegistry(notify func(c *conn, zxid int64, typ wire.EventType, path string)) *watchRegistry {
@@ -31,6 +32,7 @@ func newWatchRegistry(notify func(c *conn, zxid int64, typ wire.EventType, path 
 		notify: notify,
 		data:   map[string]map[*conn]struct{}{},
 		child:  map[string]map[*conn]struct{}{},
+		byConn: map[*conn]map[string]struct{}{},
 	}
 }
 
@@ -43,6 +45,12 @@ func (w *watchRegistry) add(table map[string]map[*conn]struct{}, path string, c 
 	if _, ok := set[c]; !ok {
 		set[c] = struct{}{}
 		w.count++
+		paths := w.byConn[c]
+		if paths == nil {
+			paths = map[string]struct{}{}
+			w.byConn[c] = paths
+		}
+		paths[path] = struct{}{}
 	}
 }
 
@@ -63,9 +71,17 @@ func (w *watchRegistry) addChild(path string, c *conn) {
 // take removes and returns the watchers of path in table.
 func (w *watchRegistry) take(table map[string]map[*conn]struct{}, path string) map[*conn]struct{} {
 	set := table[path]
-	if set != nil {
-		delete(table, path)
-		w.count -= len(set)
+	if set == nil {
+		return nil
+	}
+	delete(table, path)
+	w.count -= len(set)
+	for c := range set {
+		if _, still := w.data[path][c]; !still {
+			if _, still := w.child[path][c]; !still {
+				delete(w.byConn[c], path)
+			}
+		}
 	}
 	return set
 }
@@ -100,21 +116,24 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 	}
 }
 
-// removeConn drops every watch of c.
+// removeConn drops every watch of c, in time proportional to their number.
 func (w *watchRegistry) removeConn(c *conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, table := range []map[string]map[*conn]struct{}{w.data, w.child} {
-		for path, set := range table {
-			if _, ok := set[c]; ok {
-				delete(set, c)
-				w.count--
-				if len(set) == 0 {
-					delete(table, path)
+	for path := range w.byConn[c] {
+		for _, table := range []map[string]map[*conn]struct{}{w.data, w.child} {
+			if set, ok := table[path]; ok {
+				if _, ok := set[c]; ok {
+					delete(set, c)
+					w.count--
+					if len(set) == 0 {
+						delete(table, path)
+					}
 				}
 			}
 		}
 	}
+	delete(w.byConn, c)
 }
 
 // size is the number of watches registered.
