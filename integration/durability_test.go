@@ -172,3 +172,29 @@ func TestSnapshotCompactionAndRestart(t *testing.T) {
 		t.Fatalf("after restart /snap = %q version %d, %v; want \"229\" version 230", data, st.Version, err)
 	}
 }
+
+func TestSIGTERMShutsDownGracefully(t *testing.T) {
+	dir, addr, httpAddr := t.TempDir(), freePort(t), freePort(t)
+	p := startProcess(t, dir, addr, httpAddr)
+	c := dial(t, addr)
+	if _, err := c.Create(testCtx(t), "/before-term", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("arbord exited with %v after SIGTERM, want status 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("arbord still running 10s after SIGTERM")
+	}
+	startProcess(t, dir, addr, httpAddr)
+	if ok, _, err := dial(t, addr).Exists(testCtx(t), "/before-term"); !ok || err != nil {
+		t.Fatalf("after a graceful restart: %v %v", ok, err)
+	}
+}

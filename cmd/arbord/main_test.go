@@ -1,0 +1,40 @@
+package main
+
+import (
+	"flag"
+	"maps"
+	"testing"
+)
+
+func TestEnvironmentSetsFlagsTheCommandLineLeftAlone(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	data := fs.String("data", "arbor-data", "")
+	listen := fs.String("listen", "127.0.0.1:2281", "")
+	level := fs.String("log-level", "info", "")
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:9"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ARBOR_DATA": "/srv/arbor", "ARBOR_LISTEN": "127.0.0.1:7", "ARBOR_LOG_LEVEL": "debug"}
+	if err := applyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if *data != "/srv/arbor" || *listen != "127.0.0.1:9" || *level != "debug" {
+		t.Fatalf("data %q listen %q level %q", *data, *listen, *level)
+	}
+	fs.Int("max-conns", 0, "")
+	if err := applyEnv(fs, func(k string) (string, bool) { return "many", k == "ARBOR_MAX_CONNS" }); err == nil {
+		t.Fatal("a bad ARBOR_MAX_CONNS was accepted")
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	got, err := parsePeers("1=127.0.0.1:2381,2=127.0.0.1:2382")
+	if err != nil || !maps.Equal(got, map[uint64]string{1: "127.0.0.1:2381", 2: "127.0.0.1:2382"}) {
+		t.Fatalf("parsePeers = %v, %v", got, err)
+	}
+	for _, bad := range []string{"1", "x=a:1", "0=a:1", "1=", "1=a:1,1=b:2"} {
+		if _, err := parsePeers(bad); err == nil {
+			t.Errorf("parsePeers(%q) accepted", bad)
+		}
+	}
+}
