@@ -30,25 +30,19 @@ func startProcessCluster(t *testing.T) *processCluster {
 		peers = append(peers, fmt.Sprintf("%d=%s", id, freePort(t)))
 	}
 	pc.peers = strings.Join(peers, ",")
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+	// Members become healthy only together (each needs a leader), so start
+	// all three before waiting for any.
 	for id := uint64(1); id <= 3; id++ {
-		wg.Add(1)
-		go func() { // members wait for each other to be healthy
-			defer wg.Done()
-			p := pc.startArgs(id)
-			mu.Lock()
-			pc.procs[id] = p
-			mu.Unlock()
-		}()
+		pc.procs[id] = spawnProcess(t, pc.dirs[id], pc.addrs[id], pc.https[id], pc.args(id)...)
 	}
-	wg.Wait()
+	for _, p := range pc.procs {
+		p.waitHealthy(t)
+	}
 	return pc
 }
 
-func (pc *processCluster) startArgs(id uint64) *process {
-	return startProcess(pc.t, pc.dirs[id], pc.addrs[id], pc.https[id],
-		"--id", fmt.Sprint(id), "--peers", pc.peers, "--tick", "20ms", "--request-timeout", "3s", "--snapshot-every", "200")
+func (pc *processCluster) args(id uint64) []string {
+	return []string{"--id", fmt.Sprint(id), "--peers", pc.peers, "--tick", "20ms", "--request-timeout", "3s", "--snapshot-every", "200"}
 }
 
 func (pc *processCluster) status(id uint64) (server.Status, error) {
@@ -151,7 +145,7 @@ func TestKill9OfTheLeaderUnderLoadLosesNothing(t *testing.T) {
 	if count() <= killedAt {
 		t.Fatalf("no write acknowledged after the leader's kill -9 (%d before)", killedAt)
 	}
-	pc.procs[lead] = pc.startArgs(lead)
+	pc.procs[lead] = startProcess(t, pc.dirs[lead], pc.addrs[lead], pc.https[lead], pc.args(lead)...)
 	st := pc.converged()
 	t.Logf("leader %d killed at %d acknowledged writes; %d led next; %d in all; converged at applied %d digest %s",
 		lead, killedAt, newLead, count(), st.Applied, st.Digest)

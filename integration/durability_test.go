@@ -45,11 +45,19 @@ func arbord(t *testing.T) string {
 
 // process is an arbord run as a child process.
 type process struct {
-	cmd  *exec.Cmd
-	addr string
+	cmd            *exec.Cmd
+	addr, httpAddr string
 }
 
 func startProcess(t *testing.T, dir, addr, httpAddr string, args ...string) *process {
+	t.Helper()
+	p := spawnProcess(t, dir, addr, httpAddr, args...)
+	p.waitHealthy(t)
+	return p
+}
+
+// spawnProcess starts arbord without waiting for it.
+func spawnProcess(t *testing.T, dir, addr, httpAddr string, args ...string) *process {
 	t.Helper()
 	args = append([]string{"--data", dir, "--listen", addr, "--http", httpAddr, "--log-level", "warn"}, args...)
 	cmd := exec.Command(arbord(t), args...)
@@ -57,19 +65,26 @@ func startProcess(t *testing.T, dir, addr, httpAddr string, args ...string) *pro
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, addr: addr}
+	p := &process{cmd: cmd, addr: addr, httpAddr: httpAddr}
 	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+// waitHealthy waits until the process's /healthz says ok (it knows a
+// leader).
+func (p *process) waitHealthy(t *testing.T) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		resp, err := http.Get("http://" + p.httpAddr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("arbord on %s not healthy: %v", addr, err)
+			t.Fatalf("arbord on %s not healthy: %v", p.addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
