@@ -133,6 +133,7 @@ type Client struct {
 	closing    bool          // Close was called
 	expiredErr error         // why the session expired, once it has
 	states     chan State    // StateChanges; sent to under mu, closed by Close
+	ended      chan struct{} // Done: closed on moving to StateExpired or StateClosed
 
 	runCtx context.Context // ends when Close is called
 	stop   context.CancelFunc
@@ -172,6 +173,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error
 		changed: make(chan struct{}),
 		timeout: o.timeout,
 		states:  make(chan State, stateBuffer),
+		ended:   make(chan struct{}),
 	}
 	c.watches.init()
 	c.runCtx, c.stop = context.WithCancel(context.Background())
@@ -242,6 +244,25 @@ func (c *Client) State() State {
 // dropped, so a slow reader may miss intermediate states but always receives
 // the latest one. The channel is closed after StateClosed is sent by Close.
 func (c *Client) StateChanges() <-chan State { return c.states }
+
+// Done returns a channel that is closed when the session ends: when it
+// expires or when Close returns. Code that holds something only while the
+// session lives (a lock, a leadership) watches it; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.ended }
+
+// Err returns nil while the session lives, then an error matching
+// ErrSessionExpired or ErrClosed.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.state == StateExpired:
+		return c.expiredErr
+	case c.state == StateClosed:
+		return ErrClosed
+	}
+	return nil
+}
 
 // Close ends the session: it asks the server to close it, which deletes the
 // session's ephemeral nodes at once, waiting for the answer at most a third
@@ -317,6 +338,11 @@ func (c *Client) setStateLocked(s State, cur *conn) {
 	c.changed = make(chan struct{})
 	if s == c.state {
 		return
+	}
+	if s == StateExpired || s == StateClosed {
+		if c.state != StateExpired {
+			close(c.ended)
+		}
 	}
 	c.state = s
 	for {

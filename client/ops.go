@@ -15,6 +15,13 @@ const maxTTL = 1<<40 - 1
 // sequence number appended, for a sequential mode, to a path that may then
 // end in "/"). The parent must exist. For the TTL modes use CreateTTL.
 func (c *Client) Create(ctx context.Context, path string, data []byte, mode CreateMode) (string, error) {
+	p, _, err := c.create(ctx, newCreate(path, data, mode, 0, false))
+	return p, err
+}
+
+// CreateStat is Create that also returns the new node's Stat (ZooKeeper's
+// create2): its Czxid, for example, orders it among all writes.
+func (c *Client) CreateStat(ctx context.Context, path string, data []byte, mode CreateMode) (string, Stat, error) {
 	return c.create(ctx, newCreate(path, data, mode, 0, false))
 }
 
@@ -23,18 +30,19 @@ func (c *Client) Create(ctx context.Context, path string, data []byte, mode Crea
 // no change for ttl (at least a millisecond; it is sent in whole
 // milliseconds). The server must have TTL nodes enabled.
 func (c *Client) CreateTTL(ctx context.Context, path string, data []byte, mode CreateMode, ttl time.Duration) (string, error) {
-	return c.create(ctx, newCreate(path, data, mode, ttl, true))
+	p, _, err := c.create(ctx, newCreate(path, data, mode, ttl, true))
+	return p, err
 }
 
-func (c *Client) create(ctx context.Context, op Op) (string, error) {
+func (c *Client) create(ctx context.Context, op Op) (string, Stat, error) {
 	if err := op.check(); err != nil {
-		return "", fmt.Errorf("create %s: %w", op.req.Path, err)
+		return "", Stat{}, fmt.Errorf("create %s: %w", op.req.Path, err)
 	}
 	rep, err := c.do(ctx, "create", op.req.Path, op.req, nil)
 	if err != nil {
-		return "", err
+		return "", Stat{}, err
 	}
-	return rep.Path, nil
+	return rep.Path, rep.Stat, nil
 }
 
 // Get returns the data and Stat of the node at path.

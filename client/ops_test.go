@@ -80,6 +80,21 @@ func TestCreateGetSetDeleteRoundTrip(t *testing.T) {
 	}
 }
 
+func TestCreateStatReturnsTheNewNodesStat(t *testing.T) {
+	s := newFakeServer(t)
+	c := dialFake(t, []string{s.listen()})
+	ctx := context.Background()
+	var last int64
+	for _, p := range []string{"/a", "/b"} {
+		got, st, err := c.CreateStat(ctx, p, []byte("xyz"), Persistent)
+		must(t, err)
+		if got != p || st.Czxid <= last || st.Czxid != st.Mzxid || st.DataLength != 3 {
+			t.Errorf("CreateStat %s = %s, %+v (previous czxid %d)", p, got, st, last)
+		}
+		last = st.Czxid
+	}
+}
+
 func TestSequentialCreatesNumberTheirNames(t *testing.T) {
 	s := newFakeServer(t)
 	c := dialFake(t, []string{s.listen()})
@@ -195,8 +210,20 @@ func TestAnExpiredSessionFailsEverything(t *testing.T) {
 	ctx := context.Background()
 	_, _, watch, err := c.ExistsW(ctx, "/nothing")
 	must(t, err)
+	select {
+	case <-c.Done():
+		t.Fatal("Done is closed while the session lives")
+	default:
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("Err while the session lives: %v", err)
+	}
 	s.expire(c.SessionID())
 	waitState(t, c, StateExpired)
+	<-c.Done()
+	if err := c.Err(); !errors.Is(err, ErrSessionExpired) {
+		t.Errorf("Err after expiry: %v, want ErrSessionExpired", err)
+	}
 	if ev := wait(t, watch); ev.Type != EventSession || ev.State != StateExpired || !errors.Is(ev.Err, ErrSessionExpired) {
 		t.Errorf("watch got %v", ev)
 	}
@@ -205,6 +232,9 @@ func TestAnExpiredSessionFailsEverything(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Errorf("Close after expiry: %v", err)
+	}
+	if err := c.Err(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Err after Close: %v, want ErrClosed", err)
 	}
 }
 

@@ -538,7 +538,7 @@ func TestCloseFailsRequestsStillInFlight(t *testing.T) {
 }
 
 func TestStateChangesKeepsTheLatestStateForASlowReader(t *testing.T) {
-	c := &Client{changed: make(chan struct{}), states: make(chan State, stateBuffer)}
+	c := &Client{changed: make(chan struct{}), states: make(chan State, stateBuffer), ended: make(chan struct{})}
 	c.mu.Lock()
 	for i := range 3 * stateBuffer {
 		c.setStateLocked(State(i%2), nil)
