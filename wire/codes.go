@@ -22,6 +22,10 @@ const (
 	OpSetWatches  Op = 101
 	OpClose       Op = -11
 
+	// Reads ZooKeeper added in 3.6, with its op codes.
+	OpGetEphemerals        Op = 103 // the calling session's ephemeral nodes under a path prefix
+	OpGetAllChildrenNumber Op = 104 // the number of a node's descendants
+
 	// Admin ops, Arbor's own: cluster membership and a member's status.
 	OpMembers       Op = 200 // list the members
 	OpMemberAdd     Op = 201 // add a voter or a learner
@@ -35,6 +39,7 @@ var opNames = map[Op]string{
 	OpGetData: "getData", OpSetData: "setData", OpGetChildren: "getChildren",
 	OpSync: "sync", OpPing: "ping", OpCheck: "check", OpMulti: "multi",
 	OpSetWatches: "setWatches", OpClose: "close",
+	OpGetEphemerals: "getEphemerals", OpGetAllChildrenNumber: "getAllChildrenNumber",
 	OpMembers: "members", OpMemberAdd: "memberAdd", OpMemberRemove: "memberRemove",
 	OpMemberPromote: "memberPromote", OpStatus: "status",
 }

@@ -69,6 +69,8 @@ var goldenRequests = []struct {
 			{Op: wire.OpCheck, Path: "/a", Version: 1},
 			{Op: wire.OpCreate, Path: "/a/b", Mode: wire.ModeEphemeral},
 		}}},
+	{"a getEphemerals request", "0000000e" + "93" + "0b" + "67" + "aa2f6170702f6c6f636b2d", // op 103, "/app/lock-"
+		wire.Request{Xid: 11, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 }
 
 const goldenStatHex = "9b" + "05" + "cd012c" + "05" + "cf0000018bcfe56800" + "cf0000018bcfe74a40" +
@@ -93,6 +95,11 @@ var goldenReplies = []struct {
 			State: wire.StateConnected, Path: "/app/config"}},
 	{"a closing frame", "00000008" + "93" + "fd" + "cd012e" + "d1ff34", wire.OpPing,
 		wire.Reply{Xid: wire.XidClosing, Zxid: 302, Err: wire.CodeFrameTooLarge}},
+	{"a getEphemerals reply", "0000001c" + "94" + "0b" + "cd012c" + "00" +
+		"91" + "b4" + "2f6170702f6c6f636b2d30303030303030303031", wire.OpGetEphemerals, // ["/app/lock-0000000001"]
+		wire.Reply{Xid: 11, Zxid: 300, Children: []string{"/app/lock-0000000001"}}},
+	{"a getAllChildrenNumber reply", "00000009" + "94" + "0c" + "cd012c" + "00" + "cd03e8", wire.OpGetAllChildrenNumber, // 1000 descendants
+		wire.Reply{Xid: 12, Zxid: 300, Descendants: 1000}},
 	{"a failed multi reply", "0000000f" + "94" + "0a" + "cd012f" + "d092" +
 		"92" + "920d00" + "9201d092", wire.OpMulti,
 		wire.Reply{Xid: 10, Zxid: 303, Err: wire.CodeNodeExists, Results: []wire.OpResult{

@@ -132,7 +132,7 @@ func DecodeConnectResponse(body []byte, m *ConnectResponse) error {
 type Request struct {
 	Xid  int32
 	Op   Op
-	Path string
+	Path string // getEphemerals: the prefix the paths start with
 
 	Data    []byte     // create, setData
 	Version int32      // delete, setData, check: expected version, -1 for any
@@ -221,7 +221,7 @@ func requestFields(op Op) int {
 		return 3
 	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
 		return 2
-	case OpSync, OpMulti:
+	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber:
 		return 1
 	case OpPing, OpClose, OpMembers, OpStatus:
 		return 0
@@ -250,7 +250,7 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		enc.str(r.Path)
 		enc.bool(r.Watch)
-	case OpSync:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber:
 		enc.str(r.Path)
 	case OpMulti:
 		enc.array(len(r.Ops))
@@ -291,7 +291,7 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		r.Path = dec.str()
 		r.Watch = dec.bool()
-	case OpSync:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber:
 		r.Path = dec.str()
 	case OpMulti:
 		n := dec.array(0)
@@ -337,13 +337,14 @@ type Reply struct {
 	Zxid int64 // the server's last applied zxid; for a notification, the zxid of the change
 	Err  Code
 
-	Path     string   // create: the created path; sync: the path
-	Data     []byte   // getData
-	Stat     Stat     // create, setData, exists, getData, getChildren
-	Children []string // getChildren, sorted
-	Results  []OpResult
-	Members  []Member // members and the member ops: the membership after the change
-	Status   Status   // status
+	Path        string   // create: the created path; sync: the path
+	Data        []byte   // getData
+	Stat        Stat     // create, setData, exists, getData, getChildren
+	Children    []string // getChildren: the names, sorted; getEphemerals: the full paths, sorted
+	Descendants int32    // getAllChildrenNumber: the node's descendants, the node itself not counted
+	Results     []OpResult
+	Members     []Member // members and the member ops: the membership after the change
+	Status      Status   // status
 
 	// Notification fields.
 	EventType EventType
@@ -366,7 +367,8 @@ func replyFields(op Op) int {
 	switch op {
 	case OpCreate, OpGetData, OpGetChildren:
 		return 2
-	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus:
+	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
+		OpGetEphemerals, OpGetAllChildrenNumber:
 		return 1
 	}
 	return 0
@@ -422,6 +424,10 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.stat(&r.Stat)
 	case OpSync:
 		enc.str(r.Path)
+	case OpGetEphemerals:
+		enc.strs(r.Children)
+	case OpGetAllChildrenNumber:
+		enc.int(int64(r.Descendants))
 	case OpMulti:
 		enc.array(len(r.Results))
 		for i := range r.Results {
@@ -530,6 +536,10 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		dec.stat(&r.Stat)
 	case OpSync:
 		r.Path = dec.str()
+	case OpGetEphemerals:
+		r.Children = dec.strs()
+	case OpGetAllChildrenNumber:
+		r.Descendants = dec.int32()
 	case OpMulti:
 		n := dec.array(0)
 		if n > 0 {

@@ -177,6 +177,9 @@ var requests = []struct {
 	{"a memberRemove carries the id", wire.Request{Xid: 32, Op: wire.OpMemberRemove, Member: wire.Member{ID: 3}}},
 	{"a memberPromote carries the id", wire.Request{Xid: 33, Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}}},
 	{"a status request has no fields", wire.Request{Xid: 34, Op: wire.OpStatus}},
+	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
+	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
+	{"a getAllChildrenNumber carries the path", wire.Request{Xid: 37, Op: wire.OpGetAllChildrenNumber, Path: "/app"}},
 }
 
 var replies = []struct {
@@ -269,6 +272,18 @@ var replies = []struct {
 	}},
 	{"a status reply carries the full digest", wire.OpStatus, wire.Reply{
 		Xid: 34, Zxid: 11, Status: wire.Status{ID: 2, Leader: 1, Term: 3, Applied: 12, Zxid: 11, Digest: math.MaxUint64 - 5, Sessions: 4, Znodes: 100},
+	}},
+	{"a getEphemerals reply carries the sorted full paths", wire.OpGetEphemerals, wire.Reply{
+		Xid: 35, Zxid: 12, Children: []string{"/app/lock-0000000001", "/app/lock-0000000004"},
+	}},
+	{"a getEphemerals reply of a session without ephemerals has nil paths", wire.OpGetEphemerals, wire.Reply{
+		Xid: 36, Zxid: 12,
+	}},
+	{"a getAllChildrenNumber reply carries the count", wire.OpGetAllChildrenNumber, wire.Reply{
+		Xid: 37, Zxid: 12, Descendants: 70_000,
+	}},
+	{"a getAllChildrenNumber of a missing node refuses with NoNode", wire.OpGetAllChildrenNumber, wire.Reply{
+		Xid: 38, Zxid: 12, Err: wire.CodeNoNode,
 	}},
 	{"a setWatches reply has no body", wire.OpSetWatches, wire.Reply{
 		Xid: wire.XidSetWatches, Zxid: 99,
@@ -621,6 +636,10 @@ func TestDecodersRefuseMalformedInput(t *testing.T) {
 		{"a second request in the same body is refused", request, append(bytes.Clone(setData), setData...)},
 		{"a reply with only xid and zxid is refused", reply(wire.OpDelete), pack(t, 1, 2)},
 		{"a getData reply with its Stat missing is refused", reply(wire.OpGetData), pack(t, 1, 2, 0, []byte("x"))},
+		{"a getEphemerals request without its prefix is refused", request, pack(t, 1, wire.OpGetEphemerals)},
+		{"a getEphemerals reply without its paths is refused", reply(wire.OpGetEphemerals), pack(t, 1, 2, 0)},
+		{"a getAllChildrenNumber reply whose count is a string is refused", reply(wire.OpGetAllChildrenNumber), pack(t, 1, 2, 0, "7")},
+		{"a getAllChildrenNumber reply with a count beyond int32 is refused", reply(wire.OpGetAllChildrenNumber), pack(t, 1, 2, 0, int64(1)<<31)},
 		{"a Stat with ten fields is refused", reply(wire.OpExists), pack(t, 1, 2, 0, statArray(fullStat)[:10])},
 		{"a multi create result without its Stat is refused", reply(wire.OpMulti), pack(t, 1, 2, 0, []any{[]any{wire.OpCreate, 0, "/a"}})},
 		{"a multi result without its code is refused", reply(wire.OpMulti), pack(t, 1, 2, 0, []any{[]any{wire.OpCheck}})},
