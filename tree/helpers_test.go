@@ -192,9 +192,10 @@ type treeDump struct {
 }
 
 type nodeDump struct {
-	Data     string
-	Stat     wire.Stat
-	Children []string
+	Data        string
+	Stat        wire.Stat
+	Children    []string
+	Descendants int
 }
 
 // reapTimes are the instants at which dumpTree asks for Reapable: before,
@@ -227,7 +228,11 @@ func dumpTreeAt(tr *tree.Tree, reapAt []int64) treeDump {
 		if cst != st {
 			panic(fmt.Sprintf("Children(%q) Stat %+v, Get Stat %+v", path, cst, st))
 		}
-		d.Nodes[path] = nodeDump{Data: string(data), Stat: st, Children: nilIfEmpty(names)}
+		descendants, err := tr.Descendants(path)
+		if err != nil {
+			panic(fmt.Sprintf("Descendants(%q) of a listed child: %v", path, err))
+		}
+		d.Nodes[path] = nodeDump{Data: string(data), Stat: st, Children: nilIfEmpty(names), Descendants: descendants}
 		for _, name := range names {
 			walk(join(path, name))
 		}

@@ -278,11 +278,23 @@ func (m *model) reapable(now int64) []string {
 	return paths
 }
 
+// descendants counts the paths below path.
+func (m *model) descendants(path string) int {
+	prefix := strings.TrimSuffix(path, "/") + "/"
+	n := 0
+	for p := range m.nodes {
+		if p != path && strings.HasPrefix(p, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // dump is the model's treeDump (without the digest, which it cannot know).
 func (m *model) dump(reapAt []int64) treeDump {
 	d := treeDump{Count: len(m.nodes), Nodes: map[string]nodeDump{}, Ephemerals: map[int64][]string{}}
 	for p, n := range m.nodes {
-		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p)}
+		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p), Descendants: m.descendants(p)}
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.sessions)) {
 		d.Sessions = append(d.Sessions, m.sessions[id])

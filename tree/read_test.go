@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -84,6 +85,91 @@ func TestReads(t *testing.T) {
 		f.must(setTxn("/app/a", "changed", -1))
 		if string(data) != "a" {
 			t.Errorf("old data now reads %q", data)
+		}
+	})
+}
+
+func TestEphemeralsWithPrefix(t *testing.T) {
+	f := newFixture(t)
+	f.openSession(1)
+	f.openSession(2)
+	for _, p := range []string{"/app", "/app2", "/locks"} {
+		f.create(p, "")
+	}
+	f.must(ephemeralTxn("/app/worker", 1))
+	f.must(ephemeralTxn("/app2/x", 1))
+	f.must(ephemeralTxn("/e", 1))
+	f.must(tree.Txn{Type: wire.OpCreate, Path: "/locks/lock-", Mode: wire.ModeEphemeralSequential, Session: 1})
+	f.must(tree.Txn{Type: wire.OpCreate, Path: "/locks/lock-", Mode: wire.ModeEphemeralSequential, Session: 2})
+	f.must(tree.Txn{Type: wire.OpCreate, Path: "/locks/lock-", Mode: wire.ModeEphemeralSequential, Session: 1})
+
+	for _, tc := range []struct {
+		name    string
+		session int64
+		prefix  string
+		want    []string
+	}{
+		{"the root prefix lists all of a session's ephemerals, sorted", 1, "/",
+			[]string{"/app/worker", "/app2/x", "/e", "/locks/lock-0000000000", "/locks/lock-0000000002"}},
+		{"a prefix is a string prefix, so /app also matches /app2", 1, "/app", []string{"/app/worker", "/app2/x"}},
+		{"a prefix may end inside a name", 1, "/locks/lock-", []string{"/locks/lock-0000000000", "/locks/lock-0000000002"}},
+		{"a full path matches its own node", 1, "/e", []string{"/e"}},
+		{"another session's ephemerals are not listed", 2, "/", []string{"/locks/lock-0000000001"}},
+		{"a prefix no ephemeral starts with lists nothing", 1, "/nothing", nil},
+		{"an unknown session lists nothing", 3, "/", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := f.tr.EphemeralsWithPrefix(tc.session, tc.prefix); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("EphemeralsWithPrefix(%d, %q) = %v, want %v", tc.session, tc.prefix, got, tc.want)
+			}
+		})
+	}
+	t.Run("a closed session's ephemerals are gone", func(t *testing.T) {
+		f.must(closeTxn(1))
+		if got := f.tr.EphemeralsWithPrefix(1, "/"); got != nil {
+			t.Errorf("EphemeralsWithPrefix(1, /) = %v after the close", got)
+		}
+	})
+}
+
+func TestDescendants(t *testing.T) {
+	f := newFixture(t)
+	for _, p := range []string{"/a", "/a/b", "/a/b/c", "/a/b/c/d", "/a/e", "/a/e/f", "/ab", "/g"} {
+		f.create(p, "")
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+		want int
+	}{
+		{"the root counts every node but itself", "/", 8},
+		{"a node counts all its descendants at any depth, not itself", "/a", 5},
+		{"a sibling whose name extends the path is not a descendant", "/ab", 0},
+		{"a middle node counts what is below it", "/a/b", 2},
+		{"a leaf has none", "/a/b/c/d", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, err := f.tr.Descendants(tc.path); err != nil || got != tc.want {
+				t.Errorf("Descendants(%s) = %d, %v; want %d", tc.path, got, err, tc.want)
+			}
+		})
+	}
+	t.Run("a missing node is NoNode", func(t *testing.T) {
+		if _, err := f.tr.Descendants("/a/missing"); !errors.Is(err, wire.ErrNoNode) {
+			t.Errorf("err = %v, want ErrNoNode", err)
+		}
+	})
+	t.Run("an invalid path is refused", func(t *testing.T) {
+		if _, err := f.tr.Descendants("a/"); !errors.Is(err, wire.ErrBadArguments) {
+			t.Errorf("err = %v, want ErrBadArguments", err)
+		}
+	})
+	t.Run("a delete lowers the counts of every ancestor", func(t *testing.T) {
+		f.must(deleteTxn("/a/e/f", -1))
+		for path, want := range map[string]int{"/": 7, "/a": 4, "/a/e": 0} {
+			if got, _ := f.tr.Descendants(path); got != want {
+				t.Errorf("Descendants(%s) = %d, want %d", path, got, want)
+			}
 		}
 	})
 }

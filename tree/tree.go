@@ -220,6 +220,51 @@ func (t *Tree) Ephemerals(id int64) []string {
 	return sortedKeys(s.ephemerals)
 }
 
+// EphemeralsWithPrefix returns the paths of a session's ephemeral nodes
+// that start with prefix, sorted: ZooKeeper's getEphemerals, which matches
+// a string prefix ("/app" matches "/app2/x" too) and so gives them all for
+// "/".
+func (t *Tree) EphemeralsWithPrefix(id int64, prefix string) []string {
+	s, ok := t.sessions[id]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for p := range s.ephemerals {
+		if strings.HasPrefix(p, prefix) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Descendants returns the number of nodes below path at any depth, path
+// itself not counted (ZooKeeper's getAllChildrenNumber), or ErrNoNode. It
+// walks the subtree, except for the root.
+func (t *Tree) Descendants(path string) (int, error) {
+	n, err := t.find(path)
+	if err != nil {
+		return 0, err
+	}
+	if n == t.root {
+		return t.count - 1, nil
+	}
+	count := 0
+	stack := []*node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		count += len(n.children)
+		for _, child := range n.children {
+			if len(child.children) > 0 {
+				stack = append(stack, child)
+			}
+		}
+	}
+	return count, nil
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
