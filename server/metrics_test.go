@@ -37,6 +37,8 @@ func TestMetricsAndHealth(t *testing.T) {
 	c.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/m"})
 	c.call(wire.Request{Xid: 2, Op: wire.OpCreate, Path: "/m"}) // NodeExists
 	c.call(wire.Request{Xid: 3, Op: wire.OpGetData, Path: "/m", Watch: true})
+	c.call(wire.Request{Xid: 4, Op: wire.OpGetEphemerals, Path: "/"})
+	c.call(wire.Request{Xid: 5, Op: wire.OpGetAllChildrenNumber, Path: "/missing"})
 	writer := dialRaw(t, s)
 	writer.connect(wire.ConnectRequest{})
 	writer.call(wire.Request{Xid: 1, Op: wire.OpSetData, Path: "/m", Version: -1})
@@ -49,6 +51,8 @@ func TestMetricsAndHealth(t *testing.T) {
 		`arbor_requests_total{op="create",result="ok"} 1`,
 		`arbor_requests_total{op="create",result="node_exists"} 1`,
 		`arbor_requests_total{op="getData",result="ok"} 1`,
+		`arbor_requests_total{op="getEphemerals",result="ok"} 1`,
+		`arbor_requests_total{op="getAllChildrenNumber",result="no_node"} 1`,
 		`arbor_request_duration_seconds_count{op="setData"} 1`,
 		"arbor_connections 2",
 		"arbor_sessions 2",

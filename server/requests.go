@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -147,7 +148,8 @@ func (c *conn) reply(r *request, reply *wire.Reply) {
 	c.send(r.req.Op, reply)
 }
 
-// answerRead answers a read (getData, exists, getChildren, setWatches):
+// answerRead answers a read (getData, exists, getChildren, getEphemerals,
+// getAllChildrenNumber, setWatches):
 // the reply is queued under the same read lock as the read, so that no
 // notification of a later change can overtake it. It reports false for
 // any other request.
@@ -161,7 +163,8 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			reply.Zxid = c.setWatches(t, req)
 			c.reply(r, reply)
 		})
-	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren:
+	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren,
+		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
@@ -262,6 +265,14 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 		if err == nil && req.Watch {
 			s.watches.addChild(req.Path, c)
 		}
+	case wire.OpGetEphemerals:
+		if err = wire.ValidatePath(req.Path, false); err == nil {
+			reply.Children = t.EphemeralsWithPrefix(c.session, req.Path)
+		}
+	case wire.OpGetAllChildrenNumber:
+		var n int
+		n, err = t.Descendants(req.Path)
+		reply.Descendants = int32(min(n, math.MaxInt32))
 	}
 	reply.Err = wire.CodeOf(err)
 }
