@@ -113,10 +113,10 @@ type Client struct {
 	servers []string
 	opts    options
 	log     *zap.Logger
-	born    time.Time // base of lastHeard, for a monotonic clock
+	born    time.Time // base of lastAlive and request send times, for a monotonic clock
 
 	lastZxid  atomic.Int64 // highest zxid in a reply: sent on reattach
-	lastHeard atomic.Int64 // time.Since(born) when a server last sent a frame
+	lastAlive atomic.Int64 // since() of the latest send that a server then answered (see alive)
 	xid       atomic.Int32 // last xid given to a request
 
 	watches watchTable // has its own lock
@@ -376,16 +376,30 @@ func (c *Client) sessionHex() string {
 	return fmt.Sprintf("%#x", c.sessionID)
 }
 
-// heard records that a server sent a frame: the session is alive.
-func (c *Client) heard() { c.lastHeard.Store(int64(time.Since(c.born))) }
+// since is the client's monotonic clock.
+func (c *Client) since() time.Duration { return time.Since(c.born) }
 
-// sessionLeft returns how long the session may still live without a word
-// from a server.
+// alive records that a server answered a request or ping sent at sent (a
+// since() reading). The server heard from the session after sent, so the
+// session's deadline, kept by the leader, is at least sent plus the
+// timeout: counting from the send and not from the answer keeps the
+// client's idea of its session's end never later than the server's.
+func (c *Client) alive(sent time.Duration) {
+	for {
+		cur := c.lastAlive.Load()
+		if int64(sent) <= cur || c.lastAlive.CompareAndSwap(cur, int64(sent)) {
+			return
+		}
+	}
+}
+
+// sessionLeft returns how long the session may still live without an
+// answer from a server.
 func (c *Client) sessionLeft() time.Duration {
 	c.mu.Lock()
 	timeout := c.timeout
 	c.mu.Unlock()
-	return timeout - (time.Since(c.born) - time.Duration(c.lastHeard.Load()))
+	return timeout - (c.since() - time.Duration(c.lastAlive.Load()))
 }
 
 // noteZxid raises lastZxid to z.

@@ -31,9 +31,10 @@ var pingFrame = wire.AppendRequest(nil, &wire.Request{Xid: wire.XidPing, Op: wir
 // first. A frame with a reserved xid (setWatches) has no done.
 type request struct {
 	req       wire.Request
-	watch     *watchReg   // the watch a successful reply registers, or nil
-	done      chan result // capacity 1
-	abandoned atomic.Bool // the caller stopped waiting: no one wants the watch
+	sent      time.Duration // Client.since() when it was queued
+	watch     *watchReg     // the watch a successful reply registers, or nil
+	done      chan result   // capacity 1
+	abandoned atomic.Bool   // the caller stopped waiting: no one wants the watch
 }
 
 type result struct {
@@ -79,10 +80,11 @@ type conn struct {
 	pingEvery   time.Duration // a third of the negotiated session timeout
 	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
 
-	mu      sync.Mutex // guards queue, pending and err
-	queue   []*request // frames for the writer, in send order
-	pending []*request // numbered requests awaiting replies, in xid order
-	err     error      // why the connection broke; nil while it is up
+	mu      sync.Mutex      // guards queue, pending, pings and err
+	queue   []*request      // frames for the writer, in send order
+	pending []*request      // numbered requests awaiting replies, in xid order
+	pings   []time.Duration // since() of each ping awaiting its answer, oldest first
+	err     error           // why the connection broke; nil while it is up
 
 	wake chan struct{}  // capacity 1: the queue is not empty
 	done chan struct{}  // closed by fail
@@ -94,13 +96,14 @@ type conn struct {
 func (c *Client) connect(ctx context.Context, addr string, limit time.Duration) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	start := c.since()
 	nc, err := c.opts.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.handshake(ctx, nc)
 	if err == nil {
-		err = c.attach(resp)
+		err = c.attach(resp, start)
 	}
 	if err != nil {
 		nc.Close()
@@ -165,8 +168,9 @@ func (c *Client) handshake(ctx context.Context, nc net.Conn) (*wire.ConnectRespo
 }
 
 // attach adopts the session the server granted, or refuses a different
-// session than the one the client asked to reattach.
-func (c *Client) attach(resp *wire.ConnectResponse) error {
+// session than the one the client asked to reattach; the handshake began at
+// start.
+func (c *Client) attach(resp *wire.ConnectResponse, start time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sessionID != 0 && resp.SessionID != c.sessionID {
@@ -176,7 +180,7 @@ func (c *Client) attach(resp *wire.ConnectResponse) error {
 	c.sessionID = resp.SessionID
 	c.password = resp.Password
 	c.timeout = time.Duration(resp.TimeoutMs) * time.Millisecond
-	c.heard()
+	c.alive(start)
 	return nil
 }
 
@@ -189,6 +193,7 @@ func (cn *conn) send(r *request) error {
 		return errNotSent
 	}
 	r.req.Xid = cn.c.nextXid() // under mu: xid order is send order
+	r.sent = cn.c.since()
 	cn.pending = append(cn.pending, r)
 	cn.enqueueLocked(r)
 	return nil
@@ -286,6 +291,9 @@ func (cn *conn) writeLoop() {
 			ping = true
 		}
 		if ping {
+			cn.mu.Lock()
+			cn.pings = append(cn.pings, cn.c.since())
+			cn.mu.Unlock()
 			bw.Write(pingFrame)
 		}
 		for {
@@ -330,7 +338,6 @@ func (cn *conn) readLoop() {
 			cn.fail(connLoss(err))
 			return
 		}
-		cn.c.heard()
 		if err := cn.handle(body); err != nil {
 			cn.fail(err)
 			return
@@ -351,7 +358,7 @@ func (cn *conn) handle(body []byte) error {
 	case wire.XidNotification:
 		return cn.handleNotification(body)
 	case wire.XidPing:
-		return nil
+		return cn.handlePing(body)
 	case wire.XidClosing:
 		return cn.handleClosing(body)
 	case wire.XidSetWatches:
@@ -374,6 +381,29 @@ func (cn *conn) handle(body []byte) error {
 	return cn.handleReply(xid, body)
 }
 
+// handlePing takes the answer to the oldest ping in flight. A server that
+// cannot keep the session alive (it has lost its leader) says so, and the
+// client moves to another.
+func (cn *conn) handlePing(body []byte) error {
+	var rep wire.Reply
+	if err := wire.DecodeReply(body, wire.OpPing, &rep); err != nil {
+		return connLoss(err)
+	}
+	cn.mu.Lock()
+	if len(cn.pings) == 0 {
+		cn.mu.Unlock()
+		return connLoss(fmt.Errorf("%w: a ping answer, but no ping is in flight", ErrMalformed))
+	}
+	sent := cn.pings[0]
+	cn.pings = cn.pings[1:]
+	cn.mu.Unlock()
+	if rep.Err != wire.CodeOK {
+		return connLoss(fmt.Errorf("server answered a ping with: %w", rep.Err.Err()))
+	}
+	cn.c.alive(sent)
+	return nil
+}
+
 // handleReply completes the request that reply xid answers, after
 // registering its watch: the reader handles frames in order, so a
 // notification that follows the reply finds the watch in place.
@@ -389,6 +419,9 @@ func (cn *conn) handleReply(xid int32, body []byte) error {
 		return err
 	}
 	cn.c.noteZxid(rep.Zxid)
+	if rep.Err != wire.CodeNoQuorum && rep.Err != wire.CodeShuttingDown {
+		cn.c.alive(r.sent)
+	}
 	if rep.Err == wire.CodeSessionExpired {
 		r.done <- result{err: ErrSessionExpired}
 		return ErrSessionExpired

@@ -240,6 +240,38 @@ func TestAnIdleClientPingsAndAnswersKeepTheConnection(t *testing.T) {
 	}
 }
 
+func TestTheSessionIsCountedFromTheSendOfTheLastAnsweredRequest(t *testing.T) {
+	ps := newPipes(t)
+	c, p := dialPipe(t, ps, WithSessionTimeout(5*time.Second))
+	pending := async(func() error { _, _, err := c.Get(context.Background(), "/x"); return err })
+	req := p.expect(wire.OpGetData, "/x")
+	const delay = 300 * time.Millisecond
+	time.Sleep(delay) // the server sits on the request before answering
+	p.reply(wire.OpGetData, wire.Reply{Xid: req.Xid})
+	if err := wait(t, pending); err != nil {
+		t.Fatal(err)
+	}
+	// The server heard from the session when the request arrived, which
+	// may have been just after it was sent: the session may end a timeout
+	// after the send, not after the answer.
+	if left := c.sessionLeft(); left > c.SessionTimeout()-delay {
+		t.Errorf("session left %v after an answer that took %v, want at most %v",
+			left, delay, c.SessionTimeout()-delay)
+	}
+}
+
+func TestAPingAnsweredWithoutQuorumSendsTheClientElsewhere(t *testing.T) {
+	ps := newPipes(t)
+	c, p := dialPipe(t, ps, WithSessionTimeout(600*time.Millisecond))
+	if req := p.next(); req.Xid != wire.XidPing {
+		t.Fatalf("got %s, want a ping", req.Op)
+	}
+	p.reply(wire.OpPing, wire.Reply{Xid: wire.XidPing, Err: wire.CodeNoQuorum})
+	waitState(t, c, StateDisconnected)
+	ps.accept().handshake(wire.ConnectResponse{})
+	waitState(t, c, StateConnected)
+}
+
 func TestASilentServerIsGivenUpAndTheSessionExpiresLocally(t *testing.T) {
 	ps := newPipes(t)
 	c, p := dialPipe(t, ps, WithSessionTimeout(300*time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) expiryLoop() {
 	defer s.wg.Done()
 	tick := time.NewTicker(expiryInterval)
 	defer tick.Stop()
-	wasLeader := false
+	wasLeader, leaderless := false, false
 	proposed := map[int64]time.Time{} // closes proposed and not yet applied
 	var lastReap time.Time
 	for {
@@ -33,6 +34,18 @@ func (s *Server) expiryLoop() {
 		case <-tick.C:
 		}
 		now := time.Now()
+		if s.node.Leader() == 0 {
+			// Cut off from any leader, this member cannot keep sessions
+			// alive: its clients go to members that can, as ZooKeeper's
+			// do when their server loses the leader.
+			if !leaderless {
+				s.log.Warn("no leader: closing client connections")
+			}
+			leaderless = true
+			s.dropAllConns(wire.CodeNoQuorum)
+			continue
+		}
+		leaderless = false
 		leader := s.node.IsLeader()
 		if leader && !wasLeader {
 			// A new leader cannot know when sessions were last heard

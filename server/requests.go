@@ -38,9 +38,12 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		return false
 	}
 	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion}
-	if req.SessionID == 0 {
+	switch {
+	case c.srv.node.Leader() == 0:
+		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
+	case req.SessionID == 0:
 		err = c.createSession(&req, &resp)
-	} else {
+	default:
 		err = c.reattach(&req, &resp)
 	}
 	if err != nil {
@@ -181,6 +184,11 @@ func (c *conn) answer(r *request, reply *wire.Reply) {
 	switch {
 	case r.err != nil:
 		reply.Err, reply.Zxid = wire.CodeOf(r.err), c.srv.fsm.lastZxid()
+	case req.Op == wire.OpPing && c.srv.node.Leader() == 0:
+		// The session's deadline is kept by a leader this member cannot
+		// reach: a ping answered here would keep the client believing in
+		// a session that may be expiring. The client moves on.
+		reply.Err, reply.Zxid = wire.CodeNoQuorum, c.srv.fsm.lastZxid()
 	case req.Op == wire.OpPing:
 		reply.Zxid = c.srv.fsm.lastZxid()
 	case req.Op.IsWrite():

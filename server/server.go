@@ -58,7 +58,7 @@ func New(cfg Config) (*Server, error) {
 	s.watches = newWatchRegistry(s.notify)
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
 	s.fsm.onClose = s.sessionClosed
-	s.fsm.onRestore = s.dropAllConns
+	s.fsm.onRestore = func() { s.dropAllConns(wire.CodeConnectionLoss) }
 	s.metrics = newMetrics(s)
 	var err error
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -253,11 +253,11 @@ func (s *Server) dropConn(c *conn) {
 // its connection: after a snapshot replaced the tree, clients reattach and
 // restore their watches against the new state (setWatches fires what
 // changed), and sessions the snapshot no longer has are refused.
-func (s *Server) dropAllConns() {
+func (s *Server) dropAllConns(code wire.Code) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		c.goodbye(wire.CodeConnectionLoss)
+		c.goodbye(code)
 		c.cancel()
 	}
 }
