@@ -1,0 +1,47 @@
+// Package recipes builds coordination on the client: Mutex, RWMutex,
+// Election, Semaphore, Barrier and DoubleBarrier. They use only the public
+// API of package client, and they are herd-free: each contender makes an
+// ephemeral-sequential node and watches only the one node that must go
+// before it, so a release wakes exactly the contenders it lets through,
+// however many wait.
+//
+//	m := recipes.NewMutex(c, "/locks/orders")
+//	if err := m.Lock(ctx); err != nil {
+//		return err
+//	}
+//	defer m.Unlock(ctx)
+//	select {
+//	case <-m.Lost():
+//		return errors.New("lost the lock") // the session ended: someone else may hold it
+//	default:
+//	}
+//	return store.Write(ctx, m.Token(), order) // the store refuses tokens lower than one it has seen
+//
+// # Sessions
+//
+// What a recipe holds lives as long as the client's session: an expired
+// session's nodes are deleted by the server, and the next contender goes
+// ahead. The holder learns of it through Lost, closed when the client
+// knows the session is over. The client counts the session's time from
+// the requests the server answered, so it gives the session up no later
+// than the server does; still, a holder that was paused (a long garbage
+// collection, a stopped VM) may act after its session ended without
+// having looked at Lost. A resource that must never accept a stale holder
+// checks the fencing token (Token), which strictly increases from one
+// holder to the next.
+//
+// A waiter whose session expires gets an error matching
+// client.ErrSessionExpired. A connection loss is not a loss of the
+// session: the recipes carry on through reconnections, and a node whose
+// create was answered by a lost connection is found again by its protected
+// name (a prefix unique to the recipe value), so it is neither left behind
+// nor taken twice.
+//
+// # Nodes
+//
+// Node names are _c_<id>-<kind>-<sequence>, where id is unique to the
+// recipe value and kind is lock, read, write, n (a candidate), lease or
+// member. A recipe creates its path and missing ancestors as containers,
+// which the server deletes once they are empty again. See docs/recipes.md
+// for each recipe's algorithm.
+package recipes

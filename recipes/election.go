@@ -1,0 +1,153 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// ErrNoLeader is returned by Election.Leader when no candidate campaigns.
+var ErrNoLeader = errors.New("no leader")
+
+// Election is leader election on a path. Each candidate makes an
+// ephemeral-sequential node holding its value; the lowest is the leader,
+// and each other candidate watches only the candidate just before it, so a
+// leader's departure wakes exactly its successor.
+type Election struct {
+	path string
+	q    *queue
+	h    *hold
+}
+
+// NewElection returns an Election on path for the session of c.
+func NewElection(c *client.Client, path string) *Election {
+	q := newQueue(c, path, nil)
+	return &Election{path: path, q: q, h: newHold(q, false)}
+}
+
+// Campaign enters the election with value and waits until this candidate
+// leads. When ctx ends first, the candidacy is withdrawn. Campaign on a
+// leader returns at once.
+func (e *Election) Campaign(ctx context.Context, value []byte) error {
+	_, err := e.h.acquire(ctx, kindCandidate, value, predecessor, true)
+	return opError("campaign", e.path, err)
+}
+
+// Resign gives up the leadership, which passes to the next candidate.
+func (e *Election) Resign(ctx context.Context) error {
+	return opError("resign", e.path, e.h.release(ctx, kindCandidate, true))
+}
+
+// IsLeader reports whether this candidate leads (and its session lives).
+func (e *Election) IsLeader() bool { return e.h.held() != "" }
+
+// Token returns the fencing token of the current leadership (0 when not
+// leading): successive leaders get strictly increasing tokens.
+func (e *Election) Token() int64 { return e.h.fencingToken() }
+
+// Lost returns a channel closed if the session ends while this candidate
+// leads: from then on another may lead.
+func (e *Election) Lost() <-chan struct{} { return e.h.lostChan() }
+
+// Leader returns the value of the current leader, or ErrNoLeader.
+func (e *Election) Leader(ctx context.Context) ([]byte, error) {
+	for {
+		es, err := e.q.entries(ctx)
+		if err != nil {
+			return nil, opError("leader", e.path, err)
+		}
+		if len(es) == 0 {
+			return nil, opError("leader", e.path, ErrNoLeader)
+		}
+		data, _, err := e.q.c.Get(ctx, e.q.path(es[0]))
+		if errors.Is(err, client.ErrNoNode) || errors.Is(err, client.ErrConnectionLoss) {
+			continue
+		}
+		return data, opError("leader", e.path, err)
+	}
+}
+
+// Observe returns a channel that receives the current leader's value, and
+// then the value of each new leader (or a leader's changed value), until
+// ctx ends or the session does; then it is closed. While there is no
+// leader it receives nothing. Values are not queued: a reader that falls
+// behind gets the latest when it reads. Observing watches only the
+// leader's node (and, while there is none, the election's children).
+func (e *Election) Observe(ctx context.Context) <-chan []byte {
+	ch := make(chan []byte)
+	go e.observe(ctx, ch)
+	return ch
+}
+
+func (e *Election) observe(ctx context.Context, ch chan<- []byte) {
+	defer close(ch)
+	var lastNode string
+	var last []byte
+	for ctx.Err() == nil {
+		ev, err := e.nextLeader(ctx, func(node string, value []byte) bool {
+			if node == lastNode && bytes.Equal(value, last) {
+				return true
+			}
+			select {
+			case ch <- value:
+				lastNode, last = node, value
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+		if err != nil {
+			return // ctx or the session ended
+		}
+		select {
+		case ev := <-ev:
+			if ev.Type == client.EventSession {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// nextLeader finds the leader, tells report its node and value, and
+// returns a watch that fires when the leader may have changed.
+func (e *Election) nextLeader(ctx context.Context, report func(node string, value []byte) bool) (<-chan client.Event, error) {
+	for {
+		es, err := e.q.entries(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(es) == 0 {
+			// Wait for a candidate: a child watch on the election's
+			// node, or an exists watch while the node is missing.
+			names, _, ev, err := e.q.c.ChildrenW(ctx, e.path)
+			switch {
+			case errors.Is(err, client.ErrNoNode):
+				ok, _, ev, err := e.q.c.ExistsW(ctx, e.path)
+				if err == nil && !ok {
+					return ev, nil
+				}
+			case err == nil && len(sortEntries(names)) == 0:
+				return ev, nil
+			}
+			if err != nil && !errors.Is(err, client.ErrConnectionLoss) {
+				return nil, err
+			}
+			continue
+		}
+		value, _, ev, err := e.q.c.GetW(ctx, e.q.path(es[0]))
+		switch {
+		case errors.Is(err, client.ErrNoNode), errors.Is(err, client.ErrConnectionLoss):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if !report(es[0].name, value) {
+			return nil, ctx.Err()
+		}
+		return ev, nil
+	}
+}

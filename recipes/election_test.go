@@ -1,0 +1,110 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+func TestOneLeaderAtATimeThroughLeaderCrashes(t *testing.T) {
+	s := startServer(t)
+	const n = 10
+	type candidate struct {
+		k *cutter
+		c *client.Client
+		e *Election
+	}
+	obs := s.dial(t)
+	observed := NewElection(obs, "/election").Observe(ctxWait(t))
+	cands := make([]*candidate, n)
+	elected := make(chan int, n)
+	for i := range cands {
+		k := new(cutter)
+		c := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
+		cands[i] = &candidate{k: k, c: c, e: NewElection(c, "/election")}
+		go func() {
+			if err := cands[i].e.Campaign(ctxWait(t), []byte(fmt.Sprint("candidate-", i))); err == nil {
+				elected <- i
+			} else if !errors.Is(err, client.ErrSessionExpired) {
+				t.Error(err)
+			}
+		}()
+	}
+	var last int64
+	for round := range n {
+		var leader int
+		select {
+		case leader = <-elected:
+		case <-time.After(testWait):
+			t.Fatalf("round %d: no leader", round)
+		}
+		leaders := 0
+		for _, c := range cands {
+			if c.e.IsLeader() {
+				leaders++
+			}
+		}
+		if leaders != 1 {
+			t.Fatalf("round %d: %d candidates believe they lead", round, leaders)
+		}
+		if tok := cands[leader].e.Token(); tok <= last {
+			t.Errorf("round %d: token %d after %d", round, tok, last)
+		}
+		last = cands[leader].e.Token()
+		want := fmt.Sprint("candidate-", leader)
+		got, err := NewElection(obs, "/election").Leader(ctxWait(t))
+		if err != nil || string(got) != want {
+			t.Errorf("Leader = %q, %v; want %q", got, err, want)
+		}
+		// Observe reports every leader, in order (with no value repeated).
+		select {
+		case v := <-observed:
+			if string(v) != want {
+				t.Errorf("observed %q, want %q", v, want)
+			}
+		case <-time.After(testWait):
+			t.Fatalf("round %d: Observe did not report the leader", round)
+		}
+		if round%2 == 0 {
+			cands[leader].k.cut() // a crash: the session times out
+			<-cands[leader].e.Lost()
+		} else {
+			must(t, cands[leader].e.Resign(ctxWait(t)))
+		}
+		if cands[leader].e.IsLeader() {
+			t.Errorf("round %d: a leader that crashed or resigned still believes it leads", round)
+		}
+	}
+	if _, err := NewElection(obs, "/election").Leader(ctxWait(t)); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("Leader with no candidates: %v, want ErrNoLeader", err)
+	}
+}
+
+func TestObserveWaitsForTheFirstCandidateAndEndsWithCtx(t *testing.T) {
+	s := startServer(t)
+	c := s.dial(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	values := NewElection(c, "/quiet").Observe(ctx)
+	select {
+	case v := <-values:
+		t.Fatalf("observed %q with no candidate", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+	e := NewElection(c, "/quiet")
+	must(t, e.Campaign(ctxWait(t), []byte("first")))
+	must(t, e.Campaign(ctxWait(t), []byte("ignored"))) // already leading
+	if v := <-values; string(v) != "first" {
+		t.Errorf("observed %q", v)
+	}
+	cancel()
+	for range values { // closed once ctx ends
+	}
+	must(t, e.Resign(ctxWait(t)))
+	if err := e.Resign(ctxWait(t)); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("second Resign: %v, want ErrNotHeld", err)
+	}
+}

@@ -1,0 +1,191 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
+)
+
+// The tests run the recipes against a real server on loopback.
+
+const testWait = 20 * time.Second
+
+type testServer struct {
+	addr    string
+	metrics string
+}
+
+func startServer(t *testing.T) *testServer {
+	t.Helper()
+	s, err := server.New(server.Config{
+		Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
+		TickInterval: 10 * time.Millisecond, MinSessionTimeout: 200 * time.Millisecond,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &testServer{addr: s.Addr().String(), metrics: "http://" + s.HTTPAddr().String() + "/metrics"}
+}
+
+func (s *testServer) dial(t *testing.T, opts ...client.Option) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	opts = append([]client.Option{client.WithSessionTimeout(5 * time.Second)}, opts...)
+	c, err := client.Dial(ctx, []string{s.addr}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// notifications reads the server's count of watch notifications sent.
+func (s *testServer) notifications(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "arbor_watch_notifications_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(n)
+		}
+	}
+	return 0 // none sent yet
+}
+
+// children returns the recipe nodes under path.
+func children(t *testing.T, c *client.Client, path string) []string {
+	t.Helper()
+	names, _, err := c.Children(context.Background(), path)
+	if err != nil && !errors.Is(err, client.ErrNoNode) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range sortEntries(names) {
+		out = append(out, e.name)
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testWait); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func ctxWait(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// cutter is a dialer whose connections a test can break, and whose dials
+// it can refuse: a client's crash or partition, as the server sees it.
+type cutter struct {
+	mu      sync.Mutex
+	conns   []net.Conn
+	refuse  bool
+	dropAck atomic.Bool // the next create's answer is lost with the connection
+}
+
+func (k *cutter) dial(ctx context.Context, addr string) (net.Conn, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.refuse {
+		return nil, errors.New("cutter: refused")
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	k.conns = append(k.conns, nc)
+	return &cutConn{Conn: nc, k: k}, nil
+}
+
+// cut breaks every connection and refuses new ones until heal.
+func (k *cutter) cut() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.refuse = true
+	for _, nc := range k.conns {
+		nc.Close()
+	}
+	k.conns = nil
+}
+
+func (k *cutter) heal() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.refuse = false
+}
+
+// cutConn, when its cutter's dropAck is set, lets the next create of a
+// recipe node through to the server, swallows the answer and breaks the
+// connection: the node exists, and the client cannot know it.
+type cutConn struct {
+	net.Conn
+	k     *cutter
+	wrote atomic.Bool
+}
+
+func (c *cutConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.k.dropAck.Load() && bytes.Contains(p, []byte(protectedMark)) {
+		c.wrote.Store(true)
+	}
+	return n, err
+}
+
+func (c *cutConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.wrote.Load() && c.k.dropAck.CompareAndSwap(true, false) {
+		c.Conn.Close()
+		return 0, errors.New("cutConn: the answer was dropped")
+	}
+	return n, err
+}

@@ -1,0 +1,158 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// ErrNotHeld is returned by a release of what the value does not hold.
+var ErrNotHeld = errors.New("not held")
+
+// ErrHeldInOtherMode is returned when an RWMutex value that holds one mode
+// is asked for the other.
+var ErrHeldInOtherMode = errors.New("held in the other mode")
+
+// hold is what a Mutex, RWMutex or Election value holds: one node of its
+// queue, a hold count, the node's czxid as the fencing token and the
+// channel closed if the session ends during the hold.
+type hold struct {
+	q         *queue
+	reentrant bool          // a second acquire counts (locks) or is a no-op (an election)
+	turnstile chan struct{} // capacity 1: one acquire or release at a time
+
+	mu    sync.Mutex // guards the fields below
+	node  string     // the held node's path; "" when nothing is held
+	kind  string
+	count int
+	token int64
+	lost  chan struct{} // closed if the session ends during the hold
+	freed chan struct{} // closed at release: stops watching for the session's end
+}
+
+func newHold(q *queue, reentrant bool) *hold {
+	return &hold{q: q, reentrant: reentrant, turnstile: make(chan struct{}, 1), lost: make(chan struct{})}
+}
+
+func (h *hold) enter(ctx context.Context) error {
+	select {
+	case h.turnstile <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *hold) leave() { <-h.turnstile }
+
+// acquire takes a node of kind with data and waits its turn as blocking
+// says (or, with wait false, gives up at once when it would have to wait,
+// returning false). A cancelled or failed wait removes the node.
+func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking blocker, wait bool) (bool, error) {
+	if err := h.enter(ctx); err != nil {
+		return false, err
+	}
+	defer h.leave()
+	h.mu.Lock()
+	if h.node != "" {
+		defer h.mu.Unlock()
+		if h.kind != kind {
+			return false, ErrHeldInOtherMode
+		}
+		if h.reentrant {
+			h.count++
+		}
+		return true, nil
+	}
+	h.mu.Unlock()
+
+	me, czxid, err := h.q.enqueue(ctx, kind, data)
+	if err != nil {
+		return false, err
+	}
+	node := h.q.path(me)
+	if err := h.q.turn(ctx, me, blocking, wait); err != nil {
+		if rerr := h.q.removeSoon(ctx, node); rerr != nil && ctx.Err() == nil {
+			err = errors.Join(err, rerr)
+		}
+		if errors.Is(err, errWouldBlock) {
+			return false, nil
+		}
+		return false, err
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.node, h.kind, h.count, h.token = node, kind, 1, czxid
+	h.lost, h.freed = make(chan struct{}), make(chan struct{})
+	go watchSession(h.q.c, h.lost, h.freed)
+	return true, nil
+}
+
+// watchSession closes lost if the session ends before freed is closed.
+func watchSession(c *client.Client, lost, freed chan struct{}) {
+	select {
+	case <-c.Done():
+		close(lost)
+	case <-freed:
+	}
+}
+
+// release gives up one hold of kind (all of them with all), deleting the
+// node when the count reaches zero. If the session ended during the hold it
+// says so: what the hold protected may have been changed by another holder.
+func (h *hold) release(ctx context.Context, kind string, all bool) error {
+	if err := h.enter(ctx); err != nil {
+		return err
+	}
+	defer h.leave()
+	h.mu.Lock()
+	if h.node == "" || h.kind != kind {
+		h.mu.Unlock()
+		return ErrNotHeld
+	}
+	if h.count--; h.count > 0 && !all {
+		h.mu.Unlock()
+		return nil
+	}
+	node, lost := h.node, h.lost
+	h.node, h.count, h.token = "", 0, 0
+	close(h.freed)
+	h.mu.Unlock()
+
+	select {
+	case <-lost:
+		return h.q.c.Err()
+	default:
+	}
+	return h.q.removeSoon(ctx, node)
+}
+
+// held returns the kind held, or "".
+func (h *hold) held() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.node == "" {
+		return ""
+	}
+	select {
+	case <-h.lost:
+		return ""
+	default:
+		return h.kind
+	}
+}
+
+func (h *hold) fencingToken() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.token
+}
+
+func (h *hold) lostChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
+}

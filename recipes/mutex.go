@@ -1,0 +1,67 @@
+package recipes
+
+import (
+	"context"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// Mutex is a distributed lock on a path. Each contender makes an
+// ephemeral-sequential node under the path and watches only the node just
+// before its own, so a release wakes exactly one waiter, and waiters get the
+// lock in the order they asked for it.
+//
+// A Mutex value is one owner: it is reentrant (a second Lock on a held
+// value counts, and only the last Unlock releases), and goroutines that
+// share a value share its hold. Give each independent owner its own value.
+type Mutex struct {
+	path string
+	data []byte
+	h    *hold
+}
+
+// NewMutex returns a Mutex on path for the session of c. The path and its
+// missing ancestors are created as containers when first needed.
+func NewMutex(c *client.Client, path string, opts ...Option) *Mutex {
+	o := newOptions(opts)
+	return &Mutex{path: path, data: o.data, h: newHold(newQueue(c, path, o.data), true)}
+}
+
+// Lock waits for the lock. When ctx ends first, the waiter's node is
+// removed and ctx's error returned. When the session expires while
+// waiting, the error matches client.ErrSessionExpired.
+func (m *Mutex) Lock(ctx context.Context) error {
+	_, err := m.h.acquire(ctx, kindLock, m.data, predecessor, true)
+	return opError("lock", m.path, err)
+}
+
+// TryLock takes the lock if no one holds it or waits for it, and otherwise
+// returns false at once, leaving nothing behind.
+func (m *Mutex) TryLock(ctx context.Context) (bool, error) {
+	ok, err := m.h.acquire(ctx, kindLock, m.data, predecessor, false)
+	return ok, opError("trylock", m.path, err)
+}
+
+// Unlock gives up one hold of the lock and releases it after the last. It
+// returns an error matching client.ErrSessionExpired if the session ended
+// while the lock was held (see Lost), and ErrNotHeld if it is not held. If
+// ctx ends before the server confirms the release, the release goes on in
+// the background (or the session's end releases the lock).
+func (m *Mutex) Unlock(ctx context.Context) error {
+	return opError("unlock", m.path, m.h.release(ctx, kindLock, false))
+}
+
+// Token returns the fencing token of the current hold (0 when not held):
+// the zxid that created the holder's node. Successive holders of a lock
+// path get strictly increasing tokens, so a resource that remembers the
+// highest token it has seen can refuse a holder whose lock has passed on.
+func (m *Mutex) Token() int64 { return m.h.fencingToken() }
+
+// Lost returns a channel that is closed if the session ends while the lock
+// is held by this hold: from then on another contender may hold it. Each
+// hold has its own channel; read it after Lock.
+func (m *Mutex) Lost() <-chan struct{} { return m.h.lostChan() }
+
+// Held reports whether the value holds the lock (and its session has not
+// ended).
+func (m *Mutex) Held() bool { return m.h.held() != "" }

@@ -1,0 +1,299 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+func TestMutexExcludesAndItsTokensIncrease(t *testing.T) {
+	s := startServer(t)
+	const clients, goroutines, rounds = 10, 50, 10
+	cs := make([]*client.Client, clients)
+	for i := range cs {
+		cs[i] = s.dial(t)
+	}
+	var inside atomic.Int32
+	var counter int // guarded by the lock under test only
+	var tokens []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := NewMutex(cs[g%clients], "/locks/counter")
+			for range rounds {
+				if err := m.Lock(ctxWait(t)); err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- fmt.Errorf("%d holders at once", n)
+				}
+				counter++
+				tokens = append(tokens, m.Token())
+				time.Sleep(100 * time.Microsecond)
+				inside.Add(-1)
+				if err := m.Unlock(ctxWait(t)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if counter != goroutines*rounds {
+		t.Errorf("counter %d, want %d", counter, goroutines*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d after %d: tokens must increase from holder to holder", tokens[i], tokens[i-1])
+		}
+	}
+	if left := children(t, cs[0], "/locks/counter"); len(left) != 0 {
+		t.Errorf("nodes left behind: %v", left)
+	}
+}
+
+func TestAReleaseWakesOneWaiterInFIFOOrder(t *testing.T) {
+	s := startServer(t)
+	const waiters = 100
+	cs := make([]*client.Client, 10)
+	for i := range cs {
+		cs[i] = s.dial(t)
+	}
+	holder := NewMutex(cs[0], "/locks/herd")
+	must(t, holder.Lock(ctxWait(t)))
+
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		m := NewMutex(cs[i%len(cs)], "/locks/herd")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Lock(ctxWait(t)); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := m.Unlock(ctxWait(t)); err != nil {
+				t.Error(err)
+			}
+		}()
+		// Queue the waiters one after another, so their order is known.
+		waitFor(t, "the waiter to queue", func() bool { return len(children(t, cs[0], "/locks/herd")) == i+2 })
+	}
+	// Every waiter watches its predecessor now.
+	before := s.notifications(t)
+	must(t, holder.Unlock(ctxWait(t)))
+	wg.Wait()
+	if !slices.IsSorted(order) || len(order) != waiters {
+		t.Errorf("acquired in order %v, want 0..%d", order, waiters-1)
+	}
+	// 101 releases: each but the last woke exactly its successor.
+	if got := s.notifications(t) - before; got != waiters {
+		t.Errorf("%d watch notifications for %d handoffs, want exactly one each", got, waiters)
+	}
+}
+
+func TestMutexIsReentrantAndTryLockLeavesNothing(t *testing.T) {
+	s := startServer(t)
+	c1, c2 := s.dial(t), s.dial(t)
+	ctx := ctxWait(t)
+	a, b := NewMutex(c1, "/locks/re"), NewMutex(c2, "/locks/re")
+	must(t, a.Lock(ctx))
+	token := a.Token()
+	must(t, a.Lock(ctx))
+	if a.Token() != token {
+		t.Errorf("a reentrant Lock changed the token")
+	}
+	if ok, err := b.TryLock(ctx); ok || err != nil {
+		t.Fatalf("TryLock of a held lock = %v, %v; want false", ok, err)
+	}
+	if n := len(children(t, c1, "/locks/re")); n != 1 {
+		t.Errorf("%d nodes after a failed TryLock, want the holder's only", n)
+	}
+	must(t, a.Unlock(ctx))
+	if ok, _ := b.TryLock(ctx); ok {
+		t.Fatal("TryLock succeeded while a still held once")
+	}
+	must(t, a.Unlock(ctx))
+	if err := a.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Unlock of an unheld lock: %v, want ErrNotHeld", err)
+	}
+	ok, err := b.TryLock(ctx)
+	if !ok || err != nil {
+		t.Fatalf("TryLock of a free lock = %v, %v", ok, err)
+	}
+	if b.Token() <= token {
+		t.Errorf("token %d after %d", b.Token(), token)
+	}
+	must(t, b.Unlock(ctx))
+}
+
+func TestCancellingAWaiterRemovesItsNode(t *testing.T) {
+	s := startServer(t)
+	c1, c2, c3 := s.dial(t), s.dial(t), s.dial(t)
+	holder := NewMutex(c1, "/locks/cancel")
+	must(t, holder.Lock(ctxWait(t)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- NewMutex(c2, "/locks/cancel").Lock(ctx) }()
+	waitFor(t, "the waiter to queue", func() bool { return len(children(t, c1, "/locks/cancel")) == 2 })
+	third := NewMutex(c3, "/locks/cancel")
+	acquired := make(chan error, 1)
+	go func() { acquired <- third.Lock(ctxWait(t)) }()
+	waitFor(t, "the third to queue", func() bool { return len(children(t, c1, "/locks/cancel")) == 3 })
+
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Lock: %v", err)
+	}
+	waitFor(t, "the cancelled waiter's node to go", func() bool { return len(children(t, c1, "/locks/cancel")) == 2 })
+	// The waiter behind the cancelled one now waits for the holder.
+	must(t, holder.Unlock(ctxWait(t)))
+	must(t, <-acquired)
+	must(t, third.Unlock(ctxWait(t)))
+}
+
+func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
+	s := startServer(t)
+	var k cutter
+	dead := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
+	next := s.dial(t)
+	held := NewMutex(dead, "/locks/crash")
+	must(t, held.Lock(ctxWait(t)))
+	waiter := NewMutex(next, "/locks/crash")
+	acquired := make(chan error, 1)
+	go func() { acquired <- waiter.Lock(ctxWait(t)) }()
+	waitFor(t, "the waiter to queue", func() bool { return len(children(t, next, "/locks/crash")) == 2 })
+
+	start := time.Now()
+	k.cut() // no close: the server hears nothing more from the holder
+	select {
+	case err := <-acquired:
+		must(t, err)
+	case <-time.After(dead.SessionTimeout() + time.Second + time.Second): // +1s of slack for -race
+		t.Fatal("the next waiter did not get the lock after the holder's session timeout")
+	}
+	t.Logf("handed over %v after the cut (session timeout %v)", time.Since(start), dead.SessionTimeout())
+	if waiter.Token() <= held.Token() {
+		t.Errorf("token %d after %d", waiter.Token(), held.Token())
+	}
+	k.heal() // the dead holder comes back: its session is gone
+	select {
+	case <-held.Lost():
+	case <-time.After(testWait):
+		t.Fatal("Lost was not closed for a holder whose session expired")
+	}
+	if held.Held() {
+		t.Error("the dead holder still believes it holds the lock")
+	}
+	if err := held.Unlock(ctxWait(t)); !errors.Is(err, client.ErrSessionExpired) {
+		t.Errorf("Unlock after the session expired: %v, want ErrSessionExpired", err)
+	}
+	must(t, waiter.Unlock(ctxWait(t)))
+}
+
+func TestAHolderNeverOutlivesItsSessionOnTheServer(t *testing.T) {
+	// The client counts the session from the requests the server
+	// answered: when the holder is cut off, Lost closes no later than the
+	// server hands the lock on.
+	s := startServer(t)
+	var k cutter
+	dead := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
+	next := s.dial(t)
+	held := NewMutex(dead, "/locks/lost")
+	must(t, held.Lock(ctxWait(t)))
+	waiter := NewMutex(next, "/locks/lost")
+	acquired := make(chan error, 1)
+	go func() { acquired <- waiter.Lock(ctxWait(t)) }()
+	waitFor(t, "the waiter to queue", func() bool { return len(children(t, next, "/locks/lost")) == 2 })
+	k.cut()
+	must(t, <-acquired)
+	if !closed(held.Lost()) {
+		t.Error("the next waiter holds the lock while the cut-off holder's Lost is still open")
+	}
+	must(t, waiter.Unlock(ctxWait(t)))
+}
+
+func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
+	s := startServer(t)
+	var k cutter
+	c := s.dial(t, client.WithDialer(k.dial))
+	m := NewMutex(c, "/locks/lost-answer")
+	must(t, makeDirs(ctxWait(t), c, "/locks/lost-answer")) // so the first create succeeds
+	k.dropAck.Store(true)
+	must(t, m.Lock(ctxWait(t)))
+	if k.dropAck.Load() {
+		t.Fatal("the create's answer was not dropped")
+	}
+	nodes := children(t, c, "/locks/lost-answer")
+	if len(nodes) != 1 || !strings.HasSuffix(nodes[0], "-0000000000") {
+		t.Fatalf("nodes %v, want exactly the first one created, found again", nodes)
+	}
+	must(t, m.Unlock(ctxWait(t)))
+	if nodes := children(t, c, "/locks/lost-answer"); len(nodes) != 0 {
+		t.Errorf("nodes left: %v", nodes)
+	}
+}
+
+func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
+	s := startServer(t)
+	old, c := s.dial(t), s.dial(t)
+	stale := newQueue(old, "/locks/stale", nil)
+	_, _, err := stale.enqueue(ctxWait(t), kindLock, nil)
+	must(t, err)
+	// The same recipe value in a new session (its prefix) must not take
+	// the old session's node as its own.
+	q := newQueue(c, "/locks/stale", nil)
+	q.prefix = stale.prefix
+	e, _, err := q.findOwn(ctxWait(t), kindLock)
+	must(t, err)
+	if e.name != "" {
+		t.Fatalf("adopted %s, a node of another session", e.name)
+	}
+	if nodes := children(t, c, "/locks/stale"); len(nodes) != 0 {
+		t.Errorf("the stale node was not deleted: %v", nodes)
+	}
+}
+
+func TestParseEntry(t *testing.T) {
+	tests := []struct {
+		name string
+		want entry
+		ok   bool
+	}{
+		{"_c_0123abcd-lock-0000000042", entry{"_c_0123abcd-lock-0000000042", "lock", 42}, true},
+		{"_c_ff-read-0000000000", entry{"_c_ff-read-0000000000", "read", 0}, true},
+		{"lock-0000000042", entry{}, false},       // not a recipe node
+		{"_c_ff-lock-00000042", entry{}, false},   // short sequence
+		{"_c_ff-lock0000000042", entry{}, false},  // no dash before the sequence
+		{"_c_fflock-0000000042", entry{}, false},  // no kind
+		{"_c_ff-lock--000000042", entry{}, false}, // a negative sequence
+		{"ready", entry{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseEntry(tt.name)
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("parseEntry(%q) = %+v, %v; want %+v, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package recipes
+
+import (
+	"context"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// RWMutex is a distributed reader/writer lock on a path: readers share it,
+// a writer holds it alone. Contenders queue in one FIFO order, so readers
+// that come after a waiting writer wait for it too and a stream of readers
+// cannot starve a writer. A reader watches the nearest writer ahead of it,
+// a writer the node just ahead of it: a release wakes only those it lets
+// through.
+//
+// An RWMutex value holds one mode at a time; asking it for the other mode
+// while it holds one fails with ErrHeldInOtherMode. Like Mutex, it is
+// reentrant within a mode.
+type RWMutex struct {
+	path string
+	data []byte
+	h    *hold
+}
+
+// NewRWMutex returns an RWMutex on path for the session of c.
+func NewRWMutex(c *client.Client, path string, opts ...Option) *RWMutex {
+	o := newOptions(opts)
+	return &RWMutex{path: path, data: o.data, h: newHold(newQueue(c, path, o.data), true)}
+}
+
+// writerAhead makes a reader wait for the nearest writer ahead of it.
+func writerAhead(es []entry, i int) int {
+	for j := i - 1; j >= 0; j-- {
+		if es[j].kind == kindWrite {
+			return j
+		}
+	}
+	return -1
+}
+
+// RLock waits for a read hold.
+func (rw *RWMutex) RLock(ctx context.Context) error {
+	_, err := rw.h.acquire(ctx, kindRead, rw.data, writerAhead, true)
+	return opError("rlock", rw.path, err)
+}
+
+// TryRLock takes a read hold if no writer holds or waits, else returns
+// false at once.
+func (rw *RWMutex) TryRLock(ctx context.Context) (bool, error) {
+	ok, err := rw.h.acquire(ctx, kindRead, rw.data, writerAhead, false)
+	return ok, opError("tryrlock", rw.path, err)
+}
+
+// RUnlock gives up a read hold, as Mutex.Unlock.
+func (rw *RWMutex) RUnlock(ctx context.Context) error {
+	return opError("runlock", rw.path, rw.h.release(ctx, kindRead, false))
+}
+
+// Lock waits for the write hold.
+func (rw *RWMutex) Lock(ctx context.Context) error {
+	_, err := rw.h.acquire(ctx, kindWrite, rw.data, predecessor, true)
+	return opError("lock", rw.path, err)
+}
+
+// TryLock takes the write hold if no one holds or waits, else returns
+// false at once.
+func (rw *RWMutex) TryLock(ctx context.Context) (bool, error) {
+	ok, err := rw.h.acquire(ctx, kindWrite, rw.data, predecessor, false)
+	return ok, opError("trylock", rw.path, err)
+}
+
+// Unlock gives up the write hold, as Mutex.Unlock.
+func (rw *RWMutex) Unlock(ctx context.Context) error {
+	return opError("unlock", rw.path, rw.h.release(ctx, kindWrite, false))
+}
+
+// Token returns the fencing token of the current hold, read or write (see
+// Mutex.Token). A writer's token is higher than that of every holder before
+// it.
+func (rw *RWMutex) Token() int64 { return rw.h.fencingToken() }
+
+// Lost returns a channel closed if the session ends during the current
+// hold (see Mutex.Lost).
+func (rw *RWMutex) Lost() <-chan struct{} { return rw.h.lostChan() }

@@ -1,0 +1,146 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// Semaphore lets at most n holders at a time hold a lease on a path.
+//
+// It is Curator's semaphore: an Acquire first takes a Mutex on path/lock,
+// so only one contender at a time looks at the leases; it makes its lease
+// node under path/leases and, while more than n leases are there, waits for
+// a change of the leases with the mutex held. So a released lease wakes
+// only the one contender at the head of the line, never a herd. All the
+// contenders on a path must agree on n.
+type Semaphore struct {
+	c      *client.Client
+	path   string
+	n      int
+	data   []byte
+	leases string
+}
+
+// NewSemaphore returns a Semaphore on path allowing n holders (n < 1 is
+// taken as 1).
+func NewSemaphore(c *client.Client, path string, n int, opts ...Option) *Semaphore {
+	o := newOptions(opts)
+	return &Semaphore{c: c, path: path, n: max(n, 1), data: o.data, leases: path + "/leases"}
+}
+
+// Lease is one holder's share of a Semaphore.
+type Lease struct {
+	q     *queue
+	node  string
+	token int64
+	lost  chan struct{}
+	freed chan struct{}
+	once  sync.Once
+}
+
+// Acquire waits for a lease. When ctx ends first, nothing is left behind.
+func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+	l, err := s.acquire(ctx, true)
+	return l, opError("acquire", s.path, err)
+}
+
+// TryAcquire takes a lease if one is free now, and otherwise returns a nil
+// Lease at once.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+	l, err := s.acquire(ctx, false)
+	return l, opError("tryacquire", s.path, err)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
+	m := NewMutex(s.c, s.path+"/lock", WithData(s.data))
+	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.Unlock(context.WithoutCancel(ctx))
+
+	q := newQueue(s.c, s.leases, s.data)
+	me, czxid, err := q.enqueue(ctx, kindLease, s.data)
+	if err != nil {
+		return nil, err
+	}
+	node := q.path(me)
+	if err := s.waitLease(ctx, q, me, wait); err != nil {
+		if rerr := q.removeSoon(ctx, node); rerr != nil && ctx.Err() == nil {
+			err = errors.Join(err, rerr)
+		}
+		if errors.Is(err, errWouldBlock) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	l := &Lease{q: q, node: node, token: czxid, lost: make(chan struct{}), freed: make(chan struct{})}
+	go watchSession(s.c, l.lost, l.freed)
+	return l, nil
+}
+
+// waitLease waits, holding the mutex, until me is among the first n
+// leases. Only the mutex holder ever waits here, so a release wakes one
+// contender.
+func (s *Semaphore) waitLease(ctx context.Context, q *queue, me entry, wait bool) error {
+	watch := false // the first look needs no watch: usually a lease is free
+	for {
+		var names []string
+		var ev <-chan client.Event
+		var err error
+		if watch {
+			names, _, ev, err = s.c.ChildrenW(ctx, s.leases)
+		} else {
+			names, _, err = s.c.Children(ctx, s.leases)
+		}
+		if errors.Is(err, client.ErrConnectionLoss) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		es := sortEntries(names)
+		i := slices.IndexFunc(es, func(e entry) bool { return e.name == me.name })
+		switch {
+		case i < 0:
+			return q.gone()
+		case i < s.n:
+			return nil
+		case !wait:
+			return errWouldBlock
+		case !watch:
+			watch = true
+			continue
+		}
+		if err := waitEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
+}
+
+// Release gives the lease back. It returns an error matching
+// client.ErrSessionExpired if the session ended while the lease was held.
+// If ctx ends first, the release goes on in the background.
+func (l *Lease) Release(ctx context.Context) error {
+	err := ErrNotHeld
+	l.once.Do(func() {
+		close(l.freed)
+		select {
+		case <-l.lost:
+			err = l.q.c.Err()
+		default:
+			err = l.q.removeSoon(ctx, l.node)
+		}
+	})
+	return opError("release", l.node, err)
+}
+
+// Token returns the lease's fencing token, the zxid that created it.
+func (l *Lease) Token() int64 { return l.token }
+
+// Lost returns a channel closed if the session ends while the lease is
+// held.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
