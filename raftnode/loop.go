@@ -101,7 +101,17 @@ func (n *Node) processReady() error {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			n.term.Store(rd.HardState.Term)
 		}
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+		// A leader sends before its own fsync, so that its followers write
+		// the entries while it does (raft thesis, 10.2.1): an entry counts
+		// toward commit only once a member acknowledges it as durable, the
+		// leader included. A follower or candidate must persist first: its
+		// answers (votes, acknowledgements) promise durable state.
+		leading := n.leader.Load() == n.cfg.ID
+		send := n.cfg.Transport != nil && len(rd.Messages) > 0
+		if send && leading {
+			n.cfg.Transport.Send(rd.Messages)
+		}
+		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
 			return err
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
@@ -109,7 +119,7 @@ func (n *Node) processReady() error {
 				return err
 			}
 		}
-		if n.cfg.Transport != nil && len(rd.Messages) > 0 {
+		if send && !leading {
 			n.cfg.Transport.Send(rd.Messages)
 		}
 		if err := n.apply(rd.CommittedEntries); err != nil {

@@ -166,10 +166,13 @@ func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 	return snap, err
 }
 
-// Save makes a Ready's state durable with one synced batch: the snapshot
-// it carries (if any), its entries (dropping any conflicting tail) and its
-// HardState. Then it updates the mirror.
-func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Snapshot) error {
+// Save writes a Ready's state in one batch: the snapshot it carries (if
+// any), its entries (dropping any conflicting tail) and its HardState. Then
+// it updates the mirror. The batch is fsynced when mustSync (raft's
+// Ready.MustSync: new entries, a new term or a vote) or when it carries a
+// snapshot; a HardState whose commit index alone moved need not be, as
+// raft learns the commit index again from the leader after a crash.
+func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Snapshot, mustSync bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	if !raft.IsEmptySnap(snap) {
@@ -207,8 +210,12 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 	if b.Empty() {
 		return nil
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("sync raft store: %w", err)
+	opts := pebble.NoSync
+	if mustSync || !raft.IsEmptySnap(snap) {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
+		return fmt.Errorf("write raft store: %w", err)
 	}
 	if !raft.IsEmptySnap(snap) {
 		snap.Data = nil // the mirror keeps metadata only; Snapshot reads the data back
