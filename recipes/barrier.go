@@ -98,7 +98,7 @@ type DoubleBarrier struct {
 	n     int
 	q     *queue
 	ready string
-	me    entry // this value's node while it is inside
+	me    ticket // this value's node while it is inside
 }
 
 // NewDoubleBarrier returns the DoubleBarrier at path for a group of n.
@@ -110,14 +110,14 @@ func NewDoubleBarrier(c *client.Client, path string, n int, opts ...Option) *Dou
 // Enter joins the group and waits until n members have joined. When ctx
 // ends first, it leaves the group again.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	me, _, err := d.q.enqueue(ctx, kindMember, d.q.data)
+	me, err := d.q.enqueue(ctx, kindMember, d.q.data)
 	if err != nil {
 		return opError("enter", d.path, err)
 	}
 	d.me = me
 	if err := d.enter(ctx); err != nil {
-		d.me = entry{}
-		if rerr := d.q.removeSoon(ctx, d.q.path(me)); rerr != nil && ctx.Err() == nil {
+		d.me = ticket{}
+		if rerr := d.q.leave(ctx, me); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
 		return opError("enter", d.path, err)
@@ -164,7 +164,7 @@ func (d *DoubleBarrier) Leave(ctx context.Context) error {
 	}
 	err := d.leave(ctx)
 	if err == nil {
-		d.me = entry{}
+		d.me = ticket{}
 	}
 	return opError("leave", d.path, err)
 }
@@ -184,9 +184,9 @@ func (d *DoubleBarrier) leave(ctx context.Context) error {
 		case len(es) == 0:
 			return nil
 		case i == 0 && len(es) == 1:
-			_, err := d.c.Multi(ctx, client.DeleteOp(d.q.path(d.me), -1), client.DeleteOp(d.ready, -1))
+			_, err := d.c.Multi(ctx, client.DeleteOp(d.q.path(d.me.entry), -1), client.DeleteOp(d.ready, -1))
 			if errors.Is(err, client.ErrNoNode) {
-				err = d.q.remove(ctx, d.q.path(d.me)) // the ready mark is gone already
+				err = d.q.remove(ctx, d.q.path(d.me.entry)) // the ready mark is gone already
 			}
 			if errors.Is(err, client.ErrConnectionLoss) {
 				continue
@@ -196,7 +196,7 @@ func (d *DoubleBarrier) leave(ctx context.Context) error {
 			watch = es[len(es)-1]
 		default:
 			if i > 0 {
-				if err := d.q.remove(ctx, d.q.path(d.me)); err != nil {
+				if err := d.q.remove(ctx, d.q.path(d.me.entry)); err != nil {
 					return err
 				}
 			}

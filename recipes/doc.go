@@ -34,13 +34,13 @@
 // client.ErrSessionExpired. A connection loss is not a loss of the
 // session: the recipes carry on through reconnections, and a node whose
 // create was answered by a lost connection is found again by its protected
-// name (a prefix unique to the recipe value), so it is neither left behind
+// name (a prefix unique to each acquisition), so it is neither left behind
 // nor taken twice.
 //
 // # Nodes
 //
 // Node names are _c_<id>-<kind>-<sequence>, where id is unique to the
-// recipe value and kind is lock, read, write, n (a candidate), lease or
+// acquisition and kind is lock, read, write, n (a candidate), lease or
 // member. A recipe creates its path and missing ancestors as containers,
 // which the server deletes once they are empty again. See docs/recipes.md
 // for each recipe's algorithm.

@@ -24,10 +24,8 @@ type hold struct {
 	turnstile chan struct{} // capacity 1: one acquire or release at a time
 
 	mu    sync.Mutex // guards the fields below
-	node  string     // the held node's path; "" when nothing is held
-	kind  string
+	t     ticket     // the held node; t.name is "" when nothing is held
 	count int
-	token int64
 	lost  chan struct{} // closed if the session ends during the hold
 	freed chan struct{} // closed at release: stops watching for the session's end
 }
@@ -56,9 +54,9 @@ func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking b
 	}
 	defer h.leave()
 	h.mu.Lock()
-	if h.node != "" {
+	if h.t.name != "" {
 		defer h.mu.Unlock()
-		if h.kind != kind {
+		if h.t.kind != kind {
 			return false, ErrHeldInOtherMode
 		}
 		if h.reentrant {
@@ -68,13 +66,12 @@ func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking b
 	}
 	h.mu.Unlock()
 
-	me, czxid, err := h.q.enqueue(ctx, kind, data)
+	t, err := h.q.enqueue(ctx, kind, data)
 	if err != nil {
 		return false, err
 	}
-	node := h.q.path(me)
-	if err := h.q.turn(ctx, me, blocking, wait); err != nil {
-		if rerr := h.q.removeSoon(ctx, node); rerr != nil && ctx.Err() == nil {
+	if err := h.q.turn(ctx, t, blocking, wait); err != nil {
+		if rerr := h.q.leave(ctx, t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, errWouldBlock) {
@@ -85,7 +82,7 @@ func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking b
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.node, h.kind, h.count, h.token = node, kind, 1, czxid
+	h.t, h.count = t, 1
 	h.lost, h.freed = make(chan struct{}), make(chan struct{})
 	go watchSession(h.q.c, h.lost, h.freed)
 	return true, nil
@@ -109,7 +106,7 @@ func (h *hold) release(ctx context.Context, kind string, all bool) error {
 	}
 	defer h.leave()
 	h.mu.Lock()
-	if h.node == "" || h.kind != kind {
+	if h.t.name == "" || h.t.kind != kind {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
@@ -117,8 +114,8 @@ func (h *hold) release(ctx context.Context, kind string, all bool) error {
 		h.mu.Unlock()
 		return nil
 	}
-	node, lost := h.node, h.lost
-	h.node, h.count, h.token = "", 0, 0
+	t, lost := h.t, h.lost
+	h.t, h.count = ticket{}, 0
 	close(h.freed)
 	h.mu.Unlock()
 
@@ -127,28 +124,28 @@ func (h *hold) release(ctx context.Context, kind string, all bool) error {
 		return h.q.c.Err()
 	default:
 	}
-	return h.q.removeSoon(ctx, node)
+	return h.q.leave(ctx, t)
 }
 
 // held returns the kind held, or "".
 func (h *hold) held() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.node == "" {
+	if h.t.name == "" {
 		return ""
 	}
 	select {
 	case <-h.lost:
 		return ""
 	default:
-		return h.kind
+		return h.t.kind
 	}
 }
 
 func (h *hold) fencingToken() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.token
+	return h.t.czxid
 }
 
 func (h *hold) lostChan() <-chan struct{} {

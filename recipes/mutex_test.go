@@ -258,14 +258,11 @@ func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
 func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
 	s := startServer(t)
 	old, c := s.dial(t), s.dial(t)
-	stale := newQueue(old, "/locks/stale", nil)
-	_, _, err := stale.enqueue(ctxWait(t), kindLock, nil)
+	stale, err := newQueue(old, "/locks/stale", nil).enqueue(ctxWait(t), kindLock, nil)
 	must(t, err)
-	// The same recipe value in a new session (its prefix) must not take
-	// the old session's node as its own.
-	q := newQueue(c, "/locks/stale", nil)
-	q.prefix = stale.prefix
-	e, _, err := q.findOwn(ctxWait(t), kindLock)
+	// A node with the same protected name in another session must not be
+	// taken as one's own.
+	e, _, err := newQueue(c, "/locks/stale", nil).findOwn(ctxWait(t), stale.prefix)
 	must(t, err)
 	if e.name != "" {
 		t.Fatalf("adopted %s, a node of another session", e.name)

@@ -46,7 +46,7 @@ const (
 )
 
 // protectedMark starts every name a recipe gives its nodes, followed by a
-// random id unique to the recipe value: _c_<32 hex digits>-<kind>-<sequence>.
+// random id unique to one acquisition: _c_<32 hex digits>-<kind>-<sequence>.
 const protectedMark = "_c_"
 
 // seqDigits is the length of the sequence number the server appends.
@@ -56,20 +56,17 @@ const seqDigits = 10
 // its session ended, or someone deleted it.
 var errGone = errors.New("the recipe's node is gone")
 
-// queue is one recipe value's place among the ephemeral-sequential nodes
-// under dir: it creates the value's node with a protected name, lists the
-// nodes in sequence order and waits for its turn.
+// queue is a recipe's view of the ephemeral-sequential nodes under dir: it
+// creates a node with a protected name, lists the nodes in sequence order
+// and waits for a node's turn.
 type queue struct {
-	c      *client.Client
-	dir    string
-	prefix string // protectedMark + this value's id + "-"
-	data   []byte
+	c    *client.Client
+	dir  string
+	data []byte
 }
 
 func newQueue(c *client.Client, dir string, data []byte) *queue {
-	var id [16]byte
-	_, _ = rand.Read(id[:]) // never fails
-	return &queue{c: c, dir: dir, prefix: protectedMark + hex.EncodeToString(id[:]) + "-", data: data}
+	return &queue{c: c, dir: dir, data: data}
 }
 
 // entry is one node of a queue.
@@ -95,9 +92,6 @@ func parseEntry(name string) (entry, bool) {
 }
 
 func (q *queue) path(e entry) string { return q.dir + "/" + e.name }
-
-// mine reports whether e was created by this recipe value.
-func (q *queue) mine(e entry) bool { return strings.HasPrefix(e.name, q.prefix) }
 
 // entries lists the queue in sequence order; a missing dir is an empty
 // queue.
@@ -127,47 +121,68 @@ func sortEntries(names []string) []entry {
 	return es
 }
 
-// enqueue creates this value's node of kind, with the dir if it is
-// missing, and returns it with its czxid. A create whose answer was lost
-// with the connection is found again by the value's prefix.
-func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (entry, int64, error) {
+// ticket is one acquisition's node.
+type ticket struct {
+	entry
+	prefix string // protectedMark + the acquisition's id + "-"
+	czxid  int64  // the fencing token
+	// lossy says that a create's answer was lost: the server may still
+	// apply it after the retry, making a second node with prefix.
+	lossy bool
+}
+
+// sibling reports whether e is another node of t's acquisition.
+func (t *ticket) sibling(e entry) bool {
+	return e.name != t.name && strings.HasPrefix(e.name, t.prefix)
+}
+
+// enqueue creates a node of kind with data, and the dir if it is missing.
+// A create whose answer was lost with the connection is found again by its
+// protected name.
+func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, error) {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // never fails
+	t := ticket{prefix: protectedMark + hex.EncodeToString(id[:]) + "-"}
 	for {
-		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+q.prefix+kind+"-", data, client.EphemeralSequential)
+		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+t.prefix+kind+"-", data, client.EphemeralSequential)
 		switch {
 		case err == nil:
-			e, _ := parseEntry(p[len(q.dir)+1:])
-			return e, st.Czxid, nil
+			t.entry, _ = parseEntry(p[len(q.dir)+1:])
+			t.czxid = st.Czxid
+			return t, nil
 		case errors.Is(err, client.ErrNoNode):
 			if err := makeDirs(ctx, q.c, q.dir); err != nil {
-				return entry{}, 0, err
+				return t, err
 			}
 		case errors.Is(err, client.ErrConnectionLoss):
-			e, czxid, err := q.findOwn(ctx, kind)
+			t.lossy = true
+			e, czxid, err := q.findOwn(ctx, t.prefix)
 			if err != nil || e.name != "" {
-				return e, czxid, err
+				t.entry, t.czxid = e, czxid
+				return t, err
 			}
 		default:
-			return entry{}, 0, err
+			return t, err
 		}
 	}
 }
 
-// findOwn looks for a node of kind that this value created in this
-// session. A node of this value's left by another session (one that has
-// expired and not yet been cleaned up) is deleted, never adopted.
-func (q *queue) findOwn(ctx context.Context, kind string) (entry, int64, error) {
+// findOwn looks for a node named with prefix that this session created. A
+// node with the prefix left by another session (one that has expired and
+// not yet been cleaned up) is deleted, never adopted.
+func (q *queue) findOwn(ctx context.Context, prefix string) (entry, int64, error) {
 	es, err := q.entries(ctx)
 	if err != nil {
 		return entry{}, 0, err
 	}
 	for _, e := range es {
-		if !q.mine(e) || e.kind != kind {
+		if !strings.HasPrefix(e.name, prefix) {
 			continue
 		}
 		ok, st, err := q.c.Exists(ctx, q.path(e))
 		switch {
 		case errors.Is(err, client.ErrConnectionLoss):
-			return q.findOwn(ctx, kind)
+			return q.findOwn(ctx, prefix)
 		case err != nil:
 			return entry{}, 0, err
 		case !ok:
@@ -196,29 +211,24 @@ var errWouldBlock = errors.New("would block")
 
 // turn waits until blocking finds nothing ahead of me that it must wait
 // for, watching only that one node each time. With wait false it returns
-// errWouldBlock instead of waiting. Nodes of this value's other than me
-// (left by an earlier create whose answer was lost) are deleted.
-func (q *queue) turn(ctx context.Context, me entry, blocking blocker, wait bool) error {
+// errWouldBlock instead of waiting.
+//
+// It lists the queue once, and again only when it must: the nodes ahead
+// of me can only go away (a new node gets a higher sequence number), so
+// when the watched node is deleted, the list minus that node still holds
+// every node that can be ahead, and blocking is asked again on it. A node
+// it names that has died meanwhile fails its watch with ErrNoNode and is
+// dropped the same way. So a handoff costs the waiter no read.
+func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool) error {
+	var es []entry // the queue up to and with me; nil: list it
 	for {
-		all, err := q.entries(ctx)
-		if err != nil {
-			return err
-		}
-		es := all[:0:0]
-		for _, e := range all {
-			if e.name != me.name && q.mine(e) {
-				if err := q.remove(ctx, q.path(e)); err != nil {
-					return err
-				}
-				continue
+		if es == nil {
+			var err error
+			if es, err = q.upTo(ctx, me); err != nil {
+				return err
 			}
-			es = append(es, e)
 		}
-		i := slices.IndexFunc(es, func(e entry) bool { return e.name == me.name })
-		if i < 0 {
-			return q.gone()
-		}
-		b := blocking(es, i)
+		b := blocking(es, len(es)-1)
 		if b < 0 {
 			return nil
 		}
@@ -227,15 +237,57 @@ func (q *queue) turn(ctx context.Context, me entry, blocking blocker, wait bool)
 		}
 		_, _, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
-		case errors.Is(err, client.ErrNoNode), errors.Is(err, client.ErrConnectionLoss):
+		case errors.Is(err, client.ErrNoNode):
+			es = slices.Delete(es, b, b+1)
+			continue
+		case errors.Is(err, client.ErrConnectionLoss):
+			es = nil
 			continue
 		case err != nil:
 			return err
 		}
-		if err := waitEvent(ctx, ev); err != nil {
-			return err
+		select {
+		case e := <-ev:
+			switch e.Type {
+			case client.EventSession:
+				return e.Err
+			case client.EventNodeDeleted:
+				es = slices.Delete(es, b, b+1)
+			default:
+				es = nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+}
+
+// upTo lists the queue up to and with me. Other nodes of me's acquisition,
+// before or after it (left by a create whose answer was lost, perhaps
+// applied only after the retry), are deleted.
+func (q *queue) upTo(ctx context.Context, me ticket) ([]entry, error) {
+	all, err := q.entries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var es []entry
+	found := false
+	for _, e := range all {
+		switch {
+		case e.name == me.name:
+			es, found = append(es, e), true
+		case me.sibling(e):
+			if err := q.remove(ctx, q.path(e)); err != nil {
+				return nil, err
+			}
+		case !found:
+			es = append(es, e)
+		}
+	}
+	if !found {
+		return nil, q.gone()
+	}
+	return es, nil
 }
 
 // gone is the error for this value's node having vanished: the session's
@@ -265,18 +317,37 @@ func (q *queue) remove(ctx context.Context, path string) error {
 	}
 }
 
-// removeSoon deletes the node at path for a caller that may have given
-// up: it waits for the deletion while ctx lives, and lets it finish in the
-// background after that.
-func (q *queue) removeSoon(ctx context.Context, path string) error {
+// leave deletes t's node for a caller that may have given up: it waits for
+// the deletion while ctx lives, and lets it finish in the background after
+// that. If t's create was retried, a second node of its acquisition may
+// have appeared since it was last looked for: it goes too.
+func (q *queue) leave(ctx context.Context, t ticket) error {
 	done := make(chan error, 1)
-	go func() { done <- q.remove(context.WithoutCancel(ctx), path) }()
+	go func() {
+		bg := context.WithoutCancel(ctx)
+		err := q.remove(bg, q.path(t.entry))
+		if err == nil && t.lossy {
+			err = q.sweep(bg, t)
+		}
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// sweep deletes the other nodes of t's acquisition.
+func (q *queue) sweep(ctx context.Context, t ticket) error {
+	es, err := q.entries(ctx)
+	for _, e := range es {
+		if err == nil && t.sibling(e) {
+			err = q.remove(ctx, q.path(e))
+		}
+	}
+	return err
 }
 
 // makeDirs creates dir and its missing ancestors as containers, which the

@@ -35,8 +35,7 @@ func NewSemaphore(c *client.Client, path string, n int, opts ...Option) *Semapho
 // Lease is one holder's share of a Semaphore.
 type Lease struct {
 	q     *queue
-	node  string
-	token int64
+	t     ticket
 	lost  chan struct{}
 	freed chan struct{}
 	once  sync.Once
@@ -63,13 +62,12 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	defer m.Unlock(context.WithoutCancel(ctx))
 
 	q := newQueue(s.c, s.leases, s.data)
-	me, czxid, err := q.enqueue(ctx, kindLease, s.data)
+	t, err := q.enqueue(ctx, kindLease, s.data)
 	if err != nil {
 		return nil, err
 	}
-	node := q.path(me)
-	if err := s.waitLease(ctx, q, me, wait); err != nil {
-		if rerr := q.removeSoon(ctx, node); rerr != nil && ctx.Err() == nil {
+	if err := s.waitLease(ctx, q, t, wait); err != nil {
+		if rerr := q.leave(ctx, t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, errWouldBlock) {
@@ -77,7 +75,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 		}
 		return nil, err
 	}
-	l := &Lease{q: q, node: node, token: czxid, lost: make(chan struct{}), freed: make(chan struct{})}
+	l := &Lease{q: q, t: t, lost: make(chan struct{}), freed: make(chan struct{})}
 	go watchSession(s.c, l.lost, l.freed)
 	return l, nil
 }
@@ -85,7 +83,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 // waitLease waits, holding the mutex, until me is among the first n
 // leases. Only the mutex holder ever waits here, so a release wakes one
 // contender.
-func (s *Semaphore) waitLease(ctx context.Context, q *queue, me entry, wait bool) error {
+func (s *Semaphore) waitLease(ctx context.Context, q *queue, me ticket, wait bool) error {
 	watch := false // the first look needs no watch: usually a lease is free
 	for {
 		var names []string
@@ -132,14 +130,14 @@ func (l *Lease) Release(ctx context.Context) error {
 		case <-l.lost:
 			err = l.q.c.Err()
 		default:
-			err = l.q.removeSoon(ctx, l.node)
+			err = l.q.leave(ctx, l.t)
 		}
 	})
-	return opError("release", l.node, err)
+	return opError("release", l.q.path(l.t.entry), err)
 }
 
 // Token returns the lease's fencing token, the zxid that created it.
-func (l *Lease) Token() int64 { return l.token }
+func (l *Lease) Token() int64 { return l.t.czxid }
 
 // Lost returns a channel closed if the session ends while the lease is
 // held.
