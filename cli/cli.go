@@ -1,7 +1,9 @@
-// Package cli is the arbor command: browse and edit an Arbor tree.
+// Package cli is the arbor command: browse, edit and watch an Arbor tree,
+// from the command line or from its interactive shell.
 //
 // Intended output goes to stdout and diagnostics to stderr. Exit codes: 0
-// success, 1 an error, 2 a usage mistake.
+// success, 1 an error, 2 a usage mistake. docs/cli.md describes every
+// command and the JSON that -o json prints.
 package cli
 
 import (
@@ -22,38 +24,82 @@ import (
 // DefaultServers is used when neither --servers nor ARBOR_SERVERS is set.
 const DefaultServers = "127.0.0.1:2281"
 
-// env holds what every command shares.
+// defaultTimeout is the default of --timeout.
+const defaultTimeout = 10 * time.Second
+
+// env holds what every command shares. Each run of the command tree (one
+// command line, or one line of the shell) has its own env, because cobra
+// binds the flags to its fields.
 type env struct {
 	servers string
 	timeout time.Duration
-	stdout  io.Writer
-	stderr  io.Writer
+	output  string // "text" or "json"
+
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	interrupts *interrupts
+	sh         *shell // inside the shell: its session and working directory
 }
 
 // usageError marks a mistake in the command line (exit status 2).
 type usageError struct{ error }
 
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
 // Main runs the arbor command with args (without the program name) and
-// returns the exit status.
+// returns the exit status. SIGINT and SIGTERM end a command that runs until
+// interrupted (watch, the shell) with status 0.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	e := &env{stdout: stdout, stderr: stderr}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	in := newInterrupts()
+	defer in.forward(sigs)()
+	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, interrupts: in}
+	return e.execute(in.base, args)
+}
+
+// execute runs the command tree on args and returns the exit status,
+// having printed any error to stderr.
+func (e *env) execute(ctx context.Context, args []string) int {
 	root := e.rootCommand()
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	var status exitStatus
+	switch {
+	case err == nil:
 		return 0
+	case errors.As(err, &status): // the shell's, its errors printed already
+		return int(status)
 	}
-	fmt.Fprintln(stderr, "arbor:", err)
+	fmt.Fprintln(e.stderr, "arbor:", err)
+	if !isUsage(err) {
+		return 1
+	}
+	if cmd != nil && cmd != root {
+		fmt.Fprintf(e.stderr, "Run '%s --help' for usage.\n", e.commandPath(cmd))
+	}
+	return 2
+}
+
+// isUsage reports whether err is a mistake in the command line. cobra
+// reports an unknown command with a plain error.
+func isUsage(err error) bool {
 	var ue usageError
-	// cobra reports an unknown command with a plain error.
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
-		return 2
+	return errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command")
+}
+
+// commandPath is how the user calls cmd: without "arbor " in the shell.
+func (e *env) commandPath(cmd *cobra.Command) string {
+	if e.sh != nil {
+		return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 	}
-	return 1
+	return cmd.CommandPath()
 }
 
 // usageArgs marks the errors of an argument check as usage errors.
@@ -68,16 +114,43 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 
 func (e *env) rootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "arbor",
-		Short:         "Browse and edit an Arbor coordination tree",
+		Use:   "arbor",
+		Short: "Browse, edit and watch an Arbor coordination tree",
+		Long: "arbor browses, edits and watches the znode tree of an Arbor cluster.\n\n" +
+			"Every command takes -o json for output that scripts can rely on (see docs/cli.md).\n" +
+			"Servers come from --servers, else $ARBOR_SERVERS, else " + DefaultServers + ".\n" +
+			"Exit status: 0 success, 1 an error, 2 a usage mistake.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if e.output != "text" && e.output != "json" {
+				return usagef("output format %q is neither text nor json", e.output)
+			}
+			return nil
+		},
 	}
-	root.PersistentFlags().StringVar(&e.servers, "servers", "", "servers as host:port,... (default $ARBOR_SERVERS, else "+DefaultServers+")")
-	root.PersistentFlags().DurationVar(&e.timeout, "timeout", 10*time.Second, "how long to wait for the servers")
+	timeout := defaultTimeout
+	if e.sh != nil {
+		timeout = e.sh.timeout
+	}
+	flags := root.PersistentFlags()
+	flags.StringVar(&e.servers, "servers", "", "servers as host:port,... (default $ARBOR_SERVERS, else "+DefaultServers+")")
+	flags.DurationVar(&e.timeout, "timeout", timeout, "how long to wait for the servers, per request")
+	flags.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(e.createCommand(), e.getCommand(), e.setCommand(), e.lsCommand(),
-		e.statCommand(), e.deleteCommand(), e.watchCommand(), e.memberCommand(), e.statusCommand())
+	root.AddCommand(
+		e.lsCommand(), e.getCommand(), e.setCommand(), e.createCommand(), e.deleteCommand(),
+		e.deleteallCommand(), e.statCommand(), e.syncCommand(), e.countCommand(),
+		e.ephemeralsCommand(), e.treeCommand(), e.watchCommand(),
+		e.memberCommand(), e.statusCommand(),
+		// lock, elect and locks (cli/lock.go) join here.
+	)
+	if e.sh == nil {
+		root.AddCommand(e.shellCommand())
+	} else {
+		root.AddCommand(e.sh.cdCommand(e), e.sh.pwdCommand(e))
+		root.CompletionOptions.DisableDefaultCmd = true
+	}
 	return root
 }
 
@@ -99,7 +172,7 @@ func (e *env) serverList() []string {
 	return out
 }
 
-// connect dials the servers within --timeout.
+// connect dials the servers within --timeout and starts a session.
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
@@ -110,21 +183,99 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	return c, nil
 }
 
-// run connects, runs fn with a deadline of --timeout, and closes.
+// session returns the client a command runs on: the shell's, or a new
+// session that release closes.
+func (e *env) session(ctx context.Context) (c *client.Client, release func(), err error) {
+	if e.sh != nil {
+		return e.sh.c, func() {}, nil
+	}
+	c, err = e.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() { c.Close() }, nil
+}
+
+// run runs fn on a session, with a deadline of --timeout for all of it.
 func (e *env) run(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
-	c, err := e.connect(cmd.Context())
+	return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+		ctx, cancel := e.req(ctx)
+		defer cancel()
+		return fn(ctx, c)
+	})
+}
+
+// runLong runs fn on a session with no deadline: for commands that wait
+// for events or walk a subtree, which give each request its own deadline
+// with req.
+func (e *env) runLong(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	c, release, err := e.session(cmd.Context())
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(cmd.Context(), e.timeout)
-	defer cancel()
-	return fn(ctx, c)
+	defer release()
+	return fn(cmd.Context(), c)
+}
+
+// req bounds one request by --timeout.
+func (e *env) req(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.timeout)
+}
+
+// path resolves a PATH argument: as it is on the command line, against the
+// working directory in the shell ("." and ".." included). A trailing "/"
+// is dropped; create -s puts it back.
+func (e *env) path(arg string) string {
+	if e.sh == nil {
+		return arg
+	}
+	return resolvePath(e.sh.cwd, arg)
+}
+
+// pathArgs is the argument check of a command whose only argument is a
+// PATH: required on the command line, the working directory by default in
+// the shell.
+func (e *env) pathArgs() cobra.PositionalArgs {
+	if e.sh != nil {
+		return usageArgs(cobra.RangeArgs(0, 1))
+	}
+	return usageArgs(cobra.ExactArgs(1))
+}
+
+// pathArg is args' PATH, or the shell's working directory.
+func (e *env) pathArg(args []string) string {
+	if len(args) == 0 {
+		return e.sh.cwd
+	}
+	return e.path(args[0])
+}
+
+// resolvePath joins p to cwd unless it is absolute, and resolves "." and
+// ".." (which are never znode names).
+func resolvePath(cwd, p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = cwd + "/" + p
+	}
+	var segs []string
+	for _, s := range strings.Split(p, "/") {
+		switch s {
+		case "", ".":
+		case "..":
+			if len(segs) > 0 {
+				segs = segs[:len(segs)-1]
+			}
+		default:
+			segs = append(segs, s)
+		}
+	}
+	return "/" + strings.Join(segs, "/")
 }
 
 // describe turns a client error into the plain sentence the user sees.
 func describe(err error, path string) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, client.ErrNoNode):
 		return fmt.Errorf("no node at %s", path)
 	case errors.Is(err, client.ErrNodeExists):

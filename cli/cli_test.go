@@ -2,96 +2,175 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/server"
 	"go.uber.org/zap/zaptest"
 )
 
-// arbor runs the command and returns its exit status, stdout and stderr.
-func arbor(addr string, args ...string) (int, string, string) {
+// The tests run the real arbor binary, built once by TestMain (with -race
+// when the tests are), against servers started in the test process on
+// loopback ports.
+
+// arborBin is the path of the binary TestMain built.
+var arborBin string
+
+// raceBuild is set by race_test.go when the tests are built with -race.
+var raceBuild bool
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "arbor-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	arborBin = filepath.Join(dir, "arbor")
+	args := []string{"build", "-o", arborBin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/arbor")...)
+	build.Dir = ".." // the module root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building arbor: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what a run of the binary left.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+}
+
+// arbor runs the binary against the server at addr and waits for it.
+func arbor(t *testing.T, addr string, args ...string) result {
+	t.Helper()
+	return runArbor(t, "", nil, append([]string{"--servers", addr}, args...)...)
+}
+
+// runArbor runs the binary with stdin and extra environment variables.
+func runArbor(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, arborBin, args...)
+	cmd.Env = append(testEnv(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
-	code := Main(append([]string{"--servers", addr}, args...), &out, &errOut)
-	return code, out.String(), errOut.String()
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && ctx.Err() == nil:
+	default:
+		t.Fatalf("arbor %v: %v (stderr %q)", args, err, errOut.String())
+	}
+	return result{cmd.ProcessState.ExitCode(), out.String(), errOut.String()}
 }
 
-func TestCommands(t *testing.T) {
-	addr, _ := startServer(t)
-	steps := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout string
-		stderr string // a substring
-	}{
-		{"create prints the path", []string{"create", "/app", "cfg"}, 0, "/app\n", ""},
-		{"create -s prints the numbered path", []string{"create", "-s", "/app/job-"}, 0, "/app/job-0000000000\n", ""},
-		{"create -e -s makes an ephemeral sequential node", []string{"create", "-e", "-s", "/app/e-"}, 0, "/app/e-0000000001\n", ""},
-		{"ls lists children, one per line (the ephemeral went with its session)", []string{"ls", "/app"}, 0, "job-0000000000\n", ""},
-		{"set replaces the data", []string{"set", "/app", "v2"}, 0, "", ""},
-		{"get prints the data", []string{"get", "/app"}, 0, "v2\n", ""},
-		{"set at a stale version fails", []string{"set", "-v", "0", "/app", "v3"}, 1, "", "arbor: /app is not at the expected version"},
-		{"get of a missing node says so", []string{"get", "/x"}, 1, "", "arbor: no node at /x\n"},
-		{"delete of a node with children fails", []string{"delete", "/app"}, 1, "", "arbor: /app has children"},
-		{"an invalid path is refused", []string{"get", "app"}, 1, "", `invalid path "app"`},
-		{"a missing argument is a usage error", []string{"get"}, 2, "", "accepts 1 arg"},
-		{"an unknown command is a usage error", []string{"frobnicate"}, 2, "", "unknown command"},
-		{"an unknown flag is a usage error", []string{"get", "--bogus", "/app"}, 2, "", "unknown flag"},
-		{"delete removes a node", []string{"delete", "/app/job-0000000000"}, 0, "", ""},
-	}
-	for _, s := range steps {
-		t.Run(s.name, func(t *testing.T) {
-			code, out, errOut := arbor(addr, s.args...)
-			if code != s.code || out != s.stdout || !strings.Contains(errOut, s.stderr) {
-				t.Fatalf("arbor %v = %d, stdout %q, stderr %q; want %d, %q, %q",
-					s.args, code, out, errOut, s.code, s.stdout, s.stderr)
-			}
-		})
-	}
-	t.Run("stat prints the Stat fields", func(t *testing.T) {
-		code, out, _ := arbor(addr, "stat", "/app")
-		if code != 0 || !strings.Contains(out, "dataVersion = 1\n") || !strings.Contains(out, "numChildren = 0\n") {
-			t.Fatalf("stat: %d %q", code, out)
+// testEnv is the environment without ARBOR_SERVERS, so that only what a
+// test says picks the servers, and without the race detector's default
+// second of sleep at exit (a race still fails the run: exit status 66).
+func testEnv() []string {
+	var env []string
+	gorace := "atexit_sleep_ms=0"
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "ARBOR_SERVERS="):
+		case strings.HasPrefix(kv, "GORACE="):
+			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
+		default:
+			env = append(env, kv)
 		}
-	})
-	t.Run("ARBOR_SERVERS names the servers", func(t *testing.T) {
-		t.Setenv("ARBOR_SERVERS", addr)
-		var out, errOut bytes.Buffer
-		if code := Main([]string{"get", "/app"}, &out, &errOut); code != 0 || out.String() != "v2\n" {
-			t.Fatalf("with ARBOR_SERVERS: %d %q %q", code, out.String(), errOut.String())
-		}
-	})
+	}
+	return append(env, "GORACE="+gorace)
 }
 
-func TestWatchPrintsEachChange(t *testing.T) {
-	addr, metrics := startServer(t)
-	arbor(addr, "create", "/w")
-	var out, errOut syncBuffer
-	done := make(chan int)
-	go func() { done <- Main([]string{"--servers", addr, "watch", "-n", "3", "/w"}, &out, &errOut) }()
-	// Before each change, wait until the watch printed the previous event and
-	// re-armed both its watches: a one-shot watch armed late would merge two
-	// changes into one event.
-	for i, args := range [][]string{{"set", "/w", "a"}, {"create", "/w/kid"}, {"delete", "/w/kid"}} {
-		waitFor(t, func() bool { return strings.Count(out.String(), "\n") == i && watches(t, metrics) == 2 })
-		if code, _, e := arbor(addr, args...); code != 0 {
-			t.Fatalf("arbor %v: %s", args, e)
-		}
+// must runs the binary and fails the test unless it exits 0.
+func must(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	r := arbor(t, addr, args...)
+	if r.code != 0 {
+		t.Fatalf("arbor %v: %v", args, r)
 	}
+	return r.stdout
+}
+
+// background is a run of the binary that the test ends.
+type background struct {
+	cmd    *exec.Cmd
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+func start(t *testing.T, addr string, args ...string) *background {
+	t.Helper()
+	b := &background{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	b.cmd = exec.Command(arborBin, append([]string{"--servers", addr}, args...)...)
+	b.cmd.Env = testEnv()
+	b.cmd.Stdout, b.cmd.Stderr = b.stdout, b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = b.cmd.Wait()
+		close(b.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-b.done:
+		default:
+			_ = b.cmd.Process.Kill()
+			<-b.done
+		}
+	})
+	return b
+}
+
+// stop sends sig and returns the exit status.
+func (b *background) stop(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	if err := b.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	return b.wait(t)
+}
+
+// wait waits for the process to exit and returns its status.
+func (b *background) wait(t *testing.T) int {
+	t.Helper()
 	select {
-	case code := <-done:
-		want := "NodeDataChanged /w\nNodeChildrenChanged /w\nNodeChildrenChanged /w\n"
-		if code != 0 || out.String() != want {
-			t.Fatalf("watch = %d, %q (stderr %q); want %q", code, out.String(), errOut.String(), want)
-		}
+	case <-b.done:
+		return b.cmd.ProcessState.ExitCode()
 	case <-time.After(10 * time.Second):
-		t.Fatalf("watch did not stop after 3 events; printed %q", out.String())
+		t.Fatalf("arbor %v did not exit; stdout %q, stderr %q", b.cmd.Args, b.stdout, b.stderr)
+		return -1
 	}
 }
 
@@ -107,6 +186,20 @@ func startServer(t *testing.T) (addr, metrics string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s.Addr().String(), "http://" + s.HTTPAddr().String() + "/metrics"
+}
+
+// dial opens a session of the test's own, for what the binary cannot do
+// alone (hold an ephemeral node while another command runs).
+func dial(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // watches reads arbor_watches from the server's metrics.
@@ -126,13 +219,28 @@ func watches(t *testing.T, url string) int {
 	return -1
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
+			t.Fatalf("%s: not within 10s", what)
 		}
 	}
+}
+
+// decode unmarshals one JSON value and fails the test if it is not one.
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decoding %q: %v", s, err)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON value in %q", s)
+	}
+	return v
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.

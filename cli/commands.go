@@ -2,42 +2,86 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/spf13/cobra"
 )
 
+// pathJSON is the JSON of commands that name one node.
+type pathJSON struct {
+	Path string    `json:"path"`
+	Stat *statJSON `json:"stat,omitempty"`
+}
+
 func (e *env) createCommand() *cobra.Command {
-	var ephemeral, sequential bool
+	var ephemeral, sequential, container bool
+	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "create [-e] [-s] PATH [DATA]",
+		Use:   "create [-e] [-s] [-c] [-t TTL] PATH [DATA]",
 		Short: "Create a node and print its path",
-		Long: "Create a node and print the path created (with its sequence number for -s).\n" +
-			"An ephemeral node (-e) lives as long as this command's session: it is gone when the command exits.",
-		Args: usageArgs(cobra.RangeArgs(1, 2)),
+		Long: "Create a node and print the path created (with its sequence number for -s).\n\n" +
+			"An ephemeral node (-e) lives as long as the session that made it: on the command\n" +
+			"line that is the command itself, so the node is gone when it exits; in the shell\n" +
+			"it is the shell's session. A container (-c) is deleted by the server once it has\n" +
+			"had children and has none left. A TTL node (-t) is deleted once it has had no\n" +
+			"children and no change for TTL (a duration such as 30s or 1h).",
+		Example: "  arbor create /app '{\"mode\":\"blue\"}'\n" +
+			"  arbor create -s /app/job-        # prints /app/job-0000000000\n" +
+			"  arbor create -c /queues\n" +
+			"  arbor create -t 1h /cache/item data",
+		Args:              usageArgs(cobra.RangeArgs(1, 2)),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
 			if len(args) == 2 {
 				data = []byte(args[1])
 			}
-			mode := createMode(ephemeral, sequential)
+			withTTL := cmd.Flags().Changed("ttl")
+			switch {
+			case container && (ephemeral || sequential || withTTL):
+				return usagef("a container (-c) cannot also be ephemeral, sequential or have a TTL")
+			case ephemeral && withTTL:
+				return usagef("an ephemeral node (-e) cannot have a TTL")
+			case withTTL && (ttl < time.Millisecond || ttl.Milliseconds() > 1<<40-1):
+				return usagef("TTL %v is out of range (1ms to about 34 years)", ttl)
+			}
+			path := e.path(args[0])
+			if sequential && strings.HasSuffix(args[0], "/") && !strings.HasSuffix(path, "/") {
+				path += "/" // the sequence number alone is the name
+			}
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				p, err := c.Create(ctx, args[0], data, mode)
-				if err != nil {
-					return describe(err, args[0])
+				var p string
+				var err error
+				switch {
+				case withTTL:
+					mode := client.PersistentTTL
+					if sequential {
+						mode = client.PersistentSequentialTTL
+					}
+					p, err = c.CreateTTL(ctx, path, data, mode, ttl)
+				case container:
+					p, err = c.Create(ctx, path, data, client.Container)
+				default:
+					p, err = c.Create(ctx, path, data, createMode(ephemeral, sequential))
 				}
-				fmt.Fprintln(e.stdout, p)
-				return nil
+				if err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(pathJSON{Path: p})
+				}
+				_, err = fmt.Fprintln(e.stdout, p)
+				return err
 			})
 		},
 	}
-	cmd.Flags().BoolVarP(&ephemeral, "ephemeral", "e", false, "ephemeral node")
+	cmd.Flags().BoolVarP(&ephemeral, "ephemeral", "e", false, "ephemeral node: deleted when its session ends")
 	cmd.Flags().BoolVarP(&sequential, "sequential", "s", false, "append a sequence number to the name")
+	cmd.Flags().BoolVarP(&container, "container", "c", false, "container node: deleted once its last child is")
+	cmd.Flags().DurationVarP(&ttl, "ttl", "t", 0, "time to live of a persistent node without changes or children")
 	return cmd
 }
 
@@ -53,21 +97,72 @@ func createMode(ephemeral, sequential bool) client.CreateMode {
 	return client.Persistent
 }
 
+// getJSON is the JSON of get.
+type getJSON struct {
+	Path string `json:"path"`
+	dataJSON
+	Stat *statJSON `json:"stat"`
+}
+
 func (e *env) getCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get PATH",
+	var withStat, watch bool
+	cmd := &cobra.Command{
+		Use:   "get [-s] [-w] PATH",
 		Short: "Print a node's data",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: "Print a node's data, followed by a newline. With -s, also its Stat; with -w,\n" +
+			"then wait for the next change to the node and print it (NodeDataChanged or\n" +
+			"NodeDeleted). The JSON always carries the Stat.",
+		Example:           "  arbor get /app\n  arbor get -s /app\n  arbor get -w /app       # waits for the next change\n  arbor get -o json /app",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				data, _, err := c.Get(ctx, args[0])
-				if err != nil {
-					return describe(err, args[0])
+			path := e.pathArg(args)
+			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+				rctx, cancel := e.req(ctx)
+				defer cancel()
+				var data []byte
+				var st client.Stat
+				var events <-chan client.Event
+				var err error
+				if watch {
+					data, st, events, err = c.GetW(rctx, path)
+				} else {
+					data, st, err = c.Get(rctx, path)
 				}
-				_, err = e.stdout.Write(append(data, '\n'))
-				return err
+				if err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					err = e.printJSON(getJSON{Path: path, dataJSON: dataOf(data), Stat: statOf(st)})
+				} else {
+					_, err = e.stdout.Write(append(data, '\n'))
+					if withStat {
+						writeStat(e.stdout, st)
+					}
+				}
+				if err != nil || !watch {
+					return err
+				}
+				return e.awaitEvent(ctx, events)
 			})
 		},
+	}
+	cmd.Flags().BoolVarP(&withStat, "stat", "s", false, "also print the node's Stat")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "then wait for the next change to the node and print it")
+	return cmd
+}
+
+// awaitEvent waits for one event and prints it. An interrupt ends the wait
+// without an error.
+func (e *env) awaitEvent(ctx context.Context, events <-chan client.Event) error {
+	select {
+	case ev := <-events:
+		if ev.Type == client.EventSession {
+			return ev.Err
+		}
+		return e.printEvent(ev)
+	case <-ctx.Done():
+		return nil
 	}
 }
 
@@ -76,11 +171,23 @@ func (e *env) setCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set [-v VERSION] PATH DATA",
 		Short: "Replace a node's data",
-		Args:  usageArgs(cobra.ExactArgs(2)),
+		Long: "Replace a node's data; with -v, only if the node is at that version (its Stat's\n" +
+			"version), which makes a read-modify-write safe. Prints nothing, or with -o json\n" +
+			"the node's new Stat.",
+		Example:           "  arbor set /app '{\"mode\":\"green\"}'\n  arbor set -v 3 /app v4",
+		Args:              usageArgs(cobra.ExactArgs(2)),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				_, err := c.Set(ctx, args[0], []byte(args[1]), version)
-				return describe(err, args[0])
+				st, err := c.Set(ctx, path, []byte(args[1]), version)
+				if err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(pathJSON{Path: path, Stat: statOf(st)})
+				}
+				return nil
 			})
 		},
 	}
@@ -88,39 +195,131 @@ func (e *env) setCommand() *cobra.Command {
 	return cmd
 }
 
+// lsJSON is the JSON of ls; lsRecursiveJSON of ls -R.
+type lsJSON struct {
+	Path     string    `json:"path"`
+	Children []string  `json:"children"`
+	Stat     *statJSON `json:"stat,omitempty"`
+}
+
+type lsRecursiveJSON struct {
+	Path  string    `json:"path"`
+	Paths []string  `json:"paths"`
+	Stat  *statJSON `json:"stat,omitempty"`
+}
+
 func (e *env) lsCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls PATH",
-		Short: "List a node's children, one per line",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+	var recursive, withStat, watch bool
+	cmd := &cobra.Command{
+		Use:   "ls [-R] [-s] [-w] PATH",
+		Short: "List a node's children",
+		Long: "List a node's children, one name per line, sorted. With -R, the full path of\n" +
+			"PATH and of every node below it, parents first. With -s, also PATH's Stat; with\n" +
+			"-w, then wait for the next change to PATH's children and print it.",
+		Example:           "  arbor ls /app\n  arbor ls -R /app\n  arbor ls -s /app\n  arbor ls -w /app     # waits for a child to come or go",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				names, _, err := c.Children(ctx, args[0])
+			if recursive && watch {
+				return usagef("ls -R and -w do not go together (see watch -R)")
+			}
+			path := e.pathArg(args)
+			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+				if recursive {
+					return e.lsRecursive(ctx, c, path, withStat)
+				}
+				rctx, cancel := e.req(ctx)
+				defer cancel()
+				var names []string
+				var st client.Stat
+				var events <-chan client.Event
+				var err error
+				if watch {
+					names, st, events, err = c.ChildrenW(rctx, path)
+				} else {
+					names, st, err = c.Children(rctx, path)
+				}
 				if err != nil {
-					return describe(err, args[0])
+					return describe(err, path)
 				}
-				for _, n := range names {
-					fmt.Fprintln(e.stdout, n)
+				if e.json() {
+					out := lsJSON{Path: path, Children: append([]string{}, names...)}
+					if withStat {
+						out.Stat = statOf(st)
+					}
+					err = e.printJSON(out)
+				} else {
+					for _, n := range names {
+						fmt.Fprintln(e.stdout, n)
+					}
+					if withStat {
+						writeStat(e.stdout, st)
+					}
 				}
-				return nil
+				if err != nil || !watch {
+					return err
+				}
+				return e.awaitEvent(ctx, events)
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "list the whole subtree, as full paths")
+	cmd.Flags().BoolVarP(&withStat, "stat", "s", false, "also print PATH's Stat")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "then wait for the next change to the children and print it")
+	return cmd
+}
+
+// lsRecursive prints the paths of path's subtree, parents first.
+func (e *env) lsRecursive(ctx context.Context, c *client.Client, path string, withStat bool) error {
+	out := lsRecursiveJSON{Path: path, Paths: []string{}}
+	var st client.Stat
+	err := e.walk(ctx, c, path, func(n walkNode) error {
+		if n.Path == path {
+			st = n.Stat
+		}
+		out.Paths = append(out.Paths, n.Path)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if e.json() {
+		if withStat {
+			out.Stat = statOf(st)
+		}
+		return e.printJSON(out)
+	}
+	for _, p := range out.Paths {
+		fmt.Fprintln(e.stdout, p)
+	}
+	if withStat {
+		writeStat(e.stdout, st)
+	}
+	return nil
 }
 
 func (e *env) statCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "stat PATH",
 		Short: "Print a node's Stat",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: "Print a node's Stat, one field per line as zkCli does: zxids in hex, times in\n" +
+			"UTC, ephemeralOwner the owning session in hex (0x0 for a node that is not\n" +
+			"ephemeral).",
+		Example:           "  arbor stat /app\n  arbor stat -o json /app",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.pathArg(args)
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				ok, st, err := c.Exists(ctx, args[0])
+				ok, st, err := c.Exists(ctx, path)
 				if err == nil && !ok {
 					err = client.ErrNoNode
 				}
 				if err != nil {
-					return describe(err, args[0])
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(pathJSON{Path: path, Stat: statOf(st)})
 				}
 				writeStat(e.stdout, st)
 				return nil
@@ -129,25 +328,26 @@ func (e *env) statCommand() *cobra.Command {
 	}
 }
 
-// writeStat prints a Stat the way zkCli does, one field per line.
-func writeStat(w io.Writer, st client.Stat) {
-	ms := func(v int64) string { return time.UnixMilli(v).UTC().Format(time.RFC3339Nano) }
-	hex := func(v int64) string { return "0x" + strconv.FormatUint(uint64(v), 16) }
-	fmt.Fprintf(w, "czxid = %s\nctime = %s\nmzxid = %s\nmtime = %s\npzxid = %s\n",
-		hex(st.Czxid), ms(st.Ctime), hex(st.Mzxid), ms(st.Mtime), hex(st.Pzxid))
-	fmt.Fprintf(w, "cversion = %d\ndataVersion = %d\naclVersion = %d\nephemeralOwner = %s\ndataLength = %d\nnumChildren = %d\n",
-		st.Cversion, st.Version, st.Aversion, hex(st.EphemeralOwner), st.DataLength, st.NumChildren)
-}
-
 func (e *env) deleteCommand() *cobra.Command {
 	var version int32
 	cmd := &cobra.Command{
 		Use:   "delete [-v VERSION] PATH",
 		Short: "Delete a node (it must have no children)",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: "Delete a node that has no children; with -v, only if it is at that version.\n" +
+			"deleteall removes a whole subtree.",
+		Example:           "  arbor delete /app/job-0000000000\n  arbor delete -v 2 /app/config",
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				return describe(c.Delete(ctx, args[0], version), args[0])
+				if err := c.Delete(ctx, path, version); err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(pathJSON{Path: path})
+				}
+				return nil
 			})
 		},
 	}
@@ -155,63 +355,27 @@ func (e *env) deleteCommand() *cobra.Command {
 	return cmd
 }
 
-func (e *env) watchCommand() *cobra.Command {
-	var count int
-	cmd := &cobra.Command{
-		Use:   "watch PATH",
-		Short: "Print changes to a node and its children until interrupted",
-		Long: "Print one line per change to PATH's data, existence or children, re-arming\n" +
-			"the one-shot watches after each. Stops on interrupt, or after -n events.",
-		Args: usageArgs(cobra.ExactArgs(1)),
+func (e *env) syncCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sync PATH",
+		Short: "Wait until the server has every write committed so far",
+		Long: "Wait until the server this command reached has applied every write committed\n" +
+			"anywhere before the call, so that the reads after it see them. Most useful in\n" +
+			"the shell, where the reads that follow use the same session.",
+		Example:           "  arbor sync /\n  arbor shell  # then: sync /app, get /app",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return e.watch(cmd.Context(), c, args[0], count)
+			path := e.pathArg(args)
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.Sync(ctx, path); err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(pathJSON{Path: path})
+				}
+				return nil
+			})
 		},
 	}
-	cmd.Flags().IntVarP(&count, "count", "n", 0, "stop after this many events (0: never)")
-	return cmd
-}
-
-// watch arms a data watch (ExistsW, so a missing node is watched for its
-// creation) and, while the node exists, a child watch; it prints each
-// event and arms the watch that fired again.
-func (e *env) watch(ctx context.Context, c *client.Client, path string, count int) error {
-	var dataCh, childCh <-chan client.Event
-	for seen := 0; count == 0 || seen < count; seen++ {
-		if dataCh == nil {
-			_, _, ch, err := c.ExistsW(ctx, path)
-			if err != nil {
-				return describe(err, path)
-			}
-			dataCh = ch
-		}
-		if childCh == nil {
-			_, _, ch, err := c.ChildrenW(ctx, path)
-			switch {
-			case errors.Is(err, client.ErrNoNode): // armed again once the node exists
-			case err != nil:
-				return describe(err, path)
-			default:
-				childCh = ch
-			}
-		}
-		var ev client.Event
-		select {
-		case ev = <-dataCh:
-			dataCh = nil
-		case ev = <-childCh:
-			childCh = nil
-		case <-ctx.Done():
-			return nil
-		}
-		if ev.Type == client.EventSession {
-			return ev.Err
-		}
-		fmt.Fprintf(e.stdout, "%s %s\n", ev.Type, ev.Path)
-	}
-	return nil
 }

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/spf13/cobra"
+)
+
+// walkNode is one node visited by walk.
+type walkNode struct {
+	Path     string
+	Depth    int // 0 for the node the walk started at
+	Stat     client.Stat
+	Children []string // names, sorted
+}
+
+// walk visits path and every node below it, depth first: a parent before
+// its children, children in name order. A node deleted during the walk is
+// skipped; a missing path is an error. Each request has its own deadline.
+func (e *env) walk(ctx context.Context, c *client.Client, path string, visit func(walkNode) error) error {
+	return e.walkFrom(ctx, c, path, 0, visit)
+}
+
+func (e *env) walkFrom(ctx context.Context, c *client.Client, path string, depth int, visit func(walkNode) error) error {
+	rctx, cancel := e.req(ctx)
+	names, st, err := c.Children(rctx, path)
+	cancel()
+	switch {
+	case depth > 0 && errors.Is(err, client.ErrNoNode):
+		return nil // deleted since its parent was listed
+	case err != nil:
+		return describe(err, path)
+	}
+	if err := visit(walkNode{Path: path, Depth: depth, Stat: st, Children: names}); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := e.walkFrom(ctx, c, joinPath(path, name), depth+1, visit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinPath is the path of child name of parent.
+func joinPath(parent, name string) string {
+	if parent == "/" {
+		return "/" + name
+	}
+	return parent + "/" + name
+}
+
+// deleteallJSON is the JSON of deleteall.
+type deleteallJSON struct {
+	Path    string `json:"path"`
+	Deleted int    `json:"deleted"` // nodes this command deleted
+}
+
+func (e *env) deleteallCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "deleteall PATH",
+		Short: "Delete a node and everything below it",
+		Long: "Delete a node and its whole subtree, deepest nodes first. A node that another\n" +
+			"client deletes meanwhile is fine; one that gets a new child meanwhile is tried\n" +
+			"again. deleteall / deletes everything but the root, which always stays.",
+		Example:           "  arbor deleteall /app\n  arbor deleteall -o json /app   # {\"path\":\"/app\",\"deleted\":3}",
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
+			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+				n, err := e.deleteTree(ctx, c, path, true)
+				if err != nil {
+					return err
+				}
+				if e.json() {
+					return e.printJSON(deleteallJSON{Path: path, Deleted: n})
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// deleteTree deletes path and everything below it, deepest first, and
+// returns how many nodes it deleted. A missing path is an error only at
+// the top.
+func (e *env) deleteTree(ctx context.Context, c *client.Client, path string, top bool) (int, error) {
+	deleted := 0
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := e.req(ctx)
+		names, _, err := c.Children(rctx, path)
+		cancel()
+		switch {
+		case !top && errors.Is(err, client.ErrNoNode):
+			return deleted, nil
+		case err != nil:
+			return deleted, describe(err, path)
+		}
+		for _, name := range names {
+			n, err := e.deleteTree(ctx, c, joinPath(path, name), false)
+			deleted += n
+			if err != nil {
+				return deleted, err
+			}
+		}
+		if path == "/" {
+			return deleted, nil
+		}
+		rctx, cancel = e.req(ctx)
+		err = c.Delete(rctx, path, -1)
+		cancel()
+		switch {
+		case err == nil:
+			return deleted + 1, nil
+		case errors.Is(err, client.ErrNoNode):
+			return deleted, nil
+		case errors.Is(err, client.ErrNotEmpty) && attempt < 10:
+			// a child was created meanwhile: delete it too
+		default:
+			return deleted, describe(err, path)
+		}
+	}
+}
+
+// ephemeralJSON is one node of ephemerals' JSON.
+type ephemeralJSON struct {
+	Path  string `json:"path"`
+	Owner string `json:"owner"` // the owning session, hex
+}
+
+type ephemeralsJSON struct {
+	Ephemerals []ephemeralJSON `json:"ephemerals"`
+}
+
+func (e *env) ephemeralsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ephemerals [PATH]",
+		Short: "List ephemeral nodes: this session's, or all under PATH",
+		Long: "Without PATH, list the ephemeral nodes of this command's own session (in the\n" +
+			"shell: the shell's session; a new command-line session has none). With PATH,\n" +
+			"list every ephemeral node at or below PATH, of any session, with the owning\n" +
+			"session's id.",
+		Example:           "  arbor ephemerals /locks\n  arbor shell   # then: create -e /me, ephemerals",
+		Args:              usageArgs(cobra.RangeArgs(0, 1)),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+				out := ephemeralsJSON{Ephemerals: []ephemeralJSON{}}
+				if len(args) == 0 {
+					rctx, cancel := e.req(ctx)
+					paths, err := c.Ephemerals(rctx, "/")
+					cancel()
+					if err != nil {
+						return err
+					}
+					for _, p := range paths {
+						out.Ephemerals = append(out.Ephemerals, ephemeralJSON{Path: p, Owner: sessionHex(c.SessionID())})
+					}
+				} else {
+					err := e.walk(ctx, c, e.path(args[0]), func(n walkNode) error {
+						if n.Stat.EphemeralOwner != 0 {
+							out.Ephemerals = append(out.Ephemerals, ephemeralJSON{Path: n.Path, Owner: sessionHex(n.Stat.EphemeralOwner)})
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+				}
+				if e.json() {
+					return e.printJSON(out)
+				}
+				if len(args) == 0 {
+					for _, eph := range out.Ephemerals {
+						fmt.Fprintln(e.stdout, eph.Path)
+					}
+					return nil
+				}
+				w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				for _, eph := range out.Ephemerals {
+					fmt.Fprintf(w, "%s\t%s\n", eph.Path, eph.Owner)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+// countJSON is the JSON of count.
+type countJSON struct {
+	Path  string `json:"path"`
+	Count int    `json:"count"`
+}
+
+func (e *env) countCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "count PATH",
+		Short: "Print the number of nodes below a node",
+		Long: "Print the number of nodes below PATH at any depth, PATH itself not counted\n" +
+			"(ZooKeeper's getAllChildrenNumber).",
+		Example:           "  arbor count /app\n  arbor count /     # every node but the root",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.pathArg(args)
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				n, err := c.CountDescendants(ctx, path)
+				if err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(countJSON{Path: path, Count: n})
+				}
+				_, err = fmt.Fprintln(e.stdout, n)
+				return err
+			})
+		},
+	}
+}
