@@ -222,9 +222,9 @@ func (e *env) req(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, e.timeout)
 }
 
-// path resolves a PATH argument: as it is on the command line, against the
-// working directory in the shell ("." and ".." included). A trailing "/"
-// is dropped; create -s puts it back.
+// path resolves a PATH argument: as it is on the command line; in the
+// shell, against the working directory, with "." and ".." resolved and a
+// trailing "/" dropped (create -s puts it back).
 func (e *env) path(arg string) string {
 	if e.sh == nil {
 		return arg

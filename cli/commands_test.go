@@ -157,3 +157,21 @@ func TestExitStatus(t *testing.T) {
 		}
 	})
 }
+
+func TestClusterCommandsPrintText(t *testing.T) {
+	addr, _ := startServer(t)
+	status := must(t, addr, "status")
+	for _, want := range []string{"id = 1\n", "leader = 1\n", "term = ", "applied = ", "zxid = 0x", "digest = ", "sessions = 1\n", "znodes = 1\n"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+	members := lines(must(t, addr, "member", "list"))
+	if len(members) != 2 || strings.Fields(members[0])[0] != "ID" || strings.Fields(members[1])[0] != "1" ||
+		!strings.HasSuffix(members[1], "voter") {
+		t.Errorf("member list = %q", members)
+	}
+	if r := arbor(t, addr, "member", "remove", "x"); r.code != 2 || !strings.Contains(r.stderr, `member id "x"`) {
+		t.Errorf("member remove x: %v", r)
+	}
+}

@@ -80,10 +80,13 @@ with  spaces
 
 func TestShellEphemeralsAreTheShellSessions(t *testing.T) {
 	addr, _ := startServer(t)
-	r := runArbor(t, "create -e /mine\nstat -o json /mine\nephemerals -o json\n", nil, "--servers", addr, "shell")
+	r := runArbor(t, "create -e /mine\nstat -o json /mine\nephemerals -o json\ncd /mine\npwd -o json\n", nil, "--servers", addr, "shell")
 	out := lines(r.stdout)
-	if r.code != 0 || len(out) != 3 {
+	if r.code != 0 || len(out) != 4 {
 		t.Fatalf("shell = %v", r)
+	}
+	if pwd := decode[jPath](t, out[3]); pwd != (jPath{Path: "/mine"}) {
+		t.Errorf("pwd -o json = %+v", pwd)
 	}
 	st := decode[jPath](t, out[1])
 	eph := decode[jEphemerals](t, out[2])

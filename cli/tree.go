@@ -79,8 +79,8 @@ func (e *env) treeCommand() *cobra.Command {
 // top (0: all). It returns nil for a node that is missing.
 func (e *env) fetchTree(ctx context.Context, c *client.Client, path string, maxDepth, depth int) (*treeNode, error) {
 	rctx, cancel := e.req(ctx)
-	defer cancel()
 	data, st, err := c.Get(rctx, path)
+	cancel()
 	if errors.Is(err, client.ErrNoNode) {
 		return nil, nil
 	}
@@ -100,14 +100,15 @@ func (e *env) fetchTree(ctx context.Context, c *client.Client, path string, maxD
 		n.Truncated = true
 		return n, nil
 	}
+	rctx, cancel = e.req(ctx)
 	names, _, err := c.Children(rctx, path)
+	cancel()
 	if errors.Is(err, client.ErrNoNode) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, describe(err, path)
 	}
-	cancel()
 	for _, name := range names {
 		child, err := e.fetchTree(ctx, c, joinPath(path, name), maxDepth, depth+1)
 		if err != nil {

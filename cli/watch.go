@@ -27,10 +27,10 @@ func (e *env) watchCommand() *cobra.Command {
 			"Watches are one-shot: a change made between an event and the re-arming of its\n" +
 			"watch is not printed on its own line (the next read sees it).",
 		Example:           "  arbor watch /app\n  arbor watch -R /app\n  arbor watch -n 1 -o json /app",
-		Args:              usageArgs(cobra.ExactArgs(1)),
+		Args:              e.pathArgs(),
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := e.path(args[0])
+			path := e.pathArg(args)
 			watch := e.watchNode
 			if recursive {
 				watch = e.watchSubtree
