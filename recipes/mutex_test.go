@@ -285,6 +285,8 @@ func TestParseEntry(t *testing.T) {
 		{"_c_ff-lock0000000042", entry{}, false},  // no dash before the sequence
 		{"_c_fflock-0000000042", entry{}, false},  // no kind
 		{"_c_ff-lock--000000042", entry{}, false}, // a negative sequence
+		{"_c_ff-lock-+000000042", entry{}, false}, // a sign
+		{"_c_ff--0000000042", entry{}, false},     // an empty kind
 		{"ready", entry{}, false},
 	}
 	for _, tt := range tests {
@@ -293,4 +295,24 @@ func TestParseEntry(t *testing.T) {
 			t.Errorf("parseEntry(%q) = %+v, %v; want %+v, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
+}
+
+// FuzzParseEntry checks that a parsed name is exactly prefix, kind and
+// sequence put back together, and that nothing panics.
+func FuzzParseEntry(f *testing.F) {
+	for _, s := range []string{"_c_0123abcd-lock-0000000042", "_c_-n-0000000001", "ready", "_c_x--0000000000", "_c_a-b-c-9999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		e, ok := parseEntry(name)
+		if !ok {
+			return
+		}
+		if e.name != name || e.seq < 0 || strings.Contains(e.kind, "-") {
+			t.Fatalf("parseEntry(%q) = %+v", name, e)
+		}
+		if want := fmt.Sprintf("-%s-%010d", e.kind, e.seq); !strings.HasSuffix(name, want) || !strings.HasPrefix(name, protectedMark) {
+			t.Fatalf("parseEntry(%q) = %+v: not <prefix>%s", name, e, want)
+		}
+	})
 }

@@ -82,10 +82,14 @@ func parseEntry(name string) (entry, bool) {
 	if !strings.HasPrefix(name, protectedMark) || len(name) < seqDigits+2 {
 		return entry{}, false
 	}
-	seq, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
+	digits := name[len(name)-seqDigits:]
+	if strings.Trim(digits, "0123456789") != "" {
+		return entry{}, false // a sign, or a negative sequence (after an overflow)
+	}
+	seq, _ := strconv.ParseInt(digits, 10, 64)
 	rest, ok := strings.CutSuffix(name[:len(name)-seqDigits], "-")
 	dash := strings.LastIndexByte(rest, '-')
-	if err != nil || seq < 0 || !ok || dash < 0 {
+	if !ok || dash < 0 || dash == len(rest)-1 {
 		return entry{}, false
 	}
 	return entry{name: name, kind: rest[dash+1:], seq: seq}, true
