@@ -56,6 +56,11 @@ func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking b
 	h.mu.Lock()
 	if h.t.name != "" {
 		defer h.mu.Unlock()
+		select {
+		case <-h.lost:
+			return false, h.q.c.Err() // the hold ended with the session
+		default:
+		}
 		if h.t.kind != kind {
 			return false, ErrHeldInOtherMode
 		}

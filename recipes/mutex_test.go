@@ -206,6 +206,9 @@ func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
 	if held.Held() {
 		t.Error("the dead holder still believes it holds the lock")
 	}
+	if err := held.Lock(ctxWait(t)); !errors.Is(err, client.ErrSessionExpired) {
+		t.Errorf("a reentrant Lock after the session expired: %v, want ErrSessionExpired", err)
+	}
 	if err := held.Unlock(ctxWait(t)); !errors.Is(err, client.ErrSessionExpired) {
 		t.Errorf("Unlock after the session expired: %v, want ErrSessionExpired", err)
 	}
