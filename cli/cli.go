@@ -143,7 +143,7 @@ func (e *env) rootCommand() *cobra.Command {
 		e.deleteallCommand(), e.statCommand(), e.syncCommand(), e.countCommand(),
 		e.ephemeralsCommand(), e.treeCommand(), e.watchCommand(),
 		e.memberCommand(), e.statusCommand(),
-		// lock, elect and locks (cli/lock.go) join here.
+		e.lockCommand(), e.electCommand(), e.locksCommand(),
 	)
 	if e.sh == nil {
 		root.AddCommand(e.shellCommand())

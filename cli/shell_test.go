@@ -203,7 +203,7 @@ func TestCompletion(t *testing.T) {
 			wantCompletions []string
 		}{
 			{"ge", 2, "", "", []string{"get"}},
-			{"e", 1, "", "", []string{"ephemerals", "exit"}},
+			{"e", 1, "", "", []string{"elect", "ephemerals", "exit"}},
 			{"  cd", 4, "  ", "", []string{"cd"}},
 			{"get j", 5, "get ", "", []string{"job-1", "jobs"}},
 			{"get /ap x", 7, "get ", " x", []string{"/app", "/apple"}},

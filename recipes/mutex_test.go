@@ -319,3 +319,35 @@ func FuzzParseEntry(f *testing.F) {
 		}
 	})
 }
+
+func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
+	s := startServer(t)
+	c := s.dial(t)
+	ctx := ctxWait(t)
+	r1, r2, w := NewRWMutex(c, "/locks/show", WithData([]byte("r1"))), NewRWMutex(c, "/locks/show"), NewRWMutex(c, "/locks/show", WithData([]byte("w")))
+	must(t, r1.RLock(ctx))
+	must(t, r2.RLock(ctx))
+	go w.Lock(ctx)
+	waitFor(t, "the writer to queue", func() bool { return len(children(t, c, "/locks/show")) == 3 })
+	got, err := Contenders(ctx, c, "/locks/show")
+	must(t, err)
+	want := []struct {
+		kind  string
+		holds bool
+		data  string
+	}{{kindRead, true, "r1"}, {kindRead, true, ""}, {kindWrite, false, "w"}}
+	if len(got) != len(want) {
+		t.Fatalf("contenders %+v", got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Kind != w.kind || g.Holds != w.holds || string(g.Data) != w.data || g.Session != c.SessionID() || g.Created.IsZero() {
+			t.Errorf("contender %d = %+v, want kind %s holds %v data %q", i, g, w.kind, w.holds, w.data)
+		}
+	}
+	if got, err := Contenders(ctx, c, "/locks/none"); err != nil || len(got) != 0 {
+		t.Errorf("Contenders of a missing path = %v, %v", got, err)
+	}
+	must(t, r1.RUnlock(ctx))
+	must(t, r2.RUnlock(ctx))
+}

@@ -1,0 +1,270 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/recipes"
+)
+
+// owner describes this process in the nodes it creates, for `arbor locks`.
+func owner() []byte {
+	host, _ := os.Hostname()
+	return fmt.Appendf(nil, "arbor on %s, pid %d", host, os.Getpid())
+}
+
+// heldJSON is what lock and elect print once they hold.
+type heldJSON struct {
+	Path  string `json:"path"`
+	Token int64  `json:"token"`
+	Event string `json:"event"` // "acquired", "released", "elected" or "resigned"
+}
+
+func (e *env) printHeld(path string, token int64, event string) error {
+	if e.json() {
+		return e.printJSON(heldJSON{Path: path, Token: token, Event: event})
+	}
+	_, err := fmt.Fprintf(e.stdout, "%s %s (token %d)\n", event, path, token)
+	return err
+}
+
+// errLost is the error of a hold that ended with the session.
+var errLost = errors.New("the session ended: the hold is lost, someone else may hold it now")
+
+func (e *env) lockCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "lock PATH [-- CMD [ARGS...]]",
+		Short: "Hold a lock while a command runs, or until interrupted",
+		Long: "Take the lock at PATH (a recipes.Mutex: waiters queue in order, and a release\n" +
+			"wakes one). With CMD, run it while holding the lock, with ARBOR_LOCK_PATH and\n" +
+			"ARBOR_LOCK_TOKEN (the fencing token) in its environment, and exit with its\n" +
+			"status. Without CMD, print the token and hold until interrupted.\n\n" +
+			"If the session ends while the lock is held, CMD is sent SIGTERM and the exit\n" +
+			"status is 1: another process may hold the lock from then on.",
+		Example: "  arbor lock /locks/deploy -- ./deploy.sh --prod\n" +
+			"  arbor lock /locks/maintenance      # hold until Ctrl-C",
+		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
+			if n := cmd.ArgsLenAtDash(); n > 1 || (n < 0 && len(args) != 1) || n == 0 {
+				return errors.New("want PATH, then optionally -- CMD [ARGS...]")
+			}
+			if n := cmd.ArgsLenAtDash(); n == 1 && len(args) == 1 {
+				return errors.New("no command after --")
+			}
+			return nil
+		}),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
+			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+				m := recipes.NewMutex(c, path, recipes.WithData(owner()))
+				if err := m.Lock(ctx); err != nil {
+					if ctx.Err() != nil {
+						return fmt.Errorf("interrupted while waiting for %s", path)
+					}
+					return describe(err, path)
+				}
+				defer func() {
+					rctx, cancel := e.req(context.WithoutCancel(ctx))
+					defer cancel()
+					m.Unlock(rctx)
+				}()
+				if len(args) > 1 {
+					return e.runLocked(ctx, m, path, args[1:])
+				}
+				if err := e.printHeld(path, m.Token(), "acquired"); err != nil {
+					return err
+				}
+				select {
+				case <-m.Lost():
+					return errLost
+				case <-ctx.Done():
+				}
+				return e.printHeld(path, m.Token(), "released")
+			})
+		},
+	}
+}
+
+// runLocked runs argv while m is held and returns its exit status.
+// Interrupts reach the command (Ctrl-C does by itself; SIGTERM is passed
+// on); losing the lock stops it with SIGTERM.
+func (e *env) runLocked(ctx context.Context, m *recipes.Mutex, path string, argv []string) error {
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = e.stdin, e.stdout, e.stderr
+	child.Env = append(os.Environ(), "ARBOR_LOCK_PATH="+path, "ARBOR_LOCK_TOKEN="+strconv.FormatInt(m.Token(), 10))
+	if err := child.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	var lost bool
+	var err error
+	for done := false; !done; {
+		select {
+		case err = <-exited:
+			done = true
+		case <-m.Lost():
+			lost = true
+			child.Process.Signal(syscall.SIGTERM)
+		case <-ctx.Done():
+			child.Process.Signal(syscall.SIGTERM)
+			ctx = context.Background() // signalled once; now wait for it
+		}
+	}
+	var exit *exec.ExitError
+	switch {
+	case lost:
+		return errLost
+	case errors.As(err, &exit):
+		return exitStatus(exit.ExitCode())
+	}
+	return err
+}
+
+func (e *env) electCommand() *cobra.Command {
+	var listen bool
+	cmd := &cobra.Command{
+		Use:   "elect PATH VALUE | elect -l PATH",
+		Short: "Campaign in a leader election, or follow its leaders",
+		Long: "Campaign in the election at PATH with VALUE (an address, a name), print when\n" +
+			"elected, and lead until interrupted, then resign. With -l, print the value of\n" +
+			"each leader as leadership changes, until interrupted. If the session ends while\n" +
+			"leading, the exit status is 1: another candidate may lead from then on.",
+		Example: "  arbor elect /service/leader 10.0.0.7:8080\n  arbor elect -l /service/leader",
+		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
+			if listen {
+				return cobra.ExactArgs(1)(cmd, args)
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		}),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
+			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
+				el := recipes.NewElection(c, path)
+				if listen {
+					return e.followLeaders(ctx, c, el, path)
+				}
+				if err := el.Campaign(ctx, []byte(args[1])); err != nil {
+					if ctx.Err() != nil {
+						return nil // interrupted before being elected
+					}
+					return describe(err, path)
+				}
+				if err := e.printHeld(path, el.Token(), "elected"); err != nil {
+					return err
+				}
+				select {
+				case <-el.Lost():
+					return errLost
+				case <-ctx.Done():
+				}
+				token := el.Token()
+				rctx, cancel := e.req(context.WithoutCancel(ctx))
+				defer cancel()
+				if err := el.Resign(rctx); err != nil {
+					return err
+				}
+				return e.printHeld(path, token, "resigned")
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&listen, "listen", "l", false, "follow the leaders instead of campaigning")
+	return cmd
+}
+
+// leaderJSON is one leader that elect -l prints.
+type leaderJSON struct {
+	Path   string   `json:"path"`
+	Leader dataJSON `json:"leader"`
+}
+
+func (e *env) followLeaders(ctx context.Context, c *client.Client, el *recipes.Election, path string) error {
+	for v := range el.Observe(ctx) {
+		var err error
+		if e.json() {
+			err = e.printJSON(leaderJSON{Path: path, Leader: dataOf(v)})
+		} else {
+			_, err = fmt.Fprintf(e.stdout, "%s\n", v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if ctx.Err() == nil {
+		return c.Err() // the session ended
+	}
+	return nil
+}
+
+// contenderJSON is one node that locks prints.
+type contenderJSON struct {
+	Node    string `json:"node"`
+	Kind    string `json:"kind"`
+	Role    string `json:"role"` // "holder" or "waiter"; "-" for kinds a queue cannot tell
+	Session string `json:"session"`
+	Ctime   int64  `json:"ctime"` // ms since the Unix epoch
+	AgeMs   int64  `json:"ageMs"`
+	dataJSON
+}
+
+func role(ct recipes.Contender) string {
+	switch {
+	case ct.Holds:
+		return "holder"
+	case ct.Kind == "lease" || ct.Kind == "member":
+		return "-"
+	}
+	return "waiter"
+}
+
+func (e *env) locksCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "locks PATH",
+		Short: "Show who holds and who waits for a lock or an election",
+		Long: "List the contenders of the lock, read/write lock or election at PATH in queue\n" +
+			"order: each one's role (holder or waiter), kind (lock, read, write, or n for a\n" +
+			"candidate), session id, age and the data it stored (arbor lock stores its host\n" +
+			"and pid).",
+		Example:           "  arbor locks /locks/deploy\n  arbor locks -o json /service/leader",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.pathArg(args)
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				cts, err := recipes.Contenders(ctx, c, path)
+				if err != nil {
+					return describe(err, path)
+				}
+				now := time.Now()
+				if e.json() {
+					out := make([]contenderJSON, len(cts))
+					for i, ct := range cts {
+						out[i] = contenderJSON{
+							Node: ct.Node, Kind: ct.Kind, Role: role(ct), Session: sessionHex(ct.Session),
+							Ctime: ct.Created.UnixMilli(), AgeMs: now.Sub(ct.Created).Milliseconds(), dataJSON: dataOf(ct.Data),
+						}
+					}
+					return e.printJSON(out)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ROLE\tKIND\tSESSION\tAGE\tDATA\tNODE")
+				for _, ct := range cts {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", role(ct), ct.Kind, sessionHex(ct.Session),
+						now.Sub(ct.Created).Round(time.Second), preview(ct.Data), ct.Node)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}

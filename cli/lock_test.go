@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestLockRunsCommandsOneAtATime(t *testing.T) {
+	addr, _ := startServer(t)
+	logFile := filepath.Join(t.TempDir(), "log")
+	// Each command writes "start TOKEN", sleeps, then "end TOKEN": with the
+	// lock the lines come in pairs.
+	script := `echo "start $ARBOR_LOCK_TOKEN $ARBOR_LOCK_PATH" >> ` + logFile + `; sleep 0.2; echo "end $ARBOR_LOCK_TOKEN" >> ` + logFile + `; exit 3`
+	const n = 3
+	runs := make([]*background, n)
+	for i := range runs {
+		runs[i] = start(t, addr, "lock", "/locks/cmd", "--", "sh", "-c", script)
+	}
+	for i, r := range runs {
+		if code := r.wait(t); code != 3 {
+			t.Errorf("run %d: exit %d, want the command's 3; stderr %q", i, code, r.stderr)
+		}
+	}
+	raw, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 2*n {
+		t.Fatalf("log %q, want %d lines", raw, 2*n)
+	}
+	var last int64
+	for i := 0; i < len(lines); i += 2 {
+		var token int64
+		var path string
+		if _, err := fmt.Sscanf(lines[i], "start %d %s", &token, &path); err != nil || path != "/locks/cmd" {
+			t.Fatalf("line %q: %v", lines[i], err)
+		}
+		if lines[i+1] != "end "+strconv.FormatInt(token, 10) {
+			t.Fatalf("commands overlapped: %q", raw)
+		}
+		if token <= last {
+			t.Errorf("token %d after %d", token, last)
+		}
+		last = token
+	}
+}
+
+func TestLockHoldsUntilInterruptedAndLocksShowsIt(t *testing.T) {
+	addr, _ := startServer(t)
+	holder := start(t, addr, "lock", "/locks/hold")
+	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired /locks/hold (token ") })
+	waiter := start(t, addr, "lock", "-o", "json", "/locks/hold")
+	waitFor(t, "the waiter to queue", func() bool {
+		return strings.Count(must(t, addr, "locks", "/locks/hold"), "\n") == 3
+	})
+	out := must(t, addr, "locks", "/locks/hold")
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.HasPrefix(rows[0], "ROLE") || !strings.HasPrefix(rows[1], "holder  lock") ||
+		!strings.HasPrefix(rows[2], "waiter  lock") || !strings.Contains(rows[1], fmt.Sprintf("pid %d", holder.cmd.Process.Pid)) {
+		t.Errorf("locks printed:\n%s", out)
+	}
+	cts := decode[[]contenderJSON](t, must(t, addr, "locks", "-o", "json", "/locks/hold"))
+	if len(cts) != 2 || cts[0].Role != "holder" || cts[1].Role != "waiter" || !strings.HasPrefix(cts[0].Session, "0x") ||
+		cts[0].Encoding != "utf8" || !strings.Contains(cts[1].Data, fmt.Sprintf("pid %d", waiter.cmd.Process.Pid)) {
+		t.Errorf("locks -o json: %+v", cts)
+	}
+
+	if code := holder.stop(t, syscall.SIGINT); code != 0 {
+		t.Fatalf("holder: exit %d, stderr %q", code, holder.stderr)
+	}
+	if !strings.Contains(holder.stdout.String(), "released /locks/hold") {
+		t.Errorf("holder printed %q", holder.stdout)
+	}
+	waitFor(t, "the waiter to take the lock", func() bool { return strings.Contains(waiter.stdout.String(), "acquired") })
+	got := decode[heldJSON](t, waiter.stdout.String())
+	if got.Path != "/locks/hold" || got.Event != "acquired" || got.Token <= 0 {
+		t.Errorf("waiter printed %+v", got)
+	}
+	if code := waiter.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("waiter: exit %d", code)
+	}
+	if out := must(t, addr, "locks", "/locks/hold"); strings.Count(out, "\n") != 1 {
+		t.Errorf("after both left, locks printed:\n%s", out)
+	}
+}
+
+func TestElectAndFollowTheLeader(t *testing.T) {
+	addr, _ := startServer(t)
+	follow := start(t, addr, "elect", "-l", "/svc/leader")
+	a := start(t, addr, "elect", "/svc/leader", "10.0.0.1:80")
+	waitFor(t, "a to be elected", func() bool { return strings.HasPrefix(a.stdout.String(), "elected /svc/leader") })
+	b := start(t, addr, "elect", "-o", "json", "/svc/leader", "10.0.0.2:80")
+	waitFor(t, "b to queue", func() bool { return strings.Count(must(t, addr, "locks", "/svc/leader"), "\n") == 3 })
+	if b.stdout.String() != "" {
+		t.Fatalf("b printed %q while a leads", b.stdout)
+	}
+	if code := a.stop(t, syscall.SIGINT); code != 0 {
+		t.Fatalf("a: exit %d, stderr %q", code, a.stderr)
+	}
+	waitFor(t, "b to be elected", func() bool { return strings.Contains(b.stdout.String(), "elected") })
+	waitFor(t, "the follower to see b", func() bool { return follow.stdout.String() == "10.0.0.1:80\n10.0.0.2:80\n" })
+	if code := follow.stop(t, syscall.SIGINT); code != 0 {
+		t.Errorf("follower: exit %d", code)
+	}
+	if code := b.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("b: exit %d", code)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(b.stdout.String()), "\n") {
+		decode[heldJSON](t, line)
+	}
+}
+
+func TestLockAndElectUsage(t *testing.T) {
+	addr, _ := startServer(t)
+	for _, args := range [][]string{
+		{"lock"}, {"lock", "/a", "/b"}, {"lock", "/a", "--"}, {"lock", "--", "true"},
+		{"elect", "/a"}, {"elect", "-l", "/a", "v"}, {"locks"},
+	} {
+		if r := arbor(t, addr, args...); r.code != 2 {
+			t.Errorf("arbor %v: %v, want exit 2", args, r)
+		}
+	}
+	if r := arbor(t, addr, "lock", "/a", "--", "/no/such/command"); r.code != 1 {
+		t.Errorf("lock with a missing command: %v, want exit 1", r)
+	}
+}

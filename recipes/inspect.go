@@ -1,0 +1,62 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// Contender is one node in a recipe's queue, as Contenders reports it.
+type Contender struct {
+	Node    string    // the node's name under the recipe's path
+	Kind    string    // lock, read, write, n (a candidate), lease or member
+	Seq     int64     // its sequence number: the queue's order
+	Session int64     // the session that created it
+	Created time.Time // when it was created
+	Data    []byte    // what the contender stored (WithData, a candidate's value)
+	// Holds says that the contender holds the lock (read or write) or
+	// leads the election. It is false for waiters, and for the kinds whose
+	// holders a queue alone cannot tell (lease, member).
+	Holds bool
+}
+
+// Contenders lists the queue of the Mutex, RWMutex or Election at path, in
+// order: who holds and who waits. It reads the queue as one member sees it
+// at one moment; nodes that vanish while it reads are left out. A missing
+// path is an empty queue.
+func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender, error) {
+	q := newQueue(c, path, nil)
+	es, err := q.entries(ctx)
+	if err != nil {
+		return nil, opError("contenders", path, err)
+	}
+	out := make([]Contender, 0, len(es))
+	for i, e := range es {
+		data, st, err := c.Get(ctx, q.path(e))
+		if errors.Is(err, client.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, opError("contenders", path, err)
+		}
+		out = append(out, Contender{
+			Node: e.name, Kind: e.kind, Seq: e.seq, Session: st.EphemeralOwner,
+			Created: time.UnixMilli(st.Ctime), Data: data, Holds: holds(es, i),
+		})
+	}
+	return out, nil
+}
+
+// holds tells whether entry i goes ahead of the queue es, by the rule of
+// its kind.
+func holds(es []entry, i int) bool {
+	switch es[i].kind {
+	case kindLock, kindWrite, kindCandidate:
+		return predecessor(es, i) < 0
+	case kindRead:
+		return writerAhead(es, i) < 0
+	}
+	return false
+}
