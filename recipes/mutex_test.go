@@ -351,3 +351,19 @@ func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
 	must(t, r1.RUnlock(ctx))
 	must(t, r2.RUnlock(ctx))
 }
+
+func TestAWaiterWhoseSessionExpiresGetsErrSessionExpired(t *testing.T) {
+	s := startServer(t)
+	var k cutter
+	holder := NewMutex(s.dial(t), "/locks/expire")
+	must(t, holder.Lock(ctxWait(t)))
+	c := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
+	waited := make(chan error, 1)
+	go func() { waited <- NewMutex(c, "/locks/expire").Lock(ctxWait(t)) }()
+	waitFor(t, "the waiter to queue", func() bool { return len(children(t, c, "/locks/expire")) == 2 })
+	k.cut()
+	if err := <-waited; !errors.Is(err, client.ErrSessionExpired) {
+		t.Errorf("Lock of a waiter whose session expired: %v, want ErrSessionExpired", err)
+	}
+	must(t, holder.Unlock(ctxWait(t)))
+}
