@@ -22,6 +22,11 @@ const (
 	OpSetWatches  Op = 101
 	OpClose       Op = -11
 
+	// Watch ops ZooKeeper added in 3.6, with its op codes.
+	OpRemoveWatches Op = 18  // remove a connection's watches of a kind on a path
+	OpSetWatches2   Op = 105 // setWatches with persistent and recursive watches too
+	OpAddWatch      Op = 106 // a persistent or persistent-recursive watch
+
 	// Reads ZooKeeper added in 3.6, with its op codes.
 	OpGetEphemerals        Op = 103 // the calling session's ephemeral nodes under a path prefix
 	OpGetAllChildrenNumber Op = 104 // the number of a node's descendants
@@ -39,6 +44,7 @@ var opNames = map[Op]string{
 	OpGetData: "getData", OpSetData: "setData", OpGetChildren: "getChildren",
 	OpSync: "sync", OpPing: "ping", OpCheck: "check", OpMulti: "multi",
 	OpSetWatches: "setWatches", OpClose: "close",
+	OpRemoveWatches: "removeWatches", OpSetWatches2: "setWatches2", OpAddWatch: "addWatch",
 	OpGetEphemerals: "getEphemerals", OpGetAllChildrenNumber: "getAllChildrenNumber",
 	OpMembers: "members", OpMemberAdd: "memberAdd", OpMemberRemove: "memberRemove",
 	OpMemberPromote: "memberPromote", OpStatus: "status",
@@ -143,6 +149,10 @@ const (
 	EventNodeDeleted         EventType = 2
 	EventNodeDataChanged     EventType = 3
 	EventNodeChildrenChanged EventType = 4
+	// EventPersistentWatchRemoved tells a client that the server dropped
+	// its persistent and recursive watches on the event's path: it could
+	// not replay what happened while the client was away (setWatches2).
+	EventPersistentWatchRemoved EventType = 7
 )
 
 func (t EventType) String() string {
@@ -157,9 +167,49 @@ func (t EventType) String() string {
 		return "NodeDataChanged"
 	case EventNodeChildrenChanged:
 		return "NodeChildrenChanged"
+	case EventPersistentWatchRemoved:
+		return "PersistentWatchRemoved"
 	}
 	return fmt.Sprintf("EventType(%d)", int32(t))
 }
+
+// AddWatchMode is the kind of watch addWatch leaves. The values are
+// ZooKeeper's.
+type AddWatchMode int32
+
+// Watch modes.
+const (
+	// AddWatchPersistent fires on every NodeCreated, NodeDeleted,
+	// NodeDataChanged and NodeChildrenChanged of its path, and stays.
+	AddWatchPersistent AddWatchMode = 0
+	// AddWatchPersistentRecursive fires on every NodeCreated, NodeDeleted
+	// and NodeDataChanged of its path and of every node below it (never
+	// NodeChildrenChanged), and stays.
+	AddWatchPersistentRecursive AddWatchMode = 1
+)
+
+func (m AddWatchMode) String() string {
+	switch m {
+	case AddWatchPersistent:
+		return "persistent"
+	case AddWatchPersistentRecursive:
+		return "persistent-recursive"
+	}
+	return fmt.Sprintf("AddWatchMode(%d)", int32(m))
+}
+
+// WatcherType says which of a connection's watches on a path removeWatches
+// removes. The values are ZooKeeper's.
+type WatcherType int32
+
+// Watcher types.
+const (
+	WatcherChildren            WatcherType = 1 // one-shot child watches
+	WatcherData                WatcherType = 2 // one-shot data and exist watches
+	WatcherAny                 WatcherType = 3 // every kind
+	WatcherPersistent          WatcherType = 4
+	WatcherPersistentRecursive WatcherType = 5
+)
 
 // SessionState is the session state carried by a watch event. The values
 // are ZooKeeper's KeeperState.

@@ -25,7 +25,7 @@ const maxSeed = 4 << 10
 // knownOps are the ops DecodeRequest must not call unimplemented.
 var knownOps = []wire.Op{wire.OpCreate, wire.OpDelete, wire.OpExists, wire.OpGetData, wire.OpSetData,
 	wire.OpGetChildren, wire.OpSync, wire.OpPing, wire.OpCheck, wire.OpMulti, wire.OpSetWatches, wire.OpClose,
-	wire.OpGetEphemerals, wire.OpGetAllChildrenNumber}
+	wire.OpGetEphemerals, wire.OpGetAllChildrenNumber, wire.OpAddWatch, wire.OpRemoveWatches, wire.OpSetWatches2}
 
 // reencode is the property shared by all the targets. decode fills a fresh
 // value from a body and returns it; encode returns a value's body. The input

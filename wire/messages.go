@@ -142,11 +142,16 @@ type Request struct {
 
 	Ops []Request // multi: create, delete, setData and check sub-requests
 
-	// setWatches: the client's last seen zxid and the watches to restore.
-	RelativeZxid int64
-	DataWatches  []string
-	ExistWatches []string
-	ChildWatches []string
+	// setWatches and setWatches2: the client's last seen zxid and the
+	// watches to restore; the last two lists only in setWatches2.
+	RelativeZxid      int64
+	DataWatches       []string
+	ExistWatches      []string
+	ChildWatches      []string
+	PersistentWatches []string
+	RecursiveWatches  []string
+	AddWatchMode      AddWatchMode // addWatch
+	WatcherType       WatcherType  // removeWatches
 
 	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove and
 	// memberPromote: ID.
@@ -217,8 +222,12 @@ func requestFields(op Op) int {
 	switch op {
 	case OpCreate, OpSetWatches:
 		return 4
+	case OpSetWatches2:
+		return 6
 	case OpSetData:
 		return 3
+	case OpAddWatch, OpRemoveWatches:
+		return 2
 	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
 		return 2
 	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber:
@@ -260,11 +269,21 @@ func (enc *encoder) requestBody(r *Request) {
 			enc.int(int64(op.Op))
 			enc.requestBody(op)
 		}
-	case OpSetWatches:
+	case OpSetWatches, OpSetWatches2:
 		enc.int(r.RelativeZxid)
 		enc.strs(r.DataWatches)
 		enc.strs(r.ExistWatches)
 		enc.strs(r.ChildWatches)
+		if r.Op == OpSetWatches2 {
+			enc.strs(r.PersistentWatches)
+			enc.strs(r.RecursiveWatches)
+		}
+	case OpAddWatch:
+		enc.str(r.Path)
+		enc.int(int64(r.AddWatchMode))
+	case OpRemoveWatches:
+		enc.str(r.Path)
+		enc.int(int64(r.WatcherType))
 	case OpMemberAdd:
 		enc.int(r.Member.ID)
 		enc.str(r.Member.Addr)
@@ -315,11 +334,21 @@ func (dec *decoder) requestBody(r *Request) {
 			dec.skip(m - 1 - want)
 			r.Ops = append(r.Ops, op)
 		}
-	case OpSetWatches:
+	case OpSetWatches, OpSetWatches2:
 		r.RelativeZxid = dec.int64()
 		r.DataWatches = dec.strs()
 		r.ExistWatches = dec.strs()
 		r.ChildWatches = dec.strs()
+		if r.Op == OpSetWatches2 {
+			r.PersistentWatches = dec.strs()
+			r.RecursiveWatches = dec.strs()
+		}
+	case OpAddWatch:
+		r.Path = dec.str()
+		r.AddWatchMode = AddWatchMode(dec.int32())
+	case OpRemoveWatches:
+		r.Path = dec.str()
+		r.WatcherType = WatcherType(dec.int32())
 	case OpMemberAdd:
 		r.Member.ID = dec.int64()
 		r.Member.Addr = dec.str()

@@ -180,6 +180,17 @@ var requests = []struct {
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
 	{"a getAllChildrenNumber carries the path", wire.Request{Xid: 37, Op: wire.OpGetAllChildrenNumber, Path: "/app"}},
+	{"an addWatch carries the path and the mode", wire.Request{
+		Xid: 38, Op: wire.OpAddWatch, Path: "/services", AddWatchMode: wire.AddWatchPersistentRecursive,
+	}},
+	{"a removeWatches carries the path and the watcher type", wire.Request{
+		Xid: 39, Op: wire.OpRemoveWatches, Path: "/services", WatcherType: wire.WatcherPersistent,
+	}},
+	{"a setWatches2 carries the five watch lists", wire.Request{
+		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
+		DataWatches: []string{"/a"}, ExistWatches: []string{"/b"}, ChildWatches: []string{"/c"},
+		PersistentWatches: []string{"/d"}, RecursiveWatches: []string{"/", "/e"},
+	}},
 }
 
 var replies = []struct {
@@ -287,6 +298,16 @@ var replies = []struct {
 	}},
 	{"a setWatches reply has no body", wire.OpSetWatches, wire.Reply{
 		Xid: wire.XidSetWatches, Zxid: 99,
+	}},
+	{"a setWatches2 reply has no body", wire.OpSetWatches2, wire.Reply{
+		Xid: wire.XidSetWatches, Zxid: 99,
+	}},
+	{"an addWatch reply has no body", wire.OpAddWatch, wire.Reply{Xid: 40, Zxid: 99}},
+	{"a removeWatches of nothing refuses with NoWatcher", wire.OpRemoveWatches, wire.Reply{
+		Xid: 41, Zxid: 99, Err: wire.CodeNoWatcher,
+	}},
+	{"a PersistentWatchRemoved notification", 0, wire.Reply{
+		Xid: wire.XidNotification, Zxid: 99, EventType: wire.EventPersistentWatchRemoved, State: wire.StateConnected, Path: "/services",
 	}},
 	{"a ping reply has no body", wire.OpPing, wire.Reply{
 		Xid: wire.XidPing, Zxid: 99,
