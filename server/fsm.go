@@ -91,6 +91,7 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	f.mu.Lock()
 	f.tree = t
 	f.zxid = int64(index)
+	f.watches.restored(f.zxid)
 	f.sessions.Replace(sessions, time.Now())
 	f.mu.Unlock()
 	if f.onRestore != nil {

@@ -152,7 +152,8 @@ func (c *conn) reply(r *request, reply *wire.Reply) {
 }
 
 // answerRead answers a read (getData, exists, getChildren, getEphemerals,
-// getAllChildrenNumber, setWatches):
+// getAllChildrenNumber) or a watch op (setWatches, setWatches2, addWatch,
+// removeWatches):
 // the reply is queued under the same read lock as the read, so that no
 // notification of a later change can overtake it. It reports false for
 // any other request.
@@ -161,13 +162,14 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	switch {
 	case r.err != nil:
 		return false
-	case req.Op == wire.OpSetWatches:
+	case req.Op == wire.OpSetWatches, req.Op == wire.OpSetWatches2:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.setWatches(t, req)
 			c.reply(r, reply)
 		})
 	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren,
-		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber:
+		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber,
+		req.Op == wire.OpAddWatch, req.Op == wire.OpRemoveWatches:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
@@ -261,17 +263,35 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 	case wire.OpGetData:
 		reply.Data, reply.Stat, err = t.Get(req.Path)
 		if err == nil && req.Watch {
-			s.watches.addData(req.Path, c)
+			s.watches.add(watchData, req.Path, c)
 		}
 	case wire.OpExists:
 		reply.Stat, err = t.Exists(req.Path)
 		if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
-			s.watches.addData(req.Path, c)
+			s.watches.add(watchData, req.Path, c)
 		}
 	case wire.OpGetChildren:
 		reply.Children, reply.Stat, err = t.Children(req.Path)
 		if err == nil && req.Watch {
-			s.watches.addChild(req.Path, c)
+			s.watches.add(watchChild, req.Path, c)
+		}
+	case wire.OpAddWatch:
+		err = wire.ValidatePath(req.Path, false)
+		switch {
+		case err != nil:
+		case req.AddWatchMode == wire.AddWatchPersistent:
+			s.watches.add(watchPersistent, req.Path, c)
+		case req.AddWatchMode == wire.AddWatchPersistentRecursive:
+			s.watches.add(watchRecursive, req.Path, c)
+		default:
+			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
+		}
+	case wire.OpRemoveWatches:
+		switch {
+		case req.WatcherType < wire.WatcherChildren || req.WatcherType > wire.WatcherPersistentRecursive:
+			err = wire.Errorf(wire.CodeBadArguments, "unknown watcher type %d", req.WatcherType)
+		case !s.watches.remove(req.WatcherType, req.Path, c):
+			err = wire.ErrNoWatcher
 		}
 	case wire.OpGetEphemerals:
 		if err = wire.ValidatePath(req.Path, false); err == nil {
@@ -285,13 +305,18 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 	reply.Err = wire.CodeOf(err)
 }
 
-// setWatches restores a reconnected client's watches by ZooKeeper's rules:
-// what changed after the client's last seen zxid fires at once, the rest
-// is registered. The caller holds the fsm's read lock. It returns the zxid
-// it saw.
+// setWatches restores a reconnected client's watches (setWatches and
+// setWatches2). One-shot watches follow ZooKeeper's rules: what changed
+// after the client's last seen zxid fires at once, the rest is registered.
+// Persistent and recursive watches are registered and get the events they
+// missed (see restoreLasting). The caller holds the fsm's read lock. It
+// returns the zxid it saw.
 func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 	rel := req.RelativeZxid
 	zxid := c.srv.fsm.zxid
+	// The replayed events are older than the catch-up events below, which
+	// carry zxid: they go first, so that events arrive in zxid order.
+	c.srv.watches.restoreLasting(c, rel, zxid, req.PersistentWatches, req.RecursiveWatches)
 	for _, p := range req.DataWatches {
 		switch st, err := t.Exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
@@ -300,7 +325,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 		case st.Mzxid > rel:
 			c.srv.notify(c, zxid, wire.EventNodeDataChanged, p)
 		default:
-			c.srv.watches.addData(p, c)
+			c.srv.watches.add(watchData, p, c)
 		}
 	}
 	for _, p := range req.ExistWatches {
@@ -308,7 +333,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 		case err == nil:
 			c.srv.notify(c, zxid, wire.EventNodeCreated, p)
 		case errors.Is(err, wire.ErrNoNode):
-			c.srv.watches.addData(p, c)
+			c.srv.watches.add(watchData, p, c)
 		}
 	}
 	for _, p := range req.ChildWatches {
@@ -319,7 +344,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 		case st.Pzxid > rel:
 			c.srv.notify(c, zxid, wire.EventNodeChildrenChanged, p)
 		default:
-			c.srv.watches.addChild(p, c)
+			c.srv.watches.add(watchChild, p, c)
 		}
 	}
 	return zxid

@@ -7,12 +7,41 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// watchRegistry holds the one-shot watches of this server's connections.
-// Data watches (left by getData, and by exists whether or not the node
-// exists) fire on NodeCreated, NodeDataChanged and NodeDeleted of their
-// path; child watches fire on NodeChildrenChanged and NodeDeleted of their
-// path. A connection holds at most one watch of each kind per path (the
-// client fans an event out to all its callers) and a fired watch is gone.
+// watchKind is one of the four kinds of watch a connection can hold on a
+// path.
+type watchKind uint8
+
+const (
+	// watchData is a one-shot data watch (getData; exists, whether or not
+	// the node exists): NodeCreated, NodeDataChanged and NodeDeleted of
+	// its path.
+	watchData watchKind = iota
+	// watchChild is a one-shot child watch (getChildren):
+	// NodeChildrenChanged and NodeDeleted of its path.
+	watchChild
+	// watchPersistent stays, and sees every event of its path.
+	watchPersistent
+	// watchRecursive stays, and sees NodeCreated, NodeDeleted and
+	// NodeDataChanged of its path and every path below (never
+	// NodeChildrenChanged, as in ZooKeeper).
+	watchRecursive
+	watchKinds
+)
+
+type watchKey struct {
+	path string
+	kind watchKind
+}
+
+// recentEvents is how many of the latest events the registry keeps, so
+// that a client that reconnects misses nothing its persistent and
+// recursive watches should have seen while it was away.
+const recentEvents = 1 << 16
+
+// watchRegistry holds the watches of this server's connections. A
+// connection holds at most one watch of a kind per path (the client fans
+// an event out to all its callers), and gets at most one notification per
+// event, however many of its watches the event fires.
 //
 // Registration happens under the fsm's read lock and trigger under its
 // write lock, so a change is either seen by a read or fires the read's
@@ -20,74 +49,113 @@ import (
 type watchRegistry struct {
 	notify func(c *conn, zxid int64, typ wire.EventType, path string)
 
-	mu     sync.Mutex
-	data   map[string]map[*conn]struct{} // mu guards data, child, byConn and count
-	child  map[string]map[*conn]struct{}
-	byConn map[*conn]map[string]struct{} // the paths each connection watches, of either kind
+	mu     sync.Mutex // guards everything below
+	tables [watchKinds]map[string]map[*conn]struct{}
+	byConn map[*conn]map[watchKey]struct{} // the watches of each connection
 	count  int
+	recent eventRing
+	fired  map[*conn]struct{} // trigger's scratch set
 }
 
 func newWatchRegistry(notify func(c *conn, zxid int64, typ wire.EventType, path string)) *watchRegistry {
-	return &watchRegistry{
-		notify: notify,
-		data:   map[string]map[*conn]struct{}{},
-		child:  map[string]map[*conn]struct{}{},
-		byConn: map[*conn]map[string]struct{}{},
+	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]struct{}{}}
+	for k := range w.tables {
+		w.tables[k] = map[string]map[*conn]struct{}{}
 	}
+	w.recent.reset(1)
+	return w
 }
 
-func (w *watchRegistry) add(table map[string]map[*conn]struct{}, path string, c *conn) {
-	set := table[path]
+// add leaves a watch of kind for c on path.
+func (w *watchRegistry) add(kind watchKind, path string, c *conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.addLocked(kind, path, c)
+}
+
+func (w *watchRegistry) addLocked(kind watchKind, path string, c *conn) {
+	set := w.tables[kind][path]
 	if set == nil {
 		set = map[*conn]struct{}{}
-		table[path] = set
+		w.tables[kind][path] = set
 	}
+	if _, ok := set[c]; ok {
+		return
+	}
+	set[c] = struct{}{}
+	w.count++
+	keys := w.byConn[c]
+	if keys == nil {
+		keys = map[watchKey]struct{}{}
+		w.byConn[c] = keys
+	}
+	keys[watchKey{path, kind}] = struct{}{}
+}
+
+// removeLocked drops c's watch of kind on path and reports whether there
+// was one.
+func (w *watchRegistry) removeLocked(kind watchKind, path string, c *conn) bool {
+	set := w.tables[kind][path]
 	if _, ok := set[c]; !ok {
-		set[c] = struct{}{}
-		w.count++
-		paths := w.byConn[c]
-		if paths == nil {
-			paths = map[string]struct{}{}
-			w.byConn[c] = paths
-		}
-		paths[path] = struct{}{}
+		return false
 	}
+	delete(set, c)
+	if len(set) == 0 {
+		delete(w.tables[kind], path)
+	}
+	delete(w.byConn[c], watchKey{path, kind})
+	w.count--
+	return true
 }
 
-// addData leaves a data watch for c on path.
-func (w *watchRegistry) addData(path string, c *conn) {
+// remove drops c's watches on path of the kinds typ names (ZooKeeper's
+// removeWatches) and reports whether there was any.
+func (w *watchRegistry) remove(typ wire.WatcherType, path string, c *conn) bool {
+	var kinds []watchKind
+	switch typ {
+	case wire.WatcherChildren:
+		kinds = []watchKind{watchChild}
+	case wire.WatcherData:
+		kinds = []watchKind{watchData}
+	case wire.WatcherAny:
+		kinds = []watchKind{watchData, watchChild, watchPersistent, watchRecursive}
+	case wire.WatcherPersistent:
+		kinds = []watchKind{watchPersistent}
+	case wire.WatcherPersistentRecursive:
+		kinds = []watchKind{watchRecursive}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.add(w.data, path, c)
-}
-
-// addChild leaves a child watch for c on path.
-func (w *watchRegistry) addChild(path string, c *conn) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.add(w.child, path, c)
-}
-
-// take removes and returns the watchers of path in table.
-func (w *watchRegistry) take(table map[string]map[*conn]struct{}, path string) map[*conn]struct{} {
-	set := table[path]
-	if set == nil {
-		return nil
-	}
-	delete(table, path)
-	w.count -= len(set)
-	for c := range set {
-		if _, still := w.data[path][c]; !still {
-			if _, still := w.child[path][c]; !still {
-				delete(w.byConn[c], path)
-			}
+	removed := false
+	for _, k := range kinds {
+		if w.removeLocked(k, path, c) {
+			removed = true
 		}
 	}
-	return set
+	return removed
+}
+
+// take removes the one-shot watches of kind on path, adding their
+// connections to w.fired.
+func (w *watchRegistry) take(kind watchKind, path string) {
+	for c := range w.tables[kind][path] {
+		w.fired[c] = struct{}{}
+		delete(w.byConn[c], watchKey{path, kind})
+		w.count--
+	}
+	delete(w.tables[kind], path)
+}
+
+// collect adds the connections with a watch of kind on path to w.fired.
+func (w *watchRegistry) collect(kind watchKind, path string) {
+	for c := range w.tables[kind][path] {
+		w.fired[c] = struct{}{}
+	}
 }
 
 // trigger fires the watches that events match and sends their
-// notifications. It is called by Apply with the fsm's write lock held.
+// notifications, one per connection and event. It is called by Apply with
+// the fsm's write lock held.
 func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 	if len(events) == 0 {
 		return
@@ -95,43 +163,102 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ev := range events {
-		var fired map[*conn]struct{}
+		w.recent.add(recentEvent{zxid: zxid, typ: ev.Type, path: ev.Path})
 		switch ev.Type {
 		case wire.EventNodeCreated, wire.EventNodeDataChanged:
-			fired = w.take(w.data, ev.Path)
+			w.take(watchData, ev.Path)
 		case wire.EventNodeChildrenChanged:
-			fired = w.take(w.child, ev.Path)
+			w.take(watchChild, ev.Path)
 		case wire.EventNodeDeleted:
-			fired = w.take(w.data, ev.Path)
-			for c := range w.take(w.child, ev.Path) {
-				if fired == nil {
-					fired = map[*conn]struct{}{}
+			w.take(watchData, ev.Path)
+			w.take(watchChild, ev.Path)
+		}
+		w.collect(watchPersistent, ev.Path)
+		if ev.Type != wire.EventNodeChildrenChanged && len(w.tables[watchRecursive]) > 0 {
+			for p := ev.Path; ; p = parent(p) {
+				w.collect(watchRecursive, p)
+				if p == "/" {
+					break
 				}
-				fired[c] = struct{}{}
 			}
 		}
-		for c := range fired {
+		for c := range w.fired {
 			w.notify(c, zxid, ev.Type, ev.Path)
 		}
+		clear(w.fired)
 	}
+}
+
+// restoreLasting registers a reconnected connection's persistent and
+// recursive watches. First it replays, in order, the events after the
+// client's last seen zxid rel that they would have fired; if some of those
+// events are no longer kept, it tells the client with a
+// PersistentWatchRemoved event per path instead, and registers nothing:
+// the client must read the state again. The caller holds the fsm's read
+// lock, so no event can come between the replay and the registration.
+func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, recursive []string) {
+	if len(persistent)+len(recursive) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.recent.covers(rel) {
+		for _, paths := range [][]string{persistent, recursive} {
+			for _, p := range paths {
+				w.notify(c, zxid, wire.EventPersistentWatchRemoved, p)
+			}
+		}
+		return
+	}
+	lasting := map[watchKey]bool{}
+	for _, p := range persistent {
+		w.addLocked(watchPersistent, p, c)
+		lasting[watchKey{p, watchPersistent}] = true
+	}
+	for _, p := range recursive {
+		w.addLocked(watchRecursive, p, c)
+		lasting[watchKey{p, watchRecursive}] = true
+	}
+	w.recent.since(rel, func(ev recentEvent) {
+		if sees(lasting, ev) {
+			w.notify(c, ev.zxid, ev.typ, ev.path)
+		}
+	})
+}
+
+// sees reports whether one of the persistent and recursive watches in
+// lasting sees ev.
+func sees(lasting map[watchKey]bool, ev recentEvent) bool {
+	if lasting[watchKey{ev.path, watchPersistent}] {
+		return true
+	}
+	if ev.typ == wire.EventNodeChildrenChanged {
+		return false
+	}
+	for p := ev.path; ; p = parent(p) {
+		if lasting[watchKey{p, watchRecursive}] {
+			return true
+		}
+		if p == "/" {
+			return false
+		}
+	}
+}
+
+// restored is told that the tree was replaced by a snapshot at zxid: the
+// events before it are not known.
+func (w *watchRegistry) restored(zxid int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.recent.reset(zxid + 1)
 }
 
 // removeConn drops every watch of c, in time proportional to their number.
 func (w *watchRegistry) removeConn(c *conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for path := range w.byConn[c] {
-		for _, table := range []map[string]map[*conn]struct{}{w.data, w.child} {
-			if set, ok := table[path]; ok {
-				if _, ok := set[c]; ok {
-					delete(set, c)
-					w.count--
-					if len(set) == 0 {
-						delete(table, path)
-					}
-				}
-			}
-		}
+	for k := range w.byConn[c] {
+		w.removeLocked(k.kind, k.path, c)
 	}
 	delete(w.byConn, c)
 }
@@ -141,4 +268,54 @@ func (w *watchRegistry) size() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.count
+}
+
+// parent returns the parent of a path other than "/".
+func parent(p string) string {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "/"
+}
+
+type recentEvent struct {
+	zxid int64
+	typ  wire.EventType
+	path string
+}
+
+// eventRing keeps the latest recentEvents events, oldest first.
+type eventRing struct {
+	buf   []recentEvent // circular, up to recentEvents long
+	start int           // index of the oldest
+	from  int64         // every event of a txn with zxid >= from is kept
+}
+
+func (r *eventRing) reset(from int64) {
+	r.buf, r.start, r.from = r.buf[:0], 0, from
+}
+
+func (r *eventRing) add(ev recentEvent) {
+	if len(r.buf) < recentEvents {
+		r.buf = append(r.buf, ev)
+		return
+	}
+	// The oldest goes, and with it the completeness of its txn.
+	r.from = max(r.from, r.buf[r.start].zxid+1)
+	r.buf[r.start] = ev
+	r.start = (r.start + 1) % len(r.buf)
+}
+
+// covers reports whether every event after rel is kept.
+func (r *eventRing) covers(rel int64) bool { return rel+1 >= r.from }
+
+// since calls fn with each kept event after rel, in order.
+func (r *eventRing) since(rel int64, fn func(recentEvent)) {
+	for i := range r.buf {
+		if ev := r.buf[(r.start+i)%len(r.buf)]; ev.zxid > rel {
+			fn(ev)
+		}
+	}
 }

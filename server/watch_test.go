@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -16,11 +17,11 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 	var got []fired
 	w := newWatchRegistry(func(c *conn, _ int64, typ wire.EventType, path string) { got = append(got, fired{c, typ, path}) })
 	a, b := &conn{}, &conn{}
-	w.addData("/x", a)
-	w.addData("/x", a) // once per connection and path
-	w.addChild("/x", a)
-	w.addData("/x", b)
-	w.addChild("/y", b)
+	w.add(watchData, "/x", a)
+	w.add(watchData, "/x", a) // once per connection and path
+	w.add(watchChild, "/x", a)
+	w.add(watchData, "/x", b)
+	w.add(watchChild, "/y", b)
 	if w.size() != 4 {
 		t.Fatalf("size %d, want 4", w.size())
 	}
@@ -39,5 +40,134 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 	w.trigger([]tree.Event{{Type: wire.EventNodeDeleted, Path: "/x"}}, 7)
 	if len(got) != 3 || got[2] != (fired{a, wire.EventNodeDeleted, "/x"}) || w.size() != 0 || len(w.byConn[a]) != 0 {
 		t.Fatalf("delete fired %v, %d left, a indexes %v", got, w.size(), w.byConn[a])
+	}
+}
+
+type notification struct {
+	c    *conn
+	zxid int64
+	typ  wire.EventType
+	path string
+}
+
+func recordingRegistry() (*watchRegistry, *[]notification) {
+	var got []notification
+	w := newWatchRegistry(func(c *conn, zxid int64, typ wire.EventType, path string) {
+		got = append(got, notification{c, zxid, typ, path})
+	})
+	return w, &got
+}
+
+func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
+	w, got := recordingRegistry()
+	p, r, all := &conn{}, &conn{}, &conn{}
+	w.add(watchPersistent, "/a", p)
+	w.add(watchRecursive, "/a", r)
+	// One connection with every kind on /a gets one notification per event.
+	for k := range watchKinds {
+		w.add(k, "/a", all)
+	}
+	events := []tree.Event{
+		{Type: wire.EventNodeCreated, Path: "/a"},
+		{Type: wire.EventNodeChildrenChanged, Path: "/a"},
+		{Type: wire.EventNodeCreated, Path: "/a/b"},
+		{Type: wire.EventNodeDataChanged, Path: "/a/b/c"},
+		{Type: wire.EventNodeCreated, Path: "/ab"}, // not below /a
+		{Type: wire.EventNodeDataChanged, Path: "/a"},
+		{Type: wire.EventNodeDeleted, Path: "/a"},
+	}
+	for i, ev := range events {
+		w.trigger([]tree.Event{ev}, int64(10+i))
+	}
+	want := map[*conn][]string{
+		p:   {"NodeCreated /a", "NodeChildrenChanged /a", "NodeDataChanged /a", "NodeDeleted /a"},
+		r:   {"NodeCreated /a", "NodeCreated /a/b", "NodeDataChanged /a/b/c", "NodeDataChanged /a", "NodeDeleted /a"},
+		all: {"NodeCreated /a", "NodeChildrenChanged /a", "NodeCreated /a/b", "NodeDataChanged /a/b/c", "NodeDataChanged /a", "NodeDeleted /a"},
+	}
+	for c, w := range want {
+		var seen []string
+		for _, n := range *got {
+			if n.c == c {
+				seen = append(seen, n.typ.String()+" "+n.path)
+			}
+		}
+		if !slices.Equal(seen, w) {
+			t.Errorf("%s watch saw %q, want %q", map[*conn]string{p: "persistent", r: "recursive", all: "every kind of"}[c], seen, w)
+		}
+	}
+	if w.size() != 4 { // p, r and all's two lasting watches; the one-shots fired
+		t.Errorf("%d watches left, want 4", w.size())
+	}
+	if !w.remove(wire.WatcherPersistent, "/a", p) || w.remove(wire.WatcherPersistent, "/a", p) {
+		t.Error("removeWatches of a persistent watch: want true, then false")
+	}
+	if w.remove(wire.WatcherPersistentRecursive, "/a", p) || !w.remove(wire.WatcherAny, "/a", all) {
+		t.Error("removeWatches of kinds held and not held")
+	}
+	if w.size() != 1 {
+		t.Errorf("%d watches left, want r's", w.size())
+	}
+}
+
+func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
+	w, got := recordingRegistry()
+	for i, ev := range []tree.Event{
+		{Type: wire.EventNodeCreated, Path: "/svc/a"},       // 5: seen before the reconnect
+		{Type: wire.EventNodeDataChanged, Path: "/svc/a"},   // 6
+		{Type: wire.EventNodeChildrenChanged, Path: "/svc"}, // 6, same txn
+		{Type: wire.EventNodeDeleted, Path: "/other"},       // 7
+		{Type: wire.EventNodeCreated, Path: "/cfg"},         // 8
+	} {
+		w.trigger([]tree.Event{ev}, map[int]int64{0: 5, 1: 6, 2: 6, 3: 7, 4: 8}[i])
+	}
+	c := &conn{}
+	w.restoreLasting(c, 5, 9, []string{"/svc"}, []string{"/svc", "/cfg"})
+	want := []notification{
+		{c, 6, wire.EventNodeDataChanged, "/svc/a"},
+		{c, 6, wire.EventNodeChildrenChanged, "/svc"},
+		{c, 8, wire.EventNodeCreated, "/cfg"},
+	}
+	if !slices.Equal(*got, want) {
+		t.Errorf("replayed %v, want %v", *got, want)
+	}
+	if w.size() != 3 {
+		t.Errorf("%d watches registered, want 3", w.size())
+	}
+
+	// Events before a snapshot restore are not known: a client that was
+	// away since then is told its watches are gone.
+	*got = nil
+	w.restored(100)
+	d := &conn{}
+	w.restoreLasting(d, 50, 100, []string{"/svc"}, []string{"/cfg"})
+	want = []notification{{d, 100, wire.EventPersistentWatchRemoved, "/svc"}, {d, 100, wire.EventPersistentWatchRemoved, "/cfg"}}
+	if !slices.Equal(*got, want) || len(w.byConn[d]) != 0 {
+		t.Errorf("after a gap: %v, watches %v; want %v and none registered", *got, w.byConn[d], want)
+	}
+	*got = nil
+	w.restoreLasting(d, 100, 100, []string{"/svc"}, nil)
+	if len(*got) != 0 || len(w.byConn[d]) != 1 {
+		t.Errorf("no gap: %v, watches %v", *got, w.byConn[d])
+	}
+}
+
+func TestTheEventRingForgetsWholeTxns(t *testing.T) {
+	var r eventRing
+	r.reset(1)
+	for i := range recentEvents + 2 {
+		r.add(recentEvent{zxid: int64(1 + i/2)}) // two events per txn
+	}
+	// The two events of txn 1 went: every event after zxid 1 is kept.
+	if !r.covers(1) || r.covers(0) {
+		t.Errorf("from %d: covers(1) %v, covers(0) %v", r.from, r.covers(1), r.covers(0))
+	}
+	r.add(recentEvent{zxid: int64(1 + (recentEvents+2)/2)})
+	if r.covers(1) || !r.covers(2) {
+		t.Errorf("after cutting txn 2 in half, from %d", r.from)
+	}
+	n := 0
+	r.since(int64(recentEvents/2), func(recentEvent) { n++ })
+	if n != 3 {
+		t.Errorf("since: %d events, want the 3 of the last two txns", n)
 	}
 }
