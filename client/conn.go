@@ -363,7 +363,7 @@ func (cn *conn) handle(body []byte) error {
 		return cn.handleClosing(body)
 	case wire.XidSetWatches:
 		var rep wire.Reply
-		if err := wire.DecodeReply(body, wire.OpSetWatches, &rep); err != nil {
+		if err := wire.DecodeReply(body, wire.OpSetWatches2, &rep); err != nil {
 			return connLoss(err)
 		}
 		if rep.Err == wire.CodeSessionExpired {
@@ -444,6 +444,10 @@ func (cn *conn) handleNotification(body []byte) error {
 		}
 		return nil
 	}
+	// Events come in zxid order: having seen this one, the client has seen
+	// every earlier event of its watches, so a reconnect need not replay
+	// them.
+	cn.c.noteZxid(rep.Zxid)
 	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid)
 	return nil
 }

@@ -58,9 +58,16 @@ var (
 	ErrMalformed          error = wire.ErrMalformed
 	ErrShuttingDown       error = wire.ErrShuttingDown
 	ErrNotCaughtUp        error = wire.ErrNotCaughtUp
+	ErrNoWatcher          error = wire.ErrNoWatcher
 
 	// ErrClosed: the Client was closed by Close. It has no protocol code.
 	ErrClosed = errors.New("client is closed")
+
+	// ErrEventsLost: a persistent or recursive watch was dropped because
+	// some of its events could not be delivered (its reader fell behind,
+	// or the server no longer had them after a reconnect). It has no
+	// protocol code.
+	ErrEventsLost = errors.New("watch events lost")
 )
 
 // errNotSent reports that a request was not handed to a connection because

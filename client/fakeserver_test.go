@@ -255,7 +255,7 @@ func (s *fakeServer) handleLocked(fc *fakeConn, req *wire.Request) bool {
 		rep.Results, _, rep.Err = s.writeLocked(req.Ops, fc.session)
 	case wire.OpSync:
 		rep.Path = req.Path
-	case wire.OpSetWatches:
+	case wire.OpSetWatches2:
 		s.setWatchesLocked(fc, req)
 	case wire.OpClose:
 		s.endSessionLocked(fc.session)

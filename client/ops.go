@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -323,4 +324,45 @@ func multiError(ops []Op, rep *wire.Reply) error {
 		return &MultiError{Index: i, Op: ops[i].name(), Path: ops[i].req.Path, Err: res.Err.Err()}
 	}
 	return &MultiError{Index: -1, Err: rep.Err.Err()}
+}
+
+// AddWatch leaves a persistent (WatchPersistent) or recursive
+// (WatchPersistentRecursive) watch on path, which need not exist, and
+// returns the channel of its events. The watch stays until RemoveWatch or
+// the end of the session, across reconnects: the events missed while
+// disconnected are delivered on reconnect, in order.
+//
+// A reader that falls DefaultWatchQueue events behind loses the watch: the
+// channel gets a last event of Type EventWatchRemoved (Err matching
+// ErrEventsLost) and is closed, so nothing is silently skipped. The same
+// happens when, after a reconnect, the server no longer has all the events
+// missed. Read the state again and add a new watch then.
+func (c *Client) AddWatch(ctx context.Context, path string, mode AddWatchMode) (<-chan Event, error) {
+	if err := wire.ValidatePath(path, false); err != nil {
+		return nil, fmt.Errorf("addWatch %s: %w", path, err)
+	}
+	if mode != WatchPersistent && mode != WatchPersistentRecursive {
+		return nil, fmt.Errorf("addWatch %s: %w: unknown mode %d", path, ErrBadArguments, mode)
+	}
+	w := newLastingWatch(path, mode, DefaultWatchQueue)
+	if _, err := c.do(ctx, "addWatch", path, wire.Request{Op: wire.OpAddWatch, Path: path, AddWatchMode: mode}, w); err != nil {
+		return nil, err
+	}
+	return w.ch, nil
+}
+
+// RemoveWatch removes the persistent or recursive watches of mode on path
+// that AddWatch left: their channels are closed. It fails with
+// ErrNoWatcher if there were none.
+func (c *Client) RemoveWatch(ctx context.Context, path string, mode AddWatchMode) error {
+	typ := wire.WatcherPersistent
+	if mode == WatchPersistentRecursive {
+		typ = wire.WatcherPersistentRecursive
+	}
+	had := c.watches.removeLasting(lastingKey{path, mode})
+	_, err := c.do(ctx, "removeWatches", path, wire.Request{Op: wire.OpRemoveWatches, Path: path, WatcherType: typ}, nil)
+	if had && errors.Is(err, ErrNoWatcher) {
+		err = nil // the server had dropped it already, after a reconnect it could not replay
+	}
+	return err
 }

@@ -99,15 +99,27 @@ func (c *Client) expire(cause error) {
 	c.watches.closeAll(Event{Type: EventSession, State: StateExpired, Err: err})
 }
 
-// restoreWatches queues setWatches frames for every registered watch on a
-// new connection, before it is published: they reach the server ahead of any
-// new request. The server fires at once what changed since lastZxid. The
-// paths are split over several frames so that none is too large.
+// restoreWatches queues setWatches2 frames for every registered watch on a
+// new connection, before it is published: they reach the server ahead of
+// any new request. The server fires at once what changed since lastZxid
+// and replays the events the persistent and recursive watches missed. The
+// paths are split over several frames so that none is too large (a replay
+// in a second frame would start again from lastZxid: with more than 128 KiB
+// of persistent and recursive paths, events could come out of order).
 func (c *Client) restoreWatches(cn *conn) {
-	data, exist, child := c.watches.paths()
-	lists := [3][]string{data, exist, child}
-	for len(lists[0])+len(lists[1])+len(lists[2]) > 0 {
-		var batch [3][]string
+	data, exist, child, persistent, recursive := c.watches.paths()
+	// The persistent and recursive watches go first: the server replays
+	// their missed events, which are older than the catch-up events of the
+	// one-shot watches, and events must arrive in zxid order.
+	lists := [5][]string{persistent, recursive, data, exist, child}
+	left := func() (n int) {
+		for _, l := range lists {
+			n += len(l)
+		}
+		return n
+	}
+	for left() > 0 {
+		var batch [5][]string
 		size := 0
 		for i := range lists {
 			for len(lists[i]) > 0 && size < watchBatchSize {
@@ -117,12 +129,14 @@ func (c *Client) restoreWatches(cn *conn) {
 			}
 		}
 		cn.sendFrame(wire.Request{
-			Xid:          wire.XidSetWatches,
-			Op:           wire.OpSetWatches,
-			RelativeZxid: c.lastZxid.Load(),
-			DataWatches:  slices.Clip(batch[0]),
-			ExistWatches: slices.Clip(batch[1]),
-			ChildWatches: slices.Clip(batch[2]),
+			Xid:               wire.XidSetWatches,
+			Op:                wire.OpSetWatches2,
+			RelativeZxid:      c.lastZxid.Load(),
+			PersistentWatches: slices.Clip(batch[0]),
+			RecursiveWatches:  slices.Clip(batch[1]),
+			DataWatches:       slices.Clip(batch[2]),
+			ExistWatches:      slices.Clip(batch[3]),
+			ChildWatches:      slices.Clip(batch[4]),
 		})
 	}
 }

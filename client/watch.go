@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/arbor-coord/arbor/wire"
@@ -19,7 +20,29 @@ const (
 	EventNodeDeleted         = EventType(wire.EventNodeDeleted)
 	EventNodeDataChanged     = EventType(wire.EventNodeDataChanged)
 	EventNodeChildrenChanged = EventType(wire.EventNodeChildrenChanged)
+	// EventWatchRemoved is the last event of a persistent or recursive
+	// watch that was dropped because events were lost (its Err matches
+	// ErrEventsLost): read the state again and add the watch again.
+	EventWatchRemoved = EventType(wire.EventPersistentWatchRemoved)
 )
+
+// AddWatchMode is the kind of watch AddWatch leaves.
+type AddWatchMode = wire.AddWatchMode
+
+// Watch modes for AddWatch.
+const (
+	// WatchPersistent sees every NodeCreated, NodeDeleted,
+	// NodeDataChanged and NodeChildrenChanged of its path.
+	WatchPersistent = wire.AddWatchPersistent
+	// WatchPersistentRecursive sees every NodeCreated, NodeDeleted and
+	// NodeDataChanged of its path and of every node below it; no
+	// NodeChildrenChanged (a child's NodeCreated or NodeDeleted says it).
+	WatchPersistentRecursive = wire.AddWatchPersistentRecursive
+)
+
+// DefaultWatchQueue is how many events a persistent or recursive watch
+// holds for a reader that falls behind before it is dropped.
+const DefaultWatchQueue = 4096
 
 func (t EventType) String() string {
 	if t == EventSession {
@@ -28,15 +51,18 @@ func (t EventType) String() string {
 	return wire.EventType(t).String()
 }
 
-// Event is what a watch channel receives, exactly once.
+// Event is what a watch channel receives: a one-shot watch's channel
+// exactly once, a persistent or recursive watch's channel each time.
 //
 // A node event has Type, Path, Zxid (of the change) and State
-// StateConnected. When the session expires or the client is closed before
-// the watch fires, the channel instead receives an event of Type
-// EventSession with State StateExpired or StateClosed and Err matching
-// ErrSessionExpired or ErrClosed. A watch survives reconnects to the same
-// session: a change made while the client was disconnected fires it on
-// reconnect.
+// StateConnected. When the session expires or the client is closed, the
+// channel instead receives an event of Type EventSession with State
+// StateExpired or StateClosed and Err matching ErrSessionExpired or
+// ErrClosed, and is closed. A watch survives reconnects to the same
+// session: a change made while the client was disconnected fires a
+// one-shot watch on reconnect, and a persistent or recursive watch gets
+// every event it missed, in order (or, if the server no longer has them,
+// a last event of Type EventWatchRemoved).
 type Event struct {
 	Type  EventType
 	Path  string
@@ -52,12 +78,16 @@ func (e Event) String() string {
 	return fmt.Sprintf("%s %s @%d", e.Type, e.Path, e.Zxid)
 }
 
-// watchReg is a watch asked for by GetW, ExistsW or ChildrenW. It is
-// registered by the reader when the reply arrives, so that no event that
-// follows the reply can be missed.
+// watchReg is a watch asked for by GetW, ExistsW, ChildrenW or AddWatch.
+// It is registered by the reader when the reply arrives, so that no event
+// that follows the reply can be missed.
 type watchReg struct {
 	path string
-	ch   chan Event // capacity 1; receives one event, then is closed
+	ch   chan Event // one-shot: capacity 1; receives one event, then is closed
+	// lasting is the queue length of a persistent or recursive watch (whose
+	// ch has room for one more event, the last), 0 for a one-shot watch.
+	lasting int
+	mode    AddWatchMode
 }
 
 // newWatch returns a watch on path, or nil when watch is false.
@@ -66,6 +96,17 @@ func newWatch(path string, watch bool) *watchReg {
 		return nil
 	}
 	return &watchReg{path: path, ch: make(chan Event, 1)}
+}
+
+// newLastingWatch returns a persistent or recursive watch on path.
+func newLastingWatch(path string, mode AddWatchMode, queue int) *watchReg {
+	return &watchReg{path: path, ch: make(chan Event, queue+1), lasting: queue, mode: mode}
+}
+
+// lastingKey names a persistent or recursive watch on the server.
+type lastingKey struct {
+	path string
+	mode AddWatchMode
 }
 
 // channel returns the channel to give the caller (nil for no watch).
@@ -84,20 +125,26 @@ func (w *watchReg) channel() <-chan Event {
 // fires an exist watch at once if the node exists, so a watch on an existing
 // node must go back as a data watch.
 //
-// Every channel in the table is fresh (capacity 1, never sent to), so
-// sending while holding mu never blocks.
+// Persistent and recursive watches stay in lasting until removed. Each
+// event of a path goes to every one of them that sees it.
+//
+// Sending while holding mu never blocks: a one-shot channel is fresh
+// (capacity 1, never sent to), and a lasting watch whose queue is full is
+// dropped, its last slot taking the final event.
 type watchTable struct {
-	mu    sync.Mutex              // guards everything below
-	data  map[string][]chan Event //
-	exist map[string][]chan Event //
-	child map[string][]chan Event //
-	over  *Event                  // set once the session is over: every watch gets *over
+	mu      sync.Mutex              // guards everything below
+	data    map[string][]chan Event //
+	exist   map[string][]chan Event //
+	child   map[string][]chan Event //
+	lasting map[lastingKey][]*watchReg
+	over    *Event // set once the session is over: every watch gets *over
 }
 
 func (t *watchTable) init() {
 	t.data = make(map[string][]chan Event)
 	t.exist = make(map[string][]chan Event)
 	t.child = make(map[string][]chan Event)
+	t.lasting = make(map[lastingKey][]*watchReg)
 }
 
 // register adds w after a reply of code to a watching op: a successful
@@ -105,6 +152,17 @@ func (t *watchTable) init() {
 func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if op == wire.OpAddWatch {
+		switch {
+		case code != wire.CodeOK:
+		case t.over != nil:
+			deliver(w.ch, *t.over)
+		default:
+			k := lastingKey{w.path, w.mode}
+			t.lasting[k] = append(t.lasting[k], w)
+		}
+		return
+	}
 	var m map[string][]chan Event
 	switch {
 	case code == wire.CodeOK && (op == wire.OpGetData || op == wire.OpExists):
@@ -123,11 +181,25 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
 	m[w.path] = append(m[w.path], w.ch)
 }
 
-// fire delivers a node event to the watches it triggers and removes them.
+// fire delivers a node event to the watches it triggers, removing the
+// one-shot ones.
 func (t *watchTable) fire(typ EventType, path string, zxid int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ev := Event{Type: typ, Path: path, State: StateConnected, Zxid: zxid}
+	if typ == EventWatchRemoved {
+		// The server could not replay what this path's lasting watches
+		// missed while the client was away: they end.
+		ev.Err = fmt.Errorf("%w: the server no longer has the events of %s since the client last saw it", ErrEventsLost, path)
+		for _, mode := range []AddWatchMode{WatchPersistent, WatchPersistentRecursive} {
+			k := lastingKey{path, mode}
+			for _, w := range t.lasting[k] {
+				deliver(w.ch, ev)
+			}
+			delete(t.lasting, k)
+		}
+		return
+	}
 	var kinds []map[string][]chan Event
 	switch typ {
 	case EventNodeCreated, EventNodeDataChanged:
@@ -143,13 +215,78 @@ func (t *watchTable) fire(typ EventType, path string, zxid int64) {
 		}
 		delete(m, path)
 	}
+	if len(t.lasting) == 0 {
+		return
+	}
+	t.stream(lastingKey{path, WatchPersistent}, ev)
+	if typ != EventNodeChildrenChanged {
+		for p := path; ; p = parent(p) {
+			t.stream(lastingKey{p, WatchPersistentRecursive}, ev)
+			if p == "/" {
+				break
+			}
+		}
+	}
 }
 
-// paths returns the watched paths by kind, sorted, for setWatches.
-func (t *watchTable) paths() (data, exist, child []string) {
+// stream queues ev on the lasting watches of k. A watch whose reader has
+// let its queue fill up is dropped, with a last event saying so.
+func (t *watchTable) stream(k lastingKey, ev Event) {
+	ws := t.lasting[k]
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
+		if len(w.ch) < w.lasting {
+			w.ch <- ev
+			continue
+		}
+		deliver(w.ch, Event{Type: EventWatchRemoved, Path: k.path, State: StateConnected, Zxid: ev.Zxid,
+			Err: fmt.Errorf("%w: the reader of the %s watch on %s fell %d events behind", ErrEventsLost, k.mode, k.path, w.lasting)})
+		ws = slices.Delete(ws, i, i+1)
+		i--
+	}
+	if len(ws) == 0 {
+		delete(t.lasting, k)
+	} else {
+		t.lasting[k] = ws
+	}
+}
+
+// removeLasting ends the lasting watches of k, closing their channels, and
+// reports whether there were any.
+func (t *watchTable) removeLasting(k lastingKey) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Sorted(maps.Keys(t.data)), slices.Sorted(maps.Keys(t.exist)), slices.Sorted(maps.Keys(t.child))
+	ws := t.lasting[k]
+	for _, w := range ws {
+		close(w.ch)
+	}
+	delete(t.lasting, k)
+	return len(ws) > 0
+}
+
+// parent returns the parent of a path other than "/".
+func parent(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return "/"
+}
+
+// paths returns the watched paths by kind, sorted, for setWatches2.
+func (t *watchTable) paths() (data, exist, child, persistent, recursive []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.lasting {
+		if k.mode == WatchPersistent {
+			persistent = append(persistent, k.path)
+		} else {
+			recursive = append(recursive, k.path)
+		}
+	}
+	slices.Sort(persistent)
+	slices.Sort(recursive)
+	return slices.Sorted(maps.Keys(t.data)), slices.Sorted(maps.Keys(t.exist)), slices.Sorted(maps.Keys(t.child)),
+		persistent, recursive
 }
 
 // closeAll ends the table: every watch receives ev (a session event), and so
@@ -168,6 +305,12 @@ func (t *watchTable) closeAll(ev Event) {
 			}
 			delete(m, path)
 		}
+	}
+	for k, ws := range t.lasting {
+		for _, w := range ws {
+			deliver(w.ch, ev)
+		}
+		delete(t.lasting, k)
 	}
 }
 

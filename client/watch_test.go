@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -169,7 +170,7 @@ func TestWatchesAreRestoredBeforeAnyNewRequestAfterAReconnect(t *testing.T) {
 	p2 := ps.accept()
 	p2.handshake(wire.ConnectResponse{})
 	sw := p2.read()
-	if sw.Xid != wire.XidSetWatches || sw.Op != wire.OpSetWatches {
+	if sw.Xid != wire.XidSetWatches || sw.Op != wire.OpSetWatches2 {
 		t.Fatalf("first frame after the reconnect: %s xid %d, want setWatches", sw.Op, sw.Xid)
 	}
 	if sw.RelativeZxid != 9 || !slices.Equal(sw.DataWatches, []string{"/data", "/present"}) ||
@@ -177,7 +178,7 @@ func TestWatchesAreRestoredBeforeAnyNewRequestAfterAReconnect(t *testing.T) {
 		t.Errorf("setWatches zxid %d data %v exist %v child %v, want 9 [/data /present] [/absent] [/dir]",
 			sw.RelativeZxid, sw.DataWatches, sw.ExistWatches, sw.ChildWatches)
 	}
-	p2.reply(wire.OpSetWatches, wire.Reply{Xid: wire.XidSetWatches})
+	p2.reply(wire.OpSetWatches2, wire.Reply{Xid: wire.XidSetWatches})
 	req := p2.expect(wire.OpSync, "/")
 	p2.reply(wire.OpSync, wire.Reply{Xid: req.Xid, Path: "/"})
 	if err := wait(t, later); err != nil {
@@ -208,7 +209,7 @@ func TestManyWatchesAreRestoredInSeveralFrames(t *testing.T) {
 	frames := 0
 	for len(got) < len(want) {
 		sw := p2.read()
-		if sw.Op != wire.OpSetWatches {
+		if sw.Op != wire.OpSetWatches2 {
 			t.Fatalf("got %s after %d of %d watches", sw.Op, len(got), len(want))
 		}
 		frames++
@@ -255,5 +256,66 @@ func TestAWatchRegisteredAfterTheEndGetsTheSessionEvent(t *testing.T) {
 	tab.register(w, wire.OpGetData, wire.CodeOK)
 	if ev := wait(t, w.channel()); ev.State != StateClosed {
 		t.Errorf("got %v, want the closed session event", ev)
+	}
+}
+
+func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
+	var table watchTable
+	table.init()
+	persistent := newLastingWatch("/a", WatchPersistent, 8)
+	recursive := newLastingWatch("/a", WatchPersistentRecursive, 2)
+	root := newLastingWatch("/", WatchPersistentRecursive, 8)
+	for _, w := range []*watchReg{persistent, recursive, root} {
+		table.register(w, wire.OpAddWatch, wire.CodeOK)
+	}
+	table.register(newLastingWatch("/b", WatchPersistent, 8), wire.OpAddWatch, wire.CodeNoAuth) // refused: not kept
+	if data, exist, child, p, r := table.paths(); len(data)+len(exist)+len(child) != 0 ||
+		!slices.Equal(p, []string{"/a"}) || !slices.Equal(r, []string{"/", "/a"}) {
+		t.Fatalf("paths: %v %v %v %v %v", data, exist, child, p, r)
+	}
+	table.fire(EventNodeChildrenChanged, "/a", 1) // persistent only
+	table.fire(EventNodeCreated, "/a/b", 2)       // the recursive ones
+	table.fire(EventNodeDataChanged, "/ab", 3)    // only the root's: /ab is not below /a
+	table.fire(EventNodeDataChanged, "/a", 4)     // all three; the /a recursive queue (2) is full
+	table.fire(EventNodeDeleted, "/a/b", 5)       // the /a recursive watch overflows
+
+	got := func(w *watchReg) (evs []string) {
+		for len(w.ch) > 0 {
+			ev := <-w.ch
+			evs = append(evs, fmt.Sprintf("%s %s %d", ev.Type, ev.Path, ev.Zxid))
+			if ev.Err != nil && !errors.Is(ev.Err, ErrEventsLost) {
+				t.Errorf("event %v: error %v", ev, ev.Err)
+			}
+		}
+		return evs
+	}
+	if evs := got(persistent); !slices.Equal(evs, []string{"NodeChildrenChanged /a 1", "NodeDataChanged /a 4"}) {
+		t.Errorf("persistent /a got %q", evs)
+	}
+	if evs := got(recursive); !slices.Equal(evs, []string{"NodeCreated /a/b 2", "NodeDataChanged /a 4", "PersistentWatchRemoved /a 5"}) {
+		t.Errorf("recursive /a got %q", evs)
+	}
+	if _, open := <-recursive.ch; open {
+		t.Error("an overflowed watch's channel is still open")
+	}
+	if evs := got(root); len(evs) != 4 {
+		t.Errorf("recursive / got %q", evs)
+	}
+
+	// The server could not replay /a's events after a reconnect: /a's
+	// watches end; the root's stays.
+	table.fire(EventWatchRemoved, "/a", 6)
+	if ev := <-persistent.ch; ev.Type != EventWatchRemoved || !errors.Is(ev.Err, ErrEventsLost) {
+		t.Errorf("persistent /a got %v", ev)
+	}
+	if _, open := <-persistent.ch; open {
+		t.Error("a removed watch's channel is still open")
+	}
+	table.closeAll(Event{Type: EventSession, State: StateClosed, Err: ErrClosed})
+	if ev := <-root.ch; ev.Type != EventSession {
+		t.Errorf("at the session's end the root watch got %v", ev)
+	}
+	if _, open := <-root.ch; open {
+		t.Error("the root watch's channel is still open after the session ended")
 	}
 }
