@@ -35,7 +35,8 @@ const (
 type State int32
 
 // Session states. Connected and Disconnected alternate while the session
-// lives; Expired and Closed are final.
+// lives; Expired and Closed are final, except that with WithSessionRenewal
+// a new session (Connected) follows an expiry.
 const (
 	StateDisconnected State = iota // the connection broke; the client is reconnecting
 	StateConnected                 // connected to a server, with a live session
@@ -80,6 +81,7 @@ const (
 type Option func(*options)
 
 type options struct {
+	renew    bool
 	timeout  time.Duration
 	log      *zap.Logger
 	dial     func(ctx context.Context, addr string) (net.Conn, error)
@@ -97,6 +99,16 @@ func WithLogger(l *zap.Logger) Option { return func(o *options) { o.log = l } }
 func WithDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) Option {
 	return func(o *options) { o.dial = dial }
 }
+
+// WithSessionRenewal makes the client start a new session when its session
+// expires, as Curator does, instead of failing every call from then on.
+// The expiry is still reported (StateExpired, ErrSessionExpired for the
+// calls in flight and for every watch, Done closed), and the new session
+// begins with no ephemeral nodes and no watches; then the state is
+// StateConnected again, with a new SessionID. Code that holds something
+// tied to a session (an ephemeral node, a lock) must notice the expiry
+// and make it again: the recipes that keep a registration or a cache do.
+func WithSessionRenewal() Option { return func(o *options) { o.renew = true } }
 
 // WithMaxFrame sets the limit on the length of a frame from the server
 // (default 64 MiB). A longer reply breaks the connection.
@@ -133,7 +145,7 @@ type Client struct {
 	closing    bool          // Close was called
 	expiredErr error         // why the session expired, once it has
 	states     chan State    // StateChanges; sent to under mu, closed by Close
-	ended      chan struct{} // Done: closed on moving to StateExpired or StateClosed
+	ended      chan struct{} // Done: closed on moving to StateExpired or StateClosed; a new one per session
 
 	runCtx context.Context // ends when Close is called
 	stop   context.CancelFunc
@@ -245,13 +257,26 @@ func (c *Client) State() State {
 // the latest one. The channel is closed after StateClosed is sent by Close.
 func (c *Client) StateChanges() <-chan State { return c.states }
 
-// Done returns a channel that is closed when the session ends: when it
-// expires or when Close returns. Code that holds something only while the
-// session lives (a lock, a leadership) watches it; Err then says why.
-func (c *Client) Done() <-chan struct{} { return c.ended }
+// Done returns a channel that is closed when the current session ends: when
+// it expires or when Close returns. Code that holds something only while
+// the session lives (a lock, a leadership) watches it; Err then says why.
+// With WithSessionRenewal, a later session has a channel of its own.
+func (c *Client) Done() <-chan struct{} {
+	_, done := c.Session()
+	return done
+}
+
+// Session returns the current session's id and the channel Done returns
+// for it, read together: with WithSessionRenewal they change at each new
+// session.
+func (c *Client) Session() (id int64, done <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID, c.ended
+}
 
 // Err returns nil while the session lives, then an error matching
-// ErrSessionExpired or ErrClosed.
+// ErrSessionExpired or ErrClosed (until a renewed session begins).
 func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

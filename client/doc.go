@@ -28,9 +28,21 @@
 // connection breaks fail with an error matching ErrConnectionLoss (they may
 // or may not have been applied); requests made while disconnected wait for
 // the reconnect, within their context. When a server says the session is
-// gone, or no server has been heard from for a full session timeout, the
-// session expires: every call then fails with ErrSessionExpired and the
-// Client must be replaced. StateChanges reports these transitions.
+// gone, or no server has answered for a full session timeout (counted from
+// the send of the last answered request, so never later than the server
+// counts it), the session expires: every call then fails with
+// ErrSessionExpired and the Client must be replaced, unless it was dialed
+// WithSessionRenewal, which starts a new session. StateChanges reports
+// these transitions; Done and Session tell when the current session ends.
+//
+// # Persistent and recursive watches
+//
+// AddWatch leaves a watch that stays: WatchPersistent sees every event of
+// one node, WatchPersistentRecursive the creates, deletes and data changes
+// of a whole subtree. Its events arrive in zxid order on one channel, also
+// across reconnects (the server replays what was missed); a reader that
+// falls too far behind loses the watch with a last EventWatchRemoved event
+// rather than silently missing events.
 //
 // # Requests
 //

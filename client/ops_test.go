@@ -355,3 +355,40 @@ func mustCreate(t *testing.T, c *Client, path string, data []byte, mode CreateMo
 		t.Fatal(err)
 	}
 }
+
+func TestARenewingClientStartsANewSessionAfterAnExpiry(t *testing.T) {
+	s := newFakeServer(t)
+	c := dialFake(t, []string{s.listen()}, WithSessionRenewal())
+	ctx := context.Background()
+	old, oldDone := c.Session()
+	_, _, watch, err := c.ExistsW(ctx, "/nothing")
+	must(t, err)
+	mustCreate(t, c, "/e", nil, Ephemeral)
+	s.expire(old)
+	<-oldDone
+	if ev := wait(t, watch); ev.Type != EventSession || !errors.Is(ev.Err, ErrSessionExpired) {
+		t.Errorf("the old session's watch got %v", ev)
+	}
+	waitState(t, c, StateConnected)
+	id, done := c.Session()
+	if id == old || id == 0 {
+		t.Fatalf("session %#x after the renewal, the old one was %#x", id, old)
+	}
+	select {
+	case <-done:
+		t.Fatal("the new session's Done is closed")
+	default:
+	}
+	if err := c.Err(); err != nil {
+		t.Errorf("Err in the new session: %v", err)
+	}
+	if ok, _, err := c.Exists(ctx, "/e"); ok || err != nil {
+		t.Errorf("the old session's ephemeral: %v, %v; want gone", ok, err)
+	}
+	_, _, watch, err = c.ExistsW(ctx, "/later")
+	must(t, err)
+	mustCreate(t, c, "/later", nil, Persistent)
+	if ev := wait(t, watch); ev.Type != EventNodeCreated {
+		t.Errorf("a watch of the new session got %v", ev)
+	}
+}

@@ -12,12 +12,12 @@ import (
 
 // run owns the life of the session after Dial: it waits for the connection
 // to break, reconnects, restores the watches and publishes the new
-// connection, until the session expires or Close is called. It is the only
-// goroutine that moves the state between connected, disconnected and
-// expired.
+// connection, until the session expires (and is not renewed) or Close is
+// called. It is the only goroutine that moves the state between connected,
+// disconnected and expired.
 func (c *Client) run(cn *conn) {
 	defer c.wg.Done()
-	for {
+	for cn != nil {
 		select {
 		case <-cn.done:
 		case <-c.runCtx.Done():
@@ -31,17 +31,20 @@ func (c *Client) run(cn *conn) {
 		}
 		if cause := cn.cause(); isFatal(cause) {
 			c.expire(cause)
-			return
+			cn = c.renew()
+			continue
 		}
 		c.log.Info("arbor: connection lost; reconnecting", zap.String("server", cn.addr),
 			zap.String("session", c.sessionHex()), zap.Error(cn.cause()))
 		c.setState(StateDisconnected, nil)
 		next, err := c.reconnect()
-		if err != nil {
-			if !errors.Is(err, ErrClosed) {
-				c.expire(err)
-			}
+		if errors.Is(err, ErrClosed) {
 			return
+		}
+		if err != nil {
+			c.expire(err)
+			cn = c.renew()
+			continue
 		}
 		c.restoreWatches(next)
 		c.setState(StateConnected, next)
@@ -83,7 +86,33 @@ func (c *Client) reconnect() (*conn, error) {
 	}
 }
 
-// expire moves to StateExpired for good: later calls fail with an error
+// renew starts a new session after an expiry, for a client dialed with
+// WithSessionRenewal, and returns its connection; nil without renewal or
+// when Close is called.
+func (c *Client) renew() *conn {
+	if !c.opts.renew {
+		return nil
+	}
+	c.mu.Lock()
+	old := c.sessionID
+	c.sessionID, c.password = 0, nil
+	c.mu.Unlock()
+	cn, err := c.dialFirst(c.runCtx)
+	if err != nil {
+		return nil // Close was called
+	}
+	c.watches.reopen()
+	c.mu.Lock()
+	c.ended = make(chan struct{})
+	c.expiredErr = nil
+	c.setStateLocked(StateConnected, cn)
+	c.mu.Unlock()
+	c.log.Info("arbor: new session after an expiry", zap.String("expired", fmt.Sprintf("%#x", old)),
+		zap.String("session", c.sessionHex()), zap.String("server", cn.addr))
+	return cn
+}
+
+// expire moves to StateExpired (for good, unless renew follows): later calls fail with an error
 // matching ErrSessionExpired (and cause), and every watch gets the session
 // event.
 func (c *Client) expire(cause error) {

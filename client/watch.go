@@ -314,6 +314,13 @@ func (t *watchTable) closeAll(ev Event) {
 	}
 }
 
+// reopen takes watches again, for a new session after closeAll.
+func (t *watchTable) reopen() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.over = nil
+}
+
 func deliver(ch chan Event, ev Event) {
 	ch <- ev
 	close(ch)
