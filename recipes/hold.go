@@ -88,18 +88,27 @@ func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking b
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.t, h.count = t, 1
-	h.lost, h.freed = make(chan struct{}), make(chan struct{})
-	go watchSession(h.q.c, h.lost, h.freed)
+	h.lost, h.freed = watchSession(h.q.c, t.owner)
 	return true, nil
 }
 
-// watchSession closes lost if the session ends before freed is closed.
-func watchSession(c *client.Client, lost, freed chan struct{}) {
-	select {
-	case <-c.Done():
-		close(lost)
-	case <-freed:
+// watchSession returns a lost channel, closed if the session that created
+// a node (owner) ends before the returned freed channel is closed.
+func watchSession(c *client.Client, owner int64) (lost, freed chan struct{}) {
+	lost, freed = make(chan struct{}), make(chan struct{})
+	id, done := c.Session()
+	if id != owner {
+		close(lost) // a renewed client: the node's session is over already
+		return lost, freed
 	}
+	go func() {
+		select {
+		case <-done:
+			close(lost)
+		case <-freed:
+		}
+	}()
+	return lost, freed
 }
 
 // release gives up one hold of kind (all of them with all), deleting the

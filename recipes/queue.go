@@ -130,6 +130,7 @@ type ticket struct {
 	entry
 	prefix string // protectedMark + the acquisition's id + "-"
 	czxid  int64  // the fencing token
+	owner  int64  // the session that created the node
 	// lossy says that a create's answer was lost: the server may still
 	// apply it after the retry, making a second node with prefix.
 	lossy bool
@@ -152,7 +153,7 @@ func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, 
 		switch {
 		case err == nil:
 			t.entry, _ = parseEntry(p[len(q.dir)+1:])
-			t.czxid = st.Czxid
+			t.czxid, t.owner = st.Czxid, st.EphemeralOwner
 			return t, nil
 		case errors.Is(err, client.ErrNoNode):
 			if err := makeDirs(ctx, q.c, q.dir); err != nil {
@@ -160,9 +161,9 @@ func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, 
 			}
 		case errors.Is(err, client.ErrConnectionLoss):
 			t.lossy = true
-			e, czxid, err := q.findOwn(ctx, t.prefix)
+			e, st, err := q.findOwn(ctx, t.prefix)
 			if err != nil || e.name != "" {
-				t.entry, t.czxid = e, czxid
+				t.entry, t.czxid, t.owner = e, st.Czxid, st.EphemeralOwner
 				return t, err
 			}
 		default:
@@ -174,10 +175,10 @@ func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, 
 // findOwn looks for a node named with prefix that this session created. A
 // node with the prefix left by another session (one that has expired and
 // not yet been cleaned up) is deleted, never adopted.
-func (q *queue) findOwn(ctx context.Context, prefix string) (entry, int64, error) {
+func (q *queue) findOwn(ctx context.Context, prefix string) (entry, client.Stat, error) {
 	es, err := q.entries(ctx)
 	if err != nil {
-		return entry{}, 0, err
+		return entry{}, client.Stat{}, err
 	}
 	for _, e := range es {
 		if !strings.HasPrefix(e.name, prefix) {
@@ -188,18 +189,18 @@ func (q *queue) findOwn(ctx context.Context, prefix string) (entry, int64, error
 		case errors.Is(err, client.ErrConnectionLoss):
 			return q.findOwn(ctx, prefix)
 		case err != nil:
-			return entry{}, 0, err
+			return entry{}, client.Stat{}, err
 		case !ok:
 			continue
 		case st.EphemeralOwner != q.c.SessionID():
 			if err := q.remove(ctx, q.path(e)); err != nil {
-				return entry{}, 0, err
+				return entry{}, client.Stat{}, err
 			}
 			continue
 		}
-		return e, st.Czxid, nil
+		return e, st, nil
 	}
-	return entry{}, 0, nil
+	return entry{}, client.Stat{}, nil
 }
 
 // blocker returns the index of the entry that entry i must wait for, or

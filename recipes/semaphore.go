@@ -75,8 +75,8 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 		}
 		return nil, err
 	}
-	l := &Lease{q: q, t: t, lost: make(chan struct{}), freed: make(chan struct{})}
-	go watchSession(s.c, l.lost, l.freed)
+	l := &Lease{q: q, t: t}
+	l.lost, l.freed = watchSession(s.c, t.owner)
 	return l, nil
 }
 
