@@ -41,6 +41,11 @@ func (t *Tree) fire(typ wire.EventType, path string) {
 	t.events = append(t.events, Event{Type: typ, Path: path})
 }
 
+// fireNode records an event that carries n's data and Stat.
+func (t *Tree) fireNode(typ wire.EventType, path string, n *node) {
+	t.events = append(t.events, Event{Type: typ, Path: path, Data: n.data, Stat: n.stat()})
+}
+
 func (t *Tree) create(zxid int64, txn *Txn) (string, wire.Stat, error) {
 	mode := txn.Mode
 	if !mode.Valid() {
@@ -118,7 +123,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 	t.count++
 	t.index(n, path, ttl)
 	t.digest += t.nodeDigest(path, n)
-	t.fire(wire.EventNodeCreated, path)
+	t.fireNode(wire.EventNodeCreated, path, n)
 	t.fire(wire.EventNodeChildrenChanged, parentPath)
 	if t.undo != nil {
 		t.undo = append(t.undo, func() {
@@ -238,7 +243,7 @@ func (t *Tree) setData(zxid int64, txn *Txn) (wire.Stat, error) {
 	n.version++
 	n.mzxid, n.mtime = zxid, txn.Time
 	t.digest += t.nodeDigest(txn.Path, n)
-	t.fire(wire.EventNodeDataChanged, txn.Path)
+	t.fireNode(wire.EventNodeDataChanged, txn.Path, n)
 	if t.undo != nil {
 		path := txn.Path
 		t.undo = append(t.undo, func() {

@@ -44,6 +44,11 @@ type Result struct {
 type Event struct {
 	Type wire.EventType
 	Path string
+	// Data and Stat are the node's right after the change, for
+	// NodeCreated and NodeDataChanged (nil and zero otherwise). Data is
+	// shared with the tree, which never changes a data slice in place.
+	Data []byte
+	Stat wire.Stat
 }
 
 // TxnFromRequest builds the txn for a client write request of session,

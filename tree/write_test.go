@@ -232,6 +232,18 @@ func TestEvents(t *testing.T) {
 			checkEvents(t, got, tt.want...)
 		})
 	}
+	t.Run("the events of a create and a setData carry the node right after", func(t *testing.T) {
+		f := setup(t)
+		_, got := f.apply(multiTxn(createTxn("/a/n", "v1", wire.ModePersistent), setTxn("/a/n", "v2", -1), createTxn("/a/n/c", "x", wire.ModePersistent)))
+		checkEvents(t, got, created("/a/n"), children("/a"), changed("/a/n"), created("/a/n/c"), children("/a/n"))
+		if string(got[0].Data) != "v1" || got[0].Stat.Version != 0 || got[0].Stat.DataLength != 2 {
+			t.Errorf("NodeCreated carries %q %+v, want v1 at version 0", got[0].Data, got[0].Stat)
+		}
+		if string(got[2].Data) != "v2" || got[2].Stat.Version != 1 || got[2].Stat.NumChildren != 0 {
+			t.Errorf("NodeDataChanged carries %q %+v, want v2 at version 1, before the child", got[2].Data, got[2].Stat)
+		}
+		checkEventNodes(t, f.tr, got)
+	})
 	t.Run("the events returned are only this txn's", func(t *testing.T) {
 		f := setup(t)
 		f.must(setTxn("/a", "1", -1))
