@@ -448,7 +448,7 @@ func (cn *conn) handleNotification(body []byte) error {
 	// every earlier event of its watches, so a reconnect need not replay
 	// them.
 	cn.c.noteZxid(rep.Zxid)
-	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid)
+	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat)
 	return nil
 }
 

@@ -69,6 +69,12 @@ type Event struct {
 	State State
 	Zxid  int64
 	Err   error
+	// Data and Stat are the node's right after the change, in the
+	// NodeCreated and NodeDataChanged events of persistent and recursive
+	// watches (Stat.Czxid is then set): such a watcher sees every value the
+	// node takes, with no read. One-shot watch events do not carry them.
+	Data []byte
+	Stat Stat
 }
 
 func (e Event) String() string {
@@ -182,8 +188,9 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
 }
 
 // fire delivers a node event to the watches it triggers, removing the
-// one-shot ones.
-func (t *watchTable) fire(typ EventType, path string, zxid int64) {
+// one-shot ones. The lasting ones get the node's data and Stat, if the
+// server sent them.
+func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, st Stat) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ev := Event{Type: typ, Path: path, State: StateConnected, Zxid: zxid}
@@ -218,6 +225,7 @@ func (t *watchTable) fire(typ EventType, path string, zxid int64) {
 	if len(t.lasting) == 0 {
 		return
 	}
+	ev.Data, ev.Stat = data, st
 	t.stream(lastingKey{path, WatchPersistent}, ev)
 	if typ != EventNodeChildrenChanged {
 		for p := path; ; p = parent(p) {

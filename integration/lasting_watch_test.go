@@ -50,6 +50,7 @@ func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
 	nodes := []string{"/deep"}
 	children := map[string]int{}
 	var want []string
+	wantData := map[int]string{} // event index: the data a NodeDataChanged carries
 	if _, err := writer.Create(ctx, "/deep", nil, client.Persistent); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +72,7 @@ func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
 			if _, err := writer.Set(ctx, n, fmt.Appendf(nil, "%d", i), -1); err != nil {
 				t.Fatal(err)
 			}
+			wantData[len(want)] = fmt.Sprint(i)
 			want = append(want, "NodeDataChanged "+n)
 		default:
 			child := fmt.Sprintf("%s/n%d", n, i)
@@ -90,6 +92,17 @@ func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
 		}
 		if ev.Zxid <= last {
 			t.Fatalf("event %d at zxid %d after %d: not in zxid order", i, ev.Zxid, last)
+		}
+		// Every value is in its event, also the replayed ones.
+		switch ev.Type {
+		case client.EventNodeDataChanged:
+			if string(ev.Data) != wantData[i] || ev.Stat.Mzxid != ev.Zxid {
+				t.Fatalf("event %d: %s carries %q at mzxid %d, want %q at %d", i, ev.Path, ev.Data, ev.Stat.Mzxid, wantData[i], ev.Zxid)
+			}
+		case client.EventNodeCreated:
+			if ev.Stat.Czxid != ev.Zxid {
+				t.Fatalf("event %d: %s carries czxid %d, want %d", i, ev.Path, ev.Stat.Czxid, ev.Zxid)
+			}
 		}
 		last = ev.Zxid
 	}

@@ -320,10 +320,10 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 	for _, p := range req.DataWatches {
 		switch st, err := t.Exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p})
 		case err != nil:
 		case st.Mzxid > rel:
-			c.srv.notify(c, zxid, wire.EventNodeDataChanged, p)
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p})
 		default:
 			c.srv.watches.add(watchData, p, c)
 		}
@@ -331,7 +331,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 	for _, p := range req.ExistWatches {
 		switch _, err := t.Exists(p); {
 		case err == nil:
-			c.srv.notify(c, zxid, wire.EventNodeCreated, p)
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p})
 		case errors.Is(err, wire.ErrNoNode):
 			c.srv.watches.add(watchData, p, c)
 		}
@@ -339,10 +339,10 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 	for _, p := range req.ChildWatches {
 		switch st, err := t.Exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, zxid, wire.EventNodeDeleted, p)
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p})
 		case err != nil:
 		case st.Pzxid > rel:
-			c.srv.notify(c, zxid, wire.EventNodeChildrenChanged, p)
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p})
 		default:
 			c.srv.watches.add(watchChild, p, c)
 		}

@@ -288,9 +288,11 @@ func (s *Server) sessionClosed(id int64) {
 	}
 }
 
-// notify queues a watch notification on c.
-func (s *Server) notify(c *conn, zxid int64, typ wire.EventType, path string) {
-	c.send(wire.OpPing, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: typ, State: wire.StateConnected, Path: path})
+// notify queues a watch notification of ev on c, with the node's data
+// and Stat when ev carries them.
+func (s *Server) notify(c *conn, zxid int64, ev tree.Event) {
+	c.send(wire.OpPing, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: ev.Type,
+		State: wire.StateConnected, Path: ev.Path, Data: ev.Data, Stat: ev.Stat})
 	s.metrics.notifications.Inc()
 }
 

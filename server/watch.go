@@ -35,8 +35,12 @@ type watchKey struct {
 
 // recentEvents is how many of the latest events the registry keeps, so
 // that a client that reconnects misses nothing its persistent and
-// recursive watches should have seen while it was away.
-const recentEvents = 1 << 16
+// recursive watches should have seen while it was away; recentBytes bounds
+// the data they hold on to.
+const (
+	recentEvents = 1 << 16
+	recentBytes  = 64 << 20
+)
 
 // watchRegistry holds the watches of this server's connections. A
 // connection holds at most one watch of a kind per path (the client fans
@@ -47,18 +51,18 @@ const recentEvents = 1 << 16
 // write lock, so a change is either seen by a read or fires the read's
 // watch, never neither.
 type watchRegistry struct {
-	notify func(c *conn, zxid int64, typ wire.EventType, path string)
+	notify func(c *conn, zxid int64, ev tree.Event)
 
 	mu     sync.Mutex // guards everything below
 	tables [watchKinds]map[string]map[*conn]struct{}
 	byConn map[*conn]map[watchKey]struct{} // the watches of each connection
 	count  int
 	recent eventRing
-	fired  map[*conn]struct{} // trigger's scratch set
+	fired  map[*conn]bool // trigger's scratch set: true when a lasting watch fired
 }
 
-func newWatchRegistry(notify func(c *conn, zxid int64, typ wire.EventType, path string)) *watchRegistry {
-	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]struct{}{}}
+func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event)) *watchRegistry {
+	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]bool{}}
 	for k := range w.tables {
 		w.tables[k] = map[string]map[*conn]struct{}{}
 	}
@@ -139,17 +143,18 @@ func (w *watchRegistry) remove(typ wire.WatcherType, path string, c *conn) bool 
 // connections to w.fired.
 func (w *watchRegistry) take(kind watchKind, path string) {
 	for c := range w.tables[kind][path] {
-		w.fired[c] = struct{}{}
+		w.fired[c] = w.fired[c] || false
 		delete(w.byConn[c], watchKey{path, kind})
 		w.count--
 	}
 	delete(w.tables[kind], path)
 }
 
-// collect adds the connections with a watch of kind on path to w.fired.
+// collect adds the connections with a lasting watch of kind on path to
+// w.fired.
 func (w *watchRegistry) collect(kind watchKind, path string) {
 	for c := range w.tables[kind][path] {
-		w.fired[c] = struct{}{}
+		w.fired[c] = true
 	}
 }
 
@@ -163,7 +168,7 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ev := range events {
-		w.recent.add(recentEvent{zxid: zxid, typ: ev.Type, path: ev.Path})
+		w.recent.add(recentEvent{zxid, ev})
 		switch ev.Type {
 		case wire.EventNodeCreated, wire.EventNodeDataChanged:
 			w.take(watchData, ev.Path)
@@ -182,8 +187,13 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 				}
 			}
 		}
-		for c := range w.fired {
-			w.notify(c, zxid, ev.Type, ev.Path)
+		bare := tree.Event{Type: ev.Type, Path: ev.Path}
+		for c, lasting := range w.fired {
+			if lasting {
+				w.notify(c, zxid, ev)
+			} else {
+				w.notify(c, zxid, bare)
+			}
 		}
 		clear(w.fired)
 	}
@@ -205,7 +215,7 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 	if !w.recent.covers(rel) {
 		for _, paths := range [][]string{persistent, recursive} {
 			for _, p := range paths {
-				w.notify(c, zxid, wire.EventPersistentWatchRemoved, p)
+				w.notify(c, zxid, tree.Event{Type: wire.EventPersistentWatchRemoved, Path: p})
 			}
 		}
 		return
@@ -220,22 +230,22 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 		lasting[watchKey{p, watchRecursive}] = true
 	}
 	w.recent.since(rel, func(ev recentEvent) {
-		if sees(lasting, ev) {
-			w.notify(c, ev.zxid, ev.typ, ev.path)
+		if sees(lasting, ev.Event) {
+			w.notify(c, ev.zxid, ev.Event)
 		}
 	})
 }
 
 // sees reports whether one of the persistent and recursive watches in
 // lasting sees ev.
-func sees(lasting map[watchKey]bool, ev recentEvent) bool {
-	if lasting[watchKey{ev.path, watchPersistent}] {
+func sees(lasting map[watchKey]bool, ev tree.Event) bool {
+	if lasting[watchKey{ev.Path, watchPersistent}] {
 		return true
 	}
-	if ev.typ == wire.EventNodeChildrenChanged {
+	if ev.Type == wire.EventNodeChildrenChanged {
 		return false
 	}
-	for p := ev.path; ; p = parent(p) {
+	for p := ev.Path; ; p = parent(p) {
 		if lasting[watchKey{p, watchRecursive}] {
 			return true
 		}
@@ -282,30 +292,49 @@ func parent(p string) string {
 
 type recentEvent struct {
 	zxid int64
-	typ  wire.EventType
-	path string
+	tree.Event
 }
 
-// eventRing keeps the latest recentEvents events, oldest first.
+// eventRing keeps the latest events, oldest first: at most recentEvents
+// of them, holding at most recentBytes of data.
 type eventRing struct {
-	buf   []recentEvent // circular, up to recentEvents long
-	start int           // index of the oldest
-	from  int64         // every event of a txn with zxid >= from is kept
+	buf   []recentEvent // circular: the n events from start
+	start int
+	n     int
+	bytes int   // the data the kept events hold
+	from  int64 // every event of a txn with zxid >= from is kept
 }
 
 func (r *eventRing) reset(from int64) {
-	r.buf, r.start, r.from = r.buf[:0], 0, from
+	clear(r.buf)
+	r.start, r.n, r.bytes, r.from = 0, 0, 0, from
 }
 
 func (r *eventRing) add(ev recentEvent) {
-	if len(r.buf) < recentEvents {
-		r.buf = append(r.buf, ev)
-		return
+	for r.n > 0 && (r.n == recentEvents || r.bytes+len(ev.Data) > recentBytes) {
+		r.dropOldest()
 	}
-	// The oldest goes, and with it the completeness of its txn.
-	r.from = max(r.from, r.buf[r.start].zxid+1)
-	r.buf[r.start] = ev
+	if r.n == len(r.buf) { // full, but smaller than recentEvents: grow, oldest first
+		grown := make([]recentEvent, min(max(2*r.n, 64), recentEvents))
+		for i := range r.n {
+			grown[i] = r.buf[(r.start+i)%len(r.buf)]
+		}
+		r.buf, r.start = grown, 0
+	}
+	r.buf[(r.start+r.n)%len(r.buf)] = ev
+	r.n++
+	r.bytes += len(ev.Data)
+}
+
+// dropOldest forgets the oldest event, and with it the completeness of
+// its txn.
+func (r *eventRing) dropOldest() {
+	old := &r.buf[r.start]
+	r.from = max(r.from, old.zxid+1)
+	r.bytes -= len(old.Data)
+	*old = recentEvent{}
 	r.start = (r.start + 1) % len(r.buf)
+	r.n--
 }
 
 // covers reports whether every event after rel is kept.
@@ -313,7 +342,7 @@ func (r *eventRing) covers(rel int64) bool { return rel+1 >= r.from }
 
 // since calls fn with each kept event after rel, in order.
 func (r *eventRing) since(rel int64, fn func(recentEvent)) {
-	for i := range r.buf {
+	for i := range r.n {
 		if ev := r.buf[(r.start+i)%len(r.buf)]; ev.zxid > rel {
 			fn(ev)
 		}

@@ -15,7 +15,7 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 		path string
 	}
 	var got []fired
-	w := newWatchRegistry(func(c *conn, _ int64, typ wire.EventType, path string) { got = append(got, fired{c, typ, path}) })
+	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event) { got = append(got, fired{c, ev.Type, ev.Path}) })
 	a, b := &conn{}, &conn{}
 	w.add(watchData, "/x", a)
 	w.add(watchData, "/x", a) // once per connection and path
@@ -52,8 +52,8 @@ type notification struct {
 
 func recordingRegistry() (*watchRegistry, *[]notification) {
 	var got []notification
-	w := newWatchRegistry(func(c *conn, zxid int64, typ wire.EventType, path string) {
-		got = append(got, notification{c, zxid, typ, path})
+	w := newWatchRegistry(func(c *conn, zxid int64, ev tree.Event) {
+		got = append(got, notification{c, zxid, ev.Type, ev.Path})
 	})
 	return w, &got
 }
@@ -169,5 +169,51 @@ func TestTheEventRingForgetsWholeTxns(t *testing.T) {
 	r.since(int64(recentEvents/2), func(recentEvent) { n++ })
 	if n != 3 {
 		t.Errorf("since: %d events, want the 3 of the last two txns", n)
+	}
+}
+
+func TestTheEventRingKeepsOrderWhileItGrowsAndDrops(t *testing.T) {
+	var r eventRing
+	r.reset(1)
+	big := make([]byte, recentBytes/2)
+	for z := int64(1); z <= 200; z++ {
+		ev := recentEvent{zxid: z}
+		if z == 10 || z == 20 || z == 30 {
+			ev.Data = big // two of them fill the byte budget
+		}
+		r.add(ev)
+	}
+	// The third big event pushed out events 1 to 10 while the ring was
+	// still small; then it grew (twice) with its oldest event mid-buffer.
+	var zs []int64
+	r.since(0, func(ev recentEvent) { zs = append(zs, ev.zxid) })
+	if len(zs) != 190 || zs[0] != 11 || r.bytes != 2*len(big) {
+		t.Fatalf("kept %d events from %v, %d bytes", len(zs), zs[:min(1, len(zs))], r.bytes)
+	}
+	for i := 1; i < len(zs); i++ {
+		if zs[i] != zs[i-1]+1 {
+			t.Fatalf("out of order: %d after %d", zs[i], zs[i-1])
+		}
+	}
+	if r.from != 11 || !r.covers(10) || r.covers(9) {
+		t.Errorf("from %d, want 11", r.from)
+	}
+}
+
+func TestOnlyLastingWatchersGetTheNode(t *testing.T) {
+	var got []tree.Event
+	var to []*conn
+	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event) { got, to = append(got, ev), append(to, c) })
+	oneShot, lasting := &conn{}, &conn{}
+	w.add(watchData, "/cfg", oneShot)
+	w.add(watchPersistent, "/cfg", lasting)
+	w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/cfg", Data: []byte("v2"), Stat: wire.Stat{Czxid: 1, Version: 2}}}, 9)
+	if len(got) != 2 {
+		t.Fatalf("notifications %v", got)
+	}
+	for i, ev := range got {
+		if withNode := ev.Stat.Version == 2 && string(ev.Data) == "v2"; withNode != (to[i] == lasting) {
+			t.Errorf("notification to the %s watcher: %+v", map[bool]string{true: "persistent", false: "one-shot"}[to[i] == lasting], ev)
+		}
 	}
 }

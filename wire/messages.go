@@ -367,8 +367,8 @@ type Reply struct {
 	Err  Code
 
 	Path        string   // create: the created path; sync: the path
-	Data        []byte   // getData
-	Stat        Stat     // create, setData, exists, getData, getChildren
+	Data        []byte   // getData; a NodeCreated or NodeDataChanged notification with the node
+	Stat        Stat     // create, setData, exists, getData, getChildren; a notification with the node
 	Children    []string // getChildren: the names, sorted; getEphemerals: the full paths, sorted
 	Descendants int32    // getAllChildrenNumber: the node's descendants, the node itself not counted
 	Results     []OpResult
@@ -405,8 +405,19 @@ func replyFields(op Op) int {
 
 const statusFields = 8
 
-// notificationFields is the number of body fields of a watch event.
-const notificationFields = 3
+// notificationFields is the number of body fields of a watch event;
+// nodeNotificationFields of one that carries the node's data and Stat
+// (a NodeCreated or NodeDataChanged whose Stat.Czxid is set).
+const (
+	notificationFields     = 3
+	nodeNotificationFields = 5
+)
+
+// carriesNode reports whether notification r carries the node's data and
+// Stat.
+func carriesNode(r *Reply) bool {
+	return (r.EventType == EventNodeCreated || r.EventType == EventNodeDataChanged) && r.Stat.Czxid != 0
+}
 
 // AppendReply appends r, the reply to a request of op, as a frame to dst.
 // A notification (r.Xid == XidNotification) ignores op. An error reply
@@ -416,13 +427,21 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 	enc := getEncoder(dst)
 	switch {
 	case r.Xid == XidNotification:
-		enc.array(3 + notificationFields)
+		if carriesNode(r) {
+			enc.array(3 + nodeNotificationFields)
+		} else {
+			enc.array(3 + notificationFields)
+		}
 		enc.int(int64(r.Xid))
 		enc.int(r.Zxid)
 		enc.int(int64(r.Err))
 		enc.int(int64(r.EventType))
 		enc.int(int64(r.State))
 		enc.str(r.Path)
+		if carriesNode(r) {
+			enc.bytes(r.Data)
+			enc.stat(&r.Stat)
+		}
 	case r.Err != CodeOK && op != OpMulti:
 		enc.array(3)
 		enc.int(int64(r.Xid))
@@ -538,6 +557,11 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 		r.EventType = EventType(dec.int32())
 		r.State = SessionState(dec.int32())
 		r.Path = dec.str()
+		if n-3 >= nodeNotificationFields && dec.err == nil {
+			want = nodeNotificationFields
+			r.Data = dec.bytes()
+			dec.stat(&r.Stat)
+		}
 	case r.Err != CodeOK && op != OpMulti:
 	default:
 		want = replyFields(op)

@@ -306,6 +306,14 @@ var replies = []struct {
 	{"a removeWatches of nothing refuses with NoWatcher", wire.OpRemoveWatches, wire.Reply{
 		Xid: 41, Zxid: 99, Err: wire.CodeNoWatcher,
 	}},
+	{"a NodeDataChanged notification may carry the node's data and Stat", 0, wire.Reply{
+		Xid: wire.XidNotification, Zxid: 12, EventType: wire.EventNodeDataChanged, State: wire.StateConnected, Path: "/cfg",
+		Data: []byte("v=2"), Stat: wire.Stat{Czxid: 3, Mzxid: 12, Version: 4, DataLength: 3},
+	}},
+	{"a NodeCreated notification may carry the node with empty data", 0, wire.Reply{
+		Xid: wire.XidNotification, Zxid: 13, EventType: wire.EventNodeCreated, State: wire.StateConnected, Path: "/n",
+		Stat: wire.Stat{Czxid: 13, Mzxid: 13},
+	}},
 	{"a PersistentWatchRemoved notification", 0, wire.Reply{
 		Xid: wire.XidNotification, Zxid: 99, EventType: wire.EventPersistentWatchRemoved, State: wire.StateConnected, Path: "/services",
 	}},
