@@ -275,6 +275,9 @@ func (c *Client) Session() (id int64, done <-chan struct{}) {
 	return c.sessionID, c.ended
 }
 
+// RenewsSessions reports whether the client was dialed WithSessionRenewal.
+func (c *Client) RenewsSessions() bool { return c.opts.renew }
+
 // Err returns nil while the session lives, then an error matching
 // ErrSessionExpired or ErrClosed (until a renewed session begins).
 func (c *Client) Err() error {

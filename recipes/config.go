@@ -1,0 +1,172 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// configBuffer is the capacity of a ConfigValue's Watch channel.
+const configBuffer = 1024
+
+// ConfigValue follows one node's value with a persistent watch whose
+// events carry each new value, so a watcher sees every committed value in
+// order, with no read. The last known value stays available while the
+// client is disconnected, and after its session ends.
+type ConfigValue struct {
+	c    *client.Client
+	path string
+
+	mu      sync.Mutex // guards value and stat
+	value   []byte
+	stat    client.Stat // Czxid 0: no node known
+	watch   chan []byte
+	watched bool // Watch was called: wait for its reader
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// NewConfigValue starts following the node at path (which need not exist)
+// on the session of c. Close stops it.
+func NewConfigValue(c *client.Client, path string) *ConfigValue {
+	ctx, cancel := context.WithCancel(context.Background())
+	cv := &ConfigValue{c: c, path: path, watch: make(chan []byte, configBuffer), stop: cancel, done: make(chan struct{})}
+	go cv.run(ctx)
+	return cv
+}
+
+// Value returns the last known value: nil if the node does not exist (or
+// before the first read).
+func (cv *ConfigValue) Value() []byte {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	return cv.value
+}
+
+// Watch returns a channel that receives each new value in order (nil when
+// the node is deleted), starting with the value read first if the node
+// exists. It buffers
+// 1,024 values; once Watch has been called the cache waits for a reader
+// that falls behind. It is closed by Close or at the session's end for
+// good. After a rebuild (lost events, a renewed session) it receives the
+// value read again, if it differs.
+func (cv *ConfigValue) Watch() <-chan []byte {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	cv.watched = true
+	return cv.watch
+}
+
+// Set writes value if the node is at expectedVersion (-1: any version),
+// creating the node, and its missing ancestors as containers, if it does
+// not exist and expectedVersion is -1.
+func (cv *ConfigValue) Set(ctx context.Context, value []byte, expectedVersion int32) error {
+	for {
+		_, err := cv.c.Set(ctx, cv.path, value, expectedVersion)
+		if !errors.Is(err, client.ErrNoNode) || expectedVersion != -1 {
+			return opError("set", cv.path, err)
+		}
+		if err := makeDirs(ctx, cv.c, parentOf(cv.path)); err != nil {
+			return opError("set", cv.path, err)
+		}
+		_, err = cv.c.Create(ctx, cv.path, value, client.Persistent)
+		if !errors.Is(err, client.ErrNodeExists) {
+			return opError("set", cv.path, err)
+		}
+	}
+}
+
+// Close stops following the node.
+func (cv *ConfigValue) Close() {
+	cv.stop()
+	<-cv.done
+}
+
+func (cv *ConfigValue) run(ctx context.Context) {
+	defer close(cv.done)
+	defer close(cv.watch)
+	for delay := time.Duration(0); ; delay = min(max(2*delay, 50*time.Millisecond), time.Second) {
+		if sleep(ctx, delay) != nil || final(cv.c) {
+			return
+		}
+		watch, err := cv.c.AddWatch(ctx, cv.path, client.WatchPersistent)
+		if err != nil {
+			continue
+		}
+		data, st, err := cv.c.Get(ctx, cv.path)
+		switch {
+		case errors.Is(err, client.ErrNoNode):
+			data, st = nil, client.Stat{}
+		case err != nil:
+			cv.c.RemoveWatch(context.WithoutCancel(ctx), cv.path, client.WatchPersistent)
+			continue
+		}
+		if !cv.update(ctx, data, st, 0) {
+			return
+		}
+		delay = 0
+		if !cv.follow(ctx, watch) {
+			cv.c.RemoveWatch(context.WithoutCancel(ctx), cv.path, client.WatchPersistent)
+			return
+		}
+	}
+}
+
+// follow applies the watch's events until it ends; false if ctx ended.
+func (cv *ConfigValue) follow(ctx context.Context, watch <-chan client.Event) bool {
+	for {
+		select {
+		case ev, open := <-watch:
+			switch {
+			case !open, ev.Type == client.EventSession, ev.Type == client.EventWatchRemoved:
+				return true // lost track: read again
+			case ev.Type == client.EventNodeCreated, ev.Type == client.EventNodeDataChanged:
+				if !cv.update(ctx, ev.Data, ev.Stat, ev.Zxid) {
+					return false
+				}
+			case ev.Type == client.EventNodeDeleted:
+				if !cv.update(ctx, nil, client.Stat{}, ev.Zxid) {
+					return false
+				}
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// update takes the node's state (st.Czxid 0: no node) from a read, or from
+// an event at zxid, and reports the value on Watch if it changed. An event
+// the known state already includes (a read may see a change before its
+// event comes) is skipped. It returns false if ctx ended while waiting for
+// Watch's reader.
+func (cv *ConfigValue) update(ctx context.Context, data []byte, st client.Stat, zxid int64) bool {
+	cv.mu.Lock()
+	old := cv.stat
+	switch {
+	case zxid != 0 && old.Czxid != 0 && zxid <= old.Mzxid, // an event the state includes
+		st.Czxid == old.Czxid && st.Mzxid == old.Mzxid: // nothing new
+		cv.mu.Unlock()
+		return true
+	}
+	cv.value, cv.stat = slices.Clip(data), st
+	watched := cv.watched
+	cv.mu.Unlock()
+	if !watched {
+		select {
+		case cv.watch <- data:
+		default:
+		}
+		return true
+	}
+	select {
+	case cv.watch <- data:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
