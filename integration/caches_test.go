@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -138,46 +136,12 @@ func TestATreeCacheFollowsItsSubtreeAcrossAReconnect(t *testing.T) {
 	}
 }
 
-// cutDialer dials TCP through a switch that can cut every connection and
-// refuse new ones.
-type cutDialer struct {
-	mu     sync.Mutex
-	conns  []net.Conn
-	refuse bool
-}
-
-func (d *cutDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.refuse {
-		return nil, fmt.Errorf("cut off")
-	}
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		d.conns = append(d.conns, c)
-	}
-	return c, err
-}
-
-func (d *cutDialer) set(cut bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.refuse = cut
-	if cut {
-		for _, c := range d.conns {
-			c.Close()
-		}
-		d.conns = nil
-	}
-}
-
 func TestServiceDiscoveryFollowsRegistrationsAndExpiries(t *testing.T) {
 	s := startServer(t, "", "")
 	addr := s.Addr().String()
 	ctx := testCtx(t)
-	var cut cutDialer
-	instClient := dial(t, addr, client.WithDialer(cut.dial), client.WithSessionTimeout(time.Second), client.WithSessionRenewal())
+	p := newProxy(t, addr)
+	instClient := dial(t, p.addr(), client.WithSessionTimeout(time.Second), client.WithSessionRenewal())
 	sc, err := recipes.NewServiceCache(dial(t, addr), "billing")
 	if err != nil {
 		t.Fatal(err)
@@ -214,12 +178,12 @@ func TestServiceDiscoveryFollowsRegistrationsAndExpiries(t *testing.T) {
 
 	// a's session expires: it leaves the list; when its client comes
 	// back with a new session, it registers again.
-	cut.set(true)
+	p.cut(true)
 	waitUntil(t, "a to go once its session expired", 10*time.Second, func() bool {
 		list := sc.Instances()
 		return len(list) == 1 && list[0].ID == "b"
 	})
-	cut.set(false)
+	p.setRefuse(false)
 	waitUntil(t, "a to register again in a new session", 10*time.Second, func() bool { return len(sc.Instances()) == 2 })
 
 	if err := reg.Close(ctx); err != nil {
@@ -311,8 +275,8 @@ func TestATreeCacheRebuildsAfterItsSessionExpires(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var cut cutDialer
-	tc := recipes.NewTreeCache(dial(t, addr, client.WithDialer(cut.dial), client.WithSessionTimeout(time.Second), client.WithSessionRenewal()), "/r")
+	p := newProxy(t, addr)
+	tc := recipes.NewTreeCache(dial(t, p.addr(), client.WithSessionTimeout(time.Second), client.WithSessionRenewal()), "/r")
 	defer tc.Close()
 	events := tc.Events()
 	for ev := range events {
@@ -320,7 +284,7 @@ func TestATreeCacheRebuildsAfterItsSessionExpires(t *testing.T) {
 			break
 		}
 	}
-	cut.set(true)
+	p.cut(true)
 	if err := writer.Delete(ctx, "/r/old", -1); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +295,7 @@ func TestATreeCacheRebuildsAfterItsSessionExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // past the session timeout
-	cut.set(false)
+	p.setRefuse(false)
 	var got []string
 	for ev := range events {
 		got = append(got, ev.Type.String()+" "+ev.Path)

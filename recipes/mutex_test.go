@@ -194,15 +194,15 @@ func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
 		t.Fatal("the next waiter did not get the lock after the holder's session timeout")
 	}
 	t.Logf("handed over %v after the cut (session timeout %v)", time.Since(start), dead.SessionTimeout())
+	// The client counts the session from the requests the server
+	// answered, so Lost closes no later than the server hands the lock on.
+	if !closed(held.Lost()) {
+		t.Error("the next waiter holds the lock while the cut-off holder's Lost is still open")
+	}
 	if waiter.Token() <= held.Token() {
 		t.Errorf("token %d after %d", waiter.Token(), held.Token())
 	}
 	k.heal() // the dead holder comes back: its session is gone
-	select {
-	case <-held.Lost():
-	case <-time.After(testWait):
-		t.Fatal("Lost was not closed for a holder whose session expired")
-	}
 	if held.Held() {
 		t.Error("the dead holder still believes it holds the lock")
 	}
@@ -211,28 +211,6 @@ func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
 	}
 	if err := held.Unlock(ctxWait(t)); !errors.Is(err, client.ErrSessionExpired) {
 		t.Errorf("Unlock after the session expired: %v, want ErrSessionExpired", err)
-	}
-	must(t, waiter.Unlock(ctxWait(t)))
-}
-
-func TestAHolderNeverOutlivesItsSessionOnTheServer(t *testing.T) {
-	// The client counts the session from the requests the server
-	// answered: when the holder is cut off, Lost closes no later than the
-	// server hands the lock on.
-	s := startServer(t)
-	var k cutter
-	dead := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
-	next := s.dial(t)
-	held := NewMutex(dead, "/locks/lost")
-	must(t, held.Lock(ctxWait(t)))
-	waiter := NewMutex(next, "/locks/lost")
-	acquired := make(chan error, 1)
-	go func() { acquired <- waiter.Lock(ctxWait(t)) }()
-	waitFor(t, "the waiter to queue", func() bool { return len(children(t, next, "/locks/lost")) == 2 })
-	k.cut()
-	must(t, <-acquired)
-	if !closed(held.Lost()) {
-		t.Error("the next waiter holds the lock while the cut-off holder's Lost is still open")
 	}
 	must(t, waiter.Unlock(ctxWait(t)))
 }
