@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -121,7 +122,7 @@ func sortEntries(names []string) []entry {
 			es = append(es, e)
 		}
 	}
-	slices.SortFunc(es, func(a, b entry) int { return int(a.seq - b.seq) })
+	slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
 	return es
 }
 
