@@ -78,9 +78,11 @@ type jEphemerals struct {
 }
 
 type jEvent struct {
-	Type string `json:"type"`
-	Path string `json:"path"`
-	Zxid int64  `json:"zxid"`
+	Type     string  `json:"type"`
+	Path     string  `json:"path"`
+	Zxid     int64   `json:"zxid"`
+	Data     *string `json:"data"` // watch's NodeCreated and NodeDataChanged only
+	Encoding string  `json:"encoding"`
 }
 
 type jMembers struct {

@@ -57,11 +57,14 @@ func dataOf(b []byte) dataJSON {
 	return dataJSON{Data: base64.StdEncoding.EncodeToString(b), Encoding: "base64"}
 }
 
-// eventJSON is a watch event.
+// eventJSON is a watch event. The NodeCreated and NodeDataChanged events
+// of watch (persistent and recursive watches) also carry the node's data
+// right after the change; those of get -w and ls -w (one-shot) do not.
 type eventJSON struct {
-	Type string `json:"type"`
-	Path string `json:"path"`
-	Zxid int64  `json:"zxid"` // of the change; 0 when not known
+	Type      string `json:"type"`
+	Path      string `json:"path"`
+	Zxid      int64  `json:"zxid"` // of the change; 0 when not known
+	*dataJSON        // omitted when nil
 }
 
 func sessionHex(id int64) string { return "0x" + strconv.FormatUint(uint64(id), 16) }
@@ -78,7 +81,12 @@ func (e *env) printJSON(v any) error {
 // printEvent prints a watch event: "TYPE PATH", or its JSON.
 func (e *env) printEvent(ev client.Event) error {
 	if e.json() {
-		return e.printJSON(eventJSON{Type: ev.Type.String(), Path: ev.Path, Zxid: ev.Zxid})
+		out := eventJSON{Type: ev.Type.String(), Path: ev.Path, Zxid: ev.Zxid}
+		if ev.Stat.Czxid != 0 { // the event carries the node
+			d := dataOf(ev.Data)
+			out.dataJSON = &d
+		}
+		return e.printJSON(out)
 	}
 	_, err := fmt.Fprintf(e.stdout, "%s %s\n", ev.Type, ev.Path)
 	return err

@@ -1,10 +1,19 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
 )
 
 // lines returns the lines of s, without the last newline.
@@ -18,16 +27,15 @@ func lines(s string) []string {
 func TestWatchPrintsEachChange(t *testing.T) {
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/w")
-	w := start(t, addr, "watch", "-n", "3", "/w")
-	// Before each change, wait until the watch printed the previous event
-	// and re-armed both its watches: a one-shot watch armed late would
-	// merge two changes into one event.
-	for i, args := range [][]string{{"set", "/w", "a"}, {"create", "/w/kid"}, {"delete", "/w/kid"}} {
-		waitFor(t, "watch armed", func() bool { return len(lines(w.stdout.String())) == i && watches(t, metrics) == 2 })
+	w := start(t, addr, "watch", "-n", "4", "/w")
+	waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
+	// One persistent watch, never re-armed: changes made back to back each
+	// print a line (one-shot watches used to merge them).
+	for _, args := range [][]string{{"set", "/w", "a"}, {"create", "/w/kid"}, {"delete", "/w/kid"}, {"delete", "/w"}} {
 		must(t, addr, args...)
 	}
 	code := w.wait(t)
-	want := "NodeDataChanged /w\nNodeChildrenChanged /w\nNodeChildrenChanged /w\n"
+	want := "NodeDataChanged /w\nNodeChildrenChanged /w\nNodeChildrenChanged /w\nNodeDeleted /w\n"
 	if code != 0 || w.stdout.String() != want {
 		t.Fatalf("watch = %d, %q (stderr %q); want 0, %q", code, w.stdout, w.stderr, want)
 	}
@@ -39,13 +47,13 @@ func TestWatchStopsWithStatus0OnInterrupt(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			w := start(t, addr, "watch", "/w")
-			waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 2 })
+			waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
 			must(t, addr, "set", "/w", sig.String())
 			waitFor(t, "event printed", func() bool { return w.stdout.String() == "NodeDataChanged /w\n" })
 			if code := w.stop(t, sig); code != 0 || w.stderr.String() != "" {
 				t.Fatalf("watch ended with %d, stderr %q", code, w.stderr)
 			}
-			waitFor(t, "the watches gone with the session", func() bool { return watches(t, metrics) == 0 })
+			waitFor(t, "the watch gone with the session", func() bool { return watches(t, metrics) == 0 })
 		})
 	}
 }
@@ -53,9 +61,8 @@ func TestWatchStopsWithStatus0OnInterrupt(t *testing.T) {
 func TestWatchOfAMissingNodeSeesItsCreation(t *testing.T) {
 	addr, metrics := startServer(t)
 	w := start(t, addr, "watch", "-n", "2", "-o", "json", "/later")
-	waitFor(t, "exists watch armed", func() bool { return watches(t, metrics) == 1 })
-	must(t, addr, "create", "/later")
-	waitFor(t, "child watch armed", func() bool { return watches(t, metrics) == 2 })
+	waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
+	must(t, addr, "create", "/later", "born")
 	must(t, addr, "delete", "/later")
 	if code := w.wait(t); code != 0 {
 		t.Fatalf("watch = %d, stderr %q", code, w.stderr)
@@ -65,8 +72,41 @@ func TestWatchOfAMissingNodeSeesItsCreation(t *testing.T) {
 		got = append(got, decode[jEvent](t, l))
 	}
 	if len(got) != 2 || got[0].Type != "NodeCreated" || got[0].Path != "/later" || got[0].Zxid == 0 ||
-		got[1].Type != "NodeDeleted" || got[1].Zxid <= got[0].Zxid {
-		t.Fatalf("events %+v, want NodeCreated then NodeDeleted of /later with rising zxids", got)
+		got[0].Data == nil || *got[0].Data != "born" || got[0].Encoding != "utf8" ||
+		got[1].Type != "NodeDeleted" || got[1].Zxid <= got[0].Zxid || got[1].Data != nil {
+		t.Fatalf("events %+v, want NodeCreated with its data then NodeDeleted of /later with rising zxids", got)
+	}
+}
+
+// A shell's session outlives the watch commands it runs: their watches
+// must not.
+func TestWatchInTheShellRemovesItsWatch(t *testing.T) {
+	addr, metrics := startServer(t)
+	must(t, addr, "create", "/w")
+	for _, args := range []string{"watch -n 1 /w", "watch -R -n 1 /w"} {
+		t.Run(args, func(t *testing.T) {
+			sh := exec.Command(arborBin, "--servers", addr, "shell")
+			sh.Env = testEnv()
+			stdin, err := sh.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out syncBuffer
+			sh.Stdout, sh.Stderr = &out, &out
+			if err := sh.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer sh.Process.Kill()
+			fmt.Fprintln(stdin, args)
+			waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
+			must(t, addr, "set", "/w", args)
+			waitFor(t, "the event", func() bool { return out.String() == "NodeDataChanged /w\n" })
+			waitFor(t, "the watch removed, the shell still running", func() bool { return watches(t, metrics) == 0 })
+			stdin.Close()
+			if err := sh.Wait(); err != nil {
+				t.Fatalf("shell: %v, printed %q", err, out.String())
+			}
+		})
 	}
 }
 
@@ -74,43 +114,142 @@ func TestWatchRecursiveFollowsTheSubtree(t *testing.T) {
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/r")
 	must(t, addr, "create", "/r/old")
-	w := start(t, addr, "watch", "-R", "/r")
-	printed := 0
-	// Each step: a change, the events it must print (in any order: they
-	// come from different watches), and the watches armed after it.
-	for _, s := range []struct {
-		args    []string
-		events  []string
-		watches int
+	must(t, addr, "create", "/other")
+	text := start(t, addr, "watch", "-R", "/r")
+	js := start(t, addr, "watch", "-R", "-o", "json", "/r")
+	waitFor(t, "both watches armed", func() bool { return watches(t, metrics) == 2 })
+	// The changes follow each other with no wait: a recursive watch is
+	// never re-armed, so each prints its line, in the order made.
+	steps := []struct {
+		args  []string
+		event string
+		data  string // the data a NodeCreated or NodeDataChanged carries
 	}{
-		{nil, nil, 4}, // /r and /r/old, data and children each
-		{[]string{"create", "/r/a"}, []string{"NodeChildrenChanged /r"}, 6},
-		{[]string{"set", "/r/a", "x"}, []string{"NodeDataChanged /r/a"}, 6},
-		{[]string{"create", "/r/a/b"}, []string{"NodeChildrenChanged /r/a"}, 8},
-		{[]string{"set", "/r/a/b", "deep"}, []string{"NodeDataChanged /r/a/b"}, 8},
-		{[]string{"delete", "/r/a/b"}, []string{"NodeChildrenChanged /r/a", "NodeDeleted /r/a/b"}, 6},
-		{[]string{"delete", "/r/a"}, []string{"NodeChildrenChanged /r", "NodeDeleted /r/a"}, 4},
-		{[]string{"delete", "/r/old"}, []string{"NodeChildrenChanged /r", "NodeDeleted /r/old"}, 2},
-		{[]string{"delete", "/r"}, []string{"NodeDeleted /r"}, 1}, // an exists watch for its return
-		{[]string{"create", "/r"}, []string{"NodeCreated /r"}, 2},
-	} {
-		if s.args != nil {
-			must(t, addr, s.args...)
+		{[]string{"create", "/r/a"}, "NodeCreated /r/a", ""},
+		{[]string{"set", "/r/a", "x"}, "NodeDataChanged /r/a", "x"},
+		{[]string{"create", "/r/a/b", "deep"}, "NodeCreated /r/a/b", "deep"},
+		{[]string{"set", "/other", "elsewhere"}, "", ""}, // not below /r
+		{[]string{"set", "/r/a/b", "deeper"}, "NodeDataChanged /r/a/b", "deeper"},
+		{[]string{"delete", "/r/a/b"}, "NodeDeleted /r/a/b", ""},
+		{[]string{"delete", "/r/a"}, "NodeDeleted /r/a", ""},
+		{[]string{"delete", "/r/old"}, "NodeDeleted /r/old", ""},
+		{[]string{"set", "/r", "root"}, "NodeDataChanged /r", "root"},
+		{[]string{"delete", "/r"}, "NodeDeleted /r", ""},
+		{[]string{"create", "/r", "again"}, "NodeCreated /r", "again"},
+		{[]string{"create", "/r/new"}, "NodeCreated /r/new", ""},
+	}
+	var want []string
+	for _, s := range steps {
+		must(t, addr, s.args...)
+		if s.event != "" {
+			want = append(want, s.event)
 		}
-		printed += len(s.events)
-		waitFor(t, "events of "+strings.Join(s.args, " "), func() bool {
-			return len(lines(w.stdout.String())) >= printed && watches(t, metrics) == s.watches
+	}
+	waitFor(t, "every event", func() bool {
+		return len(lines(text.stdout.String())) >= len(want) && len(lines(js.stdout.String())) >= len(want)
+	})
+	for _, w := range []*background{text, js} {
+		if code := w.stop(t, syscall.SIGINT); code != 0 || w.stderr.String() != "" {
+			t.Fatalf("watch -R ended with %d, stderr %q", code, w.stderr)
+		}
+	}
+	if got := lines(text.stdout.String()); !slices.Equal(got, want) {
+		t.Fatalf("watch -R printed\n%s\nwant\n%s", text.stdout, strings.Join(want, "\n"))
+	}
+	got := lines(js.stdout.String())
+	if len(got) != len(want) {
+		t.Fatalf("watch -R -o json printed %d lines, want %d: %s", len(got), len(want), js.stdout)
+	}
+	var last int64
+	i := 0
+	for _, s := range steps {
+		if s.event == "" {
+			continue
+		}
+		ev := decode[jEvent](t, got[i])
+		i++
+		typ, path, _ := strings.Cut(s.event, " ")
+		carries := typ != "NodeDeleted"
+		if ev.Type != typ || ev.Path != path || ev.Zxid <= last || (ev.Data != nil) != carries ||
+			(carries && (*ev.Data != s.data || ev.Encoding != "utf8")) {
+			t.Errorf("event %d = %s, want %s with data %q after zxid %d", i, got[i-1], s.event, s.data, last)
+		}
+		last = ev.Zxid
+	}
+}
+
+// A watch fed faster than its output is read loses events; it must say
+// so rather than go on as if it had printed every change.
+func TestWatchThatFallsBehindExitsWith1(t *testing.T) {
+	addr, metrics := startServer(t)
+	must(t, addr, "create", "/fast")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(arborBin, "--servers", addr, "watch", "-R", "-o", "json", "/fast")
+	cmd.Env = testEnv()
+	var stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer cmd.Process.Kill()
+	waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
+	// Nobody reads stdout: the pipe fills with a few dozen lines, then
+	// the client's queue of client.DefaultWatchQueue events, and the next
+	// event drops the watch.
+	c := dial(t, addr)
+	value := strings.Repeat("v", 1000)
+	n := client.DefaultWatchQueue + 300
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for g := range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i := g; i < n; i += 8 {
+				if _, err := c.Set(ctx, "/fast", []byte(value), -1); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
 		})
-		got := lines(w.stdout.String())[printed-len(s.events):]
-		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(s.events))) {
-			t.Fatalf("after %v printed %q, want %q (all: %q)", s.args, got, s.events, w.stdout)
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	out, err := io.ReadAll(r) // until the binary exits
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("watch exited with %d (%v), want 1; stderr %q", code, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "arbor: the watch of /fast was dropped, so changes from then on were not printed: watch events lost") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+	// What it printed before is whole and in order.
+	printed := lines(string(out))
+	if len(printed) < client.DefaultWatchQueue || len(printed) >= n {
+		t.Errorf("printed %d events of %d", len(printed), n)
+	}
+	var last int64
+	for _, l := range printed {
+		ev := decode[jEvent](t, l)
+		if ev.Type != "NodeDataChanged" || ev.Zxid <= last {
+			t.Fatalf("after zxid %d: %s", last, l)
 		}
-	}
-	if code := w.stop(t, syscall.SIGINT); code != 0 || w.stderr.String() != "" {
-		t.Fatalf("watch -R ended with %d, stderr %q", code, w.stderr)
-	}
-	if n := len(lines(w.stdout.String())); n != printed {
-		t.Fatalf("printed %d lines, want %d: %q", n, printed, w.stdout)
+		last = ev.Zxid
 	}
 }
 
