@@ -81,6 +81,12 @@ func (n *Node) propose(p proposal) {
 		}
 		return
 	}
+	if p.leader {
+		if st := n.rn.BasicStatus(); st.RaftState != raft.StateLeader || st.Term != p.term {
+			n.deliver(p.id, Outcome{Err: ErrProposalDropped})
+			return
+		}
+	}
 	data := make([]byte, 8+len(p.payload))
 	binary.BigEndian.PutUint64(data, p.id)
 	copy(data[8:], p.payload)

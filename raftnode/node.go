@@ -167,6 +167,8 @@ type proposal struct {
 	id      uint64
 	payload []byte
 	cc      *raftpb.ConfChangeV2
+	leader  bool // propose only as the leader of term
+	term    uint64
 }
 
 // Start opens the store in cfg.Dir, restores the state machine from the
@@ -288,6 +290,16 @@ func (n *Node) loadPeers() error {
 // the outcome once the entry is applied on this member.
 func (n *Node) Propose(ctx context.Context, payload []byte) *Proposal {
 	return n.propose1(ctx, proposal{payload: payload})
+}
+
+// ProposeAsLeader is Propose for a decision this member took as the
+// leader of term: the entry goes into the log only if the member still
+// leads in that term when the raft goroutine takes it, and is never
+// forwarded to another leader (ErrProposalDropped otherwise). A leader
+// that was stopped and has not yet heard of its successor may decide on
+// stale state; its entry then stays in its own log and is overwritten.
+func (n *Node) ProposeAsLeader(ctx context.Context, payload []byte, term uint64) *Proposal {
+	return n.propose1(ctx, proposal{payload: payload, leader: true, term: term})
 }
 
 // propose1 registers a waiter for p and hands p to the raft goroutine.

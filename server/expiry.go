@@ -24,7 +24,8 @@ func (s *Server) expiryLoop() {
 	defer s.wg.Done()
 	tick := time.NewTicker(expiryInterval)
 	defer tick.Stop()
-	wasLeader, leaderless := false, false
+	var ledTerm uint64 // the term whose leadership reset the deadlines
+	leaderless := false
 	proposed := map[int64]time.Time{} // closes proposed and not yet applied
 	var lastReap time.Time
 	for {
@@ -46,13 +47,16 @@ func (s *Server) expiryLoop() {
 			continue
 		}
 		leaderless = false
+		term := s.node.Term() // read before IsLeader: a later term only fails the proposals
 		leader := s.node.IsLeader()
-		if leader && !wasLeader {
+		if leader && term != ledTerm {
 			// A new leader cannot know when sessions were last heard
-			// from: each gets a full timeout from now.
+			// from: each gets a full timeout from now. (A term has one
+			// leader, so a new term is a new leadership, even of a
+			// member that led before it.)
 			s.sessions.ResetAll(now)
+			ledTerm = term
 		}
-		wasLeader = leader
 		if !leader {
 			s.forwardHeard()
 			continue
@@ -63,7 +67,7 @@ func (s *Server) expiryLoop() {
 			at, ok := proposed[id]
 			if !ok || now.Sub(at) > s.cfg.RequestTimeout {
 				s.log.Info("session expired", zap.Int64("session", id))
-				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: now.UnixMilli()})
+				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: now.UnixMilli()}, term)
 				at = now
 			}
 			live[id] = at
@@ -74,18 +78,21 @@ func (s *Server) expiryLoop() {
 			var due bool
 			s.fsm.read(func(t *tree.Tree) { due = len(t.Reapable(now.UnixMilli())) > 0 })
 			if due {
-				s.proposeAsync(&tree.Txn{Type: tree.TxnReap, Time: now.UnixMilli()})
+				s.proposeAsync(&tree.Txn{Type: tree.TxnReap, Time: now.UnixMilli()}, term)
 			}
 		}
 	}
 }
 
-// proposeAsync proposes a housekeeping txn without waiting for it; if it is
-// lost the loop proposes it again.
-func (s *Server) proposeAsync(txn *tree.Txn) {
+// proposeAsync proposes a housekeeping txn, decided as the leader of
+// term, without waiting for it; if it is lost the loop proposes it again.
+// It enters the log only while this member still leads in term: a leader
+// that was stopped may decide on deadlines its successor has moved, and
+// raft would forward its proposal to that successor.
+func (s *Server) proposeAsync(txn *tree.Txn, term uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
-	s.node.Propose(ctx, tree.AppendTxn(nil, txn))
+	s.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, txn), term)
 }
 
 // heardFrom records that a client of session id spoke: its deadline moves
