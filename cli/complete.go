@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/recipes"
 	"github.com/spf13/cobra"
 )
 
@@ -84,15 +85,35 @@ func (e *env) completePathArg(cmd *cobra.Command, args []string, toComplete stri
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
+	return e.completeWith(directive, func(ctx context.Context, c *client.Client, cwd string) []string {
+		return completePath(ctx, c, cwd, toComplete)
+	})
+}
+
+// completeServiceArg completes a SERVICE argument with the names of the
+// registered services.
+func (e *env) completeServiceArg(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return e.completeWith(cobra.ShellCompDirectiveNoFileComp, func(ctx context.Context, c *client.Client, _ string) []string {
+		return completePath(ctx, c, recipes.ServicesRoot, toComplete)
+	})
+}
+
+// completeWith runs complete on the shell's session and working
+// directory, or on a session of its own from /, within completeTimeout.
+func (e *env) completeWith(directive cobra.ShellCompDirective,
+	complete func(ctx context.Context, c *client.Client, cwd string) []string) ([]string, cobra.ShellCompDirective) {
 	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
 	defer cancel()
 	if e.sh != nil {
-		return completePath(ctx, e.sh.c, e.sh.cwd, toComplete), directive
+		return complete(ctx, e.sh.c, e.sh.cwd), directive
 	}
 	c, err := client.Dial(ctx, e.serverList())
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
 	defer c.Close()
-	return completePath(ctx, c, "/", toComplete), directive
+	return complete(ctx, c, "/"), directive
 }
