@@ -80,7 +80,7 @@ func (e *env) configSetCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set [-v VERSION] PATH VALUE",
 		Short: "Write a configuration value, creating its node if needed",
-		Long: "Write VALUE at PATH (recipes.ConfigValue.Set). Without -v, create the node if it\n" +
+		Long: "Write VALUE at PATH (recipes.SetConfig). Without -v, create the node if it\n" +
 			"does not exist, and its missing parents as containers (removed by the server\n" +
 			"once their last child is). With -v, write only if the node exists at that\n" +
 			"version (see config get -o json). Prints nothing, or with -o json the path.",
@@ -90,12 +90,7 @@ func (e *env) configSetCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				// Set is a method of the value that follows the node: the
-				// follower's one watch and read are the price of keeping
-				// exactly the recipe's semantics.
-				cv := recipes.NewConfigValue(c, path)
-				defer cv.Close()
-				if err := cv.Set(ctx, []byte(args[1]), version); err != nil {
+				if err := recipes.SetConfig(ctx, c, path, []byte(args[1]), version); err != nil {
 					return describe(err, path)
 				}
 				if e.json() {
@@ -133,9 +128,9 @@ func (e *env) configWatchCommand() *cobra.Command {
 // watchConfig prints the value at path, then each new one. Like
 // recipes.ConfigValue, it reads the node once its persistent watch is in
 // place and then takes each value from the watch's events, which carry
-// the node's data and Stat. (ConfigValue.Watch says nothing of a missing
-// node at the start, and sends nil both for a deleted node and for one
-// created empty, so it cannot tell the two apart.)
+// the node's data and Stat; it does not use ConfigValue itself because it
+// prints each value's version too, and must say when the watch is
+// dropped.
 func (e *env) watchConfig(ctx context.Context, c *client.Client, path string) error {
 	var cur client.Stat // the node as last printed; Czxid 0: no node
 	ready := func() error {

@@ -21,9 +21,10 @@ type ConfigValue struct {
 	c    *client.Client
 	path string
 
-	mu      sync.Mutex // guards value and stat
+	mu      sync.Mutex // guards value, stat, known and watched
 	value   []byte
-	stat    client.Stat // Czxid 0: no node known
+	stat    client.Stat // Czxid 0: no node
+	known   bool        // the node has been read once
 	watch   chan []byte
 	watched bool // Watch was called: wait for its reader
 	stop    context.CancelFunc
@@ -40,16 +41,16 @@ func NewConfigValue(c *client.Client, path string) *ConfigValue {
 }
 
 // Value returns the last known value: nil if the node does not exist (or
-// before the first read).
+// before the first read), never nil for an existing node.
 func (cv *ConfigValue) Value() []byte {
 	cv.mu.Lock()
 	defer cv.mu.Unlock()
 	return cv.value
 }
 
-// Watch returns a channel that receives each new value in order (nil when
-// the node is deleted), starting with the value read first if the node
-// exists. It buffers
+// Watch returns a channel that receives the value read first, then each
+// new value in order. A missing or deleted node is a nil value; an
+// existing node's value is never nil, even when empty. It buffers
 // 1,024 values; once Watch has been called the cache waits for a reader
 // that falls behind. It is closed by Close or at the session's end for
 // good. After a rebuild (lost events, a renewed session) it receives the
@@ -61,21 +62,26 @@ func (cv *ConfigValue) Watch() <-chan []byte {
 	return cv.watch
 }
 
-// Set writes value if the node is at expectedVersion (-1: any version),
-// creating the node, and its missing ancestors as containers, if it does
-// not exist and expectedVersion is -1.
+// Set writes value with SetConfig.
 func (cv *ConfigValue) Set(ctx context.Context, value []byte, expectedVersion int32) error {
+	return SetConfig(ctx, cv.c, cv.path, value, expectedVersion)
+}
+
+// SetConfig writes value at path if the node is at expectedVersion (-1:
+// any version), creating the node, and its missing ancestors as
+// containers, if it does not exist and expectedVersion is -1.
+func SetConfig(ctx context.Context, c *client.Client, path string, value []byte, expectedVersion int32) error {
 	for {
-		_, err := cv.c.Set(ctx, cv.path, value, expectedVersion)
+		_, err := c.Set(ctx, path, value, expectedVersion)
 		if !errors.Is(err, client.ErrNoNode) || expectedVersion != -1 {
-			return opError("set", cv.path, err)
+			return opError("set", path, err)
 		}
-		if err := makeDirs(ctx, cv.c, parentOf(cv.path)); err != nil {
-			return opError("set", cv.path, err)
+		if err := makeDirs(ctx, c, parentOf(path)); err != nil {
+			return opError("set", path, err)
 		}
-		_, err = cv.c.Create(ctx, cv.path, value, client.Persistent)
+		_, err = c.Create(ctx, path, value, client.Persistent)
 		if !errors.Is(err, client.ErrNodeExists) {
-			return opError("set", cv.path, err)
+			return opError("set", path, err)
 		}
 	}
 }
@@ -145,15 +151,18 @@ func (cv *ConfigValue) follow(ctx context.Context, watch <-chan client.Event) bo
 // event comes) is skipped. It returns false if ctx ended while waiting for
 // Watch's reader.
 func (cv *ConfigValue) update(ctx context.Context, data []byte, st client.Stat, zxid int64) bool {
+	if st.Czxid != 0 && data == nil {
+		data = []byte{} // an empty value, not a missing node
+	}
 	cv.mu.Lock()
 	old := cv.stat
 	switch {
 	case zxid != 0 && old.Czxid != 0 && zxid <= old.Mzxid, // an event the state includes
-		st.Czxid == old.Czxid && st.Mzxid == old.Mzxid: // nothing new
+		cv.known && st.Czxid == old.Czxid && st.Mzxid == old.Mzxid: // nothing new
 		cv.mu.Unlock()
 		return true
 	}
-	cv.value, cv.stat = slices.Clip(data), st
+	cv.value, cv.stat, cv.known = slices.Clip(data), st, true
 	watched := cv.watched
 	cv.mu.Unlock()
 	if !watched {
