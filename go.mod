@@ -3,6 +3,7 @@ module github.com/arbor-coord/arbor
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cockroachdb/pebble v1.1.5
 	github.com/peterh/liner v1.2.3

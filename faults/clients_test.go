@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"go.uber.org/zap"
 )
 
 // tracked is a client whose connections and session end the run records,
@@ -36,6 +37,7 @@ type dialed struct {
 type fleet struct {
 	c     *cluster
 	clock *clock
+	log   *zap.Logger // the clients' logs (one file per run)
 
 	mu  sync.Mutex // guards all
 	all []*tracked
@@ -58,7 +60,8 @@ func (f *fleet) dial(ctx context.Context, name string) (*tracked, error) {
 	}
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cl, err := client.Dial(dctx, f.c.addrs(), client.WithSessionTimeout(sessionTimeout), client.WithDialer(dialer))
+		cl, err := client.Dial(dctx, f.c.addrs(), client.WithSessionTimeout(sessionTimeout), client.WithDialer(dialer),
+			client.WithLogger(f.logger().Named(name)))
 		cancel()
 		if err == nil {
 			tc.Client = cl
@@ -81,6 +84,13 @@ func (f *fleet) dial(ctx context.Context, name string) (*tracked, error) {
 		tc.mu.Unlock()
 	}()
 	return tc, nil
+}
+
+func (f *fleet) logger() *zap.Logger {
+	if f.log == nil {
+		return zap.NewNop()
+	}
+	return f.log
 }
 
 // close closes the client's session, as the test's own doing.
@@ -127,18 +137,20 @@ func (tc *tracked) wasOn(members []uint64, from, to time.Duration) bool {
 const expiryGrace = 2 * sessionTimeout
 
 // sessionMayExpire says whether a fault allows the session of tc to have
-// ended at e, and names the kind of fault that does: a crash of the whole cluster or a one-way cut (a member that
-// hears the leader but cannot answer it serves its clients while their
-// sessions run out) allows it for every client; a pause allows it for the
-// clients of the paused member (they need two thirds of a timeout to give
-// it up, and may try it again while it is stopped).
+// ended at e, and names the kind of fault that does: a crash of the whole
+// cluster, a one-way cut (a member that hears the leader but cannot answer
+// it serves its clients while their sessions run out) and a stall of the
+// test process (which carries all peer traffic) allow it for every client;
+// a pause allows it for the clients of the paused member (they need two
+// thirds of a timeout to give it up, and may try it again while it is
+// stopped). Kills, partitions, loss and delay allow no expiry.
 func sessionMayExpire(tc *tracked, e time.Duration, ws []window) (bool, string) {
 	for _, w := range ws {
 		if e < w.start || e > w.end+expiryGrace {
 			continue
 		}
 		switch w.kind {
-		case faultCrashAll, faultOneWay:
+		case faultCrashAll, faultOneWay, machineStall:
 			return true, w.kind.String()
 		case faultPause, faultPauseLeader:
 			if tc.wasOn(w.members, w.start, w.end) {
@@ -217,6 +229,7 @@ func TestASessionMayExpireOnlyUnderAFaultThatAllowsIt(t *testing.T) {
 		{"a pause of a member it connected to during the pause", s(23), []window{{kind: faultPauseLeader, members: []uint64{2}, start: s(19), end: s(22)}}, true},
 		{"a one-way cut", s(5), []window{{kind: faultOneWay, members: []uint64{3}, start: s(2), end: s(4)}}, true},
 		{"a partition", s(5), []window{{kind: faultIsolate, members: []uint64{1}, start: s(2), end: s(4)}}, false},
+		{"a stall of the test process", s(5), []window{{kind: machineStall, start: s(3), end: s(3.5)}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, _ := sessionMayExpire(tc, c.at, c.ws); got != c.want {

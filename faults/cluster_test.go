@@ -122,7 +122,7 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 		m.args = []string{bin, "--id", fmt.Sprint(id), "--data", m.dir, "--listen", m.addr, "--http", m.httpAddr,
 			"--peer-listen", m.peerAddr, "--peers", strings.Join(peers, ","),
 			"--tick", tick.String(), "--request-timeout", requestTimeout.String(),
-			"--min-session-timeout", "1s", "--snapshot-every", "500", "--log-level", "warn"}
+			"--min-session-timeout", "1s", "--snapshot-every", "500", "--log-level", "info"}
 	}
 	for _, id := range c.ids {
 		c.start(id)

@@ -26,6 +26,10 @@ const (
 	faultDelay                          // delay every message on every link
 	faultCrashAll                       // kill -9 every member, restart them all
 	numFaultKinds
+
+	// machineStall is no fault the nemesis injects: the test process was
+	// not scheduled for a while (see stallMonitor).
+	machineStall = numFaultKinds
 )
 
 var faultNames = [numFaultKinds]string{
@@ -33,7 +37,12 @@ var faultNames = [numFaultKinds]string{
 	"one-way", "loss", "delay", "crash-all",
 }
 
-func (k faultKind) String() string { return faultNames[k] }
+func (k faultKind) String() string {
+	if k == machineStall {
+		return "machine-stall"
+	}
+	return faultNames[k]
+}
 
 // faultWeights: how often the schedule draws each kind. The leader is the
 // most frequent target.
