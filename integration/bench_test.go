@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -96,7 +97,11 @@ func BenchmarkCluster3(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/callers=%d", op, callers), func(b *testing.B) {
 				c := startCluster(b, 3, quiet)
 				ctx := context.Background()
-				cl, err := client.Dial(ctx, []string{c.addr(c.follower())}, client.WithLogger(zap.NewNop()))
+				member := c.follower()
+				if os.Getenv("BENCH_LEADER") != "" {
+					member = c.leader()
+				}
+				cl, err := client.Dial(ctx, []string{c.addr(member)}, client.WithLogger(zap.NewNop()))
 				if err != nil {
 					b.Fatal(err)
 				}
