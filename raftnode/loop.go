@@ -117,19 +117,11 @@ func (n *Node) processReady() error {
 		if send && leading {
 			n.cfg.Transport.Send(rd.Messages)
 		}
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+		if err := n.persistAndApply(rd); err != nil {
 			return err
-		}
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := n.restore(rd.Snapshot); err != nil {
-				return err
-			}
 		}
 		if send && !leading {
 			n.cfg.Transport.Send(rd.Messages)
-		}
-		if err := n.apply(rd.CommittedEntries); err != nil {
-			return err
 		}
 		for _, rs := range rd.ReadStates {
 			n.resolveRead(binary.BigEndian.Uint64(rs.RequestCtx), rs.Index)
@@ -148,6 +140,29 @@ func (n *Node) processReady() error {
 		}
 	}
 	return nil
+}
+
+// persistAndApply writes rd's state and applies its committed entries.
+// Committed entries are durable on a quorum already, so they are applied
+// (and their writers answered) before this Ready's own write, not after:
+// under load a Ready carries new entries as well as committed ones, and a
+// write would otherwise wait for the fsync of the writes behind it. A
+// snapshot is the exception: it replaces the state the entries follow, so
+// it is written and loaded first.
+func (n *Node) persistAndApply(rd raft.Ready) error {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+			return err
+		}
+		if err := n.restore(rd.Snapshot); err != nil {
+			return err
+		}
+		return n.apply(rd.CommittedEntries)
+	}
+	if err := n.apply(rd.CommittedEntries); err != nil {
+		return err
+	}
+	return n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync)
 }
 
 // restore loads a snapshot received from the leader.
