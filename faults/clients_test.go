@@ -141,9 +141,10 @@ const expiryGrace = 2 * sessionTimeout
 // cluster, a one-way cut (a member that hears the leader but cannot answer
 // it serves its clients while their sessions run out) and a stall of the
 // test process (which carries all peer traffic) allow it for every client;
-// a pause allows it for the clients of the paused member (they need two
-// thirds of a timeout to give it up, and may try it again while it is
-// stopped). Kills, partitions, loss and delay allow no expiry.
+// a pause, or a member's stall, allows it for the clients of that member
+// (they need two thirds of a timeout to give it up, and may try it again
+// while it is stopped; a stalled leader even answers their pings). Kills,
+// partitions, loss and delay allow no expiry.
 func sessionMayExpire(tc *tracked, e time.Duration, ws []window) (bool, string) {
 	for _, w := range ws {
 		if e < w.start || e > w.end+expiryGrace {
@@ -152,7 +153,7 @@ func sessionMayExpire(tc *tracked, e time.Duration, ws []window) (bool, string) 
 		switch w.kind {
 		case faultCrashAll, faultOneWay, machineStall:
 			return true, w.kind.String()
-		case faultPause, faultPauseLeader:
+		case faultPause, faultPauseLeader, memberStall:
 			if tc.wasOn(w.members, w.start, w.end) {
 				return true, w.kind.String() + " of its server"
 			}
@@ -230,6 +231,8 @@ func TestASessionMayExpireOnlyUnderAFaultThatAllowsIt(t *testing.T) {
 		{"a one-way cut", s(5), []window{{kind: faultOneWay, members: []uint64{3}, start: s(2), end: s(4)}}, true},
 		{"a partition", s(5), []window{{kind: faultIsolate, members: []uint64{1}, start: s(2), end: s(4)}}, false},
 		{"a stall of the test process", s(5), []window{{kind: machineStall, start: s(3), end: s(3.5)}}, true},
+		{"a stall of its server", s(5), []window{{kind: memberStall, members: []uint64{1}, start: s(2), end: s(4)}}, true},
+		{"a stall of another member", s(5), []window{{kind: memberStall, members: []uint64{3}, start: s(2), end: s(4)}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, _ := sessionMayExpire(tc, c.at, c.ws); got != c.want {

@@ -297,6 +297,23 @@ func (c *cluster) waitLeader(d time.Duration) (uint64, bool) {
 	}
 }
 
+// linksPass reports whether every link to and from member id passes
+// everything (no cut, loss or delay).
+func (c *cluster) linksPass(id uint64) bool {
+	for k, l := range c.links {
+		if k[0] != id && k[1] != id {
+			continue
+		}
+		l.mu.Lock()
+		clean := l.mode == linkPass && l.loss == 0 && l.delay == 0
+		l.mu.Unlock()
+		if !clean {
+			return false
+		}
+	}
+	return true
+}
+
 // heal lets every link pass everything.
 func (c *cluster) heal() {
 	for _, l := range c.links {

@@ -130,7 +130,7 @@ func runRound(t *testing.T, n int, seed int64, length time.Duration) roundStats 
 	watch := &watchWorkload{fleet: f, keys: func() string { return reg.key(0) }, max: 1 << 20}
 	dur := &durabilityWorkload{fleet: f, max: 1 << 20}
 	replicas := &replicaWatch{c: c}
-	stalls := &stallMonitor{clock: clk}
+	stalls := &stallMonitor{clock: clk, c: c}
 	stalls.run(ctx, &wg)
 	reg.run(ctx, &wg, seed)
 	locks.run(ctx, &wg, seed)

@@ -27,9 +27,10 @@ const (
 	faultCrashAll                       // kill -9 every member, restart them all
 	numFaultKinds
 
-	// machineStall is no fault the nemesis injects: the test process was
-	// not scheduled for a while (see stallMonitor).
+	// machineStall and memberStall are no faults the nemesis injects: the
+	// test process, or a member, stood still for a while (stallMonitor).
 	machineStall = numFaultKinds
+	memberStall  = numFaultKinds + 1
 )
 
 var faultNames = [numFaultKinds]string{
@@ -38,8 +39,11 @@ var faultNames = [numFaultKinds]string{
 }
 
 func (k faultKind) String() string {
-	if k == machineStall {
+	switch k {
+	case machineStall:
 		return "machine-stall"
+	case memberStall:
+		return "member-stall"
 	}
 	return faultNames[k]
 }

@@ -8,18 +8,35 @@ import (
 	"time"
 )
 
-// stallMonitor notices when the test process itself was not scheduled for
-// a while. The proxies on the peer links live in this process, so such a
-// stall stops all raft traffic as surely as a partition of every member,
-// and the clients stop too: it is a fault of the machine, not of Arbor,
-// and a session may end because of it. On a quiet machine there is none.
+// stallMonitor notices the stalls of the machine that are no fault the
+// nemesis injected:
+//
+//   - the test process not scheduled for a while: the proxies on the peer
+//     links live in it, so such a stall stops all raft traffic as surely
+//     as a partition of every member, and the clients stop too;
+//   - a member that makes no progress (its applied index stands still
+//     while another member's moves on) although it runs, is not paused and
+//     its links pass everything: on a loaded machine a member can stand
+//     still for seconds (a slow fsync, no CPU). A leader in that state
+//     keeps answering its clients' pings while the others elect a new
+//     leader, which expires those sessions: the clients were never heard
+//     by the majority, as with a paused member.
+//
+// A session may end because of either. On a quiet machine there is none.
 type stallMonitor struct {
 	clock *clock
+	c     *cluster
 
-	mu     sync.Mutex // guards stalls and worst
-	stalls []window   // kind is unused; members empty
-	worst  time.Duration
+	mu      sync.Mutex // guards the fields below
+	stalls  []window   // of the test process (kind machineStall, no members)
+	members []window   // of members (kind memberStall)
+	worst   time.Duration
 }
+
+// memberStallMin is how long a member must stand still, while another
+// moves on, to count as stalled: longer than a redial of the transport
+// after a partition heals (up to a second).
+const memberStallMin = 1500 * time.Millisecond
 
 // stallThreshold is the lateness that counts as a stall: half an election
 // timeout of the clusters under test.
@@ -40,6 +57,62 @@ func (s *stallMonitor) run(ctx context.Context, wg *sync.WaitGroup) {
 			last = now
 		}
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchMembers(ctx)
+	}()
+}
+
+// watchMembers polls every member's applied index and records the spells
+// in which a member that should progress stood still.
+func (s *stallMonitor) watchMembers(ctx context.Context) {
+	type progress struct {
+		applied uint64
+		at      time.Duration // when applied last moved (or the member came up)
+		stalled int           // 1 + the index of its open window in s.members, or 0
+	}
+	prog := map[uint64]*progress{}
+	for i := 0; i < 1<<30 && ctx.Err() == nil; i++ {
+		sleep(ctx, 200*time.Millisecond)
+		now := s.clock.now()
+		var top uint64
+		seen := map[uint64]bool{}
+		for _, id := range s.c.ids {
+			running, paused := s.c.state(id)
+			if !running || paused || !s.c.linksPass(id) {
+				delete(prog, id) // not expected to progress: start afresh
+				continue
+			}
+			st, err := s.c.status(id)
+			if err != nil {
+				continue
+			}
+			seen[id] = true
+			top = max(top, st.Applied)
+			p := prog[id]
+			switch {
+			case p == nil:
+				prog[id] = &progress{applied: st.Applied, at: now}
+			case st.Applied > p.applied:
+				*p = progress{applied: st.Applied, at: now}
+			}
+		}
+		s.mu.Lock()
+		for id, p := range prog {
+			switch {
+			case p.stalled > 0:
+				s.members[p.stalled-1].end = now // still standing, or just moved
+				if p.at == now {
+					p.stalled = 0
+				}
+			case seen[id] && p.applied < top && now-p.at >= memberStallMin:
+				s.members = append(s.members, window{kind: memberStall, members: []uint64{id}, start: p.at, end: now})
+				p.stalled = len(s.members)
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 func (s *stallMonitor) note(from, to, late time.Duration) {
@@ -55,7 +128,7 @@ func (s *stallMonitor) note(from, to, late time.Duration) {
 func (s *stallMonitor) windows() []window {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.stalls)
+	return append(slices.Clone(s.stalls), s.members...)
 }
 
 func (s *stallMonitor) summary() string {
@@ -65,6 +138,10 @@ func (s *stallMonitor) summary() string {
 	for _, w := range s.stalls {
 		total += w.end - w.start
 	}
-	return fmt.Sprintf("%d stalls of the test process over %v (%v in all); the worst lateness %v",
-		len(s.stalls), stallThreshold, total.Round(time.Millisecond), s.worst.Round(time.Millisecond))
+	var members []string
+	for _, w := range s.members {
+		members = append(members, fmt.Sprintf("%d at %v for %v", w.members[0], w.start.Round(time.Millisecond), (w.end-w.start).Round(time.Millisecond)))
+	}
+	return fmt.Sprintf("%d stalls of the test process over %v (%v in all; the worst lateness %v); %d stalled members %v",
+		len(s.stalls), stallThreshold, total.Round(time.Millisecond), s.worst.Round(time.Millisecond), len(members), members)
 }
