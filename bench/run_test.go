@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
+	"go.uber.org/zap/zaptest"
+)
+
+// startServer runs a server on a loopback port and returns its address.
+func startServer(t *testing.T, maxData int) string {
+	t.Helper()
+	s, err := server.New(server.Config{
+		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(), MaxDataSize: maxData,
+		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.Addr().String()
+}
+
+func config(addr, workload string) Config {
+	return Config{
+		Servers: []string{addr}, Workload: workload, Conns: 2, Workers: 4, Size: 64, Keys: 8,
+		ReadRatio: 0.5, Contenders: 2, Watchers: 2, Warmup: 50 * time.Millisecond,
+		Duration: 300 * time.Millisecond, Prefix: "/bench", Timeout: 5 * time.Second,
+	}
+}
+
+func TestTheMeasuredPhaseLastsDuration(t *testing.T) {
+	addr := startServer(t, 0)
+	start := time.Now()
+	rep, err := Run(context.Background(), config(addr, "set"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The phase ends once the ops begun in it are answered: a stalled disk
+	// can hold the last ones, up to the request timeout.
+	if rep.ElapsedMs < 300 || rep.ElapsedMs > 300+5000 {
+		t.Errorf("measured %v ms, want 300 ms and the last ops' time", rep.ElapsedMs)
+	}
+	if took := time.Since(start); took < 350*time.Millisecond {
+		t.Errorf("the run took %v, less than its warmup and measured phase", took)
+	}
+}
+
+func TestFailedOpsAreCountedByKindAndNotTimed(t *testing.T) {
+	addr := startServer(t, 100)
+	cfg := config(addr, "create")
+	cfg.Size = 200 // more than the server takes
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := client.ErrDataTooLarge.Error()
+	if rep.Ops != 0 || rep.Errors == 0 || rep.ErrorKinds[kind] != rep.Errors || len(rep.ErrorKinds) != 1 || rep.FirstError == "" {
+		t.Errorf("ops %d, errors %d %v (first %q): want only %q errors", rep.Ops, rep.Errors, rep.ErrorKinds, rep.FirstError, kind)
+	}
+	if rep.Latency != (Latency{}) || len(rep.ByOp) != 0 {
+		t.Errorf("failed ops were timed: %+v %+v", rep.Latency, rep.ByOp)
+	}
+}
+
+func TestAnInterruptedWarmupIsAnError(t *testing.T) {
+	addr := startServer(t, 0)
+	cfg := config(addr, "get")
+	cfg.Warmup = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.Progress = func(Progress) {}
+	time.AfterFunc(200*time.Millisecond, cancel)
+	rep, err := Run(ctx, cfg)
+	if rep != nil || !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, %v; want no report and the interrupt", rep, err)
+	}
+}
+
+func TestErrorKinds(t *testing.T) {
+	for err, want := range map[error]string{
+		fmt.Errorf("get /x: %w", client.ErrNoNode):                  "no node",
+		fmt.Errorf("set /x: %w", client.ErrConnectionLoss):          client.ErrConnectionLoss.Error(),
+		fmt.Errorf("set /x: %w", context.DeadlineExceeded):          "timeout",
+		fmt.Errorf("lock /l: %w", client.ErrSessionExpired):         client.ErrSessionExpired.Error(),
+		errors.New("something else"):                                "other",
+		fmt.Errorf("w: %w", fmt.Errorf("%w", client.ErrEventsLost)): client.ErrEventsLost.Error(),
+	} {
+		if got := errorKind(err); got != want {
+			t.Errorf("errorKind(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
+
+func TestCheckRefusesWhatCannotRun(t *testing.T) {
+	good := config("127.0.0.1:1", "set")
+	if err := good.Check(); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	for name, change := range map[string]func(*Config){
+		"an unknown workload":       func(c *Config) { c.Workload = "put" },
+		"no servers":                func(c *Config) { c.Servers = nil },
+		"no conns":                  func(c *Config) { c.Conns = 0 },
+		"too many workers":          func(c *Config) { c.Workers = maxCount + 1 },
+		"a negative size":           func(c *Config) { c.Size = -1 },
+		"a read ratio above 1":      func(c *Config) { c.ReadRatio = 1.01 },
+		"a read ratio that is NaN":  func(c *Config) { c.ReadRatio = zero / zero },
+		"no duration":               func(c *Config) { c.Duration = 0 },
+		"a negative warmup":         func(c *Config) { c.Warmup = -time.Second },
+		"negative ops":              func(c *Config) { c.Ops = -1 },
+		"no timeout":                func(c *Config) { c.Timeout = 0 },
+		"the root as prefix":        func(c *Config) { c.Prefix = "/" },
+		"a relative prefix":         func(c *Config) { c.Prefix = "bench" },
+		"no contenders":             func(c *Config) { c.Contenders = 0 },
+		"no watchers":               func(c *Config) { c.Watchers = 0 },
+		"no keys":                   func(c *Config) { c.Keys = 0 },
+		"a prefix with a slash end": func(c *Config) { c.Prefix = "/bench/" },
+	} {
+		c := good
+		change(&c)
+		if err := c.Check(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+var zero float64
