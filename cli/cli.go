@@ -144,7 +144,7 @@ func (e *env) rootCommand() *cobra.Command {
 		e.ephemeralsCommand(), e.treeCommand(), e.watchCommand(),
 		e.memberCommand(), e.statusCommand(),
 		e.lockCommand(), e.electCommand(), e.locksCommand(),
-		e.servicesCommand(), e.configCommand(),
+		e.servicesCommand(), e.configCommand(), e.benchCommand(),
 	)
 	if e.sh == nil {
 		root.AddCommand(e.shellCommand())

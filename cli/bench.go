@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbor-coord/arbor/bench"
+)
+
+func (e *env) benchCommand() *cobra.Command {
+	cfg := bench.Config{
+		Conns: 8, Workers: 64, Size: 256, Keys: 1000, ReadRatio: 0.9, Contenders: 16, Watchers: 16,
+		Warmup: 2 * time.Second, Duration: 10 * time.Second, Prefix: "/bench",
+	}
+	var progress bool
+	cmd := &cobra.Command{
+		Use:   "bench WORKLOAD",
+		Short: "Put load on the servers and measure throughput and latency",
+		Long: "Run one workload against the servers and print its throughput (N ops/s), its\n" +
+			"latency (p50, p90, p99, p99.9) and its errors by kind. WORKLOAD is one of:\n\n" +
+			"  set      setData of --size bytes on --keys nodes\n" +
+			"  get      getData of the same\n" +
+			"  create   persistent sequential creates of --size bytes\n" +
+			"  mixed    getData with probability --read-ratio, else setData\n" +
+			"  lock     --contenders sessions take turns on one lock: handoffs/s, acquire latency\n" +
+			"  watch    --watchers sessions with a persistent watch on one node that a writer\n" +
+			"           sets: notifications/s, latency from the write's send to each receipt\n" +
+			"  session  sessions opened and closed per second, by --workers goroutines\n\n" +
+			"set, get, create and mixed run --workers goroutines over --conns sessions.\n" +
+			"The load runs for --warmup, not counted, then for --duration (or --ops ops).\n" +
+			"Its nodes go under a node of the run's own below --prefix, deleted at the end\n" +
+			"unless --keep. A progress line goes to stderr each second when stderr is a\n" +
+			"terminal, or with --progress.",
+		Example: "  arbor bench set\n" +
+			"  arbor bench get --conns 8 --workers 64 --duration 30s\n" +
+			"  arbor bench mixed --read-ratio 0.8 -o json\n" +
+			"  arbor bench lock --contenders 16",
+		Args:      usageArgs(cobra.ExactArgs(1)),
+		ValidArgs: bench.Workloads,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Workload, cfg.Servers, cfg.Timeout = args[0], e.serverList(), e.timeout
+			if err := cfg.Check(); err != nil {
+				return usageError{err}
+			}
+			var line *progressLine
+			if progress || isTerminalWriter(e.stderr) {
+				line = &progressLine{w: e.stderr, workload: cfg.Workload, overwrite: isTerminalWriter(e.stderr)}
+				cfg.Progress = line.print
+			}
+			rep, err := bench.Run(cmd.Context(), cfg)
+			line.finish()
+			if rep == nil {
+				return err
+			}
+			if perr := e.printReport(rep); perr != nil {
+				return perr
+			}
+			if err == nil && rep.Ops == 0 {
+				err = fmt.Errorf("no %s op succeeded", rep.Workload)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "sessions the workers share (set, get, create, mixed)")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "goroutines making requests (set, get, create, mixed, session)")
+	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes of each value (watch: at least 16)")
+	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "nodes the workers go over (set, get, mixed)")
+	f.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "the share of getData (mixed), from 0 to 1")
+	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock)")
+	f.IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "sessions watching the node (watch)")
+	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load first, not counted")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "the measured phase")
+	f.Int64Var(&cfg.Ops, "ops", 0, "end the measured phase after this many ops too (0: no limit)")
+	f.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "the node the run's nodes go under")
+	f.BoolVar(&cfg.Keep, "keep", false, "leave the run's nodes in place")
+	f.BoolVar(&progress, "progress", false, "print progress to stderr even when it is not a terminal")
+	return cmd
+}
+
+func (e *env) printReport(rep *bench.Report) error {
+	if e.json() {
+		return e.printJSON(rep)
+	}
+	return rep.WriteText(e.stdout)
+}
+
+// isTerminalWriter reports whether w is a terminal (or another character
+// device).
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine prints a run's progress: on a terminal, one line rewritten
+// in place and erased at the end; elsewhere, a line each time.
+type progressLine struct {
+	w         io.Writer
+	workload  string
+	overwrite bool
+
+	mu      sync.Mutex // mu guards printed
+	printed bool
+}
+
+func (p *progressLine) print(pr bench.Progress) {
+	line := fmt.Sprintf("bench %s: %s %s, %d ops, %.0f ops/s",
+		p.workload, pr.Phase, pr.Elapsed.Round(time.Second), pr.Ops, pr.Rate)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overwrite {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+	p.printed = true
+}
+
+// finish erases the line on a terminal. p may be nil.
+func (p *progressLine) finish() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overwrite && p.printed {
+		io.WriteString(p.w, "\r\x1b[K")
+	}
+}
