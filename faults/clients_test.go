@@ -151,7 +151,7 @@ func sessionMayExpire(tc *tracked, e time.Duration, ws []window) (bool, string) 
 			continue
 		}
 		switch w.kind {
-		case faultCrashAll, faultOneWay, machineStall:
+		case faultCrashAll, faultOneWay, machineStall, leaderless:
 			return true, w.kind.String()
 		case faultPause, faultPauseLeader, memberStall:
 			if tc.wasOn(w.members, w.start, w.end) {
@@ -233,6 +233,7 @@ func TestASessionMayExpireOnlyUnderAFaultThatAllowsIt(t *testing.T) {
 		{"a stall of the test process", s(5), []window{{kind: machineStall, start: s(3), end: s(3.5)}}, true},
 		{"a stall of its server", s(5), []window{{kind: memberStall, members: []uint64{1}, start: s(2), end: s(4)}}, true},
 		{"a stall of another member", s(5), []window{{kind: memberStall, members: []uint64{3}, start: s(2), end: s(4)}}, false},
+		{"a long spell without a leader", s(5), []window{{kind: leaderless, start: s(1), end: s(3)}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, _ := sessionMayExpire(tc, c.at, c.ws); got != c.want {

@@ -47,12 +47,10 @@ func TestFaults(t *testing.T) {
 			}
 			end := time.Now().Add(*flagDuration)
 			var total roundStats
+			// Rounds are independent: a failing one is reported (with its
+			// seed) and the next one runs.
 			for r := 0; r == 0 || time.Now().Add(round/2).Before(end); r++ {
-				st := runRound(t, tc.n, seed+int64(r), round)
-				total.add(st)
-				if t.Failed() {
-					break
-				}
+				total.add(runRound(t, tc.n, seed+int64(r), round))
 			}
 			t.Logf("%d members, %d rounds: %s", tc.n, total.rounds, total)
 		})
@@ -75,109 +73,156 @@ func (s roundStats) String() string {
 	return fmt.Sprintf("%d register operations, %d faults, %d violations", s.ops, s.faults, s.violations)
 }
 
-// runRound runs one cluster of n members through length of faults drawn
-// from seed, with every workload, and then runs every check.
+// round is one cluster of n members run through length of faults drawn
+// from seed, with every workload.
+type round struct {
+	t      *testing.T
+	n      int
+	seed   int64
+	length time.Duration
+	dir    string // data, logs and failing histories; removed if the round passes
+	replay string // the command that replays the round
+
+	c        *cluster
+	clk      *clock
+	fleet    *fleet
+	reg      *registerWorkload
+	locks    *lockWorkload
+	sess     *sessionWorkload
+	watch    *watchWorkload
+	dur      *durabilityWorkload
+	replicas *replicaWatch
+	stalls   *stallMonitor
+
+	mu         sync.Mutex // guards violations
+	violations int
+}
+
+// runRound runs a round and every check.
 func runRound(t *testing.T, n int, seed int64, length time.Duration) roundStats {
 	t.Helper()
+	r := &round{t: t, n: n, seed: seed, length: length}
+	r.makeDir()
+	defer r.keepOrRemove()
+	r.start()
+	defer r.fleet.closeAll()
+	windows := r.exercise()
+	return r.check(windows)
+}
+
+func (r *round) makeDir() {
 	dir := *flagOut
 	if dir == "" {
 		dir = os.TempDir()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp(dir, fmt.Sprintf("arbor-faults-%d-seed%d-", n, seed))
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	if r.dir, err = os.MkdirTemp(dir, fmt.Sprintf("arbor-faults-%d-seed%d-", r.n, r.seed)); err != nil {
+		r.t.Fatal(err)
 	}
-	sub := strings.ReplaceAll(t.Name(), " ", "_")
-	replay := fmt.Sprintf("go test -race ./faults -run '%s' -faults.seed=%d -faults.round=%v", sub, seed, length)
-	t.Logf("seed %d: %d members, %v of faults (replay: %s)", seed, n, length, replay)
+	sub := strings.ReplaceAll(r.t.Name(), " ", "_")
+	r.replay = fmt.Sprintf("go test -race ./faults -run '%s' -faults.seed=%d -faults.round=%v", sub, r.seed, r.length)
+	r.t.Logf("seed %d: %d members, %v of faults (replay: %s)", r.seed, r.n, r.length, r.replay)
+}
 
-	var vmu sync.Mutex
-	var violations int
-	violate := func(format string, args ...any) {
-		vmu.Lock()
-		violations++
-		vmu.Unlock()
-		t.Errorf("seed %d: "+format, append([]any{seed}, args...)...)
+func (r *round) keepOrRemove() {
+	if r.t.Failed() {
+		r.t.Logf("seed %d failed: data, member logs and any failing history are in %s; replay: %s", r.seed, r.dir, r.replay)
+	} else {
+		os.RemoveAll(r.dir)
 	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("seed %d failed: data, member logs and any failing history are in %s; replay: %s", seed, dir, replay)
-		} else {
-			os.RemoveAll(dir)
-		}
-	}()
+}
 
-	c := startCluster(t, dir, n)
-	clk := &clock{start: time.Now()}
-	t.Logf("seed %d: time 0 is %s", seed, clk.start.UTC().Format("15:04:05.000"))
-	f := &fleet{c: c, clock: clk, log: fileLogger(t, filepath.Join(dir, "clients.log"))}
-	defer f.closeAll()
-	setupCtx, cancelSetup := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelSetup()
-	if err := makeRoots(setupCtx, f, "/lin", "/dur", "/sess", "/lockers"); err != nil {
-		t.Fatalf("seed %d: %v", seed, err)
+// violate reports a broken promise, with the round's seed.
+func (r *round) violate(format string, args ...any) {
+	r.mu.Lock()
+	r.violations++
+	r.mu.Unlock()
+	r.t.Errorf("seed %d: "+format, append([]any{r.seed}, args...)...)
+}
+
+// start starts the cluster and makes the workloads' parent nodes.
+func (r *round) start() {
+	r.c = startCluster(r.t, r.dir, r.n)
+	r.clk = &clock{start: time.Now()}
+	r.t.Logf("seed %d: time 0 is %s", r.seed, r.clk.start.UTC().Format("15:04:05.000"))
+	r.fleet = &fleet{c: r.c, clock: r.clk, log: fileLogger(r.t, filepath.Join(r.dir, "clients.log"))}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := makeRoots(ctx, r.fleet, "/lin", "/dur", "/sess", "/lockers"); err != nil {
+		r.t.Fatalf("seed %d: %v", r.seed, err)
 	}
+}
 
+// exercise runs the workloads while the nemesis injects its faults, and
+// returns the faults as they happened.
+func (r *round) exercise() []window {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	reg := newRegisterWorkload(f, n+1)
-	locks := newLockWorkload(f, 3)
-	sess := newSessionWorkload(f, 3)
-	watch := &watchWorkload{fleet: f, keys: func() string { return reg.key(0) }, max: 1 << 20}
-	dur := &durabilityWorkload{fleet: f, max: 1 << 20}
-	replicas := &replicaWatch{c: c}
-	stalls := &stallMonitor{clock: clk, c: c}
-	stalls.run(ctx, &wg)
-	reg.run(ctx, &wg, seed)
-	locks.run(ctx, &wg, seed)
-	sess.run(ctx, &wg)
-	watch.run(ctx, &wg, seed)
-	dur.run(ctx, &wg)
-	replicas.run(ctx, &wg)
+	f := r.fleet
+	r.reg = newRegisterWorkload(f, r.n+1)
+	r.locks = newLockWorkload(f, 3)
+	r.sess = newSessionWorkload(f, 3)
+	r.watch = &watchWorkload{fleet: f, keys: func() string { return r.reg.key(0) }, max: 1 << 20}
+	r.dur = &durabilityWorkload{fleet: f, max: 1 << 20}
+	r.replicas = &replicaWatch{c: r.c}
+	r.stalls = &stallMonitor{clock: r.clk, c: r.c}
+	r.stalls.run(ctx, &wg)
+	r.reg.run(ctx, &wg, r.seed)
+	r.locks.run(ctx, &wg, r.seed)
+	r.sess.run(ctx, &wg)
+	r.watch.run(ctx, &wg, r.seed)
+	r.dur.run(ctx, &wg)
+	r.replicas.run(ctx, &wg)
 
-	nem := &nemesis{c: c, sched: newSchedule(seed, n), clock: clk, logf: t.Logf,
-		onCrashRecovered: func(ctx context.Context) { dur.afterCrash(ctx, violate) }}
-	nem.run(ctx, time.Now().Add(length))
+	nem := &nemesis{c: r.c, sched: newSchedule(r.seed, r.n), clock: r.clk, logf: r.t.Logf,
+		onCrashRecovered: func(ctx context.Context) { r.dur.afterCrash(ctx, r.violate) }}
+	nem.run(ctx, time.Now().Add(r.length))
 	// Every fault is over; let the workloads run on a healthy cluster for
 	// a moment before stopping them.
-	if _, ok := c.waitLeader(30 * time.Second); !ok {
-		violate("no leader 30s after the last fault")
+	if _, ok := r.c.waitLeader(30 * time.Second); !ok {
+		r.violate("no leader 30s after the last fault")
 	}
 	sleep(ctx, time.Second)
 	stop()
 	wg.Wait()
-	windows := nem.faultWindows()
+	return nem.faultWindows()
+}
 
+// check runs every checker and logs the round's summary.
+func (r *round) check(windows []window) roundStats {
 	for done := false; !done; {
 		select {
-		case crash := <-c.crashes:
-			violate("%s", crash)
+		case crash := <-r.c.crashes:
+			r.violate("%s", crash)
 		default:
 			done = true
 		}
 	}
-	checkCtx, cancelCheck := context.WithTimeout(context.Background(), time.Minute)
-	defer cancelCheck()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	report := []string{summarize(windows)}
-	report = append(report, "sessions: "+sess.check(checkCtx, violate))
-	report = append(report, "replicas: "+replicas.check(violate))
-	report = append(report, "durability: "+dur.final(checkCtx, c, violate))
-	f.closeAll()
-	report = append(report, "clients: "+f.checkExpiries(append(windows, stalls.windows()...), violate))
-	report = append(report, "machine: "+stalls.summary())
-	report = append(report, "lock: "+locks.check(violate))
-	report = append(report, "watches: "+watch.check(violate))
-	reg.check(max(30*time.Second, length/2), dir, violate)
-	ops, opText := reg.summary()
+	// These need the clients' sessions still open.
+	report = append(report, "sessions: "+r.sess.check(ctx, r.violate))
+	report = append(report, "replicas: "+r.replicas.check(r.violate))
+	report = append(report, "durability: "+r.dur.final(ctx, r.c, r.violate))
+	r.fleet.closeAll()
+	report = append(report, "clients: "+r.fleet.checkExpiries(append(windows, r.stalls.windows()...), r.violate))
+	report = append(report, "machine: "+r.stalls.summary())
+	report = append(report, "lock: "+r.locks.check(r.violate))
+	report = append(report, "watches: "+r.watch.check(r.violate))
+	r.reg.check(max(30*time.Second, r.length/2), r.dir, r.violate)
+	ops, opText := r.reg.summary()
 	report = append(report, fmt.Sprintf("register: %d operations in a linearizable history:%s", ops, opText))
-	frames, dropped := c.linkStats()
+	frames, dropped := r.c.linkStats()
 	report = append(report, fmt.Sprintf("links: %d peer messages, %d dropped", frames, dropped))
-	t.Logf("seed %d done:\n\t%s", seed, strings.Join(report, "\n\t"))
-	return roundStats{rounds: 1, ops: ops, faults: len(windows), violations: violations}
+	r.t.Logf("seed %d done:\n\t%s", r.seed, strings.Join(report, "\n\t"))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return roundStats{rounds: 1, ops: ops, faults: len(windows), violations: r.violations}
 }
 
 // fileLogger logs at info level to path.

@@ -31,6 +31,7 @@ const (
 	// test process, or a member, stood still for a while (stallMonitor).
 	machineStall = numFaultKinds
 	memberStall  = numFaultKinds + 1
+	leaderless   = numFaultKinds + 2 // no leader for a while (stallMonitor)
 )
 
 var faultNames = [numFaultKinds]string{
@@ -44,6 +45,8 @@ func (k faultKind) String() string {
 		return "machine-stall"
 	case memberStall:
 		return "member-stall"
+	case leaderless:
+		return "no-leader"
 	}
 	return faultNames[k]
 }

@@ -14,6 +14,7 @@ import (
 //   - the test process not scheduled for a while: the proxies on the peer
 //     links live in it, so such a stall stops all raft traffic as surely
 //     as a partition of every member, and the clients stop too;
+//
 //   - a member that makes no progress (its applied index stands still
 //     while another member's moves on) although it runs, is not paused and
 //     its links pass everything: on a loaded machine a member can stand
@@ -22,16 +23,28 @@ import (
 //     leader, which expires those sessions: the clients were never heard
 //     by the majority, as with a paused member.
 //
-// A session may end because of either. On a quiet machine there is none.
+//   - a spell of more than leaderlessMin with no leader that a majority
+//     agrees on. A fault of one minority leaves a majority that elects a
+//     leader within an election timeout (250 to 500 ms here); on a loaded
+//     machine members have stood still for seconds before campaigning.
+//     Crashes of the whole cluster make such spells too.
+//
+// A session may end because of any of them. On a quiet machine there are
+// none but the crashes; the summary lists them all.
 type stallMonitor struct {
 	clock *clock
 	c     *cluster
 
-	mu      sync.Mutex // guards the fields below
-	stalls  []window   // of the test process (kind machineStall, no members)
-	members []window   // of members (kind memberStall)
-	worst   time.Duration
+	mu         sync.Mutex // guards the fields below
+	stalls     []window   // of the test process (kind machineStall, no members)
+	members    []window   // of members (kind memberStall)
+	leaderless []window   // (kind leaderless)
+	worst      time.Duration
 }
+
+// leaderlessMin is how long the cluster may go without a leader before the
+// spell counts: three times the longest election timeout.
+const leaderlessMin = 1500 * time.Millisecond
 
 // memberStallMin is how long a member must stand still, while another
 // moves on, to count as stalled: longer than a redial of the transport
@@ -62,6 +75,36 @@ func (s *stallMonitor) run(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		s.watchMembers(ctx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchLeader(ctx)
+	}()
+}
+
+// watchLeader records the spells without an agreed leader.
+func (s *stallMonitor) watchLeader(ctx context.Context) {
+	var since time.Duration = -1 // start of the current spell, -1 if there is a leader
+	end := func(now time.Duration) {
+		if since >= 0 && now-since >= leaderlessMin {
+			s.mu.Lock()
+			s.leaderless = append(s.leaderless, window{kind: leaderless, start: since, end: now})
+			s.mu.Unlock()
+		}
+		since = -1
+	}
+	for i := 0; i < 1<<30 && ctx.Err() == nil; i++ {
+		sleep(ctx, 200*time.Millisecond)
+		_, ok := s.c.leader()
+		now := s.clock.now()
+		switch {
+		case ok:
+			end(now)
+		case since < 0:
+			since = now
+		}
+	}
+	end(s.clock.now())
 }
 
 // watchMembers polls every member's applied index and records the spells
@@ -128,7 +171,7 @@ func (s *stallMonitor) note(from, to, late time.Duration) {
 func (s *stallMonitor) windows() []window {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append(slices.Clone(s.stalls), s.members...)
+	return append(append(slices.Clone(s.stalls), s.members...), s.leaderless...)
 }
 
 func (s *stallMonitor) summary() string {
@@ -142,6 +185,10 @@ func (s *stallMonitor) summary() string {
 	for _, w := range s.members {
 		members = append(members, fmt.Sprintf("%d at %v for %v", w.members[0], w.start.Round(time.Millisecond), (w.end-w.start).Round(time.Millisecond)))
 	}
-	return fmt.Sprintf("%d stalls of the test process over %v (%v in all; the worst lateness %v); %d stalled members %v",
-		len(s.stalls), stallThreshold, total.Round(time.Millisecond), s.worst.Round(time.Millisecond), len(members), members)
+	var spells []string
+	for _, w := range s.leaderless {
+		spells = append(spells, fmt.Sprintf("at %v for %v", w.start.Round(time.Millisecond), (w.end-w.start).Round(time.Millisecond)))
+	}
+	return fmt.Sprintf("%d stalls of the test process over %v (%v in all; the worst lateness %v); %d stalled members %v; %d spells without a leader %v",
+		len(s.stalls), stallThreshold, total.Round(time.Millisecond), s.worst.Round(time.Millisecond), len(members), members, len(spells), spells)
 }
