@@ -15,6 +15,7 @@ type Config struct {
 	ID       uint64            // this member's id (default 1)
 	Listen   string            // client address (default 127.0.0.1:2281)
 	HTTP     string            // metrics and health address (default 127.0.0.1:2481; "-" for none)
+	ZKListen string            // address for ZooKeeper's client protocol and four-letter words (default: off)
 	DataDir  string            // where the raft log and snapshots live (default ./arbor-data)
 	Peers    map[uint64]string // every member's id -> peer address, this one included; empty for a single node
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)

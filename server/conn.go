@@ -35,6 +35,7 @@ type conn struct {
 	srv     *Server
 	nc      net.Conn
 	log     *zap.Logger
+	codec   codec // Arbor's protocol or ZooKeeper's
 	session int64
 	ctx     context.Context // cancelled when the connection closes
 	cancel  context.CancelFunc
@@ -48,6 +49,8 @@ type conn struct {
 	out    []byte        // outMu guards out and closed
 	closed bool          // no more output is accepted
 	wake   chan struct{} // tells flush that out has bytes
+
+	stats connStats // for the stat, cons and mntr four-letter words
 }
 
 // request is one decoded request on its way through the pipeline.
@@ -58,21 +61,34 @@ type request struct {
 	answered chan struct{}      // for the others: closed once the reply is queued
 	outcome  error              // a write's raftnode outcome error
 	start    time.Time
+
+	// Set by a codec that needs more than wire.Request (see codec): own
+	// marks an op of the codec's own, which codec.answer answers; ext is
+	// the codec's data for the request, and has codec.complete called
+	// before the reply is queued; endConn closes the connection once the
+	// reply is queued.
+	own     bool
+	ext     any
+	endConn bool
 }
 
 const pipelineDepth = 1024
 
-func newConn(srv *Server, nc net.Conn) *conn {
+// newConn makes a connection that speaks the protocol newCodec makes.
+func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Closing the connection unblocks its reader at once.
 	context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
-	return &conn{
+	c := &conn{
 		srv: srv, nc: nc, ctx: ctx, cancel: cancel,
 		log:     srv.log.With(zap.String("remote", nc.RemoteAddr().String())),
 		pending: make(chan *request, pipelineDepth),
 		replies: make(chan *request, pipelineDepth),
 		wake:    make(chan struct{}, 1),
 	}
+	c.codec = newCodec(c)
+	c.stats.init()
+	return c
 }
 
 // serve runs the connection until it closes.
@@ -123,14 +139,12 @@ func (c *conn) read(br *bufio.Reader) {
 		}
 		buf = body[:0]
 		c.srv.heardFrom(c.session)
+		c.stats.received(c.srv)
 		r := &request{start: time.Now()}
-		if err := wire.DecodeRequest(body, &r.req); err != nil {
-			if !errors.Is(err, wire.ErrUnimplemented) {
-				c.log.Info("closing connection: malformed frame", zap.Error(err))
-				c.goodbye(wire.CodeMalformed)
-				return
-			}
-			r.err = err // answered in order, the connection carries on
+		if err := c.codec.decode(body, r); err != nil {
+			c.log.Info("closing connection: malformed frame", zap.Error(err))
+			c.goodbye(wire.CodeMalformed)
+			return
 		}
 		select {
 		case c.pending <- r:
@@ -156,19 +170,25 @@ func (c *conn) readFailed(err error) {
 }
 
 // goodbye queues the XidClosing frame that tells the client why the server
-// closes the connection.
+// closes the connection (a ZooKeeper client is told nothing: the connection
+// just closes, as ZooKeeper's do).
 func (c *conn) goodbye(code wire.Code) {
-	c.send(wire.OpPing, &wire.Reply{Xid: wire.XidClosing, Zxid: c.srv.fsm.lastZxid(), Err: code})
+	c.send(nil, &wire.Reply{Xid: wire.XidClosing, Zxid: c.srv.fsm.lastZxid(), Err: code})
 }
 
-// send appends a reply to the output buffer and wakes the flusher.
-func (c *conn) send(op wire.Op, r *wire.Reply) {
+// send appends reply, the answer to r (nil for a notification or a closing
+// frame), to the output buffer and wakes the flusher.
+func (c *conn) send(r *request, reply *wire.Reply) {
 	c.outMu.Lock()
 	if c.closed {
 		c.outMu.Unlock()
 		return
 	}
-	c.out = wire.AppendReply(c.out, op, r)
+	n := len(c.out)
+	c.out = c.codec.appendReply(c.out, r, reply)
+	if len(c.out) > n {
+		c.stats.sent(c.srv)
+	}
 	overflow := len(c.out) > maxOutBuffer
 	if overflow {
 		c.out, c.closed = nil, true // drop it all: the client is not reading

@@ -23,21 +23,16 @@ const handshakeTimeout = 10 * time.Second
 // and answers. It reports whether the connection may carry on.
 func (c *conn) handshake(br *bufio.Reader) bool {
 	_ = c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	body, err := wire.ReadFrame(br, nil, c.srv.cfg.MaxFrame)
-	if err != nil {
-		c.log.Debug("handshake read failed", zap.Error(err))
+	req, ok := c.codec.readConnect(br)
+	if !ok {
 		return false
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	if c.ctx.Err() != nil {
 		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
 	}
-	var req wire.ConnectRequest
-	if err := wire.DecodeConnectRequest(body, &req); err != nil {
-		c.log.Info("closing connection: malformed handshake", zap.Error(err))
-		return false
-	}
 	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion}
+	var err error
 	switch {
 	case c.srv.node.Leader() == 0:
 		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
@@ -51,11 +46,12 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	if _, werr := c.nc.Write(wire.AppendConnectResponse(nil, &resp)); werr != nil || err != nil {
+	if _, werr := c.nc.Write(c.codec.appendConnectResponse(nil, &resp)); werr != nil || err != nil {
 		return false
 	}
 	_ = c.nc.SetWriteDeadline(time.Time{})
 	c.session = resp.SessionID
+	c.stats.attached(resp.TimeoutMs)
 	c.srv.bindSession(c)
 	// A close applied between the check in reattach and bindSession found
 	// no connection to end: look again now that this one is bound.
@@ -127,13 +123,16 @@ func (c *conn) respond() {
 		reply := wire.Reply{Xid: r.req.Xid}
 		if !c.answerRead(r, &reply) {
 			c.answer(r, &reply)
+			if r.ext != nil && reply.Err == wire.CodeOK {
+				c.srv.fsm.read(func(t *tree.Tree) { c.codec.complete(t, r, &reply) })
+			}
 			c.reply(r, &reply)
 		}
 		if r.answered != nil {
 			close(r.answered)
 		}
 		switch {
-		case r.req.Op == wire.OpClose:
+		case r.req.Op == wire.OpClose, r.endConn:
 			c.cancel()
 		case r.req.Op.IsWrite() && outcomeUnknown(r.outcome):
 			// Later writes of this connection may already be proposed and
@@ -147,13 +146,15 @@ func (c *conn) respond() {
 
 // reply counts a request and queues its reply.
 func (c *conn) reply(r *request, reply *wire.Reply) {
-	c.srv.metrics.observe(r.req.Op, reply.Err, time.Since(r.start))
-	c.send(r.req.Op, reply)
+	name, took := c.codec.opName(r), time.Since(r.start)
+	c.srv.metrics.observe(name, reply.Err, took)
+	c.stats.answered(c.srv, name, r.req.Xid, reply.Zxid, took)
+	c.send(r, reply)
 }
 
 // answerRead answers a read (getData, exists, getChildren, getEphemerals,
-// getAllChildrenNumber) or a watch op (setWatches, setWatches2, addWatch,
-// removeWatches):
+// getAllChildrenNumber), a watch op (setWatches, setWatches2, addWatch,
+// removeWatches) or an op of the codec's own:
 // the reply is queued under the same read lock as the read, so that no
 // notification of a later change can overtake it. It reports false for
 // any other request.
@@ -162,6 +163,12 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	switch {
 	case r.err != nil:
 		return false
+	case r.own:
+		c.srv.fsm.read(func(t *tree.Tree) {
+			reply.Zxid = c.srv.fsm.zxid
+			c.codec.answer(t, r, reply)
+			c.reply(r, reply)
+		})
 	case req.Op == wire.OpSetWatches, req.Op == wire.OpSetWatches2:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.setWatches(t, req)
@@ -173,6 +180,9 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
+			if r.ext != nil && reply.Err == wire.CodeOK {
+				c.codec.complete(t, r, reply)
+			}
 			c.reply(r, reply)
 		})
 	default:

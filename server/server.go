@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ type Server struct {
 
 	transport *raftnode.TCPTransport // nil for a single node
 	ln        net.Listener
+	zkLn      net.Listener // ZooKeeper's protocol; nil unless Config.ZKListen is set
 	httpLn    net.Listener
 	httpSrv   *http.Server
 
@@ -36,6 +38,9 @@ type Server struct {
 	conns     map[*conn]struct{} // mu guards conns, bySession and heard
 	bySession map[int64]*conn
 	heard     map[int64]struct{} // sessions heard from since the last forward to the leader
+
+	stats   serverStats // for the four-letter words
+	started time.Time
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -54,6 +59,7 @@ func New(cfg Config) (*Server, error) {
 		bySession: map[int64]*conn{},
 		heard:     map[int64]struct{}{},
 		stopc:     make(chan struct{}),
+		started:   time.Now(),
 	}
 	s.watches = newWatchRegistry(s.notify)
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
@@ -64,30 +70,44 @@ func New(cfg Config) (*Server, error) {
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
+	closeListeners := func() {
+		for _, ln := range []net.Listener{s.ln, s.zkLn, s.httpLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+	if cfg.ZKListen != "" {
+		if s.zkLn, err = net.Listen("tcp", cfg.ZKListen); err != nil {
+			closeListeners()
+			return nil, fmt.Errorf("listen for ZooKeeper clients: %w", err)
+		}
+	}
 	if cfg.HTTP != "-" {
 		if s.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
-			s.ln.Close()
+			closeListeners()
 			return nil, fmt.Errorf("listen for http: %w", err)
 		}
 	}
 	if s.node, err = s.startRaft(); err != nil {
-		s.ln.Close()
-		if s.httpLn != nil {
-			s.httpLn.Close()
-		}
+		closeListeners()
 		return nil, err
 	}
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
 	s.wg.Add(2)
-	go s.acceptLoop()
+	go s.acceptLoop(s.ln, newArborCodec)
 	go s.expiryLoop()
+	if s.zkLn != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(s.zkLn, newZKCodec)
+	}
 	if s.httpLn != nil {
 		s.httpSrv = &http.Server{Handler: s.metrics.handler(s), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
 	}
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
-		zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+		zap.Stringer("zookeeper_clients", s.ZKAddr()), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	return s, nil
 }
 
@@ -126,6 +146,15 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 // Addr is the client listener's address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// ZKAddr is the address of the listener for ZooKeeper's protocol, nil when
+// it is off.
+func (s *Server) ZKAddr() net.Addr {
+	if s.zkLn == nil {
+		return nil
+	}
+	return s.zkLn.Addr()
+}
+
 // HTTPAddr is the http listener's address, nil when it is off.
 func (s *Server) HTTPAddr() net.Addr {
 	if s.httpLn == nil {
@@ -146,6 +175,9 @@ func (s *Server) Close() error {
 	s.once.Do(func() {
 		close(s.stopc)
 		s.ln.Close()
+		if s.zkLn != nil {
+			s.zkLn.Close()
+		}
 		if s.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = s.httpSrv.Shutdown(ctx)
@@ -186,10 +218,12 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func (s *Server) acceptLoop() {
+// acceptLoop serves the connections of ln, each with the codec newCodec
+// makes.
+func (s *Server) acceptLoop(ln net.Listener, newCodec func(*conn) codec) {
 	defer s.wg.Done()
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-s.stopc:
@@ -200,9 +234,9 @@ func (s *Server) acceptLoop() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, newCodec)
 		if !s.addConn(c) {
-			go s.refuse(nc, wire.CodeTooManyConnections)
+			go c.refuse(wire.CodeTooManyConnections)
 			continue
 		}
 		s.wg.Add(1)
@@ -214,13 +248,14 @@ func (s *Server) acceptLoop() {
 }
 
 // refuse reads a connection's handshake and answers it with an error.
-func (s *Server) refuse(nc net.Conn, code wire.Code) {
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(time.Second))
-	if _, err := wire.ReadFrame(nc, nil, s.cfg.MaxFrame); err == nil {
-		_, _ = nc.Write(wire.AppendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
+func (c *conn) refuse(code wire.Code) {
+	defer c.cancel()
+	defer c.nc.Close()
+	_ = c.nc.SetDeadline(time.Now().Add(time.Second))
+	if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
+		_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
 	}
-	s.log.Warn("refused a connection", zap.Stringer("reason", code))
+	c.log.Warn("refused a connection", zap.Stringer("reason", code))
 }
 
 func (s *Server) addConn(c *conn) bool {
@@ -291,7 +326,7 @@ func (s *Server) sessionClosed(id int64) {
 // notify queues a watch notification of ev on c, with the node's data
 // and Stat when ev carries them.
 func (s *Server) notify(c *conn, zxid int64, ev tree.Event) {
-	c.send(wire.OpPing, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: ev.Type,
+	c.send(nil, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: ev.Type,
 		State: wire.StateConnected, Path: ev.Path, Data: ev.Data, Stat: ev.Stat})
 	s.metrics.notifications.Inc()
 }

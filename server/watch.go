@@ -112,31 +112,67 @@ func (w *watchRegistry) removeLocked(kind watchKind, path string, c *conn) bool 
 	return true
 }
 
+// kindsOf returns the kinds of watch a removeWatches watcher type names.
+func kindsOf(typ wire.WatcherType) []watchKind {
+	switch typ {
+	case wire.WatcherChildren:
+		return []watchKind{watchChild}
+	case wire.WatcherData:
+		return []watchKind{watchData}
+	case wire.WatcherAny:
+		return []watchKind{watchData, watchChild, watchPersistent, watchRecursive}
+	case wire.WatcherPersistent:
+		return []watchKind{watchPersistent}
+	case wire.WatcherPersistentRecursive:
+		return []watchKind{watchRecursive}
+	}
+	return nil
+}
+
 // remove drops c's watches on path of the kinds typ names (ZooKeeper's
 // removeWatches) and reports whether there was any.
 func (w *watchRegistry) remove(typ wire.WatcherType, path string, c *conn) bool {
-	var kinds []watchKind
-	switch typ {
-	case wire.WatcherChildren:
-		kinds = []watchKind{watchChild}
-	case wire.WatcherData:
-		kinds = []watchKind{watchData}
-	case wire.WatcherAny:
-		kinds = []watchKind{watchData, watchChild, watchPersistent, watchRecursive}
-	case wire.WatcherPersistent:
-		kinds = []watchKind{watchPersistent}
-	case wire.WatcherPersistentRecursive:
-		kinds = []watchKind{watchRecursive}
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	removed := false
-	for _, k := range kinds {
+	for _, k := range kindsOf(typ) {
 		if w.removeLocked(k, path, c) {
 			removed = true
 		}
 	}
 	return removed
+}
+
+// has reports whether c holds a watch on path of the kinds typ names
+// (ZooKeeper's checkWatches).
+func (w *watchRegistry) has(typ wire.WatcherType, path string, c *conn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range kindsOf(typ) {
+		if _, ok := w.tables[k][path][c]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// summary counts the connections holding watches, the paths watched and
+// the watches (ZooKeeper's wchs).
+func (w *watchRegistry) summary() (conns, paths, watches int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]struct{}{}
+	for _, table := range w.tables {
+		for p := range table {
+			seen[p] = struct{}{}
+		}
+	}
+	for _, keys := range w.byConn {
+		if len(keys) > 0 {
+			conns++
+		}
+	}
+	return conns, len(seen), w.count
 }
 
 // take removes the one-shot watches of kind on path, adding their

@@ -48,8 +48,9 @@ type ReconfigRequest struct {
 	CurConfigID    int64
 }
 
-// requestHeaderSize is the length of a RequestHeader.
-const requestHeaderSize = 8
+// RequestHeaderSize is the length of a RequestHeader: a body shorter than
+// this is no request at all.
+const RequestHeaderSize = 8
 
 // AppendRequest appends r as a frame to dst.
 func AppendRequest(dst []byte, r *Request) []byte {
@@ -149,7 +150,7 @@ func known(op Op) bool {
 // ignores them.
 func DecodeRequest(body []byte, r *Request) error {
 	*r = Request{}
-	if len(body) < requestHeaderSize {
+	if len(body) < RequestHeaderSize {
 		return fmt.Errorf("%w: request of %d bytes has no header", ErrMalformed, len(body))
 	}
 	d := decoder{b: body}

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// codec is the plug between a connection's bytes and the request pipeline:
+// it decodes the handshake and the requests into wire's types, and encodes
+// the pipeline's wire.Reply values back. Arbor's own protocol (arborCodec)
+// and ZooKeeper's (zkCodec, zk.go) are the two; reads, writes through raft,
+// watches, sessions, ordering and metrics are the same for both.
+//
+// readConnect runs on the connection's reader goroutine before the others
+// start; decode on the reader; answer and complete on the responder;
+// appendReply on whichever goroutine queues output (the responder for
+// replies, the apply path for notifications), never two at once for one
+// connection (the output lock is held).
+type codec interface {
+	// readConnect reads and decodes the client's first frame. It reports
+	// false if the connection is to end (the codec logged why, or served
+	// the connection in some other way).
+	readConnect(br *bufio.Reader) (wire.ConnectRequest, bool)
+	// appendConnectResponse appends the answer to the handshake. A non-zero
+	// resp.Err refuses the session; the connection closes after it.
+	appendConnectResponse(dst []byte, resp *wire.ConnectResponse) []byte
+	// decode decodes a request frame body into r. An error ends the
+	// connection (a malformed frame); a request the codec can answer with
+	// an error and carry on has r.err set instead.
+	decode(body []byte, r *request) error
+	// appendReply appends reply, the answer to r; with r nil, reply is a
+	// notification (XidNotification) or the closing frame (XidClosing).
+	appendReply(dst []byte, r *request, reply *wire.Reply) []byte
+	// answer answers a request of the codec's own (r.own), one the
+	// pipeline has no op for, under the fsm's read lock.
+	answer(t *tree.Tree, r *request, reply *wire.Reply)
+	// complete adds to the successful reply of a pipeline op what only the
+	// codec needs from the tree, under the fsm's read lock, just before
+	// the reply is queued. It is called only for requests with r.ext set.
+	complete(t *tree.Tree, r *request, reply *wire.Reply)
+	// opName names r's op in metrics and in the cons four-letter word.
+	opName(r *request) string
+}
+
+// arborCodec is Arbor's own protocol, package wire.
+type arborCodec struct {
+	c *conn
+}
+
+func newArborCodec(c *conn) codec { return arborCodec{c} }
+
+func (a arborCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
+	var req wire.ConnectRequest
+	body, err := wire.ReadFrame(br, nil, a.c.srv.cfg.MaxFrame)
+	if err != nil {
+		a.c.log.Debug("handshake read failed", zap.Error(err))
+		return req, false
+	}
+	if err := wire.DecodeConnectRequest(body, &req); err != nil {
+		a.c.log.Info("closing connection: malformed handshake", zap.Error(err))
+		return req, false
+	}
+	return req, true
+}
+
+func (arborCodec) appendConnectResponse(dst []byte, resp *wire.ConnectResponse) []byte {
+	return wire.AppendConnectResponse(dst, resp)
+}
+
+func (arborCodec) decode(body []byte, r *request) error {
+	if err := wire.DecodeRequest(body, &r.req); err != nil {
+		if !errors.Is(err, wire.ErrUnimplemented) {
+			return err
+		}
+		r.err = err // answered in order, the connection carries on
+	}
+	return nil
+}
+
+func (arborCodec) appendReply(dst []byte, r *request, reply *wire.Reply) []byte {
+	op := wire.OpPing // notifications and closing frames ignore it
+	if r != nil {
+		op = r.req.Op
+	}
+	return wire.AppendReply(dst, op, reply)
+}
+
+func (arborCodec) answer(*tree.Tree, *request, *wire.Reply)   {}
+func (arborCodec) complete(*tree.Tree, *request, *wire.Reply) {}
+func (arborCodec) opName(r *request) string                   { return r.req.Op.String() }
