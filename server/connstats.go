@@ -80,16 +80,39 @@ func (s *connStats) answered(srv *Server, op string, xid int32, zxid int64, took
 	}
 	s.latency.add(took)
 	s.mu.Unlock()
-	srv.stats.mu.Lock()
 	srv.stats.latency.add(took)
-	srv.stats.mu.Unlock()
 }
 
-// serverStats are the server's totals over every connection it had.
+// serverStats are the server's totals over every connection it had. They
+// are atomics: every responder goroutine updates them.
 type serverStats struct {
-	nRecv atomic.Int64
-	nSent atomic.Int64
+	nRecv   atomic.Int64
+	nSent   atomic.Int64
+	latency atomicLatency
+}
 
-	mu      sync.Mutex // guards latency
-	latency latencyStats
+// atomicLatency is latencyStats without the last value, updated without a
+// lock.
+type atomicLatency struct {
+	n, sum   atomic.Int64
+	min, max atomic.Int64 // nanoseconds; min is 0 until the first value
+}
+
+func (l *atomicLatency) add(d time.Duration) {
+	v := int64(d)
+	l.sum.Add(v)
+	for cur := l.max.Load(); v > cur && !l.max.CompareAndSwap(cur, v); cur = l.max.Load() {
+	}
+	for cur := l.min.Load(); (cur == 0 || v < cur) && v > 0 && !l.min.CompareAndSwap(cur, v); cur = l.min.Load() {
+	}
+	l.n.Add(1)
+}
+
+// load returns the least, mean and greatest latency so far.
+func (l *atomicLatency) load() (lo, avg, hi time.Duration) {
+	n := l.n.Load()
+	if n > 0 {
+		avg = time.Duration(l.sum.Load() / n)
+	}
+	return time.Duration(l.min.Load()), avg, time.Duration(l.max.Load())
 }

@@ -127,10 +127,8 @@ func (s *Server) writeStat(b *bytes.Buffer, clients bool) {
 		}
 		b.WriteString("\n")
 	}
-	s.stats.mu.Lock()
-	lat := s.stats.latency
-	s.stats.mu.Unlock()
-	fmt.Fprintf(b, "Latency min/avg/max: %d/%.4f/%d\n", ms(lat.min), float64(lat.avg().Microseconds())/1000, ms(lat.max))
+	lo, avg, hi := s.stats.latency.load()
+	fmt.Fprintf(b, "Latency min/avg/max: %d/%.4f/%d\n", ms(lo), float64(avg.Microseconds())/1000, ms(hi))
 	fmt.Fprintf(b, "Received: %d\n", s.stats.nRecv.Load())
 	fmt.Fprintf(b, "Sent: %d\n", s.stats.nSent.Load())
 	s.mu.Lock()
@@ -214,12 +212,10 @@ func (s *Server) writeMntr(b *bytes.Buffer) {
 	}
 	kv("version", versionLine())
 	kv("server_state", state)
-	s.stats.mu.Lock()
-	lat := s.stats.latency
-	s.stats.mu.Unlock()
-	kv("avg_latency", strconv.FormatFloat(float64(lat.avg().Microseconds())/1000, 'f', 4, 64))
-	kv("max_latency", ms(lat.max))
-	kv("min_latency", ms(lat.min))
+	lo, avg, hi := s.stats.latency.load()
+	kv("avg_latency", strconv.FormatFloat(float64(avg.Microseconds())/1000, 'f', 4, 64))
+	kv("max_latency", ms(hi))
+	kv("min_latency", ms(lo))
 	kv("packets_received", s.stats.nRecv.Load())
 	kv("packets_sent", s.stats.nSent.Load())
 	s.mu.Lock()

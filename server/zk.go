@@ -403,11 +403,18 @@ func ownerFromMode(st *wire.Stat, mode wire.CreateMode, ttl int64) {
 	}
 }
 
+// opName names a request by the pipeline op it became, or by its
+// ZooKeeper op when it became none (the codec's own, or one refused before
+// mapping); all unknown ops share one name, so that a client cannot grow
+// the metrics' label set without bound.
 func (z *zkCodec) opName(r *request) string {
-	if r.req.Op == 0 { // an op of the codec's own, or refused before mapping
-		return r.ext.(*zkRequest).zr.Op.String()
+	if r.req.Op != 0 {
+		return r.req.Op.String()
 	}
-	return r.req.Op.String()
+	if op := r.ext.(*zkRequest).zr.Op; op.Known() {
+		return op.String()
+	}
+	return "unknown"
 }
 
 func (z *zkCodec) appendReply(dst []byte, r *request, reply *wire.Reply) []byte {

@@ -128,8 +128,8 @@ func appendRequestBody(b []byte, r *Request) []byte {
 	return b
 }
 
-// known reports whether op is a request op this package decodes.
-func known(op Op) bool {
+// Known reports whether op is a request op this package decodes.
+func (op Op) Known() bool {
 	switch op {
 	case OpCreate, OpCreate2, OpCreateContainer, OpCreateTTL, OpDelete, OpCheck,
 		OpExists, OpGetData, OpGetChildren, OpGetChildren2, OpSetData,
@@ -156,7 +156,7 @@ func DecodeRequest(body []byte, r *Request) error {
 	d := decoder{b: body}
 	r.Xid = d.int()
 	r.Op = Op(d.int())
-	if !known(r.Op) {
+	if !r.Op.Known() {
 		return fmt.Errorf("%w %d", ErrUnknownOp, int32(r.Op))
 	}
 	d.requestBody(r)
