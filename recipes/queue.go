@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 )
@@ -305,9 +306,11 @@ func (q *queue) gone() error {
 	return errGone
 }
 
-// remove deletes the node at path, trying again through connection loss,
-// until it is gone, the session is over (which deletes it too) or ctx
-// ends.
+// remove deletes the node at path, trying again through connection loss
+// and through deletes whose outcome is unknown (timed out, or refused for
+// want of a leader), until it is gone, the session is over (which deletes
+// it too) or ctx ends: a node left behind by a live session would block
+// every contender after it.
 func (q *queue) remove(ctx context.Context, path string) error {
 	for {
 		err := q.c.Delete(ctx, path, -1)
@@ -318,10 +321,20 @@ func (q *queue) remove(ctx context.Context, path string) error {
 			continue
 		case q.c.Err() != nil:
 			return nil // the session's end deleted the node
+		case errors.Is(err, client.ErrOperationTimeout), errors.Is(err, client.ErrNoQuorum):
+			select {
+			case <-time.After(removeRetry):
+				continue
+			case <-ctx.Done():
+			}
 		}
 		return err
 	}
 }
+
+// removeRetry is the pause before remove tries a delete again whose
+// outcome was unknown.
+const removeRetry = 100 * time.Millisecond
 
 // leave deletes t's node for a caller that may have given up: it waits for
 // the deletion while ctx lives, and lets it finish in the background after
