@@ -20,6 +20,10 @@ import (
 // appendReply on whichever goroutine queues output (the responder for
 // replies, the apply path for notifications), never two at once for one
 // connection (the output lock is held).
+//
+// The methods that see a reply take and return it by value: through an
+// interface call a pointer would escape, and every request's reply, Arbor's
+// too, would be allocated on the heap.
 type codec interface {
 	// readConnect reads and decodes the client's first frame. It reports
 	// false if the connection is to end (the codec logged why, or served
@@ -34,14 +38,16 @@ type codec interface {
 	decode(body []byte, r *request) error
 	// appendReply appends reply, the answer to r; with r nil, reply is a
 	// notification (XidNotification) or the closing frame (XidClosing).
-	appendReply(dst []byte, r *request, reply *wire.Reply) []byte
+	appendReply(dst []byte, r *request, reply wire.Reply) []byte
 	// answer answers a request of the codec's own (r.own), one the
-	// pipeline has no op for, under the fsm's read lock.
-	answer(t *tree.Tree, r *request, reply *wire.Reply)
+	// pipeline has no op for, under the fsm's read lock: it returns reply
+	// filled in.
+	answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply
 	// complete adds to the successful reply of a pipeline op what only the
 	// codec needs from the tree, under the fsm's read lock, just before
-	// the reply is queued. It is called only for requests with r.ext set.
-	complete(t *tree.Tree, r *request, reply *wire.Reply)
+	// the reply is queued, and returns the completed reply. It is called
+	// only for requests with r.ext set.
+	complete(t *tree.Tree, r *request, reply wire.Reply) wire.Reply
 	// opName names r's op in metrics and in the cons four-letter word.
 	opName(r *request) string
 }
@@ -81,14 +87,14 @@ func (arborCodec) decode(body []byte, r *request) error {
 	return nil
 }
 
-func (arborCodec) appendReply(dst []byte, r *request, reply *wire.Reply) []byte {
+func (arborCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	op := wire.OpPing // notifications and closing frames ignore it
 	if r != nil {
 		op = r.req.Op
 	}
-	return wire.AppendReply(dst, op, reply)
+	return wire.AppendReply(dst, op, &reply)
 }
 
-func (arborCodec) answer(*tree.Tree, *request, *wire.Reply)   {}
-func (arborCodec) complete(*tree.Tree, *request, *wire.Reply) {}
-func (arborCodec) opName(r *request) string                   { return r.req.Op.String() }
+func (arborCodec) answer(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply   { return reply }
+func (arborCodec) complete(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply { return reply }
+func (arborCodec) opName(r *request) string                                       { return r.req.Op.String() }

@@ -17,8 +17,9 @@ import (
 
 // conn is one client connection. Four goroutines serve it:
 //
-//   - serve (the reader) decodes frames and queues them, in order, on
-//     pending;
+//   - serve (the reader) decodes frames, with the connection's codec
+//     (Arbor's protocol or ZooKeeper's, see codec), and queues them, in
+//     order, on pending;
 //   - execute takes pending in order: it proposes a write at once and
 //     passes it on to replies, so consecutive writes pipeline; any other
 //     request it passes on and waits until it was answered, so a read sees
@@ -185,7 +186,7 @@ func (c *conn) send(r *request, reply *wire.Reply) {
 		return
 	}
 	n := len(c.out)
-	c.out = c.codec.appendReply(c.out, r, reply)
+	c.out = c.codec.appendReply(c.out, r, *reply)
 	if len(c.out) > n {
 		c.stats.sent(c.srv)
 	}

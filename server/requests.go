@@ -124,7 +124,7 @@ func (c *conn) respond() {
 		if !c.answerRead(r, &reply) {
 			c.answer(r, &reply)
 			if r.ext != nil && reply.Err == wire.CodeOK {
-				c.srv.fsm.read(func(t *tree.Tree) { c.codec.complete(t, r, &reply) })
+				c.srv.fsm.read(func(t *tree.Tree) { reply = c.codec.complete(t, r, reply) })
 			}
 			c.reply(r, &reply)
 		}
@@ -166,7 +166,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	case r.own:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
-			c.codec.answer(t, r, reply)
+			*reply = c.codec.answer(t, r, *reply)
 			c.reply(r, reply)
 		})
 	case req.Op == wire.OpSetWatches, req.Op == wire.OpSetWatches2:
@@ -181,7 +181,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
 			if r.ext != nil && reply.Err == wire.CodeOK {
-				c.codec.complete(t, r, reply)
+				*reply = c.codec.complete(t, r, *reply)
 			}
 			c.reply(r, reply)
 		})

@@ -106,8 +106,12 @@ func New(cfg Config) (*Server, error) {
 		s.httpSrv = &http.Server{Handler: s.metrics.handler(s), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
 	}
+	zkClients := "off"
+	if s.zkLn != nil {
+		zkClients = s.zkLn.Addr().String()
+	}
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
-		zap.Stringer("zookeeper_clients", s.ZKAddr()), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+		zap.String("zookeeper_clients", zkClients), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	return s, nil
 }
 

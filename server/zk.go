@@ -243,7 +243,7 @@ func checkACL(acl []zkwire.ACL) error {
 
 // answer answers the codec's own ops; the caller holds the fsm's read
 // lock.
-func (z *zkCodec) answer(t *tree.Tree, r *request, reply *wire.Reply) {
+func (z *zkCodec) answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply {
 	zr := r.ext.(*zkRequest)
 	req := &zr.zr
 	var err error
@@ -292,6 +292,7 @@ func (z *zkCodec) answer(t *tree.Tree, r *request, reply *wire.Reply) {
 		reply.Children = t.EphemeralsWithPrefix(z.c.session, prefix)
 	}
 	reply.Err = wire.CodeOf(err)
+	return reply
 }
 
 // multiRead runs a multiRead's reads one after the other, each as the
@@ -360,7 +361,7 @@ func remoteIP(addr net.Addr) string {
 // complete puts ZooKeeper's encoding of container and TTL nodes into the
 // ephemeralOwner of the Stats a successful reply carries; the caller holds
 // the fsm's read lock.
-func (z *zkCodec) complete(t *tree.Tree, r *request, reply *wire.Reply) {
+func (z *zkCodec) complete(t *tree.Tree, r *request, reply wire.Reply) wire.Reply {
 	zr := r.ext.(*zkRequest)
 	switch zr.zr.Op {
 	case zkwire.OpCreate2, zkwire.OpCreateContainer, zkwire.OpCreateTTL:
@@ -381,6 +382,7 @@ func (z *zkCodec) complete(t *tree.Tree, r *request, reply *wire.Reply) {
 			}
 		}
 	}
+	return reply
 }
 
 // zkOwner puts ZooKeeper's encoding into st.EphemeralOwner when the node
@@ -417,7 +419,7 @@ func (z *zkCodec) opName(r *request) string {
 	return "unknown"
 }
 
-func (z *zkCodec) appendReply(dst []byte, r *request, reply *wire.Reply) []byte {
+func (z *zkCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	switch {
 	case reply.Xid == wire.XidClosing:
 		return dst // ZooKeeper has no closing frame: the connection just closes
@@ -449,7 +451,7 @@ func (z *zkCodec) appendReply(dst []byte, r *request, reply *wire.Reply) []byte 
 	case zkwire.OpMultiRead:
 		out.Results = zr.results
 	case zkwire.OpMulti:
-		multiResults(&out, &zr.zr, reply)
+		multiResults(&out, &zr.zr, &reply)
 	}
 	return zkwire.AppendReply(dst, zr.zr.Op, &out)
 }
