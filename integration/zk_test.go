@@ -293,19 +293,22 @@ func TestZooKeeperClientOperations(t *testing.T) {
 			}
 		}
 	})
-	t.Run("container and TTL nodes carry ZooKeeper's ephemeralOwner encodings", func(t *testing.T) {
+	t.Run("container and TTL nodes show ephemeralOwner 0, as ZooKeeper shows them", func(t *testing.T) {
+		// ZooKeeper keeps 0x8000000000000000 and 0xff00000000000000|ttl
+		// in its persisted Stat and shows clients 0 (DataNode.copyStat):
+		// a client taking a non-zero owner for an ephemeral stays right.
 		if _, err := c.CreateContainer("/box", nil, zk.FlagContainer, open); err != nil {
 			t.Fatal(err)
 		}
-		if _, st, err := c.Exists("/box"); err != nil || uint64(st.EphemeralOwner) != 0x8000000000000000 {
+		if _, st, err := c.Exists("/box"); err != nil || st.EphemeralOwner != 0 {
 			t.Fatalf("container: %+v, %v", st, err)
 		}
 		if _, err := c.CreateTTL("/ttl", []byte("x"), zk.FlagTTL, open, 90*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		st, err := c.Set("/ttl", []byte("y"), -1)
-		if err != nil || uint64(st.EphemeralOwner) != 0xff00000000015f90 { // 90,000 ms in the low 40 bits
-			t.Fatalf("TTL node's Stat after set: %#x, %v", uint64(st.EphemeralOwner), err)
+		if err != nil || st.EphemeralOwner != 0 || st.Version != 1 {
+			t.Fatalf("TTL node's Stat after set: %+v, %v", st, err)
 		}
 		if _, err := c.CreateTTL("/ttl2", nil, zk.FlagTTL, open, 0); !errors.Is(err, zk.ErrBadArguments) {
 			t.Fatalf("a TTL of 0: %v, want ErrBadArguments", err)
@@ -389,7 +392,7 @@ func TestZooKeeperOpsBeyondGoZookeeper(t *testing.T) {
 			t.Fatalf("create2 = %+v", r)
 		}
 		r = c.call(zkwire.Request{Op: zkwire.OpCreateContainer, Path: "/r/box", ACL: open, Flags: int32(wire.ModeContainer)})
-		if r.Err != 0 || r.Stat.EphemeralOwner != zkwire.ContainerOwner {
+		if r.Err != 0 || r.Path != "/r/box" || r.Stat.EphemeralOwner != 0 {
 			t.Fatalf("createContainer = %+v", r)
 		}
 		if r := c.call(zkwire.Request{Op: zkwire.OpCreateContainer, Path: "/r/x", ACL: open}); r.Err != int32(wire.CodeBadArguments) {
@@ -430,6 +433,36 @@ func TestZooKeeperOpsBeyondGoZookeeper(t *testing.T) {
 		bad := c.call(zkwire.Request{Op: zkwire.OpMultiRead, Ops: []zkwire.Request{{Op: zkwire.OpDelete, Path: "/r"}}})
 		if bad.Err != int32(wire.CodeBadArguments) {
 			t.Fatalf("multiRead with a delete = %+v", bad)
+		}
+	})
+	t.Run("multi answers as ZooKeeper: path alone for create and create2, a failure in every result", func(t *testing.T) {
+		r := c.call(zkwire.Request{Op: zkwire.OpMulti, Ops: []zkwire.Request{
+			{Op: zkwire.OpCreate, Path: "/r/m1", ACL: open},
+			{Op: zkwire.OpCreate2, Path: "/r/m2", ACL: open},
+			{Op: zkwire.OpCreateContainer, Path: "/r/m3", ACL: open, Flags: int32(wire.ModeContainer)},
+			{Op: zkwire.OpDelete, Path: "/r/m1", Version: -1},
+			{Op: zkwire.OpDelete, Path: "/r/m2", Version: -1},
+			{Op: zkwire.OpDelete, Path: "/r/m3", Version: -1},
+		}})
+		var got []string
+		for _, res := range r.Results {
+			got = append(got, fmt.Sprintf("%s %s %d", res.Op, res.Path, res.Stat.Czxid))
+		}
+		want := []string{"create /r/m1 0", "create /r/m2 0", fmt.Sprintf("create2 /r/m3 %d", r.Zxid), "delete  0", "delete  0", "delete  0"}
+		if r.Err != 0 || !slices.Equal(got, want) {
+			t.Fatalf("multi = %+v %v, want %v", r, got, want)
+		}
+		r = c.call(zkwire.Request{Op: zkwire.OpMulti, Ops: []zkwire.Request{
+			{Op: zkwire.OpCreate, Path: "/r/m4", ACL: open},
+			{Op: zkwire.OpCheck, Path: "/r", Version: 99},
+			{Op: zkwire.OpDelete, Path: "/r/e1", Version: -1},
+		}})
+		got = nil
+		for _, res := range r.Results {
+			got = append(got, fmt.Sprintf("%s %d", res.Op, res.Err))
+		}
+		if r.Err != 0 || !slices.Equal(got, []string{"error 0", "error -103", "error -2"}) {
+			t.Fatalf("failed multi = %+v %v", r, got)
 		}
 	})
 	t.Run("whoAmI gives the ip, and the digest user after auth", func(t *testing.T) {

@@ -16,14 +16,14 @@ import (
 // watches, sessions, ordering and metrics are the same for both.
 //
 // readConnect runs on the connection's reader goroutine before the others
-// start; decode on the reader; answer and complete on the responder;
+// start; decode on the reader; answer on the responder;
 // appendReply on whichever goroutine queues output (the responder for
 // replies, the apply path for notifications), never two at once for one
 // connection (the output lock is held).
 //
-// The methods that see a reply take and return it by value: through an
-// interface call a pointer would escape, and every request's reply, Arbor's
-// too, would be allocated on the heap.
+// The methods that see a reply take (and answer returns) it by value:
+// through an interface call a pointer would escape, and every request's
+// reply, Arbor's too, would be allocated on the heap.
 type codec interface {
 	// readConnect reads and decodes the client's first frame. It reports
 	// false if the connection is to end (the codec logged why, or served
@@ -43,11 +43,6 @@ type codec interface {
 	// pipeline has no op for, under the fsm's read lock: it returns reply
 	// filled in.
 	answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply
-	// complete adds to the successful reply of a pipeline op what only the
-	// codec needs from the tree, under the fsm's read lock, just before
-	// the reply is queued, and returns the completed reply. It is called
-	// only for requests with r.ext set.
-	complete(t *tree.Tree, r *request, reply wire.Reply) wire.Reply
 	// opName names r's op in metrics and in the cons four-letter word.
 	opName(r *request) string
 }
@@ -95,6 +90,5 @@ func (arborCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	return wire.AppendReply(dst, op, &reply)
 }
 
-func (arborCodec) answer(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply   { return reply }
-func (arborCodec) complete(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply { return reply }
-func (arborCodec) opName(r *request) string                                       { return r.req.Op.String() }
+func (arborCodec) answer(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply { return reply }
+func (arborCodec) opName(r *request) string                                     { return r.req.Op.String() }

@@ -65,9 +65,8 @@ type request struct {
 
 	// Set by a codec that needs more than wire.Request (see codec): own
 	// marks an op of the codec's own, which codec.answer answers; ext is
-	// the codec's data for the request, and has codec.complete called
-	// before the reply is queued; endConn closes the connection once the
-	// reply is queued.
+	// the codec's data for encoding the reply; endConn closes the
+	// connection once the reply is queued.
 	own     bool
 	ext     any
 	endConn bool

@@ -123,9 +123,6 @@ func (c *conn) respond() {
 		reply := wire.Reply{Xid: r.req.Xid}
 		if !c.answerRead(r, &reply) {
 			c.answer(r, &reply)
-			if r.ext != nil && reply.Err == wire.CodeOK {
-				c.srv.fsm.read(func(t *tree.Tree) { reply = c.codec.complete(t, r, reply) })
-			}
 			c.reply(r, &reply)
 		}
 		if r.answered != nil {
@@ -180,9 +177,6 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
-			if r.ext != nil && reply.Err == wire.CodeOK {
-				*reply = c.codec.complete(t, r, *reply)
-			}
 			c.reply(r, reply)
 		})
 	default:

@@ -249,9 +249,7 @@ func (z *zkCodec) answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply 
 	var err error
 	switch req.Op {
 	case zkwire.OpGetACL:
-		if reply.Stat, err = t.Exists(req.Path); err == nil {
-			zkOwner(t, req.Path, &reply.Stat)
-		}
+		reply.Stat, err = t.Exists(req.Path)
 	case zkwire.OpSetACL:
 		// The only ACL taken is the one every node has: setting it again
 		// checks the version and changes nothing (aversion stays).
@@ -259,11 +257,8 @@ func (z *zkCodec) answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply 
 			z.c.log.Info("refusing a ZooKeeper request", zap.Stringer("op", req.Op), zap.Error(err))
 			break
 		}
-		if reply.Stat, err = t.Exists(req.Path); err == nil {
-			if req.Version != -1 && req.Version != reply.Stat.Aversion {
-				err = wire.ErrBadVersion
-			}
-			zkOwner(t, req.Path, &reply.Stat)
+		if reply.Stat, err = t.Exists(req.Path); err == nil && req.Version != -1 && req.Version != reply.Stat.Aversion {
+			err = wire.ErrBadVersion
 		}
 	case zkwire.OpMultiRead:
 		zr.results = z.multiRead(t, req.Ops)
@@ -312,7 +307,6 @@ func (z *zkCodec) multiRead(t *tree.Tree, ops []zkwire.Request) []zkwire.OpResul
 		case sr.Err != wire.CodeOK:
 			results = append(results, zkwire.OpResult{Op: zkwire.OpError, Err: zkCode(sr.Err)})
 		case op.Op == zkwire.OpGetData:
-			zkOwner(t, op.Path, &sr.Stat)
 			results = append(results, zkwire.OpResult{Op: zkwire.OpGetData, Data: sr.Data, Stat: sr.Stat})
 		default:
 			results = append(results, zkwire.OpResult{Op: zkwire.OpGetChildren, Children: sr.Children})
@@ -356,53 +350,6 @@ func remoteIP(addr net.Addr) string {
 		return addr.String()
 	}
 	return host
-}
-
-// complete puts ZooKeeper's encoding of container and TTL nodes into the
-// ephemeralOwner of the Stats a successful reply carries; the caller holds
-// the fsm's read lock.
-func (z *zkCodec) complete(t *tree.Tree, r *request, reply wire.Reply) wire.Reply {
-	zr := r.ext.(*zkRequest)
-	switch zr.zr.Op {
-	case zkwire.OpCreate2, zkwire.OpCreateContainer, zkwire.OpCreateTTL:
-		ownerFromMode(&reply.Stat, r.req.Mode, r.req.TTL)
-	case zkwire.OpExists, zkwire.OpGetData, zkwire.OpGetChildren2, zkwire.OpSetData:
-		zkOwner(t, r.req.Path, &reply.Stat)
-	case zkwire.OpMulti:
-		for i := range reply.Results {
-			if i >= len(r.req.Ops) {
-				break
-			}
-			res, sub := &reply.Results[i], &r.req.Ops[i]
-			switch res.Op {
-			case wire.OpCreate:
-				ownerFromMode(&res.Stat, sub.Mode, sub.TTL)
-			case wire.OpSetData:
-				zkOwner(t, sub.Path, &res.Stat)
-			}
-		}
-	}
-	return reply
-}
-
-// zkOwner puts ZooKeeper's encoding into st.EphemeralOwner when the node
-// at path is a container or TTL node (the tree keeps 0 there) and is still
-// the node st describes. A write's reply is completed after the write was
-// applied, so a node deleted since (by a later op of the same multi, say)
-// keeps 0.
-func zkOwner(t *tree.Tree, path string, st *wire.Stat) {
-	if mode, ttl, czxid, ok := t.ModeOf(path); ok && czxid == st.Czxid {
-		ownerFromMode(st, mode, ttl)
-	}
-}
-
-func ownerFromMode(st *wire.Stat, mode wire.CreateMode, ttl int64) {
-	switch {
-	case mode.IsContainer():
-		st.EphemeralOwner = zkwire.ContainerOwner
-	case mode.IsTTL():
-		st.EphemeralOwner = zkwire.TTLOwner(ttl)
-	}
 }
 
 // opName names a request by the pipeline op it became, or by its
@@ -475,9 +422,10 @@ func multiResults(out *zkwire.Reply, zr *zkwire.Request, reply *wire.Reply) {
 	for i, res := range reply.Results {
 		switch res.Op {
 		case wire.OpCreate:
-			// A create's result carries its Stat unless the op was a
-			// plain create (ZooKeeper's create2 result otherwise).
-			if i < len(zr.Ops) && zr.Ops[i].Op == zkwire.OpCreate {
+			// ZooKeeper answers a create or create2 in a multi with the
+			// path alone, a createContainer or createTTL with the path and
+			// the Stat (a create2 result).
+			if i < len(zr.Ops) && (zr.Ops[i].Op == zkwire.OpCreate || zr.Ops[i].Op == zkwire.OpCreate2) {
 				out.Results = append(out.Results, zkwire.OpResult{Op: zkwire.OpCreate, Path: res.Path})
 			} else {
 				out.Results = append(out.Results, zkwire.OpResult{Op: zkwire.OpCreate2, Path: res.Path, Stat: res.Stat})

@@ -174,29 +174,6 @@ func (t *Tree) Exists(path string) (wire.Stat, error) {
 	return n.stat(), nil
 }
 
-// ModeOf returns how the node at path lives, as far as the tree remembers
-// it: ModePersistent, ModeEphemeral, ModeContainer or ModePersistentWithTTL
-// (sequential is only a naming rule and is not kept), a TTL node's ttl in
-// ms, and the node's czxid, so that a caller holding an older Stat can tell
-// it is the same node. ok is false when there is no node at path. (The
-// Stat of a container or TTL node has EphemeralOwner 0; ZooKeeper's
-// protocol encodes them there, see package zkwire.)
-func (t *Tree) ModeOf(path string) (mode wire.CreateMode, ttl, czxid int64, ok bool) {
-	n, err := t.find(path)
-	if err != nil {
-		return 0, 0, 0, false
-	}
-	switch n.kind {
-	case kindEphemeral:
-		mode = wire.ModeEphemeral
-	case kindContainer:
-		mode = wire.ModeContainer
-	case kindTTL:
-		mode, ttl = wire.ModePersistentWithTTL, t.ttls[path]
-	}
-	return mode, ttl, n.czxid, true
-}
-
 // Children returns the names of a node's children, sorted, and its Stat.
 func (t *Tree) Children(path string) ([]string, wire.Stat, error) {
 	n, err := t.find(path)

@@ -112,28 +112,3 @@ type ClientInfo struct {
 	AuthScheme string
 	User       string
 }
-
-// Encodings of container and TTL nodes in Stat.ephemeralOwner, ZooKeeper's
-// EphemeralType: a container has only the top bit set; a TTL node has the
-// top byte set (0xff) and its time to live, in ms, in the low 40 bits.
-const (
-	ContainerOwner int64 = -1 << 63
-	ttlOwnerMask   int64 = -1 << 56 // 0xff00000000000000
-	// MaxTTL is the longest time to live the TTL encoding holds, in ms.
-	MaxTTL int64 = 1<<40 - 1
-)
-
-// TTLOwner returns the ephemeralOwner of a TTL node with the given ttl in ms
-// (1 to MaxTTL).
-func TTLOwner(ttl int64) int64 { return ttlOwnerMask | (ttl & MaxTTL) }
-
-// OwnerTTL reports the ttl a TTL node's ephemeralOwner holds, and whether
-// owner is such an encoding.
-func OwnerTTL(owner int64) (int64, bool) {
-	// The top byte marks an extended type; the 16 bits below it say which
-	// one, and 0 is TTL.
-	if owner&ttlOwnerMask != ttlOwnerMask || owner>>40&0xffff != 0 {
-		return 0, false
-	}
-	return owner & MaxTTL, true
-}

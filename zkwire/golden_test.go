@@ -295,25 +295,3 @@ func TestGoldenFrames(t *testing.T) {
 		})
 	}
 }
-
-func TestEphemeralOwnerEncodings(t *testing.T) {
-	if owner := ContainerOwner; uint64(owner) != 0x8000000000000000 {
-		t.Fatalf("container owner %x", uint64(owner))
-	}
-	if got := uint64(TTLOwner(1000)); got != 0xff000000000003e8 {
-		t.Fatalf("TTLOwner(1000) = %x, want ff000000000003e8", got)
-	}
-	if got := uint64(TTLOwner(MaxTTL)); got != 0xff0000ffffffffff {
-		t.Fatalf("TTLOwner(MaxTTL) = %x", got)
-	}
-	for _, ttl := range []int64{1, 1000, MaxTTL} {
-		if got, ok := OwnerTTL(TTLOwner(ttl)); !ok || got != ttl {
-			t.Fatalf("OwnerTTL(TTLOwner(%d)) = %d, %v", ttl, got, ok)
-		}
-	}
-	for _, owner := range []int64{0, 0x0100000000000001, ContainerOwner, -1} {
-		if _, ok := OwnerTTL(owner); ok {
-			t.Fatalf("OwnerTTL(%x) reports a TTL node", uint64(owner))
-		}
-	}
-}
