@@ -114,6 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer admin.Close()
 	made, runPath, err := makeRunNode(ctx, admin, cfg)
 	if err != nil {
+		_ = removeRun(context.WithoutCancel(ctx), []*client.Client{admin}, cfg, "", made)
 		return nil, err
 	}
 	r := newRunner(cfg, runPath)
@@ -161,9 +162,11 @@ func dialN(ctx context.Context, cfg Config, n int) ([]*client.Client, error) {
 		wg.Go(func() { cs[i], errs[i] = dial(ctx, cfg) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		closeAll(cs)
-		return nil, err
+	for _, err := range errs {
+		if err != nil {
+			closeAll(cs)
+			return nil, err
+		}
 	}
 	return cs, nil
 }
