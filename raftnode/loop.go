@@ -193,6 +193,7 @@ func (n *Node) apply(ents []raftpb.Entry) error {
 			if len(e.Data) >= 8 {
 				id := binary.BigEndian.Uint64(e.Data)
 				res := n.sm.Apply(e.Index, e.Data[8:])
+				n.applied.Store(e.Index) // before the proposer hears: it may ask Applied
 				n.deliver(id, Outcome{Index: e.Index, Result: res})
 			}
 		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:

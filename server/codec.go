@@ -91,4 +91,12 @@ func (arborCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 }
 
 func (arborCodec) answer(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply { return reply }
-func (arborCodec) opName(r *request) string                                     { return r.req.Op.String() }
+
+// opName names a request by its op; all unknown ops share one name, so
+// that a client cannot grow the metrics' label set without bound.
+func (arborCodec) opName(r *request) string {
+	if !r.req.Op.Known() {
+		return "unknown"
+	}
+	return r.req.Op.String()
+}

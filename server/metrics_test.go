@@ -39,6 +39,12 @@ func TestMetricsAndHealth(t *testing.T) {
 	c.call(wire.Request{Xid: 3, Op: wire.OpGetData, Path: "/m", Watch: true})
 	c.call(wire.Request{Xid: 4, Op: wire.OpGetEphemerals, Path: "/"})
 	c.call(wire.Request{Xid: 5, Op: wire.OpGetAllChildrenNumber, Path: "/missing"})
+	for op := byte(70); op < 80; op++ { // unknown ops share one label
+		frame := wire.AppendRequest(nil, &wire.Request{Xid: 6, Op: wire.OpPing})
+		frame[len(frame)-1] = op
+		c.write(frame)
+		c.reply(wire.OpPing)
+	}
 	writer := dialRaw(t, s)
 	writer.connect(wire.ConnectRequest{})
 	writer.call(wire.Request{Xid: 1, Op: wire.OpSetData, Path: "/m", Version: -1})
@@ -53,6 +59,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`arbor_requests_total{op="getData",result="ok"} 1`,
 		`arbor_requests_total{op="getEphemerals",result="ok"} 1`,
 		`arbor_requests_total{op="getAllChildrenNumber",result="no_node"} 1`,
+		`arbor_requests_total{op="unknown",result="unimplemented"} 10`,
 		`arbor_request_duration_seconds_count{op="setData"} 1`,
 		"arbor_connections 2",
 		"arbor_sessions 2",

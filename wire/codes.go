@@ -50,6 +50,12 @@ var opNames = map[Op]string{
 	OpMemberPromote: "memberPromote", OpStatus: "status",
 }
 
+// Known reports whether op is one of this package's ops.
+func (op Op) Known() bool {
+	_, ok := opNames[op]
+	return ok
+}
+
 func (op Op) String() string {
 	if s, ok := opNames[op]; ok {
 		return s
