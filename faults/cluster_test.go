@@ -357,15 +357,28 @@ func (c *cluster) linkStats() (frames, dropped int64) {
 	return frames, dropped
 }
 
+var (
+	portsMu sync.Mutex
+	ports   = map[string]bool{} // every address freePort handed out
+)
+
 // freePort returns a loopback address nobody listens on right now, from
 // 20000-29999, below Linux's ephemeral range, so that outgoing connections
-// of tests running meanwhile cannot take it before arbord listens.
+// of tests running meanwhile cannot take it before arbord listens. It never
+// returns an address twice: a member that is down keeps its addresses for
+// its restart.
 func freePort(t testing.TB) string {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for range 100 {
 		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		if ports[addr] {
+			continue
+		}
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			ln.Close()
+			ports[addr] = true
 			return addr
 		}
 	}

@@ -22,6 +22,7 @@ var (
 	flagDuration = flag.Duration("faults.duration", 0, "how long to run rounds for each cluster size (0: one short round)")
 	flagRound    = flag.Duration("faults.round", 0, "faults per round (default 25s with 3 members and 20s with 5; 60s when -faults.duration is set)")
 	flagOut      = flag.String("faults.out", "", "directory for the data, logs and failing histories of failed rounds (default: a new one under $TMPDIR)")
+	flagKeep     = flag.Bool("faults.keep", false, "keep the data and logs of rounds that pass too")
 )
 
 func TestFaults(t *testing.T) {
@@ -94,6 +95,8 @@ type round struct {
 	replicas *replicaWatch
 	stalls   *stallMonitor
 
+	stopStalls func() // stops the stall monitor, which runs through the checks too
+
 	mu         sync.Mutex // guards violations
 	violations int
 }
@@ -128,9 +131,12 @@ func (r *round) makeDir() {
 }
 
 func (r *round) keepOrRemove() {
-	if r.t.Failed() {
+	switch {
+	case r.t.Failed():
 		r.t.Logf("seed %d failed: data, member logs and any failing history are in %s; replay: %s", r.seed, r.dir, r.replay)
-	} else {
+	case *flagKeep:
+		r.t.Logf("seed %d: data and logs kept in %s", r.seed, r.dir)
+	default:
 		os.RemoveAll(r.dir)
 	}
 }
@@ -170,7 +176,13 @@ func (r *round) exercise() []window {
 	r.dur = &durabilityWorkload{fleet: f, max: 1 << 20}
 	r.replicas = &replicaWatch{c: r.c}
 	r.stalls = &stallMonitor{clock: r.clk, c: r.c}
-	r.stalls.run(ctx, &wg)
+	stallCtx, cancelStalls := context.WithCancel(context.Background())
+	var stallWG sync.WaitGroup
+	r.stalls.run(stallCtx, &stallWG)
+	r.stopStalls = func() {
+		cancelStalls()
+		stallWG.Wait()
+	}
 	r.reg.run(ctx, &wg, r.seed)
 	r.locks.run(ctx, &wg, r.seed)
 	r.sess.run(ctx, &wg)
@@ -210,6 +222,7 @@ func (r *round) check(windows []window) roundStats {
 	report = append(report, "replicas: "+r.replicas.check(r.violate))
 	report = append(report, "durability: "+r.dur.final(ctx, r.c, r.violate))
 	r.fleet.closeAll()
+	r.stopStalls()
 	report = append(report, "clients: "+r.fleet.checkExpiries(append(windows, r.stalls.windows()...), r.violate))
 	report = append(report, "machine: "+r.stalls.summary())
 	report = append(report, "lock: "+r.locks.check(r.violate))

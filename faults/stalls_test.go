@@ -138,7 +138,7 @@ func (s *stallMonitor) watchMembers(ctx context.Context) {
 			case p == nil:
 				prog[id] = &progress{applied: st.Applied, at: now}
 			case st.Applied > p.applied:
-				*p = progress{applied: st.Applied, at: now}
+				*p = progress{applied: st.Applied, at: now, stalled: p.stalled}
 			}
 		}
 		s.mu.Lock()
