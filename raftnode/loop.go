@@ -27,7 +27,7 @@ func (n *Node) run() {
 		case m := <-n.recvc:
 			n.step(m)
 		case id := <-n.readc:
-			n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
+			n.readIndex(id)
 		case r := <-n.reportc:
 			if r.snap {
 				n.rn.ReportSnapshot(r.to, r.status)
@@ -217,13 +217,28 @@ func (n *Node) setApplied(index uint64) {
 	n.mu.Unlock()
 }
 
+// readIndex asks raft for a read index. Raft drops the request without a
+// word when this member knows no leader: it fails at once then, as a
+// dropped proposal does, rather than at its caller's deadline.
+func (n *Node) readIndex(id uint64) {
+	if n.rn.BasicStatus().Lead == raft.None {
+		n.endRead(id, Outcome{Err: ErrProposalDropped})
+		return
+	}
+	n.rn.ReadIndex(binary.BigEndian.AppendUint64(nil, id))
+}
+
 func (n *Node) resolveRead(id, index uint64) {
+	n.endRead(id, Outcome{Index: index})
+}
+
+func (n *Node) endRead(id uint64, o Outcome) {
 	n.mu.Lock()
 	ch, ok := n.reads[id]
 	delete(n.reads, id)
 	n.mu.Unlock()
 	if ok {
-		ch <- Outcome{Index: index}
+		ch <- o
 	}
 }
 
