@@ -195,3 +195,16 @@ func TestAChangeRevealedWithoutItsEventIsReported(t *testing.T) {
 		t.Fatalf("got %q, want a missing event and a wrong one", w.missed)
 	}
 }
+
+func TestAStallOfTheTestProcessExplainsAnExpiry(t *testing.T) {
+	s := &stallMonitor{clock: &clock{start: time.Now()}}
+	s.note(2*time.Second, 3*time.Second, time.Second)
+	s.note(4*time.Second, 4*time.Second+time.Millisecond, time.Millisecond) // not a stall
+	ws := s.windows()
+	if len(ws) != 1 {
+		t.Fatalf("got %d stalls, want 1", len(ws))
+	}
+	if ok, why := sessionMayExpire(&tracked{}, 4*time.Second, ws); !ok || why != "machine-stall" {
+		t.Fatalf("an expiry just after the stall: allowed %v (%q)", ok, why)
+	}
+}

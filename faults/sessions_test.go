@@ -147,7 +147,13 @@ func (w *sessionWorkload) check(ctx context.Context, violate func(format string,
 		violate("sessions: no session for the final check: %v", err)
 		return ""
 	}
+	// The cluster is whole again, but after a stall of the machine it may
+	// take a while to elect a leader: try until ctx ends.
 	names, err := syncChildren(ctx, checker, "/sess")
+	for err != nil && ctx.Err() == nil {
+		sleep(ctx, 200*time.Millisecond)
+		names, err = syncChildren(ctx, checker, "/sess")
+	}
 	if err != nil {
 		violate("sessions: final listing of /sess: %v", err)
 		return ""

@@ -163,7 +163,7 @@ func (s *stallMonitor) note(from, to, late time.Duration) {
 	defer s.mu.Unlock()
 	s.worst = max(s.worst, late)
 	if late >= stallThreshold {
-		s.stalls = append(s.stalls, window{start: from, end: to})
+		s.stalls = append(s.stalls, window{kind: machineStall, start: from, end: to})
 	}
 }
 
