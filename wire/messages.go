@@ -561,6 +561,9 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 			want = nodeNotificationFields
 			r.Data = dec.bytes()
 			dec.stat(&r.Stat)
+			if !carriesNode(r) {
+				r.Data, r.Stat = nil, Stat{} // only a created or changed node's are meant
+			}
 		}
 	case r.Err != CodeOK && op != OpMulti:
 	default:
