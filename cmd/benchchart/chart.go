@@ -20,6 +20,7 @@ type series struct {
 type point struct {
 	workers   int
 	opsPerSec float64
+	errors    int64 // ops that failed: the point is drawn hollow
 }
 
 // The chart's geometry, in SVG user units (pixels).
@@ -39,12 +40,15 @@ var (
 )
 
 // drawChart writes an SVG chart of ss: ops/s (y, from 0) against workers
-// (x, on a log2 scale), with a title, a note under it and a legend.
+// (x, on a log2 scale), with a title, a note under it and a legend. A point
+// whose run had failed ops is drawn hollow, and the legend says so.
 func drawChart(w io.Writer, title, note string, ss []series) error {
 	var workers []int
 	most := 0.0
+	failed := false
 	for _, s := range ss {
 		for _, p := range s.points {
+			failed = failed || p.errors > 0
 			if !slices.Contains(workers, p.workers) {
 				workers = append(workers, p.workers)
 			}
@@ -106,7 +110,7 @@ func drawChart(w io.Writer, title, note string, ss []series) error {
 			colour, dash, bytes.TrimSpace(pts))
 		for _, p := range s.points {
 			px, py := x(p.workers), y(p.opsPerSec)
-			drawMarker(&b, marker, colour, px, py)
+			drawMarker(&b, marker, colour, px, py, p.errors > 0)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10" fill="%s">%s</text>`+"\n",
 				px, py-9, colour, esc(short(p.opsPerSec)))
 		}
@@ -114,26 +118,38 @@ func drawChart(w io.Writer, title, note string, ss []series) error {
 		lx := float64(left + plotW + 16)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2" stroke-dasharray="%s"/>`+"\n",
 			lx, ly, lx+36, ly, colour, dash)
-		drawMarker(&b, marker, colour, lx+18, ly)
+		drawMarker(&b, marker, colour, lx+18, ly, false)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+44, ly+4, esc(s.name))
 		b.WriteString("</g>\n")
+	}
+	if failed {
+		ly := float64(top + 12 + 22*len(ss))
+		lx := float64(left + plotW + 16)
+		drawMarker(&b, "circle", "#444444", lx+18, ly, true)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10">hollow: some ops</text>`+"\n", lx+30, ly+4)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10">of the run failed</text>`+"\n", lx+30, ly+16)
 	}
 	b.WriteString("</svg>\n")
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
-func drawMarker(b *bytes.Buffer, kind, colour string, x, y float64) {
+// drawMarker draws a marker of kind at x, y: filled, or hollow.
+func drawMarker(b *bytes.Buffer, kind, colour string, x, y float64, hollow bool) {
+	paint := fmt.Sprintf(`fill="%s"`, colour)
+	if hollow {
+		paint = fmt.Sprintf(`fill="#ffffff" stroke="%s" stroke-width="1.5"`, colour)
+	}
 	switch kind {
 	case "square":
-		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="8" height="8" fill="%s"/>`+"\n", x-4, y-4, colour)
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="8" height="8" %s/>`+"\n", x-4, y-4, paint)
 	case "diamond":
-		fmt.Fprintf(b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n",
-			x, y-5, x+5, y, x, y+5, x-5, y, colour)
+		fmt.Fprintf(b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" %s/>`+"\n",
+			x, y-5, x+5, y, x, y+5, x-5, y, paint)
 	case "triangle":
-		fmt.Fprintf(b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n", x, y-5, x+5, y+4, x-5, y+4, colour)
+		fmt.Fprintf(b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" %s/>`+"\n", x, y-5, x+5, y+4, x-5, y+4, paint)
 	default:
-		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", x, y, colour)
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" %s/>`+"\n", x, y, paint)
 	}
 }
 

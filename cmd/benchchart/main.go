@@ -11,7 +11,7 @@
 // point's figures on stderr as it goes. --save keeps the reports, one JSON
 // line each (the JSON of `arbor bench -o json`); --from draws such lines
 // instead of running, so a chart can also be made from `arbor bench`
-// runs.
+// runs. A point whose run had failed ops is drawn hollow.
 package main
 
 import (
@@ -186,7 +186,7 @@ func seriesOf(reps []bench.Report) []series {
 			i = len(ss) - 1
 		}
 		pts := slices.DeleteFunc(ss[i].points, func(p point) bool { return p.workers == rep.Workers })
-		ss[i].points = append(pts, point{workers: rep.Workers, opsPerSec: rep.OpsPerSec})
+		ss[i].points = append(pts, point{workers: rep.Workers, opsPerSec: rep.OpsPerSec, errors: rep.Errors})
 	}
 	for i := range ss {
 		slices.SortFunc(ss[i].points, func(a, b point) int { return a.workers - b.workers })

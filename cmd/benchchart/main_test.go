@@ -18,7 +18,7 @@ const reports = `{"workload":"set","servers":["127.0.0.1:2281","127.0.0.1:2282",
 {"workload":"set","servers":["127.0.0.1:2281","127.0.0.1:2282","127.0.0.1:2283"],"conns":8,"workers":1,"size":256,"keys":1000,"warmupMs":1000,"durationMs":5000,"opsPerSec":1500}
 
 {"workload":"get","servers":["127.0.0.1:2281"],"conns":8,"workers":1,"size":256,"keys":1000,"warmupMs":1000,"durationMs":5000,"opsPerSec":40000}
-{"workload":"set","servers":["127.0.0.1:2281","127.0.0.1:2282","127.0.0.1:2283"],"conns":8,"workers":64,"size":256,"keys":1000,"warmupMs":1000,"durationMs":5000,"opsPerSec":17600}
+{"workload":"set","servers":["127.0.0.1:2281","127.0.0.1:2282","127.0.0.1:2283"],"conns":8,"workers":64,"size":256,"keys":1000,"warmupMs":1000,"durationMs":5000,"opsPerSec":17600,"errors":3}
 {"workload":"get","servers":["127.0.0.1:2281"],"conns":8,"workers":64,"size":256,"keys":1000,"warmupMs":1000,"durationMs":5000,"opsPerSec":163900}
 `
 
@@ -57,6 +57,10 @@ func TestTheChartHasALineOfPointsPerWorkload(t *testing.T) {
 	}
 	if !strings.Contains(svg.String(), "3 members, 8 sessions, 256-byte values") {
 		t.Errorf("no note of the setup in %s", svg.String())
+	}
+	// The one point with errors, and the legend's sample, are hollow.
+	if n := strings.Count(svg.String(), `fill="#ffffff" stroke=`); n != 2 {
+		t.Errorf("%d hollow markers, want the point with errors and the legend's", n)
 	}
 }
 
