@@ -77,8 +77,8 @@ func freePort(t testing.TB) string {
 	return ""
 }
 
-// waitEvent waits for one event on ch.
-func waitEvent(t *testing.T, ch <-chan client.Event, within time.Duration) client.Event {
+// waitEvent waits for one event on ch (an Arbor or a go-zookeeper watch).
+func waitEvent[E any](t *testing.T, ch <-chan E, within time.Duration) E {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
@@ -89,7 +89,8 @@ func waitEvent(t *testing.T, ch <-chan client.Event, within time.Duration) clien
 	case <-time.After(within):
 		t.Fatalf("no event within %v", within)
 	}
-	return client.Event{}
+	var zero E
+	return zero
 }
 
 // noEvent checks that nothing arrives on ch for a while.

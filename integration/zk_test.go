@@ -98,21 +98,6 @@ func (c *zkClient) waitState(t *testing.T, want zk.State, within time.Duration) 
 	}
 }
 
-// waitZKEvent waits for a watch event on ch.
-func waitZKEvent(t *testing.T, ch <-chan zk.Event, within time.Duration) zk.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-ch:
-		if !ok {
-			t.Fatal("watch channel closed without an event")
-		}
-		return ev
-	case <-time.After(within):
-		t.Fatalf("no watch event within %v", within)
-	}
-	return zk.Event{}
-}
-
 // rawZK speaks jute by hand, for the ops go-zookeeper lacks and for bad
 // input.
 type rawZK struct {
@@ -545,16 +530,16 @@ func TestZooKeeperWatches(t *testing.T) {
 		if _, err := writer.Set(ctx, "/w", []byte("1"), -1); err != nil {
 			t.Fatal(err)
 		}
-		if ev := waitZKEvent(t, data, 5*time.Second); ev.Type != zk.EventNodeDataChanged || ev.Path != "/w" {
+		if ev := waitEvent(t, data, 5*time.Second); ev.Type != zk.EventNodeDataChanged || ev.Path != "/w" {
 			t.Fatalf("data watch: %+v", ev)
 		}
 		if _, err := writer.Create(ctx, "/w/new", nil, client.Persistent); err != nil {
 			t.Fatal(err)
 		}
-		if ev := waitZKEvent(t, created, 5*time.Second); ev.Type != zk.EventNodeCreated || ev.Path != "/w/new" {
+		if ev := waitEvent(t, created, 5*time.Second); ev.Type != zk.EventNodeCreated || ev.Path != "/w/new" {
 			t.Fatalf("exist watch: %+v", ev)
 		}
-		if ev := waitZKEvent(t, kids, 5*time.Second); ev.Type != zk.EventNodeChildrenChanged || ev.Path != "/w" {
+		if ev := waitEvent(t, kids, 5*time.Second); ev.Type != zk.EventNodeChildrenChanged || ev.Path != "/w" {
 			t.Fatalf("child watch: %+v", ev)
 		}
 		if _, ok := <-data; ok {
@@ -726,7 +711,7 @@ func TestZooKeeperAndArborClientsShareTheTree(t *testing.T) {
 	if _, err := zc.Set("/shared", []byte("v3"), ast.Version); err != nil {
 		t.Fatal(err)
 	}
-	if ev := waitZKEvent(t, zw, 5*time.Second); ev.Type != zk.EventNodeDataChanged {
+	if ev := waitEvent(t, zw, 5*time.Second); ev.Type != zk.EventNodeDataChanged {
 		t.Fatalf("ZooKeeper watch: %+v", ev)
 	}
 	if ev := waitEvent(t, aw, 5*time.Second); ev.Type != client.EventNodeDataChanged {
@@ -784,7 +769,7 @@ func TestZooKeeperClientReconnectsToAnotherMember(t *testing.T) {
 	if _, err := ac.Set(testCtx(t), "/moved", []byte("1"), -1); err != nil {
 		t.Fatal(err)
 	}
-	if ev := waitZKEvent(t, w, 10*time.Second); ev.Type != zk.EventNodeDataChanged || ev.Path != "/moved" {
+	if ev := waitEvent(t, w, 10*time.Second); ev.Type != zk.EventNodeDataChanged || ev.Path != "/moved" {
 		t.Fatalf("the watch restored on the new member: %+v", ev)
 	}
 }
