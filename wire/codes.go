@@ -22,6 +22,12 @@ const (
 	OpSetWatches  Op = 101
 	OpClose       Op = -11
 
+	// ACL ops, with ZooKeeper's op codes.
+	OpGetACL Op = 6
+	OpSetACL Op = 7
+	OpAuth   Op = 100 // add an identity to the connection
+	OpWhoAmI Op = 107 // the connection's identities
+
 	// Watch ops ZooKeeper added in 3.6, with its op codes.
 	OpRemoveWatches Op = 18  // remove a connection's watches of a kind on a path
 	OpSetWatches2   Op = 105 // setWatches with persistent and recursive watches too
@@ -44,6 +50,7 @@ var opNames = map[Op]string{
 	OpGetData: "getData", OpSetData: "setData", OpGetChildren: "getChildren",
 	OpSync: "sync", OpPing: "ping", OpCheck: "check", OpMulti: "multi",
 	OpSetWatches: "setWatches", OpClose: "close",
+	OpGetACL: "getACL", OpSetACL: "setACL", OpAuth: "auth", OpWhoAmI: "whoAmI",
 	OpRemoveWatches: "removeWatches", OpSetWatches2: "setWatches2", OpAddWatch: "addWatch",
 	OpGetEphemerals: "getEphemerals", OpGetAllChildrenNumber: "getAllChildrenNumber",
 	OpMembers: "members", OpMemberAdd: "memberAdd", OpMemberRemove: "memberRemove",
@@ -68,7 +75,7 @@ func (op Op) String() string {
 // multi, which is a write.
 func (op Op) IsWrite() bool {
 	switch op {
-	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti:
+	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
 		return true
 	}
 	return false

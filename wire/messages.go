@@ -142,6 +142,14 @@ type Request struct {
 
 	Ops []Request // multi: create, delete, setData and check sub-requests
 
+	// create (optional: empty means the server's default ACL) and setACL.
+	ACL []ACL
+
+	// auth: the scheme (digest, and so on) and its credential; for digest
+	// "user:password".
+	AuthScheme string
+	AuthData   []byte
+
 	// setWatches and setWatches2: the client's last seen zxid and the
 	// watches to restore; the last two lists only in setWatches2.
 	RelativeZxid      int64
@@ -181,7 +189,7 @@ type Status struct {
 func AppendRequest(dst []byte, r *Request) []byte {
 	dst, start := beginFrame(dst)
 	enc := getEncoder(dst)
-	enc.array(2 + requestFields(r.Op))
+	enc.array(2 + requestFields(r.Op) + optionalFields(r))
 	enc.int(int64(r.Xid))
 	enc.int(int64(r.Op))
 	enc.requestBody(r)
@@ -206,6 +214,7 @@ func DecodeRequest(body []byte, r *Request) error {
 		dec.fail("%s request has %d fields, want %d", r.Op, n-2, want)
 	}
 	dec.requestBody(r)
+	want += dec.optionalFields(r, n-2-want)
 	dec.skip(n - 2 - want)
 	return dec.finish()
 }
@@ -230,9 +239,13 @@ func requestFields(op Op) int {
 		return 2
 	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
 		return 2
-	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber:
+	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL:
 		return 1
-	case OpPing, OpClose, OpMembers, OpStatus:
+	case OpSetACL:
+		return 3
+	case OpAuth:
+		return 2
+	case OpPing, OpClose, OpMembers, OpStatus, OpWhoAmI:
 		return 0
 	case OpMemberAdd:
 		return 3
@@ -242,6 +255,26 @@ func requestFields(op Op) int {
 	return -1
 }
 
+// optionalFields is the number of fields an encoder sends beyond the
+// requestFields a decoder requires: a create's ACL came later, so a decoder
+// still takes a create of four fields (which asks for the default ACL).
+func optionalFields(r *Request) int {
+	if r.Op == OpCreate {
+		return 1
+	}
+	return 0
+}
+
+// optionalFields decodes the optional fields of r that are present (extra
+// is how many fields are left), and returns how many it read.
+func (dec *decoder) optionalFields(r *Request, extra int) int {
+	if r.Op == OpCreate && extra > 0 && dec.err == nil {
+		r.ACL = dec.acls()
+		return 1
+	}
+	return 0
+}
+
 func (enc *encoder) requestBody(r *Request) {
 	switch r.Op {
 	case OpCreate:
@@ -249,6 +282,7 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.bytes(r.Data)
 		enc.int(int64(r.Mode))
 		enc.int(r.TTL)
+		enc.acls(r.ACL)
 	case OpDelete, OpCheck:
 		enc.str(r.Path)
 		enc.int(int64(r.Version))
@@ -259,13 +293,20 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		enc.str(r.Path)
 		enc.bool(r.Watch)
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL:
 		enc.str(r.Path)
+	case OpSetACL:
+		enc.str(r.Path)
+		enc.acls(r.ACL)
+		enc.int(int64(r.Version))
+	case OpAuth:
+		enc.str(r.AuthScheme)
+		enc.bytes(r.AuthData)
 	case OpMulti:
 		enc.array(len(r.Ops))
 		for i := range r.Ops {
 			op := &r.Ops[i]
-			enc.array(1 + requestFields(op.Op))
+			enc.array(1 + requestFields(op.Op) + optionalFields(op))
 			enc.int(int64(op.Op))
 			enc.requestBody(op)
 		}
@@ -310,8 +351,15 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		r.Path = dec.str()
 		r.Watch = dec.bool()
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL:
 		r.Path = dec.str()
+	case OpSetACL:
+		r.Path = dec.str()
+		r.ACL = dec.acls()
+		r.Version = dec.int32()
+	case OpAuth:
+		r.AuthScheme = dec.str()
+		r.AuthData = dec.bytes()
 	case OpMulti:
 		n := dec.array(0)
 		if n > 0 {
@@ -331,6 +379,7 @@ func (dec *decoder) requestBody(r *Request) {
 				dec.fail("%s in multi has %d fields, want %d", op.Op, m-1, want)
 			}
 			dec.requestBody(&op)
+			want += dec.optionalFields(&op, m-1-want)
 			dec.skip(m - 1 - want)
 			r.Ops = append(r.Ops, op)
 		}
@@ -372,8 +421,10 @@ type Reply struct {
 	Children    []string // getChildren: the names, sorted; getEphemerals: the full paths, sorted
 	Descendants int32    // getAllChildrenNumber: the node's descendants, the node itself not counted
 	Results     []OpResult
-	Members     []Member // members and the member ops: the membership after the change
-	Status      Status   // status
+	Members     []Member   // members and the member ops: the membership after the change
+	Status      Status     // status
+	ACL         []ACL      // getACL (with the node's Stat in Stat)
+	Identities  []Identity // whoAmI: the connection's identities
 
 	// Notification fields.
 	EventType EventType
@@ -394,10 +445,10 @@ type OpResult struct {
 // replyFields is the number of body fields in a successful reply to op.
 func replyFields(op Op) int {
 	switch op {
-	case OpCreate, OpGetData, OpGetChildren:
+	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI:
 		return 1
 	}
 	return 0
@@ -462,11 +513,21 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 	case OpCreate:
 		enc.str(r.Path)
 		enc.stat(&r.Stat)
-	case OpSetData, OpExists:
+	case OpSetData, OpExists, OpSetACL:
 		enc.stat(&r.Stat)
 	case OpGetData:
 		enc.bytes(r.Data)
 		enc.stat(&r.Stat)
+	case OpGetACL:
+		enc.acls(r.ACL)
+		enc.stat(&r.Stat)
+	case OpWhoAmI:
+		enc.array(len(r.Identities))
+		for _, id := range r.Identities {
+			enc.array(2)
+			enc.str(id.Scheme)
+			enc.str(id.ID)
+		}
 	case OpGetChildren:
 		enc.strs(r.Children)
 		enc.stat(&r.Stat)
@@ -582,11 +643,22 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 	case OpCreate:
 		r.Path = dec.str()
 		dec.stat(&r.Stat)
-	case OpSetData, OpExists:
+	case OpSetData, OpExists, OpSetACL:
 		dec.stat(&r.Stat)
 	case OpGetData:
 		r.Data = dec.bytes()
 		dec.stat(&r.Stat)
+	case OpGetACL:
+		r.ACL = dec.acls()
+		dec.stat(&r.Stat)
+	case OpWhoAmI:
+		n := dec.array(0)
+		for i := 0; i < n && dec.err == nil; i++ {
+			m := dec.array(2)
+			id := Identity{Scheme: dec.str(), ID: dec.str()}
+			dec.skip(m - 2)
+			r.Identities = append(r.Identities, id)
+		}
 	case OpGetChildren:
 		r.Children = dec.strs()
 		dec.stat(&r.Stat)

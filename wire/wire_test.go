@@ -186,6 +186,23 @@ var requests = []struct {
 	{"a removeWatches carries the path and the watcher type", wire.Request{
 		Xid: 39, Op: wire.OpRemoveWatches, Path: "/services", WatcherType: wire.WatcherPersistent,
 	}},
+	{"a create carries its ACL", wire.Request{
+		Xid: 40, Op: wire.OpCreate, Path: "/secret", Data: []byte("k"), ACL: []wire.ACL{
+			{Perms: wire.PermAll, Scheme: "digest", ID: "alice:X/NSthOYBg8A1Yyh2DbzQgqqgvU="},
+			{Perms: wire.PermRead, Scheme: "ip", ID: "10.0.0.0/8"},
+		},
+	}},
+	{"a getACL carries the path", wire.Request{Xid: 41, Op: wire.OpGetACL, Path: "/secret"}},
+	{"a setACL carries the path, the ACL and the expected aversion", wire.Request{
+		Xid: 42, Op: wire.OpSetACL, Path: "/secret", Version: 3, ACL: wire.OpenACL,
+	}},
+	{"an auth carries the scheme and the credential", wire.Request{
+		Xid: 43, Op: wire.OpAuth, AuthScheme: "digest", AuthData: []byte("alice:secret"),
+	}},
+	{"a whoAmI has no fields", wire.Request{Xid: 44, Op: wire.OpWhoAmI}},
+	{"a multi's create carries its ACL", wire.Request{Xid: 45, Op: wire.OpMulti, Ops: []wire.Request{
+		{Op: wire.OpCreate, Path: "/a", ACL: []wire.ACL{{Perms: wire.PermRead | wire.PermAdmin, Scheme: "world", ID: "anyone"}}},
+	}}},
 	{"a setWatches2 carries the five watch lists", wire.Request{
 		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
 		DataWatches: []string{"/a"}, ExistWatches: []string{"/b"}, ChildWatches: []string{"/c"},
@@ -292,6 +309,16 @@ var replies = []struct {
 	}},
 	{"a getAllChildrenNumber reply carries the count", wire.OpGetAllChildrenNumber, wire.Reply{
 		Xid: 37, Zxid: 12, Descendants: 70_000,
+	}},
+	{"a getACL reply carries the ACL and the Stat", wire.OpGetACL, wire.Reply{
+		Xid: 41, Zxid: 12, Stat: fullStat, ACL: []wire.ACL{{Perms: wire.PermRead, Scheme: "x509", ID: "CN=alice,O=Example"}},
+	}},
+	{"a setACL reply carries the Stat", wire.OpSetACL, wire.Reply{Xid: 42, Zxid: 12, Stat: fullStat}},
+	{"a setACL refused for a wrong aversion has no body", wire.OpSetACL, wire.Reply{Xid: 42, Zxid: 12, Err: wire.CodeBadVersion}},
+	{"an auth reply has no body", wire.OpAuth, wire.Reply{Xid: 43, Zxid: 12}},
+	{"a failed auth has no body", wire.OpAuth, wire.Reply{Xid: 43, Zxid: 12, Err: wire.CodeAuthFailed}},
+	{"a whoAmI reply carries the identities", wire.OpWhoAmI, wire.Reply{
+		Xid: 44, Zxid: 12, Identities: []wire.Identity{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "digest", ID: "alice"}},
 	}},
 	{"a getAllChildrenNumber of a missing node refuses with NoNode", wire.OpGetAllChildrenNumber, wire.Reply{
 		Xid: 38, Zxid: 12, Err: wire.CodeNoNode,
@@ -669,6 +696,9 @@ func TestDecodersRefuseMalformedInput(t *testing.T) {
 		{"a getEphemerals reply without its paths is refused", reply(wire.OpGetEphemerals), pack(t, 1, 2, 0)},
 		{"a getAllChildrenNumber reply whose count is a string is refused", reply(wire.OpGetAllChildrenNumber), pack(t, 1, 2, 0, "7")},
 		{"a getAllChildrenNumber reply with a count beyond int32 is refused", reply(wire.OpGetAllChildrenNumber), pack(t, 1, 2, 0, int64(1)<<31)},
+		{"a create whose ACL is a string is refused", request, pack(t, 1, wire.OpCreate, "/a", nil, 0, 0, "world:anyone:cdrwa")},
+		{"a setACL without its version is refused", request, pack(t, 1, wire.OpSetACL, "/a", []any{})},
+		{"an ACL entry whose perms are a string is refused", request, pack(t, 1, wire.OpSetACL, "/a", []any{[]any{"cdrwa", "world", "anyone"}}, 0)},
 		{"a Stat with ten fields is refused", reply(wire.OpExists), pack(t, 1, 2, 0, statArray(fullStat)[:10])},
 		{"a multi create result without its Stat is refused", reply(wire.OpMulti), pack(t, 1, 2, 0, []any{[]any{wire.OpCreate, 0, "/a"}})},
 		{"a multi result without its code is refused", reply(wire.OpMulti), pack(t, 1, 2, 0, []any{[]any{wire.OpCheck}})},

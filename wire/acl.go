@@ -1,0 +1,100 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Perms is a set of ZooKeeper's permissions, as a bit mask.
+type Perms int32
+
+// The permissions, with ZooKeeper's bits.
+const (
+	PermRead   Perms = 1 << 0 // getData, getChildren, exists, getACL's data
+	PermWrite  Perms = 1 << 1 // setData
+	PermCreate Perms = 1 << 2 // create a child
+	PermDelete Perms = 1 << 3 // delete a child
+	PermAdmin  Perms = 1 << 4 // setACL
+	PermAll    Perms = PermRead | PermWrite | PermCreate | PermDelete | PermAdmin
+)
+
+// String writes p in ZooKeeper's letters, cdrwa order: "cdrwa", "r", "".
+func (p Perms) String() string {
+	var b strings.Builder
+	for _, l := range permLetters {
+		if p&l.perm != 0 {
+			b.WriteByte(l.letter)
+		}
+	}
+	return b.String()
+}
+
+var permLetters = []struct {
+	letter byte
+	perm   Perms
+}{{'c', PermCreate}, {'d', PermDelete}, {'r', PermRead}, {'w', PermWrite}, {'a', PermAdmin}}
+
+// ParsePerms reads permissions in ZooKeeper's letters, in any order.
+func ParsePerms(s string) (Perms, error) {
+	var p Perms
+next:
+	for i := 0; i < len(s); i++ {
+		for _, l := range permLetters {
+			if s[i] == l.letter {
+				p |= l.perm
+				continue next
+			}
+		}
+		return 0, fmt.Errorf("unknown permission %q in %q (want letters of cdrwa)", s[i], s)
+	}
+	return p, nil
+}
+
+// Identity is who a connection is, in one scheme: (digest, "alice"),
+// (ip, "127.0.0.1"), (x509, "CN=alice"), (world, "anyone").
+type Identity struct {
+	Scheme string
+	ID     string
+}
+
+// ACL is one entry of a znode's access control list: the identities it
+// matches (Scheme and ID, whose form depends on the scheme) and the
+// permissions it grants them.
+type ACL struct {
+	Perms  Perms
+	Scheme string
+	ID     string
+}
+
+// String writes a in ZooKeeper's form, scheme:id:perms.
+func (a ACL) String() string { return a.Scheme + ":" + a.ID + ":" + a.Perms.String() }
+
+// OpenACL is the ACL that grants everyone everything: world:anyone:cdrwa.
+var OpenACL = []ACL{{Perms: PermAll, Scheme: "world", ID: "anyone"}}
+
+const aclFields = 3
+
+func (enc *encoder) acls(acl []ACL) {
+	enc.array(len(acl))
+	for _, a := range acl {
+		enc.array(aclFields)
+		enc.int(int64(a.Perms))
+		enc.str(a.Scheme)
+		enc.str(a.ID)
+	}
+}
+
+func (dec *decoder) acls() []ACL {
+	n := dec.array(0)
+	if n == 0 {
+		return nil
+	}
+	acl := make([]ACL, 0, min(n, 64))
+	for i := 0; i < n && dec.err == nil; i++ {
+		m := dec.array(aclFields)
+		a := ACL{Perms: Perms(dec.int32()), Scheme: dec.str(), ID: dec.str()}
+		dec.skip(m - aclFields)
+		acl = append(acl, a)
+	}
+	return acl
+}
