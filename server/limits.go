@@ -372,13 +372,38 @@ func (s *Server) roomForWatches(c *conn, n int) error {
 		"setWatches asks for %d watches on a connection that holds %d and may hold %d", n, held, s.cfg.MaxWatches)
 }
 
+// children returns the names of a node's children, sorted, and its Stat,
+// as t.Children does, unless the listing is over the limits. A node with
+// too many children is refused before its names are gathered and sorted.
+func (s *Server) children(t *tree.Tree, c *conn, path string) ([]string, wire.Stat, error) {
+	st, err := t.Exists(path)
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	if over(int(st.NumChildren), s.cfg.MaxListNames) {
+		return nil, wire.Stat{}, s.listingTooLong(c, int(st.NumChildren))
+	}
+	names, st, err := t.Children(path)
+	if err == nil {
+		err = s.checkListing(c, names)
+	}
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	return names, st, nil
+}
+
+func (s *Server) listingTooLong(c *conn, n int) error {
+	return s.limits.refuse(c.log, limitListNames, wire.CodeQuotaExceeded,
+		"a listing of %d names is over the limit of %d", n, s.cfg.MaxListNames)
+}
+
 // checkListing refuses a getChildren or getEphemerals reply of names over
 // the listing limits, before it is encoded into a frame larger than a
 // client would take.
 func (s *Server) checkListing(c *conn, names []string) error {
 	if over(len(names), s.cfg.MaxListNames) {
-		return s.limits.refuse(c.log, limitListNames, wire.CodeQuotaExceeded,
-			"a listing of %d names is over the limit of %d", len(names), s.cfg.MaxListNames)
+		return s.listingTooLong(c, len(names))
 	}
 	if s.cfg.MaxListBytes < 0 {
 		return nil

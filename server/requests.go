@@ -280,10 +280,7 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			}
 		}
 	case wire.OpGetChildren:
-		reply.Children, reply.Stat, err = t.Children(req.Path)
-		if err == nil {
-			err = s.checkListing(c, reply.Children)
-		}
+		reply.Children, reply.Stat, err = s.children(t, c, req.Path)
 		if err == nil && req.Watch {
 			err = s.addWatch(watchChild, req.Path, c)
 		}
