@@ -19,7 +19,8 @@ import (
 // and a client over one is refused with a clear error, or, for the
 // outstanding requests of a connection, made to wait (back-pressure through
 // TCP: the reader stops reading). Every limit is a Config field and an
-// arbord flag, is shown in /metrics as arbor_limit{limit=...}, and its
+// arbord flag (the frame limit follows the data limit), is shown in
+// /metrics as arbor_limit{limit=...}, and its
 // refusals are counted in arbor_limit_refusals_total{limit=...};
 // docs/security.md lists them.
 
