@@ -37,6 +37,16 @@ type Config struct {
 	ElectionTicks     int           // ticks without a leader before an election (default 10)
 	HeartbeatTicks    int           // ticks between leader heartbeats (default 1)
 
+	// Per-client limits (see limits.go and docs/security.md): zero means
+	// the default, NoLimit turns a limit off where that is allowed.
+	MaxConnsPerIP       int // open client connections from one IP address at most (default 60)
+	MaxOutstanding      int // requests a connection may have read and not yet answered (default 1000; no NoLimit)
+	MaxOutstandingBytes int // bytes of those requests' frames (default 16 MiB; no NoLimit; one request always fits)
+	MaxWatches          int // watches a connection may hold, one-shot and lasting (default 100,000)
+	MaxEphemerals       int // ephemeral nodes a session may own (default 10,000)
+	MaxListNames        int // names a getChildren or getEphemerals reply may carry (default 1,000,000)
+	MaxListBytes        int // bytes of names such a reply may carry (default 16 MiB)
+
 	Logger *zap.Logger
 }
 
@@ -68,6 +78,7 @@ func (c *Config) setDefaults() {
 	if c.MaxConns == 0 {
 		c.MaxConns = 4096
 	}
+	c.setLimitDefaults()
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
 	}

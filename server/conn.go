@@ -46,6 +46,12 @@ type conn struct {
 	closingSession atomic.Bool   // the client asked to close its session
 	flushing       bool          // flush runs (set before it starts)
 
+	// The connection's limits (limits.go): budget bounds the requests
+	// between read and reply; ephemeralsInFlight counts the ephemeral
+	// creates proposed and not yet answered.
+	budget             *budget
+	ephemeralsInFlight atomic.Int64
+
 	outMu  sync.Mutex
 	out    []byte        // outMu guards out and closed
 	closed bool          // no more output is accepted
@@ -62,6 +68,10 @@ type request struct {
 	answered chan struct{}      // for the others: closed once the reply is queued
 	outcome  error              // a write's raftnode outcome error
 	start    time.Time
+	size     int // the frame's length, held against the connection's budget until the reply
+	// ephemerals is the number of ephemeral creates of a write, counted
+	// against its session's limit until the reply.
+	ephemerals int
 
 	// Set by a codec that needs more than wire.Request (see codec): own
 	// marks an op of the codec's own, which codec.answer answers; ext is
@@ -72,6 +82,9 @@ type request struct {
 	endConn bool
 }
 
+// pipelineDepth caps the capacity of a connection's pipeline channels: the
+// budget (Config.MaxOutstanding) bounds what is in them, and a larger limit
+// is bounded by the channels instead.
 const pipelineDepth = 1024
 
 // newConn makes a connection that speaks the protocol newCodec makes.
@@ -82,8 +95,9 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 	c := &conn{
 		srv: srv, nc: nc, ctx: ctx, cancel: cancel,
 		log:     srv.log.With(zap.String("remote", nc.RemoteAddr().String())),
-		pending: make(chan *request, pipelineDepth),
-		replies: make(chan *request, pipelineDepth),
+		pending: make(chan *request, min(srv.cfg.MaxOutstanding, pipelineDepth)),
+		replies: make(chan *request, min(srv.cfg.MaxOutstanding, pipelineDepth)),
+		budget:  newBudget(srv.cfg.MaxOutstanding, srv.cfg.MaxOutstandingBytes),
 		wake:    make(chan struct{}, 1),
 	}
 	c.codec = newCodec(c)
@@ -157,6 +171,9 @@ func (c *conn) read(br *bufio.Reader) {
 			c.reply(r, &reply)
 			continue
 		}
+		if !c.admitRequest(r, len(body)) {
+			return
+		}
 		select {
 		case c.pending <- r:
 		case <-c.ctx.Done():
@@ -172,6 +189,7 @@ func (c *conn) readFailed(err error) {
 	var tooLarge *wire.FrameTooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
+		c.srv.limits.refusals.WithLabelValues(limitFrameSize).Inc()
 		c.log.Info("closing connection: frame too large", zap.Error(err))
 		c.goodbye(wire.CodeFrameTooLarge)
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:

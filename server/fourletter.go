@@ -275,7 +275,8 @@ func (s *Server) writeConf(b *bytes.Buffer) {
 	fmt.Fprintf(b, "dataDir=%s\n", cfg.DataDir)
 	fmt.Fprintf(b, "dataLogDir=%s\n", cfg.DataDir)
 	fmt.Fprintf(b, "tickTime=%d\n", ms(cfg.TickInterval))
-	fmt.Fprintf(b, "maxClientCnxns=%d\n", cfg.MaxConns)
+	fmt.Fprintf(b, "maxClientCnxns=%d\n", max(cfg.MaxConnsPerIP, 0)) // per client IP; 0 is none, as in ZooKeeper
+	fmt.Fprintf(b, "arborMaxConns=%d\n", cfg.MaxConns)
 	fmt.Fprintf(b, "minSessionTimeout=%d\n", ms(cfg.MinSessionTimeout))
 	fmt.Fprintf(b, "maxSessionTimeout=%d\n", ms(cfg.MaxSessionTimeout))
 	fmt.Fprintf(b, "serverId=%d\n", cfg.ID)

@@ -109,7 +109,7 @@ func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) er
 // propose validates a write request and proposes its txn; the outcome is
 // awaited in order by respond.
 func (c *conn) propose(r *request) {
-	if err := c.srv.admit(&r.req); err != nil {
+	if err := c.admitWrite(r); err != nil {
 		r.err = err
 		return
 	}
@@ -128,6 +128,7 @@ func (c *conn) respond() {
 		if r.answered != nil {
 			close(r.answered)
 		}
+		c.finished(r)
 		switch {
 		case r.req.Op == wire.OpClose, r.endConn:
 			c.cancel()
@@ -168,7 +169,9 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 		})
 	case req.Op == wire.OpSetWatches, req.Op == wire.OpSetWatches2:
 		c.srv.fsm.read(func(t *tree.Tree) {
-			reply.Zxid = c.setWatches(t, req)
+			var err error
+			reply.Zxid, err = c.setWatches(t, req)
+			reply.Err = wire.CodeOf(err)
 			c.reply(r, reply)
 		})
 	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren,
@@ -267,26 +270,28 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 	case wire.OpGetData:
 		reply.Data, reply.Stat, err = t.Get(req.Path)
 		if err == nil && req.Watch {
-			s.watches.add(watchData, req.Path, c)
+			err = s.addWatch(watchData, req.Path, c)
 		}
 	case wire.OpExists:
 		reply.Stat, err = t.Exists(req.Path)
 		if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
-			s.watches.add(watchData, req.Path, c)
+			if werr := s.addWatch(watchData, req.Path, c); werr != nil {
+				err = werr
+			}
 		}
 	case wire.OpGetChildren:
-		reply.Children, reply.Stat, err = t.Children(req.Path)
+		reply.Children, reply.Stat, err = s.children(t, c, req.Path)
 		if err == nil && req.Watch {
-			s.watches.add(watchChild, req.Path, c)
+			err = s.addWatch(watchChild, req.Path, c)
 		}
 	case wire.OpAddWatch:
 		err = wire.ValidatePath(req.Path, false)
 		switch {
 		case err != nil:
 		case req.AddWatchMode == wire.AddWatchPersistent:
-			s.watches.add(watchPersistent, req.Path, c)
+			err = s.addWatch(watchPersistent, req.Path, c)
 		case req.AddWatchMode == wire.AddWatchPersistentRecursive:
-			s.watches.add(watchRecursive, req.Path, c)
+			err = s.addWatch(watchRecursive, req.Path, c)
 		default:
 			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
 		}
@@ -300,11 +305,15 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 	case wire.OpGetEphemerals:
 		if err = wire.ValidatePath(req.Path, false); err == nil {
 			reply.Children = t.EphemeralsWithPrefix(c.session, req.Path)
+			err = s.checkListing(c, reply.Children)
 		}
 	case wire.OpGetAllChildrenNumber:
 		var n int
 		n, err = t.Descendants(req.Path)
 		reply.Descendants = int32(min(n, math.MaxInt32))
+	}
+	if err != nil {
+		reply.Data, reply.Children = nil, nil
 	}
 	reply.Err = wire.CodeOf(err)
 }
@@ -314,10 +323,15 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 // after the client's last seen zxid fires at once, the rest is registered.
 // Persistent and recursive watches are registered and get the events they
 // missed (see restoreLasting). The caller holds the fsm's read lock. It
-// returns the zxid it saw.
-func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
+// returns the zxid it saw, and an error, having set no watch, when the
+// connection could not hold them all.
+func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	rel := req.RelativeZxid
 	zxid := c.srv.fsm.zxid
+	n := len(req.DataWatches) + len(req.ExistWatches) + len(req.ChildWatches) + len(req.PersistentWatches) + len(req.RecursiveWatches)
+	if err := c.srv.roomForWatches(c, n); err != nil {
+		return zxid, err
+	}
 	// The replayed events are older than the catch-up events below, which
 	// carry zxid: they go first, so that events arrive in zxid order.
 	c.srv.watches.restoreLasting(c, rel, zxid, req.PersistentWatches, req.RecursiveWatches)
@@ -351,7 +365,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) int64 {
 			c.srv.watches.add(watchChild, p, c)
 		}
 	}
-	return zxid
+	return zxid, nil
 }
 
 // outcomeUnknown reports whether a write failed without the server knowing

@@ -27,6 +27,7 @@ type Server struct {
 	ids      *session.IDs
 	watches  *watchRegistry
 	metrics  *metrics
+	limits   *limiter
 
 	transport *raftnode.TCPTransport // nil for a single node
 	ln        net.Listener
@@ -51,6 +52,9 @@ type Server struct {
 // listens, and serves until Close.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
+	if err := cfg.checkLimits(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger,
 		sessions:  session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout),
@@ -62,10 +66,12 @@ func New(cfg Config) (*Server, error) {
 		started:   time.Now(),
 	}
 	s.watches = newWatchRegistry(s.notify)
+	s.watches.maxPerConn = cfg.MaxWatches
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onRestore = func() { s.dropAllConns(wire.CodeConnectionLoss) }
 	s.metrics = newMetrics(s)
+	s.limits = newLimiter(&s.cfg, s.metrics.reg)
 	var err error
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
@@ -239,8 +245,8 @@ func (s *Server) acceptLoop(ln net.Listener, newCodec func(*conn) codec) {
 			continue
 		}
 		c := newConn(s, nc, newCodec)
-		if !s.addConn(c) {
-			go c.refuse(wire.CodeTooManyConnections)
+		if code, limit := s.addConn(c); code != wire.CodeOK {
+			go c.refuse(code, limit)
 			continue
 		}
 		s.wg.Add(1)
@@ -251,36 +257,47 @@ func (s *Server) acceptLoop(ln net.Listener, newCodec func(*conn) codec) {
 	}
 }
 
-// refuse reads a connection's handshake and answers it with an error.
-func (c *conn) refuse(code wire.Code) {
+// refuse reads a connection's handshake and answers it with an error: code,
+// for being over limit (or "" when the server is stopping).
+func (c *conn) refuse(code wire.Code, limit string) {
 	defer c.cancel()
 	defer c.nc.Close()
 	_ = c.nc.SetDeadline(time.Now().Add(time.Second))
 	if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
 		_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
 	}
-	c.log.Warn("refused a connection", zap.Stringer("reason", code))
+	if limit != "" {
+		_ = c.srv.limits.refuse(c.log, limit, code, "refused a connection from %s", remoteIP(c.nc.RemoteAddr()))
+	}
 }
 
-func (s *Server) addConn(c *conn) bool {
+// addConn takes a new connection on, or names why not: the code to refuse
+// it with, and the limit it is over.
+func (s *Server) addConn(c *conn) (wire.Code, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
 	case <-s.stopc:
-		return false
+		return wire.CodeShuttingDown, ""
 	default:
 	}
 	if len(s.conns) >= s.cfg.MaxConns {
-		return false
+		return wire.CodeTooManyConnections, limitConns
+	}
+	if !s.limits.addConn(remoteIP(c.nc.RemoteAddr())) {
+		return wire.CodeTooManyConnections, limitConnsPerIP
 	}
 	s.conns[c] = struct{}{}
 	s.metrics.connections.Set(float64(len(s.conns)))
-	return true
+	return wire.CodeOK, ""
 }
 
 func (s *Server) dropConn(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.conns[c]; ok {
+		s.limits.dropConn(remoteIP(c.nc.RemoteAddr()))
+	}
 	delete(s.conns, c)
 	if s.bySession[c.session] == c {
 		delete(s.bySession, c.session)

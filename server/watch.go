@@ -52,6 +52,9 @@ const (
 // watch, never neither.
 type watchRegistry struct {
 	notify func(c *conn, zxid int64, ev tree.Event)
+	// maxPerConn is how many watches a connection may hold (the
+	// MaxWatches limit); zero or less is no limit.
+	maxPerConn int
 
 	mu     sync.Mutex // guards everything below
 	tables [watchKinds]map[string]map[*conn]struct{}
@@ -70,21 +73,25 @@ func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event)) *watchReg
 	return w
 }
 
-// add leaves a watch of kind for c on path.
-func (w *watchRegistry) add(kind watchKind, path string, c *conn) {
+// add leaves a watch of kind for c on path. It reports false, and leaves
+// none, when the watch is new and c holds as many as it may.
+func (w *watchRegistry) add(kind watchKind, path string, c *conn) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.addLocked(kind, path, c)
+	return w.addLocked(kind, path, c)
 }
 
-func (w *watchRegistry) addLocked(kind watchKind, path string, c *conn) {
+func (w *watchRegistry) addLocked(kind watchKind, path string, c *conn) bool {
 	set := w.tables[kind][path]
+	if _, ok := set[c]; ok {
+		return true
+	}
+	if w.maxPerConn > 0 && len(w.byConn[c]) >= w.maxPerConn {
+		return false
+	}
 	if set == nil {
 		set = map[*conn]struct{}{}
 		w.tables[kind][path] = set
-	}
-	if _, ok := set[c]; ok {
-		return
 	}
 	set[c] = struct{}{}
 	w.count++
@@ -94,6 +101,14 @@ func (w *watchRegistry) addLocked(kind watchKind, path string, c *conn) {
 		w.byConn[c] = keys
 	}
 	keys[watchKey{path, kind}] = struct{}{}
+	return true
+}
+
+// held is the number of watches c holds.
+func (w *watchRegistry) held(c *conn) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.byConn[c])
 }
 
 // removeLocked drops c's watch of kind on path and reports whether there

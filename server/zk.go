@@ -285,6 +285,9 @@ func (z *zkCodec) answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply 
 			prefix = "/"
 		}
 		reply.Children = t.EphemeralsWithPrefix(z.c.session, prefix)
+		if err = z.c.srv.checkListing(z.c, reply.Children); err != nil {
+			reply.Children = nil
+		}
 	}
 	reply.Err = wire.CodeOf(err)
 	return reply

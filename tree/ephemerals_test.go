@@ -26,3 +26,28 @@ func TestEphemeralCountCountsEverySessionsEphemerals(t *testing.T) {
 		t.Fatalf("EphemeralCount after a session closed = %d, want 1", n)
 	}
 }
+
+func TestSessionEphemeralCountCountsOneSessionsEphemerals(t *testing.T) {
+	f := newFixture(t)
+	f.openSession(7)
+	f.openSession(8)
+	for _, e := range []struct {
+		path    string
+		session int64
+	}{{"/a", 7}, {"/b", 7}, {"/c", 8}} {
+		f.must(tree.Txn{Type: wire.OpCreate, Path: e.path, Mode: wire.ModeEphemeral, Session: e.session})
+	}
+	f.create("/persistent", "")
+	for _, want := range []struct {
+		session int64
+		n       int
+	}{{7, 2}, {8, 1}, {9, 0}} {
+		if n := f.tr.SessionEphemeralCount(want.session); n != want.n {
+			t.Errorf("SessionEphemeralCount(%d) = %d, want %d", want.session, n, want.n)
+		}
+	}
+	f.must(tree.Txn{Type: wire.OpDelete, Path: "/a", Version: -1})
+	if n := f.tr.SessionEphemeralCount(7); n != 1 {
+		t.Fatalf("SessionEphemeralCount after a delete = %d, want 1", n)
+	}
+}

@@ -229,6 +229,15 @@ func (t *Tree) EphemeralCount() int {
 	return n
 }
 
+// SessionEphemeralCount is the number of ephemeral nodes session id owns.
+func (t *Tree) SessionEphemeralCount(id int64) int {
+	s, ok := t.sessions[id]
+	if !ok {
+		return 0
+	}
+	return len(s.ephemerals)
+}
+
 // EphemeralsWithPrefix returns the paths of a session's ephemeral nodes
 // that start with prefix, sorted: ZooKeeper's getEphemerals, which matches
 // a string prefix ("/app" matches "/app2/x" too) and so gives them all for

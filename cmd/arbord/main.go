@@ -51,10 +51,14 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
 	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
+	limits := limitFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := applyEnv(fs, os.LookupEnv); err != nil {
+		return err
+	}
+	if err := limits.apply(); err != nil {
 		return err
 	}
 	cfg.ID = *id
@@ -88,6 +92,59 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 		}
 	})
 	return err
+}
+
+// limitFlagSet holds the flags of the per-client limits. Each shows its
+// real default, and 0 turns it off (as ZooKeeper's maxClientCnxns=0 does),
+// except for the outstanding requests, which are always bounded.
+type limitFlagSet []limitFlag
+
+type limitFlag struct {
+	name     string
+	v        *int
+	def      int
+	optional bool // 0 turns it off
+	usage    string
+}
+
+func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
+	flags := limitFlagSet{
+		{"max-conns-per-ip", &cfg.MaxConnsPerIP, server.DefaultMaxConnsPerIP, true,
+			"open client connections from one IP address at most (0: no limit)"},
+		{"max-outstanding", &cfg.MaxOutstanding, server.DefaultMaxOutstanding, false,
+			"requests a connection may have read and not yet answered; then the server stops reading it"},
+		{"max-outstanding-bytes", &cfg.MaxOutstandingBytes, server.DefaultMaxOutstandingBytes, false,
+			"bytes of request frames a connection may have read and not yet answered (one request always fits)"},
+		{"max-watches", &cfg.MaxWatches, server.DefaultMaxWatches, true,
+			"watches a connection may hold, one-shot and persistent (0: no limit)"},
+		{"max-ephemerals", &cfg.MaxEphemerals, server.DefaultMaxEphemerals, true,
+			"ephemeral nodes a session may own (0: no limit)"},
+		{"max-list-names", &cfg.MaxListNames, server.DefaultMaxListNames, true,
+			"names a getChildren or getEphemerals reply may carry (0: no limit)"},
+		{"max-list-bytes", &cfg.MaxListBytes, server.DefaultMaxListBytes, true,
+			"bytes of names a getChildren or getEphemerals reply may carry (0: no limit)"},
+	}
+	for _, f := range flags {
+		fs.IntVar(f.v, f.name, f.def, f.usage)
+	}
+	return flags
+}
+
+// apply turns the flags' values into the Config's: 0 into server.NoLimit
+// where that is allowed; a negative value, or 0 where it is not, is an
+// error.
+func (flags limitFlagSet) apply() error {
+	for _, f := range flags {
+		switch {
+		case *f.v < 0:
+			return fmt.Errorf("--%s: %d is negative (0 turns a limit off)", f.name, *f.v)
+		case *f.v == 0 && !f.optional:
+			return fmt.Errorf("--%s: must be at least 1: it cannot be turned off", f.name)
+		case *f.v == 0:
+			*f.v = server.NoLimit
+		}
+	}
+	return nil
 }
 
 // parsePeers parses "1=host:port,2=host:port".

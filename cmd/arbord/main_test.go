@@ -4,6 +4,8 @@ import (
 	"flag"
 	"maps"
 	"testing"
+
+	"github.com/arbor-coord/arbor/server"
 )
 
 func TestEnvironmentSetsFlagsTheCommandLineLeftAlone(t *testing.T) {
@@ -36,5 +38,47 @@ func TestParsePeers(t *testing.T) {
 		if _, err := parsePeers(bad); err == nil {
 			t.Errorf("parsePeers(%q) accepted", bad)
 		}
+	}
+}
+
+func TestLimitFlagsTurnZeroIntoNoLimitWhereAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr bool
+		check   func(server.Config) bool
+	}{
+		{"the defaults are the server's", nil, false, func(c server.Config) bool {
+			return c.MaxConnsPerIP == server.DefaultMaxConnsPerIP && c.MaxOutstanding == server.DefaultMaxOutstanding &&
+				c.MaxWatches == server.DefaultMaxWatches && c.MaxListBytes == server.DefaultMaxListBytes
+		}},
+		{"0 turns the per-IP limit off", []string{"--max-conns-per-ip", "0"}, false, func(c server.Config) bool {
+			return c.MaxConnsPerIP == server.NoLimit
+		}},
+		{"0 turns the watch limit off", []string{"--max-watches", "0"}, false, func(c server.Config) bool {
+			return c.MaxWatches == server.NoLimit
+		}},
+		{"a value is kept", []string{"--max-ephemerals", "5"}, false, func(c server.Config) bool {
+			return c.MaxEphemerals == 5
+		}},
+		{"the outstanding requests cannot be unbounded", []string{"--max-outstanding", "0"}, true, nil},
+		{"the outstanding bytes cannot be unbounded", []string{"--max-outstanding-bytes", "0"}, true, nil},
+		{"a negative limit is refused", []string{"--max-list-names", "-1"}, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			var cfg server.Config
+			limits := limitFlags(fs, &cfg)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := limits.apply()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("apply: %v, want an error: %v", err, tc.wantErr)
+			}
+			if err == nil && !tc.check(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+		})
 	}
 }
