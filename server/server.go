@@ -51,6 +51,14 @@ type Server struct {
 // listens, and serves until Close.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
+	if err := checkSuperDigest(cfg.SuperDigest); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultACL != nil {
+		if err := tree.ValidateACL(cfg.DefaultACL); err != nil {
+			return nil, fmt.Errorf("default ACL: %w", err)
+		}
+	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger,
 		sessions:  session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout),
