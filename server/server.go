@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultACL != nil {
 		if err := tree.ValidateACL(cfg.DefaultACL); err != nil {
 			return nil, fmt.Errorf("default ACL: %w", err)
+		}
+		if slices.Equal(cfg.DefaultACL, wire.OpenACL) {
+			cfg.DefaultACL = nil // the same to the tree, and shorter in each txn
 		}
 	}
 	s := &Server{
