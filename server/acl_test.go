@@ -108,10 +108,14 @@ var aclOps = []aclOp{
 	{"check in a multi", wire.PermRead, func(n string) wire.Request {
 		return wire.Request{Op: wire.OpMulti, Ops: []wire.Request{{Op: wire.OpCheck, Path: n, Version: -1}}}
 	}},
-	{"setData", wire.PermWrite, func(n string) wire.Request { return wire.Request{Op: wire.OpSetData, Path: n, Data: []byte("w"), Version: -1} }},
+	{"setData", wire.PermWrite, func(n string) wire.Request {
+		return wire.Request{Op: wire.OpSetData, Path: n, Data: []byte("w"), Version: -1}
+	}},
 	{"create a child", wire.PermCreate, func(n string) wire.Request { return wire.Request{Op: wire.OpCreate, Path: n + "/new"} }},
 	{"delete a child", wire.PermDelete, func(n string) wire.Request { return wire.Request{Op: wire.OpDelete, Path: n + "/child", Version: -1} }},
-	{"setACL", wire.PermAdmin, func(n string) wire.Request { return wire.Request{Op: wire.OpSetACL, Path: n, Version: -1, ACL: wire.OpenACL} }},
+	{"setACL", wire.PermAdmin, func(n string) wire.Request {
+		return wire.Request{Op: wire.OpSetACL, Path: n, Version: -1, ACL: wire.OpenACL}
+	}},
 }
 
 func TestACLsAcrossEveryOpAndScheme(t *testing.T) {
@@ -225,7 +229,7 @@ func TestAuthAndWhoAmI(t *testing.T) {
 	}
 	c.must(wire.Request{Op: wire.OpAuth, AuthScheme: "digest", AuthData: []byte("alice:secret")})
 	c.must(wire.Request{Op: wire.OpAuth, AuthScheme: "digest", AuthData: []byte("alice:secret")}) // again: nothing new
-	c.must(wire.Request{Op: wire.OpAuth, AuthScheme: "ip", AuthData: []byte("10.0.0.1")})        // ip: what the connection has
+	c.must(wire.Request{Op: wire.OpAuth, AuthScheme: "ip", AuthData: []byte("10.0.0.1")})         // ip: what the connection has
 	want := []wire.Identity{ip, {Scheme: "digest", ID: "alice"}}
 	if got := whoAmI(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("whoAmI after auth: %v, want %v", got, want)
