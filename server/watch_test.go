@@ -241,7 +241,7 @@ func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
 	want := map[notification]bool{
 		{alice, 5, wire.EventNodeDataChanged, "/s"}: true, {root, 5, wire.EventNodeDataChanged, "/s"}: true,
 		{oneShot, 5, wire.EventNodeDataChanged, "/s"}: true, // set by a read that was checked; carries no data
-		{alice, 6, wire.EventNodeCreated, "/open"}: true, {stranger, 6, wire.EventNodeCreated, "/open"}: true,
+		{alice, 6, wire.EventNodeCreated, "/open"}:    true, {stranger, 6, wire.EventNodeCreated, "/open"}: true,
 		{root, 6, wire.EventNodeCreated, "/open"}: true,
 	}
 	if len(*got) != len(want) {
