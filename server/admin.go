@@ -12,7 +12,7 @@ import (
 
 // admin answers the membership and status ops. A membership change waits
 // until it is applied on this member; the reply lists the members then.
-// Until ACLs exist, membership changes are taken only from clients on a
+// ACLs do not cover them: membership changes are taken only from clients on a
 // loopback address, unless Config.RemoteAdmin allows them from anywhere.
 func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)

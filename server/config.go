@@ -47,6 +47,15 @@ type Config struct {
 	MaxListNames        int // names a getChildren or getEphemerals reply may carry (default 1,000,000)
 	MaxListBytes        int // bytes of names such a reply may carry (default 16 MiB)
 
+	// SuperDigest is the superuser's digest identity, user:base64(sha1(
+	// user:password)): a connection that authenticates as it passes every
+	// ACL check (ZooKeeper's zookeeper.DigestAuthenticationProvider.
+	// superDigest). Empty: no superuser.
+	SuperDigest string
+	// DefaultACL is the ACL of a node created without one (default: the
+	// open ACL, world:anyone:cdrwa). It may not use scheme auth.
+	DefaultACL []wire.ACL
+
 	Logger *zap.Logger
 }
 

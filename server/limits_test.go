@@ -336,29 +336,6 @@ func connectZK(t *testing.T, s *Server) *zkConn {
 	return z
 }
 
-// call sends req and returns its reply, skipping notifications.
-func (c *zkConn) call(t *testing.T, req zkwire.Request) zkwire.Reply {
-	t.Helper()
-	c.xid++
-	req.Xid = c.xid
-	if _, err := c.nc.Write(zkwire.AppendRequest(nil, &req)); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		body, err := wire.ReadFrame(c.br, nil, 64<<20)
-		if err != nil {
-			t.Fatalf("%s %s: %v", req.Op, req.Path, err)
-		}
-		var r zkwire.Reply
-		if err := zkwire.DecodeReply(body, req.Op, &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Xid == c.xid {
-			return r
-		}
-	}
-}
-
 func TestListingsAreLimited(t *testing.T) {
 	s := startZKServer(t, func(c *Config) { c.MaxListNames = 3; c.MaxListBytes = 10 })
 	c := dialRaw(t, s)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,17 @@ func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.checkLimits(); err != nil {
 		return nil, err
+	}
+	if err := checkSuperDigest(cfg.SuperDigest); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultACL != nil {
+		if err := tree.ValidateACL(cfg.DefaultACL); err != nil {
+			return nil, fmt.Errorf("default ACL: %w", err)
+		}
+		if slices.Equal(cfg.DefaultACL, wire.OpenACL) {
+			cfg.DefaultACL = nil // the same to the tree, and shorter in each txn
+		}
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger,

@@ -217,3 +217,47 @@ func TestOnlyLastingWatchersGetTheNode(t *testing.T) {
 		}
 	}
 }
+
+// connAs is a connection with identities ids, for the registry alone.
+func connAs(ids ...wire.Identity) *conn {
+	c := &conn{}
+	c.ids.Store(&ids)
+	return c
+}
+
+func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
+	w, got := recordingRegistry()
+	alice := connAs(wire.Identity{Scheme: "digest", ID: aliceDigest})
+	stranger := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
+	root := connAs(wire.Identity{Scheme: "super", ID: "root"})
+	oneShot := connAs()
+	for _, c := range []*conn{alice, stranger, root} {
+		w.add(watchRecursive, "/", c)
+	}
+	w.add(watchData, "/s", oneShot)
+	secret := []wire.ACL{{Perms: wire.PermRead, Scheme: "digest", ID: aliceDigest}}
+	w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/s", Data: []byte("x"), ACL: secret}}, 5)
+	w.trigger([]tree.Event{{Type: wire.EventNodeCreated, Path: "/open"}}, 6)
+	want := map[notification]bool{
+		{alice, 5, wire.EventNodeDataChanged, "/s"}: true, {root, 5, wire.EventNodeDataChanged, "/s"}: true,
+		{oneShot, 5, wire.EventNodeDataChanged, "/s"}: true, // set by a read that was checked; carries no data
+		{alice, 6, wire.EventNodeCreated, "/open"}:    true, {stranger, 6, wire.EventNodeCreated, "/open"}: true,
+		{root, 6, wire.EventNodeCreated, "/open"}: true,
+	}
+	if len(*got) != len(want) {
+		t.Fatalf("notifications %v", *got)
+	}
+	for _, n := range *got {
+		if !want[n] {
+			t.Errorf("unexpected notification %+v", n)
+		}
+	}
+
+	// A reconnecting stranger's replay skips the secret event too.
+	*got = nil
+	late := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
+	w.restoreLasting(late, 4, 6, nil, []string{"/"})
+	if len(*got) != 1 || (*got)[0] != (notification{late, 6, wire.EventNodeCreated, "/open"}) {
+		t.Fatalf("replay to a stranger: %v", *got)
+	}
+}

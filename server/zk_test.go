@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"testing"
 	"time"
 
@@ -204,25 +205,6 @@ func TestZooKeeperCodesMapToZooKeepers(t *testing.T) {
 	}
 }
 
-func TestZooKeeperACLsOtherThanOpenAreRefused(t *testing.T) {
-	for _, tt := range []struct {
-		acl []zkwire.ACL
-		ok  bool
-	}{
-		{zkwire.OpenACL, true},
-		{[]zkwire.ACL{zkwire.OpenACL[0], zkwire.OpenACL[0]}, true},
-		{nil, false},
-		{[]zkwire.ACL{{Perms: zkwire.PermRead, ID: zkwire.Anyone}}, false},
-		{[]zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: "u:x"}}}, false},
-		{[]zkwire.ACL{zkwire.OpenACL[0], {Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "auth"}}}, false},
-	} {
-		err := checkACL(tt.acl)
-		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, wire.ErrInvalidACL)) {
-			t.Errorf("checkACL(%+v) = %v, want ok %v", tt.acl, err, tt.ok)
-		}
-	}
-}
-
 // FuzzZKFrames sends arbitrary bytes after a valid ZooKeeper handshake (or
 // instead of one) to a real server, and checks that it neither crashes nor
 // stops serving: a ZooKeeper client connected all along, and a new one, are
@@ -299,4 +281,103 @@ func FuzzZKFrames(f *testing.F) {
 			t.Fatalf("a new client was not answered after % x: %d, %v", data, code, err)
 		}
 	})
+}
+
+// call sends r (with the next xid, unless it has one) and returns the
+// reply to it, skipping notifications.
+func (c *zkConn) call(t *testing.T, r zkwire.Request) zkwire.Reply {
+	t.Helper()
+	if r.Xid == 0 {
+		c.xid++
+		r.Xid = c.xid
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.nc.Write(zkwire.AppendRequest(nil, &r)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		body, err := wire.ReadFrame(c.br, nil, 64<<20)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Op, err)
+		}
+		var reply zkwire.Reply
+		if err := zkwire.DecodeReply(body, r.Op, &reply); err != nil {
+			t.Fatal(err)
+		}
+		if reply.Xid == r.Xid {
+			return reply
+		}
+	}
+}
+
+func TestZooKeeperACLOps(t *testing.T) {
+	s := startZKServer(t, func(c *Config) { c.SuperDigest = rootDigest })
+	dial := func() *zkConn {
+		c, err := dialZK(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.nc.Close() })
+		if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	auth := func(c *zkConn, cred string) zkwire.Reply {
+		return c.call(t, zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte(cred)})
+	}
+	alice := dial()
+	if r := auth(alice, "alice:secret"); r.Err != 0 {
+		t.Fatalf("auth: %d", r.Err)
+	}
+	mine := []zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: aliceDigest}}, {Perms: zkwire.PermRead, ID: zkwire.Anyone}}
+	if r := alice.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: "/z", Data: []byte("d"), ACL: mine}); r.Err != 0 {
+		t.Fatalf("create with a digest ACL: %d", r.Err)
+	}
+	if r := alice.call(t, zkwire.Request{Op: zkwire.OpGetACL, Path: "/z"}); r.Err != 0 || !reflect.DeepEqual(r.ACL, mine) {
+		t.Fatalf("getACL: %d %+v", r.Err, r.ACL)
+	}
+	if r := alice.call(t, zkwire.Request{Op: zkwire.OpWhoAmI}); r.Err != 0 ||
+		!reflect.DeepEqual(r.Clients, []zkwire.ClientInfo{{AuthScheme: "ip", User: "127.0.0.1"}, {AuthScheme: "digest", User: "alice"}}) {
+		t.Fatalf("whoAmI: %d %+v", r.Err, r.Clients)
+	}
+
+	other := dial()
+	if r := other.call(t, zkwire.Request{Op: zkwire.OpSetData, Path: "/z", Data: []byte("x"), Version: -1}); r.Err != int32(wire.CodeNoAuth) {
+		t.Fatalf("setData by a stranger: %d, want NoAuth", r.Err)
+	}
+	masked := []zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: "alice:x"}}, mine[1]}
+	if r := other.call(t, zkwire.Request{Op: zkwire.OpGetACL, Path: "/z"}); r.Err != 0 || !reflect.DeepEqual(r.ACL, masked) {
+		t.Fatalf("getACL by a reader: %d %+v, want %+v", r.Err, r.ACL, masked)
+	}
+	if r := other.call(t, zkwire.Request{Op: zkwire.OpMulti, Ops: []zkwire.Request{
+		{Op: zkwire.OpCheck, Path: "/z", Version: -1},
+		{Op: zkwire.OpSetData, Path: "/z", Data: []byte("x"), Version: -1},
+	}}); r.Err != 0 || len(r.Results) != 2 || r.Results[1].Err != int32(wire.CodeNoAuth) {
+		t.Fatalf("multi with a refused setData: %d %+v", r.Err, r.Results)
+	}
+
+	if r := alice.call(t, zkwire.Request{Op: zkwire.OpSetACL, Path: "/z", ACL: zkwire.OpenACL, Version: 3}); r.Err != int32(wire.CodeBadVersion) {
+		t.Fatalf("setACL with a wrong aversion: %d", r.Err)
+	}
+	if r := alice.call(t, zkwire.Request{Op: zkwire.OpSetACL, Path: "/z", ACL: zkwire.OpenACL, Version: 0}); r.Err != 0 || r.Stat.Aversion != 1 {
+		t.Fatalf("setACL: %d %+v", r.Err, r.Stat)
+	}
+	for _, acl := range [][]zkwire.ACL{nil, {{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "world", ID: "me"}}}} {
+		if r := alice.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: "/bad", ACL: acl}); r.Err != int32(wire.CodeInvalidACL) {
+			t.Errorf("create with ACL %+v: %d, want InvalidACL", acl, r.Err)
+		}
+		if r := alice.call(t, zkwire.Request{Op: zkwire.OpSetACL, Path: "/z", ACL: acl, Version: -1}); r.Err != int32(wire.CodeInvalidACL) {
+			t.Errorf("setACL with ACL %+v: %d, want InvalidACL", acl, r.Err)
+		}
+	}
+
+	// A failed auth is answered with AuthFailed, and the connection closes,
+	// as ZooKeeper does.
+	if r := auth(other, "no colon"); r.Xid != zkwire.XidAuth || r.Err != int32(wire.CodeAuthFailed) {
+		t.Fatalf("bad auth: %+v", r)
+	}
+	if !other.closed() {
+		t.Error("the connection stayed open after a failed auth")
+	}
 }
