@@ -299,12 +299,12 @@ func TestZooKeeperClientOperations(t *testing.T) {
 			t.Fatalf("a TTL of 0: %v, want ErrBadArguments", err)
 		}
 	})
-	t.Run("getACL answers world:anyone cdrwa; setACL and create take nothing else", func(t *testing.T) {
+	t.Run("getACL and setACL keep an ACL and its aversion; bad ACLs are refused", func(t *testing.T) {
 		acl, st, err := c.GetACL("/ops")
 		if err != nil || len(acl) != 1 || acl[0] != (zk.ACL{Perms: zk.PermAll, Scheme: "world", ID: "anyone"}) || st.Version != 1 {
 			t.Fatalf("getACL = %+v, %+v, %v", acl, st, err)
 		}
-		if st, err := c.SetACL("/ops", open, 0); err != nil || st.Aversion != 0 {
+		if st, err := c.SetACL("/ops", open, 0); err != nil || st.Aversion != 1 || st.Version != 1 {
 			t.Fatalf("setACL of world:anyone = %+v, %v", st, err)
 		}
 		if _, err := c.SetACL("/ops", open, 3); !errors.Is(err, zk.ErrBadVersion) {
@@ -313,11 +313,21 @@ func TestZooKeeperClientOperations(t *testing.T) {
 		if _, err := c.SetACL("/missing", open, -1); !errors.Is(err, zk.ErrNoNode) {
 			t.Fatalf("setACL of a missing node: %v", err)
 		}
-		for _, acl := range [][]zk.ACL{zk.DigestACL(zk.PermAll, "u", "p"), zk.WorldACL(zk.PermRead), {}} {
+		readOnly := zk.WorldACL(zk.PermRead)
+		if _, err := c.Create("/acl", []byte("r"), 0, readOnly); err != nil {
+			t.Fatalf("create with %v: %v", readOnly, err)
+		}
+		if acl, _, err := c.GetACL("/acl"); err != nil || len(acl) != 1 || acl[0] != readOnly[0] {
+			t.Fatalf("getACL of /acl = %+v, %v", acl, err)
+		}
+		if _, err := c.Set("/acl", []byte("w"), -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("set of a read-only node: %v, want ErrNoAuth", err)
+		}
+		for _, acl := range [][]zk.ACL{{{Perms: zk.PermAll, Scheme: "world", ID: "someone"}}, {{Perms: zk.PermAll, Scheme: "ip", ID: "nope"}}, {}} {
 			if _, err := c.SetACL("/ops", acl, -1); !errors.Is(err, zk.ErrInvalidACL) {
 				t.Errorf("setACL %v: %v, want ErrInvalidACL", acl, err)
 			}
-			if _, err := c.Create("/acl", nil, 0, acl); !errors.Is(err, zk.ErrInvalidACL) {
+			if _, err := c.Create("/bad-acl", nil, 0, acl); !errors.Is(err, zk.ErrInvalidACL) {
 				t.Errorf("create with %v: %v, want ErrInvalidACL", acl, err)
 			}
 		}

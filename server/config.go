@@ -37,6 +37,15 @@ type Config struct {
 	ElectionTicks     int           // ticks without a leader before an election (default 10)
 	HeartbeatTicks    int           // ticks between leader heartbeats (default 1)
 
+	// SuperDigest is the superuser's digest identity, user:base64(sha1(
+	// user:password)): a connection that authenticates as it passes every
+	// ACL check (ZooKeeper's zookeeper.DigestAuthenticationProvider.
+	// superDigest). Empty: no superuser.
+	SuperDigest string
+	// DefaultACL is the ACL of a node created without one (default: the
+	// open ACL, world:anyone:cdrwa). It may not use scheme auth.
+	DefaultACL []wire.ACL
+
 	Logger *zap.Logger
 }
 

@@ -41,6 +41,8 @@ type conn struct {
 	ctx     context.Context // cancelled when the connection closes
 	cancel  context.CancelFunc
 
+	ids atomic.Pointer[[]wire.Identity] // see identities; replaced, never changed in place
+
 	pending        chan *request // read -> execute
 	replies        chan *request // execute -> respond
 	closingSession atomic.Bool   // the client asked to close its session
@@ -70,6 +72,9 @@ type request struct {
 	own     bool
 	ext     any
 	endConn bool
+	// endOnAuthFailure makes a failed auth end the connection (ZooKeeper's
+	// codec: ZooKeeper closes it); Arbor's protocol carries on.
+	endOnAuthFailure bool
 }
 
 const pipelineDepth = 1024
@@ -87,6 +92,8 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 		wake:    make(chan struct{}, 1),
 	}
 	c.codec = newCodec(c)
+	ids := c.initialIdentities()
+	c.ids.Store(&ids)
 	c.stats.init()
 	return c
 }

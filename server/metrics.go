@@ -20,6 +20,8 @@ type metrics struct {
 	latency       *prometheus.HistogramVec
 	connections   prometheus.Gauge
 	notifications prometheus.Counter
+	authFailures  prometheus.Counter
+	noAuth        prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -38,6 +40,12 @@ func newMetrics(s *Server) *metrics {
 		notifications: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "arbor_watch_notifications_total", Help: "Watch notifications sent.",
 		}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_auth_failures_total", Help: "Auth requests refused (unknown scheme, malformed credential).",
+		}),
+		noAuth: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_no_auth_total", Help: "Requests refused with NoAuth: an ACL did not grant the permission.",
+		}),
 	}
 	treeGauge := func(name, help string, f func(t *tree.Tree) int) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -47,7 +55,7 @@ func newMetrics(s *Server) *metrics {
 		})
 	}
 	m.reg.MustRegister(
-		m.requests, m.latency, m.connections, m.notifications,
+		m.requests, m.latency, m.connections, m.notifications, m.authFailures, m.noAuth,
 		treeGauge("arbor_sessions", "Live sessions.", func(t *tree.Tree) int { return len(t.Sessions()) }),
 		treeGauge("arbor_znodes", "Znodes in the tree, the root included.", (*tree.Tree).Count),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_watches", Help: "Watches registered on this server."},

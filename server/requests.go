@@ -113,7 +113,12 @@ func (c *conn) propose(r *request) {
 		r.err = err
 		return
 	}
-	txn := tree.TxnFromRequest(&r.req, c.session, time.Now().UnixMilli())
+	ids := c.identities()
+	if err := c.srv.resolveACLs(&r.req, ids); err != nil {
+		r.err = err
+		return
+	}
+	txn := tree.TxnFromRequest(&r.req, c.session, time.Now().UnixMilli(), ids)
 	r.proposal = c.srv.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
 }
 
@@ -145,12 +150,15 @@ func (c *conn) respond() {
 func (c *conn) reply(r *request, reply *wire.Reply) {
 	name, took := c.codec.opName(r), time.Since(r.start)
 	c.srv.metrics.observe(name, reply.Err, took)
+	if reply.Err == wire.CodeNoAuth {
+		c.srv.metrics.noAuth.Inc()
+	}
 	c.stats.answered(c.srv, name, r.req.Xid, reply.Zxid, took)
 	c.send(r, reply)
 }
 
 // answerRead answers a read (getData, exists, getChildren, getEphemerals,
-// getAllChildrenNumber), a watch op (setWatches, setWatches2, addWatch,
+// getAllChildrenNumber, getACL), a watch op (setWatches, setWatches2, addWatch,
 // removeWatches) or an op of the codec's own:
 // the reply is queued under the same read lock as the read, so that no
 // notification of a later change can overtake it. It reports false for
@@ -172,7 +180,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			c.reply(r, reply)
 		})
 	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren,
-		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber,
+		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber, req.Op == wire.OpGetACL,
 		req.Op == wire.OpAddWatch, req.Op == wire.OpRemoveWatches:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
@@ -197,6 +205,14 @@ func (c *conn) answer(r *request, reply *wire.Reply) {
 		reply.Err, reply.Zxid = wire.CodeNoQuorum, c.srv.fsm.lastZxid()
 	case req.Op == wire.OpPing:
 		reply.Zxid = c.srv.fsm.lastZxid()
+	case req.Op == wire.OpAuth:
+		err := c.authenticate(req.AuthScheme, req.AuthData)
+		if err != nil && r.endOnAuthFailure {
+			r.endConn = true
+		}
+		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
+	case req.Op == wire.OpWhoAmI:
+		reply.Identities, reply.Zxid = whoAmI(c.identities()), c.srv.fsm.lastZxid()
 	case req.Op.IsWrite():
 		c.finishWrite(r, reply)
 	case req.Op == wire.OpSync:
@@ -260,27 +276,50 @@ func (s *Server) writeError(err error) error {
 }
 
 // read serves a read request from the local tree t (the caller holds the
-// fsm's read lock), leaving its watch.
+// fsm's read lock), leaving its watch. A read of a node needs READ on it;
+// getACL needs READ or ADMIN, and shows digest ids masked without ADMIN.
 func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Reply) {
 	var err error
+	ids := c.identities()
 	switch req.Op {
 	case wire.OpGetData:
-		reply.Data, reply.Stat, err = t.Get(req.Path)
+		if err = t.Check(req.Path, ids, wire.PermRead); err == nil {
+			reply.Data, reply.Stat, err = t.Get(req.Path)
+		}
 		if err == nil && req.Watch {
 			s.watches.add(watchData, req.Path, c)
 		}
 	case wire.OpExists:
-		reply.Stat, err = t.Exists(req.Path)
-		if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
-			s.watches.add(watchData, req.Path, c)
+		// A missing node has no ACL: NoNode, and the watch waits for it.
+		if err = t.Check(req.Path, ids, wire.PermRead); err == nil || errors.Is(err, wire.ErrNoNode) {
+			reply.Stat, err = t.Exists(req.Path)
+			if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
+				s.watches.add(watchData, req.Path, c)
+			}
 		}
 	case wire.OpGetChildren:
-		reply.Children, reply.Stat, err = t.Children(req.Path)
+		if err = t.Check(req.Path, ids, wire.PermRead); err == nil {
+			reply.Children, reply.Stat, err = t.Children(req.Path)
+		}
 		if err == nil && req.Watch {
 			s.watches.add(watchChild, req.Path, c)
 		}
+	case wire.OpGetACL:
+		if err = t.Check(req.Path, ids, wire.PermRead|wire.PermAdmin); err == nil {
+			reply.ACL, reply.Stat, err = t.ACL(req.Path)
+			if err == nil && t.Check(req.Path, ids, wire.PermAdmin) != nil {
+				reply.ACL = maskDigests(reply.ACL)
+			}
+		}
 	case wire.OpAddWatch:
 		err = wire.ValidatePath(req.Path, false)
+		if err == nil {
+			// The node's events are checked against the watcher's READ
+			// as they fire; a node that exists is checked now too.
+			if err = t.Check(req.Path, ids, wire.PermRead); errors.Is(err, wire.ErrNoNode) {
+				err = nil
+			}
+		}
 		switch {
 		case err != nil:
 		case req.AddWatchMode == wire.AddWatchPersistent:
@@ -302,9 +341,11 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			reply.Children = t.EphemeralsWithPrefix(c.session, req.Path)
 		}
 	case wire.OpGetAllChildrenNumber:
-		var n int
-		n, err = t.Descendants(req.Path)
-		reply.Descendants = int32(min(n, math.MaxInt32))
+		if err = t.Check(req.Path, ids, wire.PermRead); err == nil {
+			var n int
+			n, err = t.Descendants(req.Path)
+			reply.Descendants = int32(min(n, math.MaxInt32))
+		}
 	}
 	reply.Err = wire.CodeOf(err)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,17 @@ type Server struct {
 // listens, and serves until Close.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
+	if err := checkSuperDigest(cfg.SuperDigest); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultACL != nil {
+		if err := tree.ValidateACL(cfg.DefaultACL); err != nil {
+			return nil, fmt.Errorf("default ACL: %w", err)
+		}
+		if slices.Equal(cfg.DefaultACL, wire.OpenACL) {
+			cfg.DefaultACL = nil // the same to the tree, and shorter in each txn
+		}
+	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger,
 		sessions:  session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout),

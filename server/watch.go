@@ -225,9 +225,13 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 		}
 		bare := tree.Event{Type: ev.Type, Path: ev.Path}
 		for c, lasting := range w.fired {
-			if lasting {
+			switch {
+			case lasting && !mayRead(c, ev):
+				// A lasting watch tells the node's data, and fires on
+				// nodes its holder never read: only to a reader.
+			case lasting:
 				w.notify(c, zxid, ev)
-			} else {
+			default:
 				w.notify(c, zxid, bare)
 			}
 		}
@@ -266,10 +270,17 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 		lasting[watchKey{p, watchRecursive}] = true
 	}
 	w.recent.since(rel, func(ev recentEvent) {
-		if sees(lasting, ev.Event) {
+		if sees(lasting, ev.Event) && mayRead(c, ev.Event) {
 			w.notify(c, ev.zxid, ev.Event)
 		}
 	})
+}
+
+// mayRead reports whether c may see ev, a lasting watch's event: READ on
+// the node it names (ZooKeeper 3.9's rule for persistent and recursive
+// watches).
+func mayRead(c *conn, ev tree.Event) bool {
+	return tree.Permitted(ev.ACL, c.identities(), wire.PermRead)
 }
 
 // sees reports whether one of the persistent and recursive watches in

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"net"
-	"slices"
 	"strings"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -21,10 +19,10 @@ import (
 // executor and responder like Arbor's own, and answered in jute. A session
 // made by either protocol is the same kind of session.
 //
-// The ops wire has no op for are the codec's own (request.own): getACL,
-// setACL, multiRead, auth, whoAmI, checkWatches and getEphemerals (which
-// ZooKeeper lets take any prefix, not only a valid path). They are answered
-// in order like reads, under the fsm's read lock.
+// The ops wire has no op for are the codec's own (request.own): multiRead,
+// checkWatches and getEphemerals (which ZooKeeper lets take any prefix, not
+// only a valid path). They are answered in order like reads, under the
+// fsm's read lock. A failed auth closes the connection, as ZooKeeper does.
 
 // zkCodec is the ZooKeeper codec of one connection.
 type zkCodec struct {
@@ -32,9 +30,6 @@ type zkCodec struct {
 	// readOnly is set when the client sent the readOnly flag in its
 	// ConnectRequest: the ConnectResponse then carries one too.
 	readOnly bool
-	// ids are the identities the client gave in auth packets, shown by
-	// whoAmI after its ip. Only the responder goroutine touches them.
-	ids []zkwire.ClientInfo
 }
 
 func newZKCodec(c *conn) codec { return &zkCodec{c: c} }
@@ -44,8 +39,7 @@ func newZKCodec(c *conn) codec { return &zkCodec{c: c} }
 // that wire.Reply has no field for.
 type zkRequest struct {
 	zr      zkwire.Request
-	clients []zkwire.ClientInfo // whoAmI
-	results []zkwire.OpResult   // multiRead
+	results []zkwire.OpResult // multiRead
 }
 
 // codeReconfigDisabled is ZooKeeper's ZRECONFIGDISABLED, its answer to
@@ -182,7 +176,17 @@ func (z *zkCodec) mapRequest(r *request, zr *zkwire.Request) error {
 			}
 		}
 		r.own = true
-	case zkwire.OpGetACL, zkwire.OpSetACL, zkwire.OpAuth, zkwire.OpWhoAmI, zkwire.OpCheckWatches, zkwire.OpGetEphemerals:
+	case zkwire.OpGetACL:
+		req.Op, req.Path = wire.OpGetACL, zr.Path
+	case zkwire.OpSetACL:
+		// An empty list is refused by the pipeline's ACL check.
+		req.Op, req.Path, req.Version, req.ACL = wire.OpSetACL, zr.Path, zr.Version, fromZKACL(zr.ACL)
+	case zkwire.OpAuth:
+		req.Op, req.AuthScheme, req.AuthData = wire.OpAuth, zr.Scheme, zr.Auth
+		r.endOnAuthFailure = true
+	case zkwire.OpWhoAmI:
+		req.Op = wire.OpWhoAmI
+	case zkwire.OpCheckWatches, zkwire.OpGetEphemerals:
 		r.own = true
 	case zkwire.OpReconfig:
 		return wire.Errorf(codeReconfigDisabled, "dynamic reconfiguration is off: members change with arbor member")
@@ -192,12 +196,13 @@ func (z *zkCodec) mapRequest(r *request, zr *zkwire.Request) error {
 	return nil
 }
 
-// mapCreate maps a create, create2, createContainer or createTTL, and
-// refuses an ACL Arbor cannot honour. ZooKeeper's create flags are its
-// create modes, which are wire's.
+// mapCreate maps a create, create2, createContainer or createTTL.
+// ZooKeeper's create flags are its create modes, which are wire's. A
+// ZooKeeper client always sends an ACL: an empty one is InvalidACL there
+// (where Arbor's protocol takes it for the server's default).
 func mapCreate(zr *zkwire.Request, req *wire.Request) error {
-	if err := checkACL(zr.ACL); err != nil {
-		return err
+	if len(zr.ACL) == 0 {
+		return wire.Errorf(wire.CodeInvalidACL, "a create with an empty ACL")
 	}
 	mode := wire.CreateMode(zr.Flags)
 	switch {
@@ -208,8 +213,27 @@ func mapCreate(zr *zkwire.Request, req *wire.Request) error {
 	case zr.Op != zkwire.OpCreateTTL && mode.IsTTL():
 		return wire.Errorf(wire.CodeBadArguments, "a %s node is made with createTTL", mode)
 	}
-	req.Op, req.Path, req.Data, req.Mode, req.TTL = wire.OpCreate, zr.Path, zr.Data, mode, zr.TTL
+	req.Op, req.Path, req.Data, req.Mode, req.TTL, req.ACL = wire.OpCreate, zr.Path, zr.Data, mode, zr.TTL, fromZKACL(zr.ACL)
 	return nil
+}
+
+func fromZKACL(acl []zkwire.ACL) []wire.ACL {
+	if len(acl) == 0 {
+		return nil
+	}
+	out := make([]wire.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = wire.ACL{Perms: wire.Perms(a.Perms), Scheme: a.ID.Scheme, ID: a.ID.ID}
+	}
+	return out
+}
+
+func toZKACL(acl []wire.ACL) []zkwire.ACL {
+	out := make([]zkwire.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = zkwire.ACL{Perms: int32(a.Perms), ID: zkwire.ID{Scheme: a.Scheme, ID: a.ID}}
+	}
+	return out
 }
 
 // mapWrite maps a delete, check or setData.
@@ -225,22 +249,6 @@ func mapWrite(zr *zkwire.Request, req *wire.Request) {
 	req.Path, req.Version = zr.Path, zr.Version
 }
 
-// checkACL refuses any ACL but world:anyone with every permission. Arbor
-// has no ACLs yet: every node is open to every client, and a request that
-// asks for less is refused rather than silently given more.
-func checkACL(acl []zkwire.ACL) error {
-	if len(acl) == 0 {
-		return wire.Errorf(wire.CodeInvalidACL, "an empty ACL")
-	}
-	for _, a := range acl {
-		if a.ID != zkwire.Anyone || a.Perms != zkwire.PermAll {
-			return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%s with permissions %#x: Arbor has no ACLs yet and takes only world:anyone with every permission (cdrwa)",
-				a.ID.Scheme, a.ID.ID, a.Perms)
-		}
-	}
-	return nil
-}
-
 // answer answers the codec's own ops; the caller holds the fsm's read
 // lock.
 func (z *zkCodec) answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply {
@@ -248,28 +256,8 @@ func (z *zkCodec) answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply 
 	req := &zr.zr
 	var err error
 	switch req.Op {
-	case zkwire.OpGetACL:
-		reply.Stat, err = t.Exists(req.Path)
-	case zkwire.OpSetACL:
-		// The only ACL taken is the one every node has: setting it again
-		// checks the version and changes nothing (aversion stays).
-		if err = checkACL(req.ACL); err != nil {
-			z.c.log.Info("refusing a ZooKeeper request", zap.Stringer("op", req.Op), zap.Error(err))
-			break
-		}
-		if reply.Stat, err = t.Exists(req.Path); err == nil && req.Version != -1 && req.Version != reply.Stat.Aversion {
-			err = wire.ErrBadVersion
-		}
 	case zkwire.OpMultiRead:
 		zr.results = z.multiRead(t, req.Ops)
-	case zkwire.OpAuth:
-		if err = z.auth(req.Scheme, req.Auth); err != nil {
-			// ZooKeeper closes the connection after a failed auth.
-			z.c.log.Info("refusing a ZooKeeper auth packet", zap.String("scheme", req.Scheme), zap.Error(err))
-			r.endConn = true
-		}
-	case zkwire.OpWhoAmI:
-		zr.clients = append([]zkwire.ClientInfo{{AuthScheme: "ip", User: remoteIP(z.c.nc.RemoteAddr())}}, z.ids...)
 	case zkwire.OpCheckWatches:
 		switch typ := wire.WatcherType(req.WatcherType); {
 		case typ < wire.WatcherChildren || typ > wire.WatcherPersistentRecursive:
@@ -315,43 +303,6 @@ func (z *zkCodec) multiRead(t *tree.Tree, ops []zkwire.Request) []zkwire.OpResul
 	return results
 }
 
-// auth takes an auth packet. A digest ("user:password") is accepted, as
-// ZooKeeper's digest provider accepts every one (it only records an
-// identity for ACLs to match), and its user is shown by whoAmI; it grants
-// nothing, as there are no ACLs yet. ip is accepted too: the connection
-// has its ip identity already. Any other scheme fails with AuthFailed, and
-// the connection is closed, as ZooKeeper does for a scheme it has no
-// provider for.
-func (z *zkCodec) auth(scheme string, cred []byte) error {
-	switch scheme {
-	case "digest":
-		user, _, ok := strings.Cut(string(cred), ":")
-		if !ok || user == "" {
-			return wire.Errorf(wire.CodeAuthFailed, "digest auth takes user:password")
-		}
-		id := zkwire.ClientInfo{AuthScheme: "digest", User: user}
-		if !slices.Contains(z.ids, id) {
-			z.ids = append(z.ids, id)
-		}
-		return nil
-	case "ip":
-		return nil
-	}
-	return wire.Errorf(wire.CodeAuthFailed, "auth scheme %q is not supported (digest and ip are)", scheme)
-}
-
-// remoteIP is the address part of addr, ZooKeeper's ip identity.
-func remoteIP(addr net.Addr) string {
-	if tcp, ok := addr.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	host, _, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return addr.String()
-	}
-	return host
-}
-
 // opName names a request by the pipeline op it became, or by its
 // ZooKeeper op when it became none (the codec's own, or one refused before
 // mapping); all unknown ops share one name, so that a client cannot grow
@@ -386,7 +337,7 @@ func (z *zkCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	case zkwire.OpExists, zkwire.OpSetData, zkwire.OpSetACL:
 		out.Stat = reply.Stat
 	case zkwire.OpGetACL:
-		out.ACL, out.Stat = zkwire.OpenACL, reply.Stat
+		out.ACL, out.Stat = toZKACL(reply.ACL), reply.Stat
 	case zkwire.OpGetData:
 		out.Data, out.Stat = reply.Data, reply.Stat
 	case zkwire.OpGetChildren, zkwire.OpGetChildren2, zkwire.OpGetEphemerals:
@@ -394,7 +345,9 @@ func (z *zkCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	case zkwire.OpGetAllChildrenNumber:
 		out.Number = reply.Descendants
 	case zkwire.OpWhoAmI:
-		out.Clients = zr.clients
+		for _, id := range reply.Identities {
+			out.Clients = append(out.Clients, zkwire.ClientInfo{AuthScheme: id.Scheme, User: id.ID})
+		}
 	case zkwire.OpMultiRead:
 		out.Results = zr.results
 	case zkwire.OpMulti:

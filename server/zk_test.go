@@ -204,25 +204,6 @@ func TestZooKeeperCodesMapToZooKeepers(t *testing.T) {
 	}
 }
 
-func TestZooKeeperACLsOtherThanOpenAreRefused(t *testing.T) {
-	for _, tt := range []struct {
-		acl []zkwire.ACL
-		ok  bool
-	}{
-		{zkwire.OpenACL, true},
-		{[]zkwire.ACL{zkwire.OpenACL[0], zkwire.OpenACL[0]}, true},
-		{nil, false},
-		{[]zkwire.ACL{{Perms: zkwire.PermRead, ID: zkwire.Anyone}}, false},
-		{[]zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: "u:x"}}}, false},
-		{[]zkwire.ACL{zkwire.OpenACL[0], {Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "auth"}}}, false},
-	} {
-		err := checkACL(tt.acl)
-		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, wire.ErrInvalidACL)) {
-			t.Errorf("checkACL(%+v) = %v, want ok %v", tt.acl, err, tt.ok)
-		}
-	}
-}
-
 // FuzzZKFrames sends arbitrary bytes after a valid ZooKeeper handshake (or
 // instead of one) to a real server, and checks that it neither crashes nor
 // stops serving: a ZooKeeper client connected all along, and a new one, are

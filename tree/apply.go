@@ -16,15 +16,17 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	var res Result
 	switch txn.Type {
 	case wire.OpCreate:
-		res.Path, res.Stat, res.Err = t.create(zxid, txn)
+		res.Path, res.Stat, res.Err = t.create(zxid, txn, txn.Identities)
 	case wire.OpDelete:
-		res.Err = t.delete(zxid, txn.Path, txn.Version)
+		res.Err = t.delete(zxid, txn.Path, txn.Version, txn.Identities)
 	case wire.OpSetData:
-		res.Stat, res.Err = t.setData(zxid, txn)
+		res.Stat, res.Err = t.setData(zxid, txn, txn.Identities)
 	case wire.OpCheck:
-		res.Err = t.check(txn.Path, txn.Version)
+		res.Err = t.check(txn.Path, txn.Version, txn.Identities)
+	case wire.OpSetACL:
+		res.Stat, res.Err = t.setACL(txn)
 	case wire.OpMulti:
-		res.Multi, res.Err = t.multi(zxid, txn.Ops)
+		res.Multi, res.Err = t.multi(zxid, txn.Ops, txn.Identities)
 	case TxnCreateSession:
 		res.Err = t.createSession(txn)
 	case TxnCloseSession:
@@ -37,16 +39,26 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	return res, t.events
 }
 
-func (t *Tree) fire(typ wire.EventType, path string) {
-	t.events = append(t.events, Event{Type: typ, Path: path})
+// fire records an event of the node n at path.
+func (t *Tree) fire(typ wire.EventType, path string, n *node) {
+	t.events = append(t.events, Event{Type: typ, Path: path, ACL: t.eventACL(n)})
 }
 
 // fireNode records an event that carries n's data and Stat.
 func (t *Tree) fireNode(typ wire.EventType, path string, n *node) {
-	t.events = append(t.events, Event{Type: typ, Path: path, Data: n.data, Stat: n.stat()})
+	t.events = append(t.events, Event{Type: typ, Path: path, Data: n.data, Stat: n.stat(), ACL: t.eventACL(n)})
 }
 
-func (t *Tree) create(zxid int64, txn *Txn) (string, wire.Stat, error) {
+// eventACL is n's ACL for an event: nil when it is open.
+func (t *Tree) eventACL(n *node) []wire.ACL {
+	if n.acl.index() == 0 {
+		return nil
+	}
+	return t.acls.list(n.acl)
+}
+
+// create makes a node: CREATE on the parent.
+func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.Stat, error) {
 	mode := txn.Mode
 	if !mode.Valid() {
 		return "", wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "unknown create mode %d", int32(mode))
@@ -74,6 +86,9 @@ func (t *Tree) create(zxid int64, txn *Txn) (string, wire.Stat, error) {
 	if parent == nil {
 		return "", wire.Stat{}, wire.ErrNoNode
 	}
+	if err := t.allowed(parent, ids, wire.PermCreate); err != nil {
+		return "", wire.Stat{}, err
+	}
 	if parent.kind == kindEphemeral {
 		return "", wire.Stat{}, wire.ErrNoChildrenForEphemerals
 	}
@@ -85,15 +100,19 @@ func (t *Tree) create(zxid int64, txn *Txn) (string, wire.Stat, error) {
 	if _, ok := parent.children[name]; ok {
 		return "", wire.Stat{}, wire.ErrNodeExists
 	}
+	if _, ok := t.sessions[txn.Session]; !ok && mode.IsEphemeral() {
+		return "", wire.Stat{}, wire.ErrSessionExpired
+	}
+	ref, err := t.acls.ref(txn.ACL)
+	if err != nil {
+		return "", wire.Stat{}, err
+	}
 	n := &node{
-		name: name, data: txn.Data, dataHash: hashData(txn.Data),
+		name: name, data: txn.Data, dataHash: hashData(txn.Data), acl: ref,
 		czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
 	}
 	switch {
 	case mode.IsEphemeral():
-		if _, ok := t.sessions[txn.Session]; !ok {
-			return "", wire.Stat{}, wire.ErrSessionExpired
-		}
 		n.kind, n.owner = kindEphemeral, txn.Session
 	case mode.IsContainer():
 		n.kind = kindContainer
@@ -124,10 +143,11 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 	t.index(n, path, ttl)
 	t.digest += t.nodeDigest(path, n)
 	t.fireNode(wire.EventNodeCreated, path, n)
-	t.fire(wire.EventNodeChildrenChanged, parentPath)
+	t.fire(wire.EventNodeChildrenChanged, parentPath, parent)
 	if t.undo != nil {
 		t.undo = append(t.undo, func() {
 			t.digest -= t.nodeDigest(path, n)
+			t.acls.release(n.acl)
 			t.unindex(n, path)
 			delete(parent.children, n.name)
 			t.count--
@@ -146,10 +166,15 @@ func (t *Tree) unlink(zxid int64, n *node, path string) {
 	t.count--
 	t.digest -= t.nodeDigest(path, n) // before unindex: the hash covers the ttl
 	t.unindex(n, path)
-	t.fire(wire.EventNodeDeleted, path)
-	t.fire(wire.EventNodeChildrenChanged, parentPath)
+	t.fire(wire.EventNodeDeleted, path, n)
+	t.fire(wire.EventNodeChildrenChanged, parentPath, parent)
+	acl := t.acls.list(n.acl)
+	t.acls.release(n.acl)
 	if t.undo != nil {
 		t.undo = append(t.undo, func() {
+			// The release may have dropped the list: take it again (the
+			// reference may differ; the digest covers the list, not it).
+			n.acl, _ = t.acls.ref(acl)
 			t.index(n, path, ttl)
 			t.digest += t.nodeDigest(path, n)
 			parent.children[n.name] = n
@@ -208,12 +233,16 @@ func (t *Tree) unindex(n *node, path string) {
 	}
 }
 
-func (t *Tree) delete(zxid int64, path string, version int32) error {
+// delete deletes a childless node: DELETE on its parent.
+func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identity) error {
 	if path == "/" {
 		return wire.Errorf(wire.CodeBadArguments, "cannot delete the root")
 	}
 	n, err := t.find(path)
 	if err != nil {
+		return err
+	}
+	if err := t.allowed(n.parent, ids, wire.PermDelete); err != nil {
 		return err
 	}
 	if version != -1 && version != n.version {
@@ -226,9 +255,13 @@ func (t *Tree) delete(zxid int64, path string, version int32) error {
 	return nil
 }
 
-func (t *Tree) setData(zxid int64, txn *Txn) (wire.Stat, error) {
+// setData replaces a node's data: WRITE on the node.
+func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, error) {
 	n, err := t.find(txn.Path)
 	if err != nil {
+		return wire.Stat{}, err
+	}
+	if err := t.allowed(n, ids, wire.PermWrite); err != nil {
 		return wire.Stat{}, err
 	}
 	if err := t.checkData(txn.Data); err != nil {
@@ -255,9 +288,13 @@ func (t *Tree) setData(zxid int64, txn *Txn) (wire.Stat, error) {
 	return n.stat(), nil
 }
 
-func (t *Tree) check(path string, version int32) error {
+// check checks a node's version: READ on the node.
+func (t *Tree) check(path string, version int32, ids []wire.Identity) error {
 	n, err := t.find(path)
 	if err != nil {
+		return err
+	}
+	if err := t.allowed(n, ids, wire.PermRead); err != nil {
 		return err
 	}
 	if version != -1 && version != n.version {
@@ -269,8 +306,8 @@ func (t *Tree) check(path string, version int32) error {
 // multi applies ops all or nothing. On failure every step is rolled back,
 // no event fires, and the results follow ZooKeeper: CodeOK for the ops
 // before the one that failed, its error for it, CodeRuntimeInconsistency
-// after it.
-func (t *Tree) multi(zxid int64, ops []Txn) ([]wire.OpResult, error) {
+// after it. Every op is checked with ids, the multi's identities.
+func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResult, error) {
 	results := make([]wire.OpResult, len(ops))
 	t.undo = make([]func(), 0, 2*len(ops))
 	defer func() { t.undo = nil }()
@@ -285,13 +322,13 @@ func (t *Tree) multi(zxid int64, ops []Txn) ([]wire.OpResult, error) {
 		var err error
 		switch op.Type {
 		case wire.OpCreate:
-			results[i].Path, results[i].Stat, err = t.create(zxid, op)
+			results[i].Path, results[i].Stat, err = t.create(zxid, op, ids)
 		case wire.OpDelete:
-			err = t.delete(zxid, op.Path, op.Version)
+			err = t.delete(zxid, op.Path, op.Version, ids)
 		case wire.OpSetData:
-			results[i].Stat, err = t.setData(zxid, op)
+			results[i].Stat, err = t.setData(zxid, op, ids)
 		case wire.OpCheck:
-			err = t.check(op.Path, op.Version)
+			err = t.check(op.Path, op.Version, ids)
 		default:
 			err = wire.Errorf(wire.CodeBadArguments, "op %s is not allowed in a multi", op.Type)
 		}

@@ -17,12 +17,13 @@ func (t *Tree) Digest() uint64 { return t.digest }
 
 func hashData(data []byte) uint64 { return xxhash.Sum64(data) }
 
-// nodeDigest hashes a node's path, Stat, kind, the hash of its data and, for
-// a TTL node, its ttl (read from t.ttls, so the index must hold it whenever
-// a TTL node's hash is added or removed). NumChildren is left out: each
-// child has its own hash.
+// nodeDigest hashes a node's path, Stat, kind, the hash of its data, for
+// a TTL node its ttl (read from t.ttls, so the index must hold it whenever
+// a TTL node's hash is added or removed) and, unless it is open, the hash
+// of its ACL (so the digest of a tree without ACLs is what it was before
+// they existed). NumChildren is left out: each child has its own hash.
 func (t *Tree) nodeDigest(path string, n *node) uint64 {
-	var buf [9*8 + 3*4 + 1]byte
+	var buf [10*8 + 3*4 + 1]byte
 	b := buf[:0]
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.czxid))
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.mzxid))
@@ -38,6 +39,9 @@ func (t *Tree) nodeDigest(path string, n *node) uint64 {
 	b = append(b, n.kind)
 	if n.kind == kindTTL {
 		b = binary.LittleEndian.AppendUint64(b, uint64(t.ttls[path]))
+	}
+	if n.acl.index() != 0 {
+		b = binary.LittleEndian.AppendUint64(b, t.acls.hash(n.acl))
 	}
 	var d xxhash.Digest
 	d.Reset()

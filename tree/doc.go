@@ -13,6 +13,12 @@
 // one-shot watches fire on. The tree stores no watches; the server keeps them
 // and matches the events Apply returns.
 //
+// Every znode carries an ACL, and Apply checks ZooKeeper's permissions with
+// the identities the txn carries (create and delete on the parent, setData,
+// check and setACL on the node); the server checks reads with Check. What
+// the identities are, and whether an ACL is well formed, the proposer
+// decided (see ResolveACL): Apply only compares.
+//
 // A Tree is not safe for concurrent use: the owner serializes Apply against
 // the reads (the server holds a read-write lock around it).
 package tree

@@ -231,6 +231,7 @@ type nodeDump struct {
 	Stat        wire.Stat
 	Children    []string
 	Descendants int
+	ACL         []wire.ACL
 }
 
 // reapTimes are the instants at which dumpTree asks for Reapable: before,
@@ -267,7 +268,11 @@ func dumpTreeAt(tr *tree.Tree, reapAt []int64) treeDump {
 		if err != nil {
 			panic(fmt.Sprintf("Descendants(%q) of a listed child: %v", path, err))
 		}
-		d.Nodes[path] = nodeDump{Data: string(data), Stat: st, Children: nilIfEmpty(names), Descendants: descendants}
+		acl, ast, err := tr.ACL(path)
+		if err != nil || ast != st {
+			panic(fmt.Sprintf("ACL(%q) of a listed child: Stat %+v, %v", path, ast, err))
+		}
+		d.Nodes[path] = nodeDump{Data: string(data), Stat: st, Children: nilIfEmpty(names), Descendants: descendants, ACL: acl}
 		for _, name := range names {
 			walk(join(path, name))
 		}

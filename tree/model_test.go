@@ -294,7 +294,7 @@ func (m *model) descendants(path string) int {
 func (m *model) dump(reapAt []int64) treeDump {
 	d := treeDump{Count: len(m.nodes), Nodes: map[string]nodeDump{}, Ephemerals: map[int64][]string{}}
 	for p, n := range m.nodes {
-		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p), Descendants: m.descendants(p)}
+		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p), Descendants: m.descendants(p), ACL: wire.OpenACL}
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.sessions)) {
 		d.Sessions = append(d.Sessions, m.sessions[id])

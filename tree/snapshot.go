@@ -12,19 +12,27 @@ import (
 
 // Snapshot stream layout (msgpack values, one after another):
 //
-//	header   [magic "arbor-tree", version 1, zxid, znode count, session count]
+//	header   [magic "arbor-tree", version 2, zxid, znode count, session count, ACL count]
 //	sessions [id, timeoutMs, password]                       (count times)
+//	ACLs     [[perms, scheme, id], ...]                      (count times)
 //	znodes   [path, data, czxid, mzxid, pzxid, ctime, mtime,
-//	          version, cversion, aversion, owner, kind, ttl] (count times, parents first)
+//	          version, cversion, aversion, owner, kind, ttl, acl] (count times, parents first)
 //	trailer  [digest, zxid]
 //
-// Sessions come first so that ephemerals find their owner; znodes come in
-// pre-order with children sorted by name, so equal trees give equal bytes.
+// Sessions come first so that ephemerals find their owner; each distinct
+// ACL other than the open one is written once, sorted, and a znode's acl
+// is its position in that list counted from 1 (0 for the open ACL); znodes
+// come in pre-order with children sorted by name, so equal trees give
+// equal bytes.
+//
+// Version 1, from before ACLs, has no ACL count, no ACLs and no acl field
+// in a znode: every znode of it is open. Restore reads both.
 
 const (
 	snapshotMagic   = "arbor-tree"
-	snapshotVersion = 1
-	nodeFields      = 13
+	snapshotVersion = 2
+	nodeFields      = 14
+	nodeFieldsV1    = 13
 )
 
 // ErrCorruptSnapshot is returned by Restore for a stream that is not a
@@ -36,18 +44,30 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := msgpack.NewEncoder(bw)
 	sw := snapWriter{enc: enc}
-	sw.array(5)
+	acls, positions := t.acls.sorted()
+	sw.array(6)
 	sw.str(snapshotMagic)
 	sw.int(snapshotVersion)
 	sw.int(t.zxid)
 	sw.int(int64(t.count))
 	sw.int(int64(len(t.sessions)))
+	sw.int(int64(len(acls)))
 	for _, s := range t.Sessions() {
 		sw.array(3)
 		sw.int(s.ID)
 		sw.int(int64(s.TimeoutMs))
 		sw.bytes(s.Password)
 	}
+	for _, acl := range acls {
+		sw.array(len(acl))
+		for _, a := range acl {
+			sw.array(3)
+			sw.int(int64(a.Perms))
+			sw.str(a.Scheme)
+			sw.str(a.ID)
+		}
+	}
+	sw.positions = positions
 	t.writeNode(&sw, "/", t.root)
 	sw.array(2)
 	sw.uint(t.digest)
@@ -63,7 +83,8 @@ func (t *Tree) writeNode(sw *snapWriter, path string, n *node) {
 	sw.str(path)
 	sw.bytes(n.data)
 	for _, v := range [...]int64{n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
-		int64(n.version), int64(n.cversion), int64(n.aversion), n.owner, int64(n.kind), t.ttls[path]} {
+		int64(n.version), int64(n.cversion), int64(n.aversion), n.owner, int64(n.kind), t.ttls[path],
+		int64(sw.positions[n.acl.index()])} {
 		sw.int(v)
 	}
 	prefix := path
@@ -80,8 +101,9 @@ func (t *Tree) writeNode(sw *snapWriter, path string, n *node) {
 
 // snapWriter keeps the first write error so the layout reads as a list.
 type snapWriter struct {
-	enc *msgpack.Encoder
-	err error
+	enc       *msgpack.Encoder
+	err       error
+	positions map[uint32]int // aclTable index -> position in the snapshot's ACLs
 }
 
 func (w *snapWriter) do(err error) {
@@ -110,12 +132,24 @@ func Restore(r io.Reader, opts ...Option) (*Tree, error) {
 
 func (t *Tree) restore(dec *msgpack.Decoder) error {
 	var magic string
-	var version, zxid, count, nsessions int64
-	if err := decodeArray(dec, 5, &magic, &version, &zxid, &count, &nsessions); err != nil {
+	var version, zxid, count, nsessions, nacls int64
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
 		return fmt.Errorf("header: %w", err)
 	}
-	if magic != snapshotMagic || version != snapshotVersion {
-		return fmt.Errorf("header: magic %q version %d", magic, version)
+	switch n {
+	case 5:
+		err = decodeFields(dec, &magic, &version, &zxid, &count, &nsessions)
+	case 6:
+		err = decodeFields(dec, &magic, &version, &zxid, &count, &nsessions, &nacls)
+	default:
+		err = fmt.Errorf("array of %d", n)
+	}
+	if err != nil {
+		return fmt.Errorf("header: %w", err)
+	}
+	if magic != snapshotMagic || !(version == 1 && n == 5 || version == snapshotVersion && n == 6) {
+		return fmt.Errorf("header: magic %q version %d with %d fields", magic, version, n)
 	}
 	t.zxid = zxid
 	for i := int64(0); i < nsessions; i++ {
@@ -128,8 +162,20 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 			return fmt.Errorf("session %d: %w", i, err)
 		}
 	}
+	var acls [][]wire.ACL
+	for i := int64(0); i < nacls; i++ {
+		acl, err := restoreACL(dec)
+		if err != nil {
+			return fmt.Errorf("ACL %d: %w", i, err)
+		}
+		acls = append(acls, acl)
+	}
+	fields := nodeFieldsV1
+	if version >= 2 {
+		fields = nodeFields
+	}
 	for i := int64(0); i < count; i++ {
-		if err := t.restoreNode(dec, i == 0); err != nil {
+		if err := t.restoreNode(dec, fields, acls, i == 0); err != nil {
 			return fmt.Errorf("znode %d: %w", i, err)
 		}
 	}
@@ -147,12 +193,16 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 	return nil
 }
 
-func (t *Tree) restoreNode(dec *msgpack.Decoder, isRoot bool) error {
+func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, isRoot bool) error {
 	var path string
 	var data []byte
-	var f [11]int64
-	if err := decodeArray(dec, nodeFields, &path, &data, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10]); err != nil {
+	var f [12]int64
+	ptrs := []any{&path, &data, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10], &f[11]}
+	if err := decodeArray(dec, fields, ptrs[:fields]...); err != nil {
 		return err
+	}
+	if f[11] < 0 || f[11] > int64(len(acls)) {
+		return fmt.Errorf("%s: ACL %d of %d", path, f[11], len(acls))
 	}
 	n := &node{
 		data: data, dataHash: hashData(data),
@@ -166,6 +216,13 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, isRoot bool) error {
 	}
 	if (n.kind == kindTTL) != (ttl != 0) || ttl < 0 || ttl > MaxTTL {
 		return fmt.Errorf("%s: kind %d with ttl %d", path, f[9], ttl) // the digest covers only a TTL node's ttl
+	}
+	if f[11] > 0 {
+		ref, err := t.acls.ref(acls[f[11]-1])
+		if err != nil {
+			return err
+		}
+		n.acl = ref
 	}
 	if isRoot {
 		if path != "/" || n.kind != kindPersistent {
@@ -205,8 +262,8 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, isRoot bool) error {
 	return nil
 }
 
-// decodeArray reads an array of exactly len(fields) values into fields,
-// each an *int64, *uint64, *string or *[]byte.
+// decodeArray reads an array of exactly want values into fields, each an
+// *int64, *uint64, *string or *[]byte.
 func decodeArray(dec *msgpack.Decoder, want int, fields ...any) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
@@ -215,6 +272,37 @@ func decodeArray(dec *msgpack.Decoder, want int, fields ...any) error {
 	if n != want {
 		return fmt.Errorf("array of %d, want %d", n, want)
 	}
+	return decodeFields(dec, fields...)
+}
+
+// restoreACL reads one ACL of the snapshot's list: a valid, non-empty one
+// other than the open ACL, which is never written.
+func restoreACL(dec *msgpack.Decoder) ([]wire.ACL, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	if n <= 0 || n > MaxACLEntries {
+		return nil, fmt.Errorf("%d entries", n)
+	}
+	acl := make([]wire.ACL, n)
+	for i := range acl {
+		var perms int64
+		if err := decodeArray(dec, 3, &perms, &acl[i].Scheme, &acl[i].ID); err != nil {
+			return nil, err
+		}
+		acl[i].Perms = wire.Perms(perms)
+	}
+	if isOpen(acl) {
+		return nil, fmt.Errorf("the open ACL")
+	}
+	return acl, nil
+}
+
+// decodeFields reads values into fields, each an *int64, *uint64, *string
+// or *[]byte.
+func decodeFields(dec *msgpack.Decoder, fields ...any) error {
+	var err error
 	for _, f := range fields {
 		switch p := f.(type) {
 		case *int64:

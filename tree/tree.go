@@ -39,6 +39,7 @@ type node struct {
 	cversion            int32
 	aversion            int32
 	kind                uint8
+	acl                 aclRef // into the tree's aclTable; 0 is the open ACL
 }
 
 func (n *node) stat() wire.Stat {
@@ -75,6 +76,7 @@ type Tree struct {
 	digest   uint64
 	maxData  int
 	sessions map[int64]*session
+	acls     *aclTable
 
 	// Housekeeping indexes: paths of containers and of TTL nodes (with
 	// their ttl), so TxnReap never scans the whole tree.
@@ -98,6 +100,7 @@ func New(opts ...Option) *Tree {
 		count:      1,
 		maxData:    DefaultMaxDataSize,
 		sessions:   map[int64]*session{},
+		acls:       newACLTable(),
 		containers: map[string]struct{}{},
 		ttls:       map[string]int64{},
 	}

@@ -29,6 +29,15 @@ type Txn struct {
 	Password  []byte // TxnCreateSession
 
 	Ops []Txn // wire.OpMulti
+
+	// ACL is a create's or setACL's ACL, already resolved and checked by
+	// the proposer (see ResolveACL); empty is the open ACL.
+	ACL []wire.ACL
+	// Identities are who asked for the change: the permission checks run
+	// on them at apply time, on every replica alike. A multi's ops are
+	// checked with the multi's. No identities is granted only what
+	// world:anyone is.
+	Identities []wire.Identity
 }
 
 // Result is the outcome of applying a Txn.
@@ -49,16 +58,28 @@ type Event struct {
 	// shared with the tree, which never changes a data slice in place.
 	Data []byte
 	Stat wire.Stat
+	// ACL is the ACL of the node the event names (for NodeDeleted, the
+	// one it had), so that the server sends the event only to watchers
+	// allowed to read it. It is shared with the tree and immutable.
+	ACL []wire.ACL
 }
 
 // TxnFromRequest builds the txn for a client write request of session,
-// made at time (ms since the Unix epoch); a multi's ops get both too.
-func TxnFromRequest(r *wire.Request, session, time int64) Txn {
-	t := Txn{Type: r.Op, Time: time, Session: session, Path: r.Path, Data: r.Data, Version: r.Version, Mode: r.Mode, TTL: r.TTL}
+// made at time (ms since the Unix epoch) by a connection with identities
+// ids; a multi's ops get the session and time too. The request's ACLs
+// must be resolved already (see ResolveACL): they are taken as they are.
+func TxnFromRequest(r *wire.Request, session, time int64, ids []wire.Identity) Txn {
+	t := txnFromRequest(r, session, time)
+	t.Identities = ids
+	return t
+}
+
+func txnFromRequest(r *wire.Request, session, time int64) Txn {
+	t := Txn{Type: r.Op, Time: time, Session: session, Path: r.Path, Data: r.Data, Version: r.Version, Mode: r.Mode, TTL: r.TTL, ACL: r.ACL}
 	if len(r.Ops) > 0 {
 		t.Ops = make([]Txn, len(r.Ops))
 		for i := range r.Ops {
-			t.Ops[i] = TxnFromRequest(&r.Ops[i], session, time)
+			t.Ops[i] = txnFromRequest(&r.Ops[i], session, time)
 		}
 	}
 	return t

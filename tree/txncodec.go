@@ -11,12 +11,19 @@ import (
 
 // A txn travels in the raft log as one msgpack array:
 //
-//	[type, time, session, path, data, version, mode, ttl, timeoutMs, password, ops]
+//	[type, time, session, path, data, version, mode, ttl, timeoutMs, password, ops,
+//	 acl, identities]
 //
-// where ops is an array of txns of the same layout (empty outside a multi).
-// Decoders skip fields appended by a later version.
+// where ops is an array of txns of the same layout (empty outside a multi),
+// acl an array of [perms, scheme, id] and identities an array of [scheme,
+// id]. Decoders skip fields appended by a later version. The last two came
+// with ACLs: a txn written before has neither, which decodes as the open
+// ACL and no identities, as everything was open then.
 
-const txnFields = 11
+const (
+	txnFields    = 13
+	txnFieldsMin = 11 // before ACLs
+)
 
 // ErrBadTxn is returned by DecodeTxn for bytes that are not a txn.
 var ErrBadTxn = errors.New("tree: malformed txn")
@@ -51,6 +58,19 @@ func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
 	for i := range txn.Ops {
 		encodeTxn(enc, &txn.Ops[i])
 	}
+	_ = enc.EncodeArrayLen(len(txn.ACL))
+	for _, a := range txn.ACL {
+		_ = enc.EncodeArrayLen(3)
+		_ = enc.EncodeInt(int64(a.Perms))
+		_ = enc.EncodeString(a.Scheme)
+		_ = enc.EncodeString(a.ID)
+	}
+	_ = enc.EncodeArrayLen(len(txn.Identities))
+	for _, id := range txn.Identities {
+		_ = enc.EncodeArrayLen(2)
+		_ = enc.EncodeString(id.Scheme)
+		_ = enc.EncodeString(id.ID)
+	}
 }
 
 // DecodeTxn decodes a txn encoded by AppendTxn. A multi may not contain
@@ -73,7 +93,7 @@ func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error 
 	if err != nil {
 		return err
 	}
-	if n < txnFields || n > r.Len() {
+	if n < txnFieldsMin || n > r.Len() {
 		return fmt.Errorf("txn of %d fields", n)
 	}
 	var f [7]int64
@@ -109,10 +129,82 @@ func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error 
 			}
 		}
 	}
+	if n > txnFieldsMin {
+		if txn.ACL, err = decodeACL(dec, r); err != nil {
+			return err
+		}
+	}
+	if n > txnFieldsMin+1 {
+		if txn.Identities, err = decodeIdentities(dec, r); err != nil {
+			return err
+		}
+	}
 	for i := txnFields; i < n; i++ {
 		if err := dec.Skip(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func decodeACL(dec *msgpack.Decoder, r *bytes.Reader) ([]wire.ACL, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	if n > r.Len() {
+		return nil, fmt.Errorf("ACL of %d entries", n)
+	}
+	acl := make([]wire.ACL, n)
+	for i := range acl {
+		if err := decodeFixedArray(dec, 3); err != nil {
+			return nil, err
+		}
+		perms, err := dec.DecodeInt32()
+		if err != nil {
+			return nil, err
+		}
+		acl[i].Perms = wire.Perms(perms)
+		if acl[i].Scheme, err = dec.DecodeString(); err != nil {
+			return nil, err
+		}
+		if acl[i].ID, err = dec.DecodeString(); err != nil {
+			return nil, err
+		}
+	}
+	return acl, nil
+}
+
+func decodeIdentities(dec *msgpack.Decoder, r *bytes.Reader) ([]wire.Identity, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n <= 0 {
+		return nil, err
+	}
+	if n > r.Len() {
+		return nil, fmt.Errorf("%d identities", n)
+	}
+	ids := make([]wire.Identity, n)
+	for i := range ids {
+		if err := decodeFixedArray(dec, 2); err != nil {
+			return nil, err
+		}
+		if ids[i].Scheme, err = dec.DecodeString(); err != nil {
+			return nil, err
+		}
+		if ids[i].ID, err = dec.DecodeString(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+func decodeFixedArray(dec *msgpack.Decoder, want int) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n != want {
+		return fmt.Errorf("array of %d, want %d", n, want)
 	}
 	return nil
 }

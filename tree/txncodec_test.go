@@ -20,6 +20,10 @@ var txnCodecCases = []struct {
 	{"a new session keeps id, timeout and password", Txn{Type: TxnCreateSession, Session: 42, TimeoutMs: 4000, Password: []byte("0123456789abcdef")}},
 	{"a session close", Txn{Type: TxnCloseSession, Session: 42}},
 	{"a reap carries its time", Txn{Type: TxnReap, Time: 99}},
+	{"a create keeps its ACL and identities", Txn{Type: wire.OpCreate, Path: "/a",
+		ACL:        []wire.ACL{{Perms: wire.PermRead, Scheme: "world", ID: "anyone"}, {Perms: wire.PermAll, Scheme: "digest", ID: "u:h"}},
+		Identities: []wire.Identity{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "digest", ID: "u:h"}}}},
+	{"a setACL keeps its ACL and aversion", Txn{Type: wire.OpSetACL, Path: "/a", Version: 3, ACL: []wire.ACL{{Perms: wire.PermAdmin, Scheme: "ip", ID: "10.0.0.0/8"}}}},
 	{"a multi carries its ops", Txn{Type: wire.OpMulti, Ops: []Txn{
 		{Type: wire.OpCheck, Path: "/a", Version: 1},
 		{Type: wire.OpCreate, Path: "/b", Data: []byte("y")},

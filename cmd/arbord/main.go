@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/arbor-coord/arbor/server"
+	"github.com/arbor-coord/arbor/tree"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -34,6 +35,7 @@ func run(args []string) error {
 		id       = fs.Uint64("id", 1, "this member's id")
 		peers    = fs.String("peers", "", "the cluster's members as id=host:port,... (empty: a single node)")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
 	)
 	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
@@ -51,6 +53,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
 	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
+	fs.StringVar(&cfg.SuperDigest, "super-digest", "", "the superuser, as user:base64(sha1(user:password)); it passes every ACL check (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +64,9 @@ func run(args []string) error {
 	var err error
 	if cfg.Peers, err = parsePeers(*peers); err != nil {
 		return err
+	}
+	if cfg.DefaultACL, err = tree.ParseACL(*defACL); err != nil {
+		return fmt.Errorf("--default-acl: %w", err)
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {

@@ -1,0 +1,178 @@
+package tree
+
+import (
+	"encoding/base64"
+	"net/netip"
+	"strings"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// The server checks an ACL before it proposes a create or setACL: the tree
+// stores what it is given.
+
+// MaxACLEntries is the most entries an ACL may have.
+const MaxACLEntries = 1024
+
+// ValidateACL checks every entry of acl: world takes the id anyone; digest
+// an id user:base64(sha1), whose hash is 20 bytes; ip an address or a
+// network in CIDR form; x509 any non-empty id (a certificate's subject).
+// Permissions must be letters of cdrwa. Scheme auth is refused here: it
+// stands for the caller's identities and is expanded by ResolveACL first.
+// An empty list is refused, and so is one of more than MaxACLEntries. The
+// errors match wire.ErrInvalidACL.
+func ValidateACL(acl []wire.ACL) error {
+	if len(acl) == 0 {
+		return wire.Errorf(wire.CodeInvalidACL, "an empty ACL")
+	}
+	if len(acl) > MaxACLEntries {
+		return wire.Errorf(wire.CodeInvalidACL, "an ACL of %d entries is over the limit of %d", len(acl), MaxACLEntries)
+	}
+	for _, a := range acl {
+		if err := validateEntry(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateEntry(a wire.ACL) error {
+	if a.Perms&^wire.PermAll != 0 {
+		return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%s has permission bits %#x beyond cdrwa", a.Scheme, a.ID, int32(a.Perms))
+	}
+	switch a.Scheme {
+	case "world":
+		if a.ID != "anyone" {
+			return wire.Errorf(wire.CodeInvalidACL, "ACL world:%s: scheme world takes only the id anyone", a.ID)
+		}
+	case "digest":
+		user, hash, ok := strings.Cut(a.ID, ":")
+		if !ok || user == "" || !isSHA1Base64(hash) {
+			return wire.Errorf(wire.CodeInvalidACL, "ACL digest:%s: a digest id is user:base64(sha1(user:password)), a 28-character hash", a.ID)
+		}
+	case "ip":
+		if !validIPPattern(a.ID) {
+			return wire.Errorf(wire.CodeInvalidACL, "ACL ip:%s: an ip id is an address or a network in CIDR form", a.ID)
+		}
+	case "x509":
+		if a.ID == "" {
+			return wire.Errorf(wire.CodeInvalidACL, "ACL x509 with an empty id: it takes a certificate's subject")
+		}
+	case "auth":
+		return wire.Errorf(wire.CodeInvalidACL, "ACL scheme auth cannot be stored: it stands for the caller's identities")
+	default:
+		return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%s: unknown scheme %q (world, digest, ip, x509 and auth are known)", a.Scheme, a.ID, a.Scheme)
+	}
+	return nil
+}
+
+// isSHA1Base64 reports whether s is 20 bytes in padded standard base64.
+func isSHA1Base64(s string) bool {
+	var buf [21]byte
+	if len(s) != base64.StdEncoding.EncodedLen(20) {
+		return false
+	}
+	n, err := base64.StdEncoding.Decode(buf[:], []byte(s))
+	return err == nil && n == 20
+}
+
+func validIPPattern(s string) bool {
+	if strings.Contains(s, "/") {
+		_, err := netip.ParsePrefix(s)
+		return err == nil
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
+
+// ResolveACL returns the ACL to store for a create's or setACL's acl, as
+// ZooKeeper's fixupACL does. An empty acl is defaultACL for a create and
+// an error for setACL. An entry of scheme auth stands for each of ids that
+// a client proved (digest and x509; not ip, world or super), with the
+// entry's permissions, and is an error when there is none. Duplicates are
+// dropped. Every entry is then checked (ValidateACL). acl is returned
+// unchanged, without allocating, when there is nothing to expand or drop.
+func ResolveACL(acl, defaultACL []wire.ACL, ids []wire.Identity, setACL bool) ([]wire.ACL, error) {
+	if len(acl) == 0 {
+		if setACL {
+			return nil, wire.Errorf(wire.CodeInvalidACL, "setACL with an empty ACL")
+		}
+		return defaultACL, nil
+	}
+	if len(acl) > MaxACLEntries {
+		return nil, ValidateACL(acl)
+	}
+	if needsRewrite(acl) {
+		out := make([]wire.ACL, 0, len(acl)+len(ids))
+		for _, a := range acl {
+			if a.Scheme != "auth" {
+				out = appendUnique(out, a)
+				continue
+			}
+			proved := false
+			for _, id := range ids {
+				if id.Scheme == "digest" || id.Scheme == "x509" {
+					out = appendUnique(out, wire.ACL{Perms: a.Perms, Scheme: id.Scheme, ID: id.ID})
+					proved = true
+				}
+			}
+			if !proved {
+				return nil, wire.Errorf(wire.CodeInvalidACL, "ACL auth:%s: the connection has no authenticated identity (add one with auth first)", a.ID)
+			}
+		}
+		acl = out
+	}
+	if err := ValidateACL(acl); err != nil {
+		return nil, err
+	}
+	return acl, nil
+}
+
+// needsRewrite reports whether acl has an auth entry or a duplicate.
+func needsRewrite(acl []wire.ACL) bool {
+	for i, a := range acl {
+		if a.Scheme == "auth" {
+			return true
+		}
+		for _, b := range acl[:i] {
+			if a == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func appendUnique(acl []wire.ACL, a wire.ACL) []wire.ACL {
+	for _, b := range acl {
+		if a == b {
+			return acl
+		}
+	}
+	return append(acl, a)
+}
+
+// ParseACL reads a comma-separated list of scheme:id:perms entries, such as
+// "world:anyone:r,digest:admin:XBh8...=:cdrwa,ip:10.0.0.0/8:rw" (the id
+// may hold colons: the scheme ends at the first, the permissions start
+// after the last), and checks it with ValidateACL.
+func ParseACL(s string) ([]wire.ACL, error) {
+	var acl []wire.ACL
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		scheme, rest, ok1 := strings.Cut(item, ":")
+		i := strings.LastIndexByte(rest, ':')
+		if !ok1 || i < 0 {
+			return nil, wire.Errorf(wire.CodeInvalidACL, "ACL entry %q is not scheme:id:perms", item)
+		}
+		perms, err := wire.ParsePerms(rest[i+1:])
+		if err != nil {
+			return nil, wire.Errorf(wire.CodeInvalidACL, "ACL entry %q: %v", item, err)
+		}
+		acl = append(acl, wire.ACL{Perms: perms, Scheme: scheme, ID: rest[:i]})
+	}
+	if err := ValidateACL(acl); err != nil {
+		return nil, err
+	}
+	return acl, nil
+}
