@@ -242,7 +242,15 @@ func TestDialFailsWhenACredentialIsRefused(t *testing.T) {
 }
 
 func TestACredentialRefusedOnReconnectEndsTheClient(t *testing.T) {
+	for _, keepConn := range []bool{false, true} {
+		name := map[bool]string{false: "the server closes the connection", true: "the server keeps the connection"}[keepConn]
+		t.Run(name, func(t *testing.T) { testRefusedOnReconnect(t, keepConn) })
+	}
+}
+
+func testRefusedOnReconnect(t *testing.T, keepConn bool) {
 	s := newFakeServer(t)
+	s.keepConn = keepConn
 	c := dialFake(t, []string{s.listen()}, WithSessionRenewal())
 	ctx := context.Background()
 	must(t, c.AddAuth(ctx, "digest", DigestCredential("alice", "pw")))

@@ -30,6 +30,7 @@ type fakeServer struct {
 	conns    map[*fakeConn]bool
 	refuse   wire.Code       // when set, every handshake is refused with it
 	badCreds map[string]bool // digest credentials refused by auth
+	keepConn bool            // keep a connection whose auth was refused (Arbor does; ZooKeeper closes it)
 	requests []wire.Request  // every request but pings, in arrival order
 	wg       sync.WaitGroup
 }
@@ -276,10 +277,10 @@ func (s *fakeServer) handleLocked(fc *fakeConn, req *wire.Request) bool {
 		results, _, code := s.writeLocked([]wire.Request{*req}, fc.session)
 		rep.Err, rep.Stat = code, results[0].Stat
 	case wire.OpAuth:
-		if rep.Err = s.authLocked(fc, req); rep.Err != wire.CodeOK {
+		if rep.Err = s.authLocked(fc, req); rep.Err != wire.CodeOK && !s.keepConn {
 			rep.Zxid = s.zxid
 			fc.reply(req.Op, &rep)
-			return false // ZooKeeper closes the connection after a refused auth
+			return false // as ZooKeeper closes the connection after a refused auth
 		}
 	case wire.OpWhoAmI:
 		rep.Identities = append([]wire.Identity{{Scheme: "ip", ID: "127.0.0.1"}}, fc.ids...)
