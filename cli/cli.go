@@ -32,6 +32,7 @@ const defaultTimeout = 10 * time.Second
 // binds the flags to its fields.
 type env struct {
 	servers string
+	auths   []string // --auth: SCHEME:CREDENTIAL each
 	timeout time.Duration
 	output  string // "text" or "json"
 
@@ -119,12 +120,16 @@ func (e *env) rootCommand() *cobra.Command {
 		Long: "arbor browses, edits and watches the znode tree of an Arbor cluster.\n\n" +
 			"Every command takes -o json for output that scripts can rely on (see docs/cli.md).\n" +
 			"Servers come from --servers, else $ARBOR_SERVERS, else " + DefaultServers + ".\n" +
+			"Credentials come from --auth SCHEME:CREDENTIAL (repeatable), else $ARBOR_AUTH.\n" +
 			"Exit status: 0 success, 1 an error, 2 a usage mistake.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			if e.output != "text" && e.output != "json" {
 				return usagef("output format %q is neither text nor json", e.output)
+			}
+			if e.sh != nil && len(e.auths) > 0 {
+				return usagef("the shell's session is open already: authenticate it with addauth")
 			}
 			return nil
 		},
@@ -135,6 +140,8 @@ func (e *env) rootCommand() *cobra.Command {
 	}
 	flags := root.PersistentFlags()
 	flags.StringVar(&e.servers, "servers", "", "servers as host:port,... (default $ARBOR_SERVERS, else "+DefaultServers+")")
+	flags.StringArrayVar(&e.auths, "auth", nil,
+		"authenticate the session as SCHEME:CREDENTIAL, such as digest:alice:secret (repeatable; default $ARBOR_AUTH)")
 	flags.DurationVar(&e.timeout, "timeout", timeout, "how long to wait for the servers, per request")
 	flags.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -145,6 +152,7 @@ func (e *env) rootCommand() *cobra.Command {
 		e.memberCommand(), e.statusCommand(),
 		e.lockCommand(), e.electCommand(), e.locksCommand(),
 		e.servicesCommand(), e.configCommand(), e.benchCommand(),
+		e.getaclCommand(), e.setaclCommand(), e.whoamiCommand(), e.addauthCommand(),
 	)
 	if e.sh == nil {
 		root.AddCommand(e.shellCommand())
@@ -175,9 +183,16 @@ func (e *env) serverList() []string {
 
 // connect dials the servers within --timeout and starts a session.
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
+	opts, err := e.authOptions()
+	if err != nil {
+		return nil, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	c, err := client.Dial(dctx, e.serverList())
+	c, err := client.Dial(dctx, e.serverList(), opts...)
+	if isAuthFailed(err) {
+		return nil, fmt.Errorf("the servers refused the credentials: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", strings.Join(e.serverList(), ","), err)
 	}
@@ -291,6 +306,13 @@ func describe(err error, path string) error {
 		return fmt.Errorf("invalid path %q", path)
 	case errors.Is(err, client.ErrDataTooLarge):
 		return fmt.Errorf("data for %s is too large", path)
+	case errors.Is(err, client.ErrNoAuth):
+		return fmt.Errorf("%s: not allowed by the ACL (see getacl; authenticate with --auth, or addauth in the shell)", path)
+	case errors.Is(err, client.ErrInvalidACL):
+		return fmt.Errorf("%s: invalid ACL: %w", path, err)
 	}
 	return err
 }
+
+// isAuthFailed reports whether err is a refused credential.
+func isAuthFailed(err error) bool { return errors.Is(err, client.ErrAuthFailed) }

@@ -19,19 +19,22 @@ type pathJSON struct {
 func (e *env) createCommand() *cobra.Command {
 	var ephemeral, sequential, container bool
 	var ttl time.Duration
+	var aclText string
 	cmd := &cobra.Command{
-		Use:   "create [-e] [-s] [-c] [-t TTL] PATH [DATA]",
+		Use:   "create [-e] [-s] [-c] [-t TTL] [-a ACL] PATH [DATA]",
 		Short: "Create a node and print its path",
 		Long: "Create a node and print the path created (with its sequence number for -s).\n\n" +
 			"An ephemeral node (-e) lives as long as the session that made it: on the command\n" +
 			"line that is the command itself, so the node is gone when it exits; in the shell\n" +
 			"it is the shell's session. A container (-c) is deleted by the server once it has\n" +
 			"had children and has none left. A TTL node (-t) is deleted once it has had no\n" +
-			"children and no change for TTL (a duration such as 30s or 1h).",
+			"children and no change for TTL (a duration such as 30s or 1h). With -a, the\n" +
+			"node gets ACL, else the server's default ACL.\n\n" + aclHelp,
 		Example: "  arbor create /app '{\"mode\":\"blue\"}'\n" +
 			"  arbor create -s /app/job-        # prints /app/job-0000000000\n" +
 			"  arbor create -c /queues\n" +
-			"  arbor create -t 1h /cache/item data",
+			"  arbor create -t 1h /cache/item data\n" +
+			"  arbor --auth digest:alice:secret create -a auth::cdrwa,world:anyone:r /private",
 		Args:              usageArgs(cobra.RangeArgs(1, 2)),
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,6 +51,14 @@ func (e *env) createCommand() *cobra.Command {
 			case withTTL && (ttl < time.Millisecond || ttl.Milliseconds() > 1<<40-1):
 				return usagef("TTL %v is out of range (1ms to about 34 years)", ttl)
 			}
+			var opts []client.CreateOption
+			if cmd.Flags().Changed("acl") {
+				acl, err := parseACLArg(aclText)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.WithACL(acl...))
+			}
 			path := e.path(args[0])
 			if sequential && strings.HasSuffix(args[0], "/") && !strings.HasSuffix(path, "/") {
 				path += "/" // the sequence number alone is the name
@@ -61,11 +72,11 @@ func (e *env) createCommand() *cobra.Command {
 					if sequential {
 						mode = client.PersistentSequentialTTL
 					}
-					p, err = c.CreateTTL(ctx, path, data, mode, ttl)
+					p, err = c.CreateTTL(ctx, path, data, mode, ttl, opts...)
 				case container:
-					p, err = c.Create(ctx, path, data, client.Container)
+					p, err = c.Create(ctx, path, data, client.Container, opts...)
 				default:
-					p, err = c.Create(ctx, path, data, createMode(ephemeral, sequential))
+					p, err = c.Create(ctx, path, data, createMode(ephemeral, sequential), opts...)
 				}
 				if err != nil {
 					return describe(err, path)
@@ -82,6 +93,8 @@ func (e *env) createCommand() *cobra.Command {
 	cmd.Flags().BoolVarP(&sequential, "sequential", "s", false, "append a sequence number to the name")
 	cmd.Flags().BoolVarP(&container, "container", "c", false, "container node: deleted once its last child is")
 	cmd.Flags().DurationVarP(&ttl, "ttl", "t", 0, "time to live of a persistent node without changes or children")
+	cmd.Flags().StringVarP(&aclText, "acl", "a", "", "the node's ACL, as scheme:id:perms,... (default: the server's)")
+	cmd.RegisterFlagCompletionFunc("acl", completeACL)
 	return cmd
 }
 

@@ -202,7 +202,8 @@ func TestCompletion(t *testing.T) {
 			head, tail      string
 			wantCompletions []string
 		}{
-			{"ge", 2, "", "", []string{"get"}},
+			{"ge", 2, "", "", []string{"get", "getacl"}},
+			{"getacl /ap", 10, "getacl ", "", []string{"/app", "/apple"}},
 			{"e", 1, "", "", []string{"elect", "ephemerals", "exit"}},
 			{"  cd", 4, "  ", "", []string{"cd"}},
 			{"get j", 5, "get ", "", []string{"job-1", "jobs"}},
@@ -218,7 +219,8 @@ func TestCompletion(t *testing.T) {
 			}
 		}
 		_, all, _ := sh.complete("", 0)
-		for _, name := range []string{"cd", "pwd", "ls", "tree", "watch", "help", "exit", "quit"} {
+		for _, name := range []string{"cd", "pwd", "ls", "tree", "watch", "help", "exit", "quit",
+			"getacl", "setacl", "addauth", "whoami"} {
 			if !strings.Contains(" "+strings.Join(all, " ")+" ", " "+name+" ") {
 				t.Errorf("command names %q lack %s", all, name)
 			}

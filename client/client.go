@@ -35,14 +35,19 @@ const (
 type State int32
 
 // Session states. Connected and Disconnected alternate while the session
-// lives; Expired and Closed are final, except that with WithSessionRenewal
-// a new session (Connected) follows an expiry.
+// lives; Expired, AuthFailed and Closed are final, except that with
+// WithSessionRenewal a new session (Connected) follows an expiry.
 const (
 	StateDisconnected State = iota // the connection broke; the client is reconnecting
 	StateConnected                 // connected to a server, with a live session
 	StateExpired                   // the session is lost, with its ephemerals and watches
 	StateClosed                    // Close was called
+	StateAuthFailed                // a credential was refused on a new connection: the session is given up (see AddAuth)
 )
+
+// ended reports whether s is a state in which the session is over but
+// Close was not called: StateExpired or StateAuthFailed.
+func (s State) ended() bool { return s == StateExpired || s == StateAuthFailed }
 
 func (s State) String() string {
 	switch s {
@@ -54,6 +59,8 @@ func (s State) String() string {
 		return "expired"
 	case StateClosed:
 		return "closed"
+	case StateAuthFailed:
+		return "auth failed"
 	}
 	return fmt.Sprintf("State(%d)", int32(s))
 }
@@ -86,6 +93,7 @@ type options struct {
 	log      *zap.Logger
 	dial     func(ctx context.Context, addr string) (net.Conn, error)
 	maxFrame int
+	auths    []authInfo
 }
 
 // WithSessionTimeout sets the session timeout asked of the server (default
@@ -145,7 +153,9 @@ type Client struct {
 	closing    bool          // Close was called
 	expiredErr error         // why the session expired, once it has
 	states     chan State    // StateChanges; sent to under mu, closed by Close
-	ended      chan struct{} // Done: closed on moving to StateExpired or StateClosed; a new one per session
+	ended      chan struct{} // Done: closed on moving to StateExpired, StateAuthFailed or StateClosed; a new one per session
+	auths      []authInfo    // the credentials every new connection sends; appended to by AddAuth, never changed in place
+	authEpoch  int           // counts the connections that have taken auths (see AddAuth)
 
 	runCtx context.Context // ends when Close is called
 	stop   context.CancelFunc
@@ -186,6 +196,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error
 		timeout: o.timeout,
 		states:  make(chan State, stateBuffer),
 		ended:   make(chan struct{}),
+		auths:   o.auths,
 	}
 	c.watches.init()
 	c.runCtx, c.stop = context.WithCancel(context.Background())
@@ -211,9 +222,12 @@ func (c *Client) dialFirst(ctx context.Context) (*conn, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			cn, err := c.connect(ctx, addr, c.attemptLimit())
+			cn, err := c.open(ctx, addr, c.attemptLimit())
 			if err == nil {
 				return cn, nil
+			}
+			if isRefusedAuth(err) {
+				return nil, fmt.Errorf("dial: %w", err)
 			}
 			if ctx.Err() != nil {
 				break // cut short by ctx: keep the last server's own error
@@ -279,12 +293,13 @@ func (c *Client) Session() (id int64, done <-chan struct{}) {
 func (c *Client) RenewsSessions() bool { return c.opts.renew }
 
 // Err returns nil while the session lives, then an error matching
-// ErrSessionExpired or ErrClosed (until a renewed session begins).
+// ErrSessionExpired (and, after StateAuthFailed, ErrAuthFailed) or
+// ErrClosed (until a renewed session begins).
 func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.state == StateExpired:
+	case c.state.ended():
 		return c.expiredErr
 	case c.state == StateClosed:
 		return ErrClosed
@@ -324,12 +339,12 @@ func (c *Client) Close() error {
 }
 
 // closeSession sends OpClose on cn and waits up to wait for the answer.
-func (c *Client) closeSession(cn *conn, wait time.Duration) {
+func (c *Client) closeSession(cn *conn, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	r := newRequest(wire.Request{Op: wire.OpClose}, nil)
 	if err := cn.send(r); err != nil {
-		return
+		return err
 	}
 	rep, err := r.wait(ctx)
 	if err == nil {
@@ -338,6 +353,7 @@ func (c *Client) closeSession(cn *conn, wait time.Duration) {
 	if err != nil {
 		c.log.Info("arbor: close session", zap.String("session", c.sessionHex()), zap.Error(err))
 	}
+	return err
 }
 
 // current returns the connection to send on (nil while disconnected) and a
@@ -349,7 +365,7 @@ func (c *Client) current() (*conn, <-chan struct{}, error) {
 	switch {
 	case c.closing || c.state == StateClosed:
 		return nil, nil, ErrClosed
-	case c.state == StateExpired:
+	case c.state.ended():
 		return nil, nil, c.expiredErr
 	}
 	return c.cur, c.changed, nil
@@ -367,10 +383,8 @@ func (c *Client) setStateLocked(s State, cur *conn) {
 	if s == c.state {
 		return
 	}
-	if s == StateExpired || s == StateClosed {
-		if c.state != StateExpired {
-			close(c.ended)
-		}
+	if (s.ended() || s == StateClosed) && !c.state.ended() {
+		close(c.ended)
 	}
 	c.state = s
 	for {

@@ -60,6 +60,26 @@
 // session expires or the client is closed, every pending watch receives an
 // event of Type EventSession and is closed.
 //
+// # ACLs and authentication
+//
+// Every znode has an ACL, ZooKeeper's: entries of a scheme, an id and
+// permissions (PermRead, PermWrite, PermCreate, PermDelete, PermAdmin).
+// Create takes one WithACL (else the node gets the server's default); GetACL
+// and SetACL read and replace it; the helpers WorldACL, DigestACL, IPACL,
+// AuthACL and X509ACL make entries, and ParseACL reads zkCli.sh's text form.
+// A connection proves identities with credentials, given WithAuth at Dial
+// or added later with AddAuth, and WhoAmI lists them:
+//
+//	c, err := client.Dial(ctx, servers, client.WithAuth("digest", client.DigestCredential("alice", "secret")))
+//	...
+//	_, err = c.Create(ctx, "/app", nil, client.Persistent,
+//		client.WithACL(client.DigestACL(client.PermAll, "alice", "secret"), client.WorldACL(client.PermRead)))
+//
+// A request the ACLs do not allow fails with ErrNoAuth. Identities belong
+// to a connection, so the client sends its credentials again on every new
+// connection before any other request; if a server then refuses one, the
+// client gives its session up (StateAuthFailed, see AddAuth).
+//
 // # Concurrency
 //
 // All methods of Client are safe for concurrent use, and every blocking call

@@ -40,12 +40,19 @@ var (
 	// one that failed (none of the ops was applied).
 	ErrRuntimeInconsistency error = wire.ErrRuntimeInconsistency
 
+	// ErrNoAuth: the node's ACL (for a create or a delete, the parent's)
+	// does not grant the connection's identities the permission the
+	// request needs.
+	ErrNoAuth error = wire.ErrNoAuth
+	// ErrInvalidACL: an ACL the server (or the client) refused: empty, an
+	// unknown scheme, a malformed id, or scheme auth without an identity.
+	ErrInvalidACL error = wire.ErrInvalidACL
+	// ErrAuthFailed: the server refused a credential (see AddAuth).
+	ErrAuthFailed error = wire.ErrAuthFailed
+
 	ErrSystemError        error = wire.ErrSystemError
 	ErrUnimplemented      error = wire.ErrUnimplemented
 	ErrOperationTimeout   error = wire.ErrOperationTimeout
-	ErrNoAuth             error = wire.ErrNoAuth
-	ErrInvalidACL         error = wire.ErrInvalidACL
-	ErrAuthFailed         error = wire.ErrAuthFailed
 	ErrSessionMoved       error = wire.ErrSessionMoved
 	ErrRequestTimeout     error = wire.ErrRequestTimeout
 	ErrQuotaExceeded      error = wire.ErrQuotaExceeded

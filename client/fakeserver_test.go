@@ -28,14 +28,17 @@ type fakeServer struct {
 	sessions map[int64][]byte // password by session id
 	lastID   int64
 	conns    map[*fakeConn]bool
-	refuse   wire.Code      // when set, every handshake is refused with it
-	requests []wire.Request // every request but pings, in arrival order
+	refuse   wire.Code       // when set, every handshake is refused with it
+	badCreds map[string]bool // digest credentials refused by auth
+	keepConn bool            // keep a connection whose auth was refused (Arbor does; ZooKeeper closes it)
+	requests []wire.Request  // every request but pings, in arrival order
 	wg       sync.WaitGroup
 }
 
 type fakeNode struct {
 	data []byte
 	stat wire.Stat
+	acl  []wire.ACL
 }
 
 type fakeConn struct {
@@ -43,6 +46,7 @@ type fakeConn struct {
 	session int64
 	wmu     sync.Mutex               // serializes writes
 	watches map[string]map[rune]bool // path -> 'd'ata, 'e'xist, 'c'hild (under the server's mu)
+	ids     []wire.Identity          // added by auth (under the server's mu)
 }
 
 type fakeEvent struct {
@@ -55,6 +59,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 		t:        t,
 		nodes:    map[string]*fakeNode{"/": {}},
 		sessions: map[int64][]byte{},
+		badCreds: map[string]bool{},
 		conns:    map[*fakeConn]bool{},
 	}
 	t.Cleanup(s.shutdown)
@@ -108,6 +113,13 @@ func (s *fakeServer) shutdown() {
 	s.stopListening()
 	s.dropConns()
 	s.wg.Wait()
+}
+
+// refuseCred makes auth refuse the digest credential cred from now on.
+func (s *fakeServer) refuseCred(cred string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.badCreds[cred] = true
 }
 
 func (s *fakeServer) setRefuse(code wire.Code) {
@@ -255,6 +267,23 @@ func (s *fakeServer) handleLocked(fc *fakeConn, req *wire.Request) bool {
 		rep.Results, _, rep.Err = s.writeLocked(req.Ops, fc.session)
 	case wire.OpSync:
 		rep.Path = req.Path
+	case wire.OpGetACL:
+		if n := s.nodes[req.Path]; n == nil {
+			rep.Err = wire.CodeNoNode
+		} else {
+			rep.ACL, rep.Stat = n.acl, n.stat
+		}
+	case wire.OpSetACL:
+		results, _, code := s.writeLocked([]wire.Request{*req}, fc.session)
+		rep.Err, rep.Stat = code, results[0].Stat
+	case wire.OpAuth:
+		if rep.Err = s.authLocked(fc, req); rep.Err != wire.CodeOK && !s.keepConn {
+			rep.Zxid = s.zxid
+			fc.reply(req.Op, &rep)
+			return false // as ZooKeeper closes the connection after a refused auth
+		}
+	case wire.OpWhoAmI:
+		rep.Identities = append([]wire.Identity{{Scheme: "ip", ID: "127.0.0.1"}}, fc.ids...)
 	case wire.OpSetWatches2:
 		s.setWatchesLocked(fc, req)
 	case wire.OpClose:
@@ -267,6 +296,23 @@ func (s *fakeServer) handleLocked(fc *fakeConn, req *wire.Request) bool {
 	}
 	rep.Zxid = s.zxid
 	return fc.reply(req.Op, &rep) == nil
+}
+
+// authLocked takes a digest credential "user:password", unless it was
+// refused with refuseCred; other schemes are refused.
+func (s *fakeServer) authLocked(fc *fakeConn, req *wire.Request) wire.Code {
+	user, _, ok := strings.Cut(string(req.AuthData), ":")
+	if req.AuthScheme != "digest" || !ok || s.badCreds[string(req.AuthData)] {
+		return wire.CodeAuthFailed
+	}
+	id := wire.Identity{Scheme: "digest", ID: user}
+	for _, have := range fc.ids {
+		if have == id {
+			return wire.CodeOK
+		}
+	}
+	fc.ids = append(fc.ids, id)
+	return wire.CodeOK
 }
 
 func (s *fakeServer) readLocked(fc *fakeConn, req *wire.Request, rep *wire.Reply) {

@@ -53,10 +53,14 @@ func applyOp(work map[string]*fakeNode, req *wire.Request, zxid, session int64) 
 		return applyCreate(work, req, zxid, session)
 	}
 	n := work[req.Path]
-	switch {
-	case n == nil:
+	if n == nil {
 		return res, nil, wire.CodeNoNode
-	case req.Version != -1 && req.Version != n.stat.Version:
+	}
+	version := n.stat.Version
+	if req.Op == wire.OpSetACL {
+		version = n.stat.Aversion // setACL checks the ACL's version
+	}
+	if req.Version != -1 && req.Version != version {
 		return res, nil, wire.CodeBadVersion
 	}
 	switch req.Op {
@@ -79,6 +83,11 @@ func applyOp(work map[string]*fakeNode, req *wire.Request, zxid, session int64) 
 		p.stat.Pzxid = zxid
 		return res, []fakeEvent{{wire.EventNodeDeleted, req.Path}, {wire.EventNodeChildrenChanged, parent}}, wire.CodeOK
 	case wire.OpCheck:
+		return res, nil, wire.CodeOK
+	case wire.OpSetACL:
+		n.acl = req.ACL
+		n.stat.Aversion++
+		res.Stat = n.stat
 		return res, nil, wire.CodeOK
 	}
 	return res, nil, wire.CodeUnimplemented
@@ -104,9 +113,12 @@ func applyCreate(work map[string]*fakeNode, req *wire.Request, zxid, session int
 	if work[path] != nil {
 		return res, nil, wire.CodeNodeExists
 	}
-	n := &fakeNode{data: req.Data, stat: wire.Stat{
+	n := &fakeNode{data: req.Data, acl: req.ACL, stat: wire.Stat{
 		Czxid: zxid, Mzxid: zxid, Pzxid: zxid, DataLength: int32(len(req.Data)),
 	}}
+	if len(n.acl) == 0 {
+		n.acl = wire.OpenACL
+	}
 	if req.Mode.IsEphemeral() {
 		n.stat.EphemeralOwner = session
 	}

@@ -15,23 +15,24 @@ const maxTTL = 1<<40 - 1
 // Create makes a node at path with data and returns its path (with the
 // sequence number appended, for a sequential mode, to a path that may then
 // end in "/"). The parent must exist. For the TTL modes use CreateTTL.
-func (c *Client) Create(ctx context.Context, path string, data []byte, mode CreateMode) (string, error) {
-	p, _, err := c.create(ctx, newCreate(path, data, mode, 0, false))
+// The node gets the server's default ACL, or the one given WithACL.
+func (c *Client) Create(ctx context.Context, path string, data []byte, mode CreateMode, opts ...CreateOption) (string, error) {
+	p, _, err := c.create(ctx, newCreate(path, data, mode, 0, false, opts))
 	return p, err
 }
 
 // CreateStat is Create that also returns the new node's Stat (ZooKeeper's
 // create2): its Czxid, for example, orders it among all writes.
-func (c *Client) CreateStat(ctx context.Context, path string, data []byte, mode CreateMode) (string, Stat, error) {
-	return c.create(ctx, newCreate(path, data, mode, 0, false))
+func (c *Client) CreateStat(ctx context.Context, path string, data []byte, mode CreateMode, opts ...CreateOption) (string, Stat, error) {
+	return c.create(ctx, newCreate(path, data, mode, 0, false, opts))
 }
 
 // CreateTTL makes a node of mode PersistentTTL or PersistentSequentialTTL: a
 // persistent node that the server deletes once it has had no children and
 // no change for ttl (at least a millisecond; it is sent in whole
 // milliseconds). The server must have TTL nodes enabled.
-func (c *Client) CreateTTL(ctx context.Context, path string, data []byte, mode CreateMode, ttl time.Duration) (string, error) {
-	p, _, err := c.create(ctx, newCreate(path, data, mode, ttl, true))
+func (c *Client) CreateTTL(ctx context.Context, path string, data []byte, mode CreateMode, ttl time.Duration, opts ...CreateOption) (string, error) {
+	p, _, err := c.create(ctx, newCreate(path, data, mode, ttl, true, opts))
 	return p, err
 }
 
@@ -209,17 +210,28 @@ type Op struct {
 }
 
 // CreateOp is a Multi's Create. TTL modes need CreateTTLOp.
-func CreateOp(path string, data []byte, mode CreateMode) Op {
-	return newCreate(path, data, mode, 0, false)
+func CreateOp(path string, data []byte, mode CreateMode, opts ...CreateOption) Op {
+	return newCreate(path, data, mode, 0, false, opts)
 }
 
 // CreateTTLOp is a Multi's CreateTTL.
-func CreateTTLOp(path string, data []byte, mode CreateMode, ttl time.Duration) Op {
-	return newCreate(path, data, mode, ttl, true)
+func CreateTTLOp(path string, data []byte, mode CreateMode, ttl time.Duration, opts ...CreateOption) Op {
+	return newCreate(path, data, mode, ttl, true, opts)
 }
 
-func newCreate(path string, data []byte, mode CreateMode, ttl time.Duration, withTTL bool) Op {
+func newCreate(path string, data []byte, mode CreateMode, ttl time.Duration, withTTL bool, opts []CreateOption) Op {
 	op := Op{req: wire.Request{Op: wire.OpCreate, Path: path, Data: data, Mode: mode}}
+	if len(opts) > 0 {
+		var o createOptions
+		for _, opt := range opts {
+			opt(&o)
+		}
+		op.req.ACL = o.acl
+		if o.aclSet && len(o.acl) == 0 {
+			op.err = fmt.Errorf("%w: WithACL with no entries", ErrInvalidACL)
+			return op
+		}
+	}
 	switch {
 	case !mode.Valid():
 		op.err = fmt.Errorf("%w: unknown create mode %d", ErrBadArguments, int32(mode))

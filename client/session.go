@@ -41,6 +41,10 @@ func (c *Client) run(cn *conn) {
 		if errors.Is(err, ErrClosed) {
 			return
 		}
+		if isRefusedAuth(err) {
+			c.authFailed(err)
+			return
+		}
 		if err != nil {
 			c.expire(err)
 			cn = c.renew()
@@ -74,11 +78,11 @@ func (c *Client) reconnect() (*conn, error) {
 			if c.runCtx.Err() != nil {
 				return nil, ErrClosed
 			}
-			cn, err := c.connect(c.runCtx, addr, min(c.attemptLimit(), left))
+			cn, err := c.open(c.runCtx, addr, min(c.attemptLimit(), left))
 			if err == nil {
 				return cn, nil
 			}
-			if isFatal(err) {
+			if isFatal(err) || isRefusedAuth(err) {
 				return nil, err
 			}
 			c.log.Info("arbor: reconnect failed", zap.String("server", addr), zap.Error(err))
@@ -98,6 +102,10 @@ func (c *Client) renew() *conn {
 	c.sessionID, c.password = 0, nil
 	c.mu.Unlock()
 	cn, err := c.dialFirst(c.runCtx)
+	if isRefusedAuth(err) {
+		c.authFailed(err)
+		return nil
+	}
 	if err != nil {
 		return nil // Close was called
 	}

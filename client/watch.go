@@ -58,7 +58,9 @@ func (t EventType) String() string {
 // StateConnected. When the session expires or the client is closed, the
 // channel instead receives an event of Type EventSession with State
 // StateExpired or StateClosed and Err matching ErrSessionExpired or
-// ErrClosed, and is closed. A watch survives reconnects to the same
+// ErrClosed, and is closed (or, when the client gives its session up after
+// a refused credential, State StateAuthFailed and Err matching both
+// ErrAuthFailed and ErrSessionExpired; see AddAuth). A watch survives reconnects to the same
 // session: a change made while the client was disconnected fires a
 // one-shot watch on reconnect, and a persistent or recursive watch gets
 // every event it missed, in order (or, if the server no longer has them,

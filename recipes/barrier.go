@@ -15,20 +15,23 @@ import (
 type Barrier struct {
 	c    *client.Client
 	path string
+	acl  []client.CreateOption
 }
 
-// NewBarrier returns the Barrier at path for the session of c.
-func NewBarrier(c *client.Client, path string) *Barrier {
-	return &Barrier{c: c, path: path}
+// NewBarrier returns the Barrier at path for the session of c. Of the
+// options, WithACL applies: to the barrier's node and the ancestors Set
+// creates.
+func NewBarrier(c *client.Client, path string, opts ...Option) *Barrier {
+	return &Barrier{c: c, path: path, acl: newOptions(opts).acl}
 }
 
 // Set raises the barrier; raising a raised barrier is not an error. The
 // barrier stays raised until Remove, whatever happens to the session.
 func (b *Barrier) Set(ctx context.Context) error {
-	if err := makeDirs(ctx, b.c, path.Dir(b.path)); err != nil {
+	if err := makeDirs(ctx, b.c, path.Dir(b.path), b.acl); err != nil {
 		return opError("set barrier", b.path, err)
 	}
-	_, err := b.c.Create(ctx, b.path, nil, client.Persistent)
+	_, err := b.c.Create(ctx, b.path, nil, client.Persistent, b.acl...)
 	if errors.Is(err, client.ErrNodeExists) {
 		err = nil
 	}
@@ -104,7 +107,7 @@ type DoubleBarrier struct {
 // NewDoubleBarrier returns the DoubleBarrier at path for a group of n.
 func NewDoubleBarrier(c *client.Client, path string, n int, opts ...Option) *DoubleBarrier {
 	o := newOptions(opts)
-	return &DoubleBarrier{c: c, path: path, n: max(n, 1), q: newQueue(c, path, o.data), ready: path + "/ready"}
+	return &DoubleBarrier{c: c, path: path, n: max(n, 1), q: newQueue(c, path, o), ready: path + "/ready"}
 }
 
 // Enter joins the group and waits until n members have joined. When ctx
@@ -141,7 +144,7 @@ func (d *DoubleBarrier) enter(ctx context.Context) error {
 			return err
 		}
 		if len(es) >= d.n {
-			_, err := d.c.Create(ctx, d.ready, nil, client.Persistent)
+			_, err := d.c.Create(ctx, d.ready, nil, client.Persistent, d.q.acl...)
 			if err == nil || errors.Is(err, client.ErrNodeExists) {
 				return nil
 			}

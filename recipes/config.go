@@ -20,6 +20,7 @@ const configBuffer = 1024
 type ConfigValue struct {
 	c    *client.Client
 	path string
+	opts []Option
 
 	mu      sync.Mutex // guards value, stat, known and watched
 	value   []byte
@@ -32,10 +33,11 @@ type ConfigValue struct {
 }
 
 // NewConfigValue starts following the node at path (which need not exist)
-// on the session of c. Close stops it.
-func NewConfigValue(c *client.Client, path string) *ConfigValue {
+// on the session of c. Close stops it. Of the options, WithACL applies, to
+// the nodes Set creates.
+func NewConfigValue(c *client.Client, path string, opts ...Option) *ConfigValue {
 	ctx, cancel := context.WithCancel(context.Background())
-	cv := &ConfigValue{c: c, path: path, watch: make(chan []byte, configBuffer), stop: cancel, done: make(chan struct{})}
+	cv := &ConfigValue{c: c, path: path, opts: opts, watch: make(chan []byte, configBuffer), stop: cancel, done: make(chan struct{})}
 	go cv.run(ctx)
 	return cv
 }
@@ -62,24 +64,26 @@ func (cv *ConfigValue) Watch() <-chan []byte {
 	return cv.watch
 }
 
-// Set writes value with SetConfig.
+// Set writes value with SetConfig, with the options of NewConfigValue.
 func (cv *ConfigValue) Set(ctx context.Context, value []byte, expectedVersion int32) error {
-	return SetConfig(ctx, cv.c, cv.path, value, expectedVersion)
+	return SetConfig(ctx, cv.c, cv.path, value, expectedVersion, cv.opts...)
 }
 
 // SetConfig writes value at path if the node is at expectedVersion (-1:
 // any version), creating the node, and its missing ancestors as
-// containers, if it does not exist and expectedVersion is -1.
-func SetConfig(ctx context.Context, c *client.Client, path string, value []byte, expectedVersion int32) error {
+// containers, if it does not exist and expectedVersion is -1. Of the
+// options, WithACL applies, to the nodes it creates.
+func SetConfig(ctx context.Context, c *client.Client, path string, value []byte, expectedVersion int32, opts ...Option) error {
+	acl := newOptions(opts).acl
 	for {
 		_, err := c.Set(ctx, path, value, expectedVersion)
 		if !errors.Is(err, client.ErrNoNode) || expectedVersion != -1 {
 			return opError("set", path, err)
 		}
-		if err := makeDirs(ctx, c, parentOf(path)); err != nil {
+		if err := makeDirs(ctx, c, parentOf(path), acl); err != nil {
 			return opError("set", path, err)
 		}
-		_, err = c.Create(ctx, path, value, client.Persistent)
+		_, err = c.Create(ctx, path, value, client.Persistent, acl...)
 		if !errors.Is(err, client.ErrNodeExists) {
 			return opError("set", path, err)
 		}

@@ -39,6 +39,7 @@ type Registration struct {
 	c    *client.Client
 	path string
 	data []byte
+	acl  []client.CreateOption
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -47,8 +48,10 @@ type Registration struct {
 // holding inst as JSON, and keeps it there until Close. If a node of the
 // same ID belongs to another session (an earlier run of this instance
 // whose session has not expired yet), Register waits, within ctx, for it
-// to go: instance IDs must be unique among the live instances.
-func Register(ctx context.Context, c *client.Client, service string, inst Instance) (*Registration, error) {
+// to go: instance IDs must be unique among the live instances. Of the
+// options, WithACL applies: to the instance's node, and to the service's
+// node and /services if it creates them.
+func Register(ctx context.Context, c *client.Client, service string, inst Instance, opts ...Option) (*Registration, error) {
 	dir, err := servicePath(service)
 	if err != nil {
 		return nil, err
@@ -60,7 +63,7 @@ func Register(ctx context.Context, c *client.Client, service string, inst Instan
 	if err != nil {
 		return nil, fmt.Errorf("register %s: %w", service, err)
 	}
-	r := &Registration{c: c, path: dir + "/" + inst.ID, data: data, done: make(chan struct{})}
+	r := &Registration{c: c, path: dir + "/" + inst.ID, data: data, acl: newOptions(opts).acl, done: make(chan struct{})}
 	owner, err := r.register(ctx)
 	if err != nil {
 		return nil, opError("register", r.path, err)
@@ -74,12 +77,12 @@ func Register(ctx context.Context, c *client.Client, service string, inst Instan
 // register makes the node in the current session and returns the session.
 func (r *Registration) register(ctx context.Context) (int64, error) {
 	for {
-		_, st, err := r.c.CreateStat(ctx, r.path, r.data, client.Ephemeral)
+		_, st, err := r.c.CreateStat(ctx, r.path, r.data, client.Ephemeral, r.acl...)
 		switch {
 		case err == nil:
 			return st.EphemeralOwner, nil
 		case errors.Is(err, client.ErrNoNode):
-			if err := makeDirs(ctx, r.c, parentOf(r.path)); err != nil {
+			if err := makeDirs(ctx, r.c, parentOf(r.path), r.acl); err != nil {
 				return 0, err
 			}
 			continue

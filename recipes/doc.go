@@ -42,6 +42,7 @@
 // Node names are _c_<id>-<kind>-<sequence>, where id is unique to the
 // acquisition and kind is lock, read, write, n (a candidate), lease or
 // member. A recipe creates its path and missing ancestors as containers,
-// which the server deletes once they are empty again. See docs/recipes.md
-// for each recipe's algorithm.
+// which the server deletes once they are empty again. WithACL gives every
+// node a recipe creates an ACL (the server's default otherwise). See
+// docs/recipes.md for each recipe's algorithm.
 package recipes

@@ -21,9 +21,11 @@ type Election struct {
 	h    *hold
 }
 
-// NewElection returns an Election on path for the session of c.
-func NewElection(c *client.Client, path string) *Election {
-	q := newQueue(c, path, nil)
+// NewElection returns an Election on path for the session of c. Of the
+// options, WithACL applies (a candidate's node holds the value given to
+// Campaign).
+func NewElection(c *client.Client, path string, opts ...Option) *Election {
+	q := newQueue(c, path, options{acl: newOptions(opts).acl})
 	return &Election{path: path, q: q, h: newHold(q, false)}
 }
 

@@ -27,7 +27,7 @@ type Contender struct {
 // at one moment; nodes that vanish while it reads are left out. A missing
 // path is an empty queue.
 func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender, error) {
-	q := newQueue(c, path, nil)
+	q := newQueue(c, path, options{})
 	es, err := q.entries(ctx)
 	if err != nil {
 		return nil, opError("contenders", path, err)

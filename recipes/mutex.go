@@ -23,8 +23,11 @@ type Mutex struct {
 // NewMutex returns a Mutex on path for the session of c. The path and its
 // missing ancestors are created as containers when first needed.
 func NewMutex(c *client.Client, path string, opts ...Option) *Mutex {
-	o := newOptions(opts)
-	return &Mutex{path: path, data: o.data, h: newHold(newQueue(c, path, o.data), true)}
+	return newMutex(c, path, newOptions(opts))
+}
+
+func newMutex(c *client.Client, path string, o options) *Mutex {
+	return &Mutex{path: path, data: o.data, h: newHold(newQueue(c, path, o), true)}
 }
 
 // Lock waits for the lock. When ctx ends first, the waiter's node is

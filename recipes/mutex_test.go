@@ -220,7 +220,7 @@ func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
 	var k cutter
 	c := s.dial(t, client.WithDialer(k.dial))
 	m := NewMutex(c, "/locks/lost-answer")
-	must(t, makeDirs(ctxWait(t), c, "/locks/lost-answer")) // so the first create succeeds
+	must(t, makeDirs(ctxWait(t), c, "/locks/lost-answer", nil)) // so the first create succeeds
 	k.dropAck.Store(true)
 	must(t, m.Lock(ctxWait(t)))
 	if k.dropAck.Load() {
@@ -239,11 +239,11 @@ func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
 func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
 	s := startServer(t)
 	old, c := s.dial(t), s.dial(t)
-	stale, err := newQueue(old, "/locks/stale", nil).enqueue(ctxWait(t), kindLock, nil)
+	stale, err := newQueue(old, "/locks/stale", options{}).enqueue(ctxWait(t), kindLock, nil)
 	must(t, err)
 	// A node with the same protected name in another session must not be
 	// taken as one's own.
-	e, _, err := newQueue(c, "/locks/stale", nil).findOwn(ctxWait(t), stale.prefix)
+	e, _, err := newQueue(c, "/locks/stale", options{}).findOwn(ctxWait(t), stale.prefix)
 	must(t, err)
 	if e.name != "" {
 		t.Fatalf("adopted %s, a node of another session", e.name)

@@ -20,6 +20,7 @@ type Option func(*options)
 
 type options struct {
 	data []byte
+	acl  []client.CreateOption // client.WithACL, or none for the server's default ACL
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
@@ -27,6 +28,17 @@ type options struct {
 // a host name and process id is a good choice.
 func WithData(data []byte) Option {
 	return func(o *options) { o.data = slices.Clone(data) }
+}
+
+// WithACL gives acl to every node the recipe creates: its own nodes and
+// the path and missing ancestors it creates for them (default: the
+// server's default ACL). The ACL must let the recipe's own session (its
+// identities, see client.WithAuth) do what the recipe does: read, create
+// and delete children on the path, and also write the node of a
+// ConfigValue or a Registration. client.AuthACL(client.PermAll) grants
+// exactly the identities of the session that creates the nodes.
+func WithACL(acl ...client.ACL) Option {
+	return func(o *options) { o.acl = []client.CreateOption{client.WithACL(acl...)} }
 }
 
 func newOptions(opts []Option) options {
@@ -65,10 +77,11 @@ type queue struct {
 	c    *client.Client
 	dir  string
 	data []byte
+	acl  []client.CreateOption
 }
 
-func newQueue(c *client.Client, dir string, data []byte) *queue {
-	return &queue{c: c, dir: dir, data: data}
+func newQueue(c *client.Client, dir string, o options) *queue {
+	return &queue{c: c, dir: dir, data: o.data, acl: o.acl}
 }
 
 // entry is one node of a queue.
@@ -151,14 +164,14 @@ func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, 
 	_, _ = rand.Read(id[:]) // never fails
 	t := ticket{prefix: protectedMark + hex.EncodeToString(id[:]) + "-"}
 	for {
-		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+t.prefix+kind+"-", data, client.EphemeralSequential)
+		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+t.prefix+kind+"-", data, client.EphemeralSequential, q.acl...)
 		switch {
 		case err == nil:
 			t.entry, _ = parseEntry(p[len(q.dir)+1:])
 			t.czxid, t.owner = st.Czxid, st.EphemeralOwner
 			return t, nil
 		case errors.Is(err, client.ErrNoNode):
-			if err := makeDirs(ctx, q.c, q.dir); err != nil {
+			if err := makeDirs(ctx, q.c, q.dir, q.acl); err != nil {
 				return t, err
 			}
 		case errors.Is(err, client.ErrConnectionLoss):
@@ -370,14 +383,14 @@ func (q *queue) sweep(ctx context.Context, t ticket) error {
 }
 
 // makeDirs creates dir and its missing ancestors as containers, which the
-// server deletes once they are empty again.
-func makeDirs(ctx context.Context, c *client.Client, dir string) error {
+// server deletes once they are empty again, with acl (see WithACL).
+func makeDirs(ctx context.Context, c *client.Client, dir string, acl []client.CreateOption) error {
 	for i := 1; i <= len(dir); i++ {
 		if i < len(dir) && dir[i] != '/' {
 			continue
 		}
 		for {
-			_, err := c.Create(ctx, dir[:i], nil, client.Container)
+			_, err := c.Create(ctx, dir[:i], nil, client.Container, acl...)
 			if err == nil || errors.Is(err, client.ErrNodeExists) {
 				break
 			}

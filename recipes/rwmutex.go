@@ -25,7 +25,7 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex on path for the session of c.
 func NewRWMutex(c *client.Client, path string, opts ...Option) *RWMutex {
 	o := newOptions(opts)
-	return &RWMutex{path: path, data: o.data, h: newHold(newQueue(c, path, o.data), true)}
+	return &RWMutex{path: path, data: o.data, h: newHold(newQueue(c, path, o), true)}
 }
 
 // writerAhead makes a reader wait for the nearest writer ahead of it.

@@ -21,7 +21,7 @@ type Semaphore struct {
 	c      *client.Client
 	path   string
 	n      int
-	data   []byte
+	opts   options
 	leases string
 }
 
@@ -29,7 +29,7 @@ type Semaphore struct {
 // taken as 1).
 func NewSemaphore(c *client.Client, path string, n int, opts ...Option) *Semaphore {
 	o := newOptions(opts)
-	return &Semaphore{c: c, path: path, n: max(n, 1), data: o.data, leases: path + "/leases"}
+	return &Semaphore{c: c, path: path, n: max(n, 1), opts: o, leases: path + "/leases"}
 }
 
 // Lease is one holder's share of a Semaphore.
@@ -55,14 +55,14 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 }
 
 func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
-	m := NewMutex(s.c, s.path+"/lock", WithData(s.data))
+	m := newMutex(s.c, s.path+"/lock", s.opts)
 	if err := m.Lock(ctx); err != nil {
 		return nil, err
 	}
 	defer m.Unlock(context.WithoutCancel(ctx))
 
-	q := newQueue(s.c, s.leases, s.data)
-	t, err := q.enqueue(ctx, kindLease, s.data)
+	q := newQueue(s.c, s.leases, s.opts)
+	t, err := q.enqueue(ctx, kindLease, s.opts.data)
 	if err != nil {
 		return nil, err
 	}

@@ -179,11 +179,11 @@ func (tc *TreeCache) run(ctx context.Context) {
 	}
 }
 
-// final reports whether c's session is over for good: closed, or expired
-// without renewal.
+// final reports whether c's session is over for good: closed, given up
+// after a refused credential, or expired without renewal.
 func final(c *client.Client) bool {
 	s := c.State()
-	return s == client.StateClosed || (s == client.StateExpired && !c.RenewsSessions())
+	return s == client.StateClosed || s == client.StateAuthFailed || (s == client.StateExpired && !c.RenewsSessions())
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
