@@ -3,6 +3,7 @@ package raftnode
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ type TCPTransport struct {
 	id  uint64
 	log *zap.Logger
 	ln  net.Listener
+	tls peerTLS // zero: plaintext
 
 	mu      sync.Mutex
 	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns
@@ -64,16 +66,24 @@ type peer struct {
 	addr  string
 	queue chan outFrame
 	stop  chan struct{}
+
+	lastTLSErr string // the last TLS failure dialing it, logged once (send's goroutine only)
 }
 
 // NewTCPTransport listens on addr for member id. peers maps every other
 // member's id to its peer address.
-func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.Logger) (*TCPTransport, error) {
+func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.Logger, opts ...TransportOption) (*TCPTransport, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for peers: %w", err)
 	}
 	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}}
+	for _, opt := range opts {
+		opt(t)
+	}
+	if t.tls.listen != nil {
+		t.ln = tls.NewListener(ln, t.tls.listen)
+	}
 	for pid, paddr := range peers {
 		if pid != id {
 			t.AddPeer(pid, paddr)
@@ -212,7 +222,7 @@ func (t *TCPTransport) send(p *peer) {
 			return
 		}
 		if conn == nil {
-			c, err := net.DialTimeout("tcp", p.addr, time.Second)
+			c, err := t.dial(p)
 			if err != nil {
 				t.failed(p.id, f)
 				select {
@@ -316,6 +326,9 @@ func (t *TCPTransport) receive(c net.Conn) {
 		t.mu.Unlock()
 		c.Close()
 	}()
+	if !t.handshake(c) {
+		return
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	var hdr [5]byte
 	for {

@@ -94,6 +94,9 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 // serve runs the connection until it closes.
 func (c *conn) serve() {
 	defer c.close()
+	if !c.tlsHandshake() {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	if !c.handshake(br) {
 		return

@@ -66,8 +66,11 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onRestore = func() { s.dropAllConns(wire.CodeConnectionLoss) }
 	s.metrics = newMetrics(s)
-	var err error
-	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	tlsConf, err := clientTLSConfig(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.ln, err = listen(cfg.Listen, tlsConf); err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
 	closeListeners := func() {
@@ -78,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.ZKListen != "" {
-		if s.zkLn, err = net.Listen("tcp", cfg.ZKListen); err != nil {
+		if s.zkLn, err = listen(cfg.ZKListen, tlsConf); err != nil {
 			closeListeners()
 			return nil, fmt.Errorf("listen for ZooKeeper clients: %w", err)
 		}
@@ -128,7 +131,11 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)
 		}
 		rc.Peers, rc.Join = cfg.Peers, cfg.Join
-		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"))
+		opts, err := peerTLSOptions(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"), opts...)
 		if err != nil {
 			return nil, err
 		}
