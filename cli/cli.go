@@ -33,7 +33,8 @@ const defaultTimeout = 10 * time.Second
 type env struct {
 	servers string
 	timeout time.Duration
-	output  string // "text" or "json"
+	output  string   // "text" or "json"
+	tls     tlsFlags // --tls-cert, --tls-key, --tls-ca
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -119,6 +120,7 @@ func (e *env) rootCommand() *cobra.Command {
 		Long: "arbor browses, edits and watches the znode tree of an Arbor cluster.\n\n" +
 			"Every command takes -o json for output that scripts can rely on (see docs/cli.md).\n" +
 			"Servers come from --servers, else $ARBOR_SERVERS, else " + DefaultServers + ".\n" +
+			"TLS is on with --tls-ca (or $ARBOR_TLS_CA), or with a client certificate.\n" +
 			"Exit status: 0 success, 1 an error, 2 a usage mistake.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -137,6 +139,7 @@ func (e *env) rootCommand() *cobra.Command {
 	flags.StringVar(&e.servers, "servers", "", "servers as host:port,... (default $ARBOR_SERVERS, else "+DefaultServers+")")
 	flags.DurationVar(&e.timeout, "timeout", timeout, "how long to wait for the servers, per request")
 	flags.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
+	e.tls.add(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		e.lsCommand(), e.getCommand(), e.setCommand(), e.createCommand(), e.deleteCommand(),
@@ -177,7 +180,11 @@ func (e *env) serverList() []string {
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	c, err := client.Dial(dctx, e.serverList())
+	opts, err := e.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(dctx, e.serverList(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", strings.Join(e.serverList(), ","), err)
 	}

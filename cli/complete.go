@@ -110,7 +110,11 @@ func (e *env) completeWith(directive cobra.ShellCompDirective,
 	if e.sh != nil {
 		return complete(ctx, e.sh.c, e.sh.cwd), directive
 	}
-	c, err := client.Dial(ctx, e.serverList())
+	opts, err := e.clientOptions()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	c, err := client.Dial(ctx, e.serverList(), opts...)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
