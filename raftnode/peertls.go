@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -50,16 +51,28 @@ func (t *TCPTransport) dial(p *peer) (net.Conn, error) {
 		return net.DialTimeout("tcp", p.addr, peerDialTimeout)
 	}
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: peerTLSDialTimeout}, "tcp", p.addr, t.tls.dial)
-	var opErr *net.OpError
 	switch {
 	case err == nil:
 		p.lastTLSErr = ""
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-	case err.Error() != p.lastTLSErr:
+	case errors.Is(err, context.DeadlineExceeded) && p.lastTLSErr != "timeout":
+		// It took the connection and said nothing back.
+		p.lastTLSErr = "timeout"
+		t.log.Warn("peer TLS handshake failed: no answer (is its peer port plaintext?)", zap.Uint64("peer", p.id), zap.String("addr", p.addr))
+	case isTLSRefusal(err) && err.Error() != p.lastTLSErr:
 		p.lastTLSErr = err.Error()
 		t.log.Warn("peer TLS handshake failed", zap.Uint64("peer", p.id), zap.String("addr", p.addr), zap.Error(err))
 	}
 	return c, err
+}
+
+// isTLSRefusal reports whether err is one side refusing the other's TLS:
+// a certificate that did not verify, an alert from the peer, or a peer
+// port that does not speak TLS.
+func isTLSRefusal(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var opErr *net.OpError
+	var plain tls.RecordHeaderError
+	return errors.As(err, &verify) || errors.As(err, &opErr) && opErr.Op == "remote error" || errors.As(err, &plain)
 }
 
 // handshake completes the TLS handshake of an accepted connection, if it is
@@ -71,15 +84,29 @@ func (t *TCPTransport) handshake(c net.Conn) bool {
 		return true
 	}
 	_ = tc.SetDeadline(time.Now().Add(peerHandshakeTimeout))
-	if err := tc.Handshake(); err != nil {
-		var rh tls.RecordHeaderError
-		if errors.As(err, &rh) {
-			t.log.Warn("closing peer connection: it sent plaintext to a TLS port", zap.Stringer("remote", c.RemoteAddr()))
-		} else {
-			t.log.Warn("closing peer connection: TLS handshake failed", zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
-		}
-		return false
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	err := tc.Handshake()
+	t.mu.Lock()
+	stopped, last := t.stopped, t.refused[host]
+	if err == nil {
+		delete(t.refused, host)
+	} else {
+		t.refused[host] = err.Error()
 	}
-	_ = tc.SetDeadline(time.Time{})
-	return true
+	t.mu.Unlock()
+	if err == nil {
+		_ = tc.SetDeadline(time.Time{})
+		return true
+	}
+	// A member refused goes on dialing: say so when it starts, or when
+	// its reason changes, not at every attempt.
+	var rh tls.RecordHeaderError
+	switch {
+	case stopped || err.Error() == last:
+	case errors.As(err, &rh):
+		t.log.Warn("closing peer connection: it sent plaintext to a TLS port", zap.Stringer("remote", c.RemoteAddr()))
+	default:
+		t.log.Warn("closing peer connection: TLS handshake failed", zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,12 +45,13 @@ type TCPTransport struct {
 	tls peerTLS // zero: plaintext
 
 	mu      sync.Mutex
-	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns
+	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns, refused
 	node    *Node
 	touch   func(ids []int64)
 	filter  Filter
 	delay   time.Duration // added before each write, for tests
 	conns   map[net.Conn]struct{}
+	refused map[string]string // remote host -> the last TLS handshake failure logged for it
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -77,7 +79,7 @@ func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.L
 	if err != nil {
 		return nil, fmt.Errorf("listen for peers: %w", err)
 	}
-	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}}
+	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}, refused: map[string]string{}}
 	for _, opt := range opts {
 		opt(t)
 	}
@@ -340,8 +342,8 @@ func (t *TCPTransport) receive(c net.Conn) {
 			t.log.Warn("bad peer frame; closing", zap.Int("length", n))
 			return
 		}
-		body := make([]byte, n-1)
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, err := readBody(r, n-1)
+		if err != nil {
 			return
 		}
 		if err := t.deliver(hdr[4], body); err != nil {
@@ -349,6 +351,23 @@ func (t *TCPTransport) receive(c net.Conn) {
 			return
 		}
 	}
+}
+
+// readBody reads a frame body of n bytes. A long one is read a chunk at a
+// time, so that memory follows what arrives: a peer that is not one of
+// ours (a TLS member dialing a plaintext peer port, say) has its first
+// bytes read as a length of hundreds of megabytes, and sends none of them.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	const chunk = 1 << 20
+	body := make([]byte, 0, min(n, chunk))
+	for len(body) < n {
+		m := min(n-len(body), chunk)
+		body = slices.Grow(body, m)[:len(body)+m]
+		if _, err := io.ReadFull(r, body[len(body)-m:]); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 func (t *TCPTransport) deliver(kind byte, body []byte) error {
