@@ -114,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 		zkClients = s.zkLn.Addr().String()
 	}
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
-		zap.String("zookeeper_clients", zkClients), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+		zap.String("zookeeper_clients", zkClients), zap.Bool("client_tls", tlsConf != nil), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	return s, nil
 }
 
