@@ -169,7 +169,7 @@ func prepareSession(ctx context.Context, r *runner) (*plan, error) {
 					return
 				}
 				t0 := time.Now()
-				c, err := client.Dial(r.hard, r.cfg.Servers)
+				c, err := client.Dial(r.hard, r.cfg.Servers, r.cfg.ClientOptions...)
 				if !r.done(rec, opConnect, measured, t0, err) {
 					return
 				}

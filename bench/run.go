@@ -21,6 +21,8 @@ var Workloads = []string{"set", "get", "create", "mixed", "lock", "watch", "sess
 type Config struct {
 	Servers  []string
 	Workload string // one of Workloads
+	// ClientOptions are given to every client.Dial of the run (client.WithTLS, say).
+	ClientOptions []client.Option
 
 	Conns      int     // set, get, create, mixed: sessions shared by the workers
 	Workers    int     // set, get, create, mixed, session: goroutines making requests
@@ -146,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func dial(ctx context.Context, cfg Config) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, cfg.Servers)
+	c, err := client.Dial(ctx, cfg.Servers, cfg.ClientOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", strings.Join(cfg.Servers, ","), err)
 	}

@@ -44,6 +44,11 @@ func (e *env) benchCommand() *cobra.Command {
 		ValidArgs: bench.Workloads,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Workload, cfg.Servers, cfg.Timeout = args[0], e.serverList(), e.timeout
+			opts, err := e.clientOptions()
+			if err != nil {
+				return err
+			}
+			cfg.ClientOptions = opts
 			if err := cfg.Check(); err != nil {
 				return usageError{err}
 			}

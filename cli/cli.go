@@ -34,7 +34,8 @@ type env struct {
 	servers string
 	auths   []string // --auth: SCHEME:CREDENTIAL each
 	timeout time.Duration
-	output  string // "text" or "json"
+	output  string   // "text" or "json"
+	tls     tlsFlags // --tls-cert, --tls-key, --tls-ca
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -121,6 +122,7 @@ func (e *env) rootCommand() *cobra.Command {
 			"Every command takes -o json for output that scripts can rely on (see docs/cli.md).\n" +
 			"Servers come from --servers, else $ARBOR_SERVERS, else " + DefaultServers + ".\n" +
 			"Credentials come from --auth SCHEME:CREDENTIAL (repeatable), else $ARBOR_AUTH.\n" +
+			"TLS is on with --tls-ca (or $ARBOR_TLS_CA), or with a client certificate.\n" +
 			"Exit status: 0 success, 1 an error, 2 a usage mistake.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -144,6 +146,7 @@ func (e *env) rootCommand() *cobra.Command {
 		"authenticate the session as SCHEME:CREDENTIAL, such as digest:alice:secret (repeatable; default $ARBOR_AUTH)")
 	flags.DurationVar(&e.timeout, "timeout", timeout, "how long to wait for the servers, per request")
 	flags.StringVarP(&e.output, "output", "o", "text", "output format: text or json")
+	e.tls.add(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		e.lsCommand(), e.getCommand(), e.setCommand(), e.createCommand(), e.deleteCommand(),
@@ -181,9 +184,23 @@ func (e *env) serverList() []string {
 	return out
 }
 
+// clientOptions are the options of every session a command opens: TLS
+// (see tlsOptions) and credentials (see authOptions).
+func (e *env) clientOptions() ([]client.Option, error) {
+	opts, err := e.tlsOptions()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := e.authOptions()
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, auth...), nil
+}
+
 // connect dials the servers within --timeout and starts a session.
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
-	opts, err := e.authOptions()
+	opts, err := e.clientOptions()
 	if err != nil {
 		return nil, err
 	}

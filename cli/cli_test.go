@@ -93,15 +93,16 @@ func runArbor(t *testing.T, stdin string, env []string, args ...string) result {
 	return result{cmd.ProcessState.ExitCode(), out.String(), errOut.String()}
 }
 
-// testEnv is the environment without ARBOR_SERVERS, so that only what a
-// test says picks the servers, and without the race detector's default
-// second of sleep at exit (a race still fails the run: exit status 66).
+// testEnv is the environment without ARBOR_SERVERS and ARBOR_TLS_*, so
+// that only what a test says picks the servers and TLS, and without the
+// race detector's default second of sleep at exit (a race still fails the
+// run: exit status 66).
 func testEnv() []string {
 	var env []string
 	gorace := "atexit_sleep_ms=0"
 	for _, kv := range os.Environ() {
 		switch {
-		case strings.HasPrefix(kv, "ARBOR_SERVERS="):
+		case strings.HasPrefix(kv, "ARBOR_SERVERS="), strings.HasPrefix(kv, "ARBOR_TLS_"):
 		case strings.HasPrefix(kv, "GORACE="):
 			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
 		default:

@@ -110,7 +110,7 @@ func (e *env) completeWith(directive cobra.ShellCompDirective,
 	if e.sh != nil {
 		return complete(ctx, e.sh.c, e.sh.cwd), directive
 	}
-	opts, err := e.authOptions()
+	opts, err := e.clientOptions()
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -92,6 +93,7 @@ type options struct {
 	timeout  time.Duration
 	log      *zap.Logger
 	dial     func(ctx context.Context, addr string) (net.Conn, error)
+	tls      *tls.Config // nil: plaintext
 	maxFrame int
 	auths    []authInfo
 }
@@ -183,6 +185,9 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error
 	if o.dial == nil {
 		var d net.Dialer
 		o.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	if o.tls != nil {
+		o.dial = tlsDialer(o.dial, o.tls)
 	}
 	if o.maxFrame <= 0 {
 		o.maxFrame = DefaultMaxFrame

@@ -3,11 +3,13 @@ package raftnode
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,14 +42,16 @@ type TCPTransport struct {
 	id  uint64
 	log *zap.Logger
 	ln  net.Listener
+	tls peerTLS // zero: plaintext
 
 	mu      sync.Mutex
-	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns
+	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns, refused
 	node    *Node
 	touch   func(ids []int64)
 	filter  Filter
 	delay   time.Duration // added before each write, for tests
 	conns   map[net.Conn]struct{}
+	refused map[string]string // remote host -> the last TLS handshake failure logged for it
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -64,16 +68,24 @@ type peer struct {
 	addr  string
 	queue chan outFrame
 	stop  chan struct{}
+
+	lastTLSErr string // the last TLS failure dialing it, logged once (send's goroutine only)
 }
 
 // NewTCPTransport listens on addr for member id. peers maps every other
 // member's id to its peer address.
-func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.Logger) (*TCPTransport, error) {
+func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.Logger, opts ...TransportOption) (*TCPTransport, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for peers: %w", err)
 	}
-	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}}
+	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}, refused: map[string]string{}}
+	for _, opt := range opts {
+		opt(t)
+	}
+	if t.tls.listen != nil {
+		t.ln = tls.NewListener(ln, t.tls.listen)
+	}
 	for pid, paddr := range peers {
 		if pid != id {
 			t.AddPeer(pid, paddr)
@@ -212,7 +224,7 @@ func (t *TCPTransport) send(p *peer) {
 			return
 		}
 		if conn == nil {
-			c, err := net.DialTimeout("tcp", p.addr, time.Second)
+			c, err := t.dial(p)
 			if err != nil {
 				t.failed(p.id, f)
 				select {
@@ -316,6 +328,9 @@ func (t *TCPTransport) receive(c net.Conn) {
 		t.mu.Unlock()
 		c.Close()
 	}()
+	if !t.handshake(c) {
+		return
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	var hdr [5]byte
 	for {
@@ -327,8 +342,8 @@ func (t *TCPTransport) receive(c net.Conn) {
 			t.log.Warn("bad peer frame; closing", zap.Int("length", n))
 			return
 		}
-		body := make([]byte, n-1)
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, err := readBody(r, n-1)
+		if err != nil {
 			return
 		}
 		if err := t.deliver(hdr[4], body); err != nil {
@@ -336,6 +351,23 @@ func (t *TCPTransport) receive(c net.Conn) {
 			return
 		}
 	}
+}
+
+// readBody reads a frame body of n bytes. A long one is read a chunk at a
+// time, so that memory follows what arrives: a peer that is not one of
+// ours (a TLS member dialing a plaintext peer port, say) has its first
+// bytes read as a length of hundreds of megabytes, and sends none of them.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	const chunk = 1 << 20
+	body := make([]byte, 0, min(n, chunk))
+	for len(body) < n {
+		m := min(n-len(body), chunk)
+		body = slices.Grow(body, m)[:len(body)+m]
+		if _, err := io.ReadFull(r, body[len(body)-m:]); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 func (t *TCPTransport) deliver(kind byte, body []byte) error {

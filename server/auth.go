@@ -26,9 +26,15 @@ import (
 const maxIdentities = 32
 
 // initialIdentities computes the identities a connection has before any
-// auth request: its ip.
+// auth request: its ip and, on a TLS port that verified a client
+// certificate, (x509, the certificate's subject), as ZooKeeper's
+// X509AuthenticationProvider names it.
 func (c *conn) initialIdentities() []wire.Identity {
-	return []wire.Identity{{Scheme: "ip", ID: remoteIP(c.nc.RemoteAddr())}}
+	ids := []wire.Identity{{Scheme: "ip", ID: remoteIP(c.nc.RemoteAddr())}}
+	if subject, ok := certSubject(c.nc); ok {
+		ids = append(ids, wire.Identity{Scheme: "x509", ID: subject})
+	}
+	return ids
 }
 
 // identities returns the connection's identities; the slice must not be

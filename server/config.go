@@ -21,6 +21,16 @@ type Config struct {
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
 	Join     bool              // a new member of a running cluster (added with memberAdd): do not bootstrap
 
+	// TLS of the client ports (Listen and ZKListen alike): the server's
+	// PEM certificate and key files; with a CA file, clients must present a
+	// certificate it signed. All empty: plaintext. The HTTP port stays
+	// plaintext.
+	TLSCert, TLSKey, TLSCA string
+	// TLS of the peer port, for a cluster: this member's certificate and
+	// key, used both to listen and to dial the others; with a CA file, the
+	// members verify each other's certificates against it both ways.
+	PeerTLSCert, PeerTLSKey, PeerTLSCA string
+
 	// RemoteAdmin accepts membership changes from any client; without it
 	// only clients on a loopback address may make them.
 	RemoteAdmin bool

@@ -106,8 +106,6 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 		wake:    make(chan struct{}, 1),
 	}
 	c.codec = newCodec(c)
-	ids := c.initialIdentities()
-	c.ids.Store(&ids)
 	c.stats.init()
 	return c
 }
@@ -115,6 +113,11 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 // serve runs the connection until it closes.
 func (c *conn) serve() {
 	defer c.close()
+	if !c.tlsHandshake() {
+		return
+	}
+	ids := c.initialIdentities() // after the TLS handshake: it may name the client
+	c.ids.Store(&ids)
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	if !c.handshake(br) {
 		return

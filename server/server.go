@@ -84,8 +84,11 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.onRestore = func() { s.dropAllConns(wire.CodeConnectionLoss) }
 	s.metrics = newMetrics(s)
 	s.limits = newLimiter(&s.cfg, s.metrics.reg)
-	var err error
-	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	tlsConf, err := clientTLSConfig(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.ln, err = listen(cfg.Listen, tlsConf); err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
 	closeListeners := func() {
@@ -96,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.ZKListen != "" {
-		if s.zkLn, err = net.Listen("tcp", cfg.ZKListen); err != nil {
+		if s.zkLn, err = listen(cfg.ZKListen, tlsConf); err != nil {
 			closeListeners()
 			return nil, fmt.Errorf("listen for ZooKeeper clients: %w", err)
 		}
@@ -129,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		zkClients = s.zkLn.Addr().String()
 	}
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
-		zap.String("zookeeper_clients", zkClients), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+		zap.String("zookeeper_clients", zkClients), zap.Bool("client_tls", tlsConf != nil), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	return s, nil
 }
 
@@ -146,7 +149,11 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)
 		}
 		rc.Peers, rc.Join = cfg.Peers, cfg.Join
-		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"))
+		opts, err := peerTLSOptions(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"), opts...)
 		if err != nil {
 			return nil, err
 		}

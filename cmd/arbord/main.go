@@ -55,6 +55,12 @@ func run(args []string) error {
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
 	limits := limitFlags(fs, &cfg)
 	fs.StringVar(&cfg.SuperDigest, "super-digest", "", "the superuser, as user:base64(sha1(user:password)); it passes every ACL check (empty: none)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate (PEM) of the client ports, --listen and --zk-listen (empty: plaintext)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the key (PEM) of --tls-cert")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA certificates (PEM); with it, clients must present a certificate it signed")
+	fs.StringVar(&cfg.PeerTLSCert, "peer-tls-cert", "", "TLS certificate (PEM) of this member on the peer port, to listen and to dial (empty: plaintext)")
+	fs.StringVar(&cfg.PeerTLSKey, "peer-tls-key", "", "the key (PEM) of --peer-tls-cert")
+	fs.StringVar(&cfg.PeerTLSCA, "peer-tls-ca", "", "CA certificates (PEM); with it, members verify each other's certificates both ways")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
