@@ -1,10 +1,12 @@
 package tree_test
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -161,4 +163,42 @@ func BenchmarkMemoryPerZnode(b *testing.B) {
 		b.ReportMetric(float64(held)/znodes, "heap-bytes/znode")
 		runtime.KeepAlive(tr)
 	}
+}
+
+// BenchmarkSnapshot1M writes a snapshot of 1,000,000 znodes (10 parents of
+// 100,000 children, 32 bytes of data each) and restores it, reporting the
+// time of each per snapshot: issue 8 asks for a snapshot of a million
+// znodes in at most 2 s. It only runs when -bench selects it.
+func BenchmarkSnapshot1M(b *testing.B) {
+	tr := tree.New()
+	var zxid int64
+	for p := range 10 {
+		zxid++
+		tr.Apply(zxid, &tree.Txn{Type: wire.OpCreate, Path: fmt.Sprintf("/n%d", p), Time: zxid})
+	}
+	buf := make([]byte, 0, 32)
+	for i := range 1_000_000 {
+		buf = append(buf[:0], '/', 'n', byte('0'+i%10), '/')
+		buf = appendName(buf, i)
+		zxid++
+		tr.Apply(zxid, &tree.Txn{Type: wire.OpCreate, Path: string(buf), Data: make([]byte, 32), Time: zxid})
+	}
+	var snap bytes.Buffer
+	var write, restore time.Duration
+	for b.Loop() {
+		snap.Reset()
+		start := time.Now()
+		if err := tr.WriteSnapshot(&snap); err != nil {
+			b.Fatal(err)
+		}
+		write += time.Since(start)
+		start = time.Now()
+		if _, err := tree.Restore(bytes.NewReader(snap.Bytes())); err != nil {
+			b.Fatal(err)
+		}
+		restore += time.Since(start)
+	}
+	b.ReportMetric(float64(write.Milliseconds())/float64(b.N), "write-ms/op")
+	b.ReportMetric(float64(restore.Milliseconds())/float64(b.N), "restore-ms/op")
+	b.ReportMetric(float64(snap.Len())/(1<<20), "MiB")
 }
