@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/arbor-coord/arbor/client"
 )
 
 // Report is what a run measured. It is also the JSON of `arbor bench -o
@@ -155,6 +157,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	if rep.FirstError != "" {
 		fmt.Fprintf(&b, "\nfirst error %s", rep.FirstError)
+	}
+	if rep.ErrorKinds[client.ErrTooManyConnections.Error()] > 0 {
+		b.WriteString("\nhint        the servers refused connections over a limit: arbord's --max-conns-per-ip (60 by default) counts every session from this host")
 	}
 	b.WriteString("\n")
 	if len(rep.ByOp) > 1 {

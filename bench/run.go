@@ -440,7 +440,7 @@ var errorKinds = []error{
 	client.ErrRequestTimeout, client.ErrOperationTimeout, client.ErrThrottled,
 	client.ErrTooManyConnections, client.ErrShuttingDown, client.ErrNotCaughtUp,
 	client.ErrDataTooLarge, client.ErrNoNode, client.ErrNodeExists, client.ErrBadVersion,
-	client.ErrNotEmpty, client.ErrEventsLost,
+	client.ErrNotEmpty, client.ErrEventsLost, client.ErrNoAuth, client.ErrAuthFailed, client.ErrQuotaExceeded,
 }
 
 // errorKind names err's kind in a report: the text of its sentinel
