@@ -28,6 +28,11 @@ const (
 	watchKinds
 )
 
+const (
+	firedOneShot uint8 = 1 << iota
+	firedLasting
+)
+
 type watchKey struct {
 	path string
 	kind watchKind
@@ -61,11 +66,11 @@ type watchRegistry struct {
 	byConn map[*conn]map[watchKey]struct{} // the watches of each connection
 	count  int
 	recent eventRing
-	fired  map[*conn]bool // trigger's scratch set: true when a lasting watch fired
+	fired  map[*conn]uint8 // trigger's scratch set: firedOneShot|firedLasting
 }
 
 func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event)) *watchRegistry {
-	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]bool{}}
+	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]uint8{}}
 	for k := range w.tables {
 		w.tables[k] = map[string]map[*conn]struct{}{}
 	}
@@ -194,7 +199,7 @@ func (w *watchRegistry) summary() (conns, paths, watches int) {
 // connections to w.fired.
 func (w *watchRegistry) take(kind watchKind, path string) {
 	for c := range w.tables[kind][path] {
-		w.fired[c] = w.fired[c] || false
+		w.fired[c] |= firedOneShot
 		delete(w.byConn[c], watchKey{path, kind})
 		w.count--
 	}
@@ -205,7 +210,7 @@ func (w *watchRegistry) take(kind watchKind, path string) {
 // w.fired.
 func (w *watchRegistry) collect(kind watchKind, path string) {
 	for c := range w.tables[kind][path] {
-		w.fired[c] = true
+		w.fired[c] |= firedLasting
 	}
 }
 
@@ -239,14 +244,13 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 			}
 		}
 		bare := tree.Event{Type: ev.Type, Path: ev.Path}
-		for c, lasting := range w.fired {
+		for c, f := range w.fired {
 			switch {
-			case lasting && !mayRead(c, ev):
-				// A lasting watch tells the node's data, and fires on
-				// nodes its holder never read: only to a reader.
-			case lasting:
+			case f&firedLasting != 0 && mayRead(c, ev):
 				w.notify(c, zxid, ev)
-			default:
+			case f&firedOneShot != 0:
+				// A one-shot watch fires whatever the ACL is now (as in
+				// ZooKeeper), without the data.
 				w.notify(c, zxid, bare)
 			}
 		}

@@ -261,3 +261,22 @@ func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
 		t.Fatalf("replay to a stranger: %v", *got)
 	}
 }
+
+// TestAOneShotWatchFiresBesideALastingOneThatMayNotRead: a connection
+// whose lasting watch may not see an event still gets the event, without
+// data, for its one-shot watch on the node (which ZooKeeper fires whatever
+// the ACL), rather than losing it.
+func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
+	w, got := recordingRegistry()
+	stranger := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
+	w.add(watchRecursive, "/", stranger)
+	w.add(watchData, "/s", stranger) // set while /s was readable, or via setWatches
+	secret := []wire.ACL{{Perms: wire.PermRead, Scheme: "digest", ID: aliceDigest}}
+	w.trigger([]tree.Event{{Type: wire.EventNodeDeleted, Path: "/s", ACL: secret}}, 5)
+	if w.has(wire.WatcherData, "/s", stranger) {
+		t.Fatal("one-shot still registered")
+	}
+	if len(*got) == 0 {
+		t.Fatalf("one-shot watch on /s was consumed but no notification was sent")
+	}
+}
