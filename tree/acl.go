@@ -55,15 +55,15 @@ func isOpen(acl []wire.ACL) bool {
 
 // aclKey is the canonical form of a list: its entries in order.
 func aclKey(acl []wire.ACL) string {
-	var b strings.Builder
+	var b []byte
 	for _, a := range acl {
-		b.WriteString(a.Scheme)
-		b.WriteByte(0)
-		b.WriteString(a.ID)
-		b.WriteByte(0)
-		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(a.Perms)))
+		b = binary.AppendUvarint(b, uint64(len(a.Scheme)))
+		b = append(b, a.Scheme...)
+		b = binary.AppendUvarint(b, uint64(len(a.ID)))
+		b = append(b, a.ID...)
+		b = binary.LittleEndian.AppendUint32(b, uint32(a.Perms))
 	}
-	return b.String()
+	return string(b)
 }
 
 // ref returns the reference for acl, adding one use of it. It fails only

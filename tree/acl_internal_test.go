@@ -145,3 +145,22 @@ func TestACLTableStaysExactThroughRandomWrites(t *testing.T) {
 		t.Fatal("the run ended with no ACL in use: it tested little")
 	}
 }
+
+// TestDistinctACLsNeverShareAnInternedList: an id that spells out other
+// entries (an x509 subject may hold any byte) does not make its list's key
+// equal another list's.
+func TestDistinctACLsNeverShareAnInternedList(t *testing.T) {
+	l1 := []wire.ACL{{Perms: wire.PermAll, Scheme: "x509", ID: "A\x00\x1f\x00\x00\x00x509\x00B"}}
+	l2 := []wire.ACL{{Perms: wire.PermAll, Scheme: "x509", ID: "A"}, {Perms: wire.PermAll, Scheme: "x509", ID: "B"}}
+	// ValidateACL refuses such an id now; the table must not rely on it.
+	tr := New()
+	tr.Apply(1, &Txn{Type: wire.OpCreate, Path: "/attacker", ACL: l1, Time: 1})
+	res, _ := tr.Apply(2, &Txn{Type: wire.OpCreate, Path: "/victim", ACL: l2, Time: 1})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	acl, _, _ := tr.ACL("/victim")
+	if len(acl) != 2 {
+		t.Fatalf("/victim was created with %q but holds %q", l2, acl)
+	}
+}

@@ -11,22 +11,29 @@ import (
 // The server checks an ACL before it proposes a create or setACL: the tree
 // stores what it is given.
 
-// MaxACLEntries is the most entries an ACL may have.
-const MaxACLEntries = 1024
+// MaxACLEntries is the most entries an ACL may have, and MaxACLBytes the
+// most bytes of schemes and ids they may hold together: an ACL is kept
+// beside the data, whose limit it does not count against, and resolving
+// one compares its entries pairwise.
+const (
+	MaxACLEntries = 1024
+	MaxACLBytes   = 64 << 10
+)
 
 // ValidateACL checks every entry of acl: world takes the id anyone; digest
 // an id user:base64(sha1), whose hash is 20 bytes; ip an address or a
 // network in CIDR form; x509 any non-empty id (a certificate's subject).
-// Permissions must be letters of cdrwa. Scheme auth is refused here: it
-// stands for the caller's identities and is expanded by ResolveACL first.
-// An empty list is refused, and so is one of more than MaxACLEntries. The
-// errors match wire.ErrInvalidACL.
+// No id may hold a control character. Permissions must be letters of
+// cdrwa. Scheme auth is refused here: it stands for the caller's
+// identities and is expanded by ResolveACL first. An empty list is
+// refused, and so is one over MaxACLEntries or MaxACLBytes. The errors
+// match wire.ErrInvalidACL.
 func ValidateACL(acl []wire.ACL) error {
 	if len(acl) == 0 {
 		return wire.Errorf(wire.CodeInvalidACL, "an empty ACL")
 	}
-	if len(acl) > MaxACLEntries {
-		return wire.Errorf(wire.CodeInvalidACL, "an ACL of %d entries is over the limit of %d", len(acl), MaxACLEntries)
+	if err := checkACLSize(acl); err != nil {
+		return err
 	}
 	for _, a := range acl {
 		if err := validateEntry(a); err != nil {
@@ -36,7 +43,25 @@ func ValidateACL(acl []wire.ACL) error {
 	return nil
 }
 
+// checkACLSize refuses an ACL over MaxACLEntries or MaxACLBytes.
+func checkACLSize(acl []wire.ACL) error {
+	if len(acl) > MaxACLEntries {
+		return wire.Errorf(wire.CodeInvalidACL, "an ACL of %d entries is over the limit of %d", len(acl), MaxACLEntries)
+	}
+	n := 0
+	for _, a := range acl {
+		n += len(a.Scheme) + len(a.ID)
+	}
+	if n > MaxACLBytes {
+		return wire.Errorf(wire.CodeInvalidACL, "an ACL of %d bytes of schemes and ids is over the limit of %d", n, MaxACLBytes)
+	}
+	return nil
+}
+
 func validateEntry(a wire.ACL) error {
+	if strings.ContainsFunc(a.ID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%q: an id may not hold control characters", a.Scheme, a.ID)
+	}
 	if a.Perms&^wire.PermAll != 0 {
 		return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%s has permission bits %#x beyond cdrwa", a.Scheme, a.ID, int32(a.Perms))
 	}
@@ -99,8 +124,8 @@ func ResolveACL(acl, defaultACL []wire.ACL, ids []wire.Identity, setACL bool) ([
 		}
 		return defaultACL, nil
 	}
-	if len(acl) > MaxACLEntries {
-		return nil, ValidateACL(acl)
+	if err := checkACLSize(acl); err != nil {
+		return nil, err
 	}
 	if needsRewrite(acl) {
 		out := make([]wire.ACL, 0, len(acl)+len(ids))

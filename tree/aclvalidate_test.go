@@ -3,6 +3,7 @@ package tree_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -34,6 +35,12 @@ func TestValidateACL(t *testing.T) {
 		{"an empty ACL is refused", nil, false},
 		{"permission bits beyond cdrwa are refused", []wire.ACL{{Perms: 1 << 5, Scheme: "world", ID: "anyone"}}, false},
 		{"too many entries are refused", make([]wire.ACL, tree.MaxACLEntries+1), false},
+		{"ids over the byte limit together are refused", []wire.ACL{
+			{Perms: wire.PermRead, Scheme: "x509", ID: strings.Repeat("a", tree.MaxACLBytes/2)},
+			{Perms: wire.PermRead, Scheme: "x509", ID: strings.Repeat("b", tree.MaxACLBytes/2)},
+		}, false},
+		{"an x509 id with a NUL is refused", entry("x509", "CN=a\x00x509"), false},
+		{"an x509 id with a newline is refused", entry("x509", "CN=a\nCN=b"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tree.ValidateACL(tc.acl)
