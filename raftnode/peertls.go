@@ -75,6 +75,28 @@ func isTLSRefusal(err error) bool {
 	return errors.As(err, &verify) || errors.As(err, &opErr) && opErr.Op == "remote error" || errors.As(err, &plain)
 }
 
+// maxRefusedHosts bounds the hosts whose last refusal a transport
+// remembers: anyone can fail a handshake, from any number of addresses.
+const maxRefusedHosts = 1024
+
+// noteHandshake records the outcome of a handshake with host and returns
+// the reason its previous one was refused ("" if none is remembered). The
+// caller holds t.mu. When the record is full it starts again, so a host
+// may be logged once more.
+func (t *TCPTransport) noteHandshake(host string, err error) (last string) {
+	last = t.refused[host]
+	switch {
+	case err == nil:
+		delete(t.refused, host)
+	case last == "" && len(t.refused) >= maxRefusedHosts:
+		clear(t.refused)
+		fallthrough
+	default:
+		t.refused[host] = err.Error()
+	}
+	return last
+}
+
 // handshake completes the TLS handshake of an accepted connection, if it is
 // a TLS one, within peerHandshakeTimeout. It reports whether the
 // connection may be read.
@@ -87,12 +109,7 @@ func (t *TCPTransport) handshake(c net.Conn) bool {
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	err := tc.Handshake()
 	t.mu.Lock()
-	stopped, last := t.stopped, t.refused[host]
-	if err == nil {
-		delete(t.refused, host)
-	} else {
-		t.refused[host] = err.Error()
-	}
+	stopped, last := t.stopped, t.noteHandshake(host, err)
 	t.mu.Unlock()
 	if err == nil {
 		_ = tc.SetDeadline(time.Time{})

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -154,5 +156,25 @@ func TestReadBodyReadsALongBodyInChunksAndFailsOnAShortOne(t *testing.T) {
 	claimed := int(binary.BigEndian.Uint32([]byte{0x16, 0x03, 0x01, 0x00}))
 	if _, err := readBody(bytes.NewReader(want[:100]), claimed); err == nil {
 		t.Fatal("a short body was read")
+	}
+}
+
+func TestTheRecordOfRefusedPeerHostsStaysBounded(t *testing.T) {
+	tr := &TCPTransport{refused: map[string]string{}}
+	refusal := errors.New("tls: bad certificate")
+	for i := range 3 * maxRefusedHosts {
+		if last := tr.noteHandshake(fmt.Sprintf("10.0.%d.%d", i/256, i%256), refusal); last != "" {
+			t.Fatalf("a new host had a last refusal %q", last)
+		}
+		if len(tr.refused) > maxRefusedHosts {
+			t.Fatalf("%d hosts remembered, more than %d", len(tr.refused), maxRefusedHosts)
+		}
+	}
+	tr.noteHandshake("127.0.0.1", refusal)
+	if last := tr.noteHandshake("127.0.0.1", refusal); last != refusal.Error() {
+		t.Fatalf("a host refused again had last refusal %q", last)
+	}
+	if tr.noteHandshake("127.0.0.1", nil); tr.refused["127.0.0.1"] != "" {
+		t.Fatal("a host that then succeeded is still remembered")
 	}
 }
