@@ -44,7 +44,9 @@ func WithAuth(scheme string, credential []byte) Option {
 // not kept; the server may also close the connection (ZooKeeper does), and
 // the client then reconnects as usual. If the connection breaks before the
 // answer, AddAuth sends the credential again on the next connection (an
-// auth can be repeated), until ctx ends.
+// auth can be repeated), until ctx ends. An AddAuth that fails because ctx
+// ended may still have been accepted: the current connection may then have
+// the identity, but later ones will not; call AddAuth again to be sure.
 //
 // If, on a new connection, the server refuses a credential that it had
 // accepted before (its users changed, say), the client cannot go on with
