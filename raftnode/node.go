@@ -1,8 +1,9 @@
 // Package raftnode runs one member of a raft group (go.etcd.io/raft/v3) for
 // a state machine: one goroutine drives a RawNode, makes each Ready durable
-// in pebble with a single synced batch, sends its messages, applies its
-// committed entries and takes snapshots. Callers propose and wait for the
-// apply result, and wait for linearizable reads with ReadIndex.
+// in pebble with a single synced batch and sends its messages; another
+// applies the committed entries and takes snapshots, so that the raft
+// goroutine never waits for the state machine. Callers propose and wait
+// for the apply result, and wait for linearizable reads with ReadIndex.
 package raftnode
 
 import (
@@ -25,8 +26,10 @@ import (
 )
 
 // StateMachine is what the node replicates. Every method is called on the
-// node's goroutine, one at a time, so the state machine needs no lock
-// against itself; it needs one only for readers on other goroutines.
+// node's apply goroutine (Restore of the stored snapshot on Start's), one
+// at a time, so the state machine needs no lock against itself; it needs
+// one only for readers on other goroutines, and Snapshot, which only
+// reads, needs none.
 type StateMachine interface {
 	// Apply applies the payload of the committed entry at index and returns
 	// the result handed to the proposer. Entries come in log order, each
@@ -57,6 +60,10 @@ var (
 	// early.
 	ErrLeaderChanged = errors.New("raftnode: leader changed; outcome unknown")
 )
+
+// applyQueue is how many Readys' committed entries may wait for the apply
+// goroutine before the raft goroutine waits for it in turn.
+const applyQueue = 1024
 
 // Config configures a Node.
 type Config struct {
@@ -125,22 +132,26 @@ type Node struct {
 	reportc chan report
 	stopc   chan struct{}
 	donec   chan struct{}
-	stop    sync.Once
-	reqIDs  atomic.Uint64
+
+	applyc    chan applyTask // the apply goroutine's work, in log order
+	applyStop chan struct{}  // closed by the raft goroutine when it ends
+	applyDone chan struct{}  // closed when the apply goroutine ends
+	stop      sync.Once
+	reqIDs    atomic.Uint64
 
 	applied     atomic.Uint64
 	leader      atomic.Uint64
 	term        atomic.Uint64
-	confState   raftpb.ConfState // raft goroutine only
-	confPending atomic.Bool      // a membership change is in flight from here
-	snapIndex   uint64           // raft goroutine only
+	confPending atomic.Bool // a membership change is in flight from here
+	snapIndex   uint64      // apply goroutine only: the last snapshot's index
+	snapSize    int         // apply goroutine only: the last snapshot's size
 
 	mu        sync.Mutex
 	waiters   map[uint64]chan Outcome // mu guards waiters, reads, appliedCh, err
 	reads     map[uint64]chan Outcome
 	appliedCh chan struct{}     // closed and replaced whenever applied moves
 	err       error             // why the node stopped
-	members   raftpb.ConfState  // mu guards members and addrs too
+	members   raftpb.ConfState  // as of the applied index; mu guards members and addrs too
 	addrs     map[uint64]string // peer addresses
 }
 
@@ -188,6 +199,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64),
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
+		applyc: make(chan applyTask, applyQueue), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
 		waiters: map[uint64]chan Outcome{}, reads: map[uint64]chan Outcome{},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
@@ -195,6 +207,10 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	_, _ = rand.Read(seed[:])
 	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]))
 	if err := n.init(snapData); err != nil {
+		if n.rn != nil { // the apply goroutine started
+			close(n.applyStop)
+			<-n.applyDone
+		}
 		storage.Close()
 		return nil, err
 	}
@@ -212,8 +228,8 @@ func (n *Node) init(snapData []byte) error {
 			return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
 		}
 		n.applied.Store(snap.Metadata.Index)
-		n.snapIndex = snap.Metadata.Index
-		n.confState = snap.Metadata.ConfState
+		n.snapIndex, n.snapSize = snap.Metadata.Index, len(snapData)
+		n.members = snap.Metadata.ConfState
 	}
 	if err := n.loadPeers(); err != nil {
 		return err
@@ -238,6 +254,7 @@ func (n *Node) init(snapData []byte) error {
 		return err
 	}
 	n.rn = rn
+	go n.runApply()
 	if fresh {
 		var peers []raft.Peer
 		for id := range n.cfg.Peers {
@@ -251,9 +268,6 @@ func (n *Node) init(snapData []byte) error {
 	if err := n.processReady(); err != nil { // applies a bootstrap's membership
 		return err
 	}
-	n.mu.Lock()
-	n.members = n.confState
-	n.mu.Unlock()
 	if _, alone := n.cfg.Peers[n.cfg.ID]; alone && len(n.cfg.Peers) == 1 && !n.cfg.Join {
 		// Alone, there is nobody to wait for: lead at once.
 		if err := rn.Campaign(); err != nil {

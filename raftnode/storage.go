@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/cockroachdb/pebble"
 	"go.etcd.io/raft/v3"
@@ -25,11 +26,18 @@ import (
 //	"d" + be64(chunk) the last snapshot's data, in 1 MiB chunks
 //	"e" + be64(index) a log entry
 //
-// Storage is used by the raft goroutine only, except for the raft.Storage
-// reads, which MemoryStorage makes safe to call concurrently.
+// The raft goroutine writes the log (Save) and reads it through the
+// raft.Storage methods; the apply goroutine writes snapshots and compacts
+// the log (CreateSnapshot). MemoryStorage locks itself; pebble is safe for
+// concurrent use; the two writers touch different entries (a snapshot
+// compacts only applied, hence committed, entries, and raft never rewrites
+// those), and snapMu keeps them from writing snapshots at once. Snapshot
+// reads the stored snapshot from one pebble snapshot, so it never sees the
+// metadata of one with the data of another.
 type Storage struct {
 	*raft.MemoryStorage
-	db *pebble.DB
+	db     *pebble.DB
+	snapMu sync.Mutex // held while a snapshot is written, to pebble then to the mirror
 }
 
 var (
@@ -75,7 +83,7 @@ func (s *Storage) load() ([]byte, error) {
 	var data []byte
 	if snap.Metadata.Index > 0 {
 		var err error
-		if data, err = s.snapshotData(); err != nil {
+		if data, err = snapshotData(s.db); err != nil {
 			return nil, err
 		}
 		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
@@ -119,7 +127,11 @@ type unmarshaler interface{ Unmarshal([]byte) error }
 
 // get reads key into m; a missing key leaves m as it is.
 func (s *Storage) get(key []byte, m unmarshaler) error {
-	v, closer, err := s.db.Get(key)
+	return get(s.db, key, m)
+}
+
+func get(r pebble.Reader, key []byte, m unmarshaler) error {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil
 	}
@@ -131,8 +143,8 @@ func (s *Storage) get(key []byte, m unmarshaler) error {
 }
 
 // snapshotData reads the chunks of the last snapshot's data.
-func (s *Storage) snapshotData() ([]byte, error) {
-	iter, err := s.db.NewIter(&pebble.IterOptions{
+func snapshotData(r pebble.Reader) ([]byte, error) {
+	iter, err := r.NewIter(&pebble.IterOptions{
 		LowerBound: []byte{prefixSnapData},
 		UpperBound: []byte{prefixSnapData + 1},
 	})
@@ -155,14 +167,19 @@ func (s *Storage) IsEmpty() bool {
 	return raft.IsEmptyHardState(hs) && last == 0
 }
 
-// Snapshot returns the last snapshot with its data, which the mirror does
-// not keep (raft asks for it only to send it to a follower that is behind).
+// Snapshot returns the last stored snapshot with its data, which the
+// mirror does not keep (raft asks for it only to send it to a follower
+// that is behind). It reads both from one pebble snapshot: the apply
+// goroutine may be writing a newer one.
 func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
-	snap, err := s.MemoryStorage.Snapshot()
-	if err != nil || raft.IsEmptySnap(snap) {
+	ps := s.db.NewSnapshot()
+	defer ps.Close()
+	var snap raftpb.Snapshot
+	if err := get(ps, keySnapMeta, &snap.Metadata); err != nil || snap.Metadata.Index == 0 {
 		return snap, err
 	}
-	snap.Data, err = s.snapshotData()
+	var err error
+	snap.Data, err = snapshotData(ps)
 	return snap, err
 }
 
@@ -176,6 +193,8 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 	b := s.db.NewBatch()
 	defer b.Close()
 	if !raft.IsEmptySnap(snap) {
+		s.snapMu.Lock()
+		defer s.snapMu.Unlock()
 		if err := s.putSnapshot(b, snap.Metadata, snap.Data); err != nil {
 			return err
 		}
@@ -253,27 +272,38 @@ func (s *Storage) putSnapshot(b *pebble.Batch, meta raftpb.SnapshotMetadata, dat
 
 // CreateSnapshot durably records a snapshot of the state machine taken at
 // index, then compacts the log up to compactTo (at most index), keeping
-// the entries after it for followers that are a little behind.
-func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
-	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, nil)
+// the entries after it for followers that are a little behind. Entry index
+// must be in the log. It reports false, and writes nothing, when a snapshot
+// at index or later (one received from the leader) is stored already.
+func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) (bool, error) {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if cur, err := s.MemoryStorage.Snapshot(); err != nil || cur.Metadata.Index >= index {
+		return false, err
+	}
+	term, err := s.MemoryStorage.Term(index)
 	if err != nil {
-		return err
+		return false, fmt.Errorf("term of %d: %w", index, err)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := s.putSnapshot(b, snap.Metadata, data); err != nil {
-		return err
+	meta := raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: *cs}
+	if err := s.putSnapshot(b, meta, data); err != nil {
+		return false, err
 	}
 	if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), nil); err != nil {
-		return err
+		return false, err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("sync snapshot: %w", err)
+		return false, fmt.Errorf("sync snapshot: %w", err)
+	}
+	if _, err := s.MemoryStorage.CreateSnapshot(index, cs, nil); err != nil {
+		return false, err
 	}
 	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
 // Close closes the pebble store.
