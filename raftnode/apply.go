@@ -189,30 +189,25 @@ func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
 		return errApplyStopped
 	}
 	start := time.Now()
-	var buf bytes.Buffer
-	buf.Grow(n.snapSize + n.snapSize/8)
-	if err := n.sm.Snapshot(&buf); err != nil {
-		return fmt.Errorf("snapshot at %d: %w", applied, err)
-	}
-	serialized := time.Now()
+	n.mu.Lock()
+	cs := n.members
+	n.mu.Unlock()
 	var compactTo uint64
 	if applied > n.cfg.CatchUpEntries {
 		compactTo = applied - n.cfg.CatchUpEntries
 	}
-	n.mu.Lock()
-	cs := n.members
-	n.mu.Unlock()
-	saved, err := n.storage.CreateSnapshot(applied, &cs, buf.Bytes(), compactTo)
+	st, err := n.storage.CreateSnapshot(applied, &cs, n.sm.Snapshot, compactTo)
 	if err != nil {
-		return fmt.Errorf("save snapshot at %d: %w", applied, err)
+		return fmt.Errorf("snapshot at %d: %w", applied, err)
 	}
-	n.snapIndex, n.snapSize = applied, buf.Len()
-	if !saved {
+	n.snapIndex = applied
+	if !st.Saved {
 		n.log.Info("snapshot dropped: a newer one from the leader is stored", zap.Uint64("index", applied))
 		return nil
 	}
-	n.log.Info("snapshot saved", zap.Uint64("index", applied), zap.Int("bytes", buf.Len()),
-		zap.Uint64("compacted_to", compactTo), zap.Duration("took", time.Since(start)),
-		zap.Duration("serialize", serialized.Sub(start)), zap.Duration("write", time.Since(serialized)))
+	took := time.Since(start)
+	n.log.Info("snapshot saved", zap.Uint64("index", applied), zap.Int("bytes", st.Bytes),
+		zap.Uint64("compacted_to", compactTo), zap.Duration("took", took),
+		zap.Duration("serialize", took-st.Stored), zap.Duration("write", st.Stored))
 	return nil
 }

@@ -7,7 +7,6 @@
 package raftnode
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -144,7 +143,6 @@ type Node struct {
 	term        atomic.Uint64
 	confPending atomic.Bool // a membership change is in flight from here
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
-	snapSize    int         // apply goroutine only: the last snapshot's size
 
 	mu        sync.Mutex
 	waiters   map[uint64]chan Outcome // mu guards waiters, reads, appliedCh, err
@@ -190,7 +188,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftnode: member id 0 is reserved")
 	}
-	storage, snapData, err := openStorage(cfg.Dir, cfg.Logger)
+	storage, err := openStorage(cfg.Dir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +204,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]))
-	if err := n.init(snapData); err != nil {
+	if err := n.init(); err != nil {
 		if n.rn != nil { // the apply goroutine started
 			close(n.applyStop)
 			<-n.applyDone
@@ -218,17 +216,17 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) init(snapData []byte) error {
+func (n *Node) init() error {
 	snap, err := n.storage.MemoryStorage.Snapshot()
 	if err != nil {
 		return err
 	}
 	if !raft.IsEmptySnap(snap) {
-		if err := n.sm.Restore(bytes.NewReader(snapData), snap.Metadata.Index); err != nil {
+		if err := n.restoreStored(snap.Metadata.Index); err != nil {
 			return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
 		}
 		n.applied.Store(snap.Metadata.Index)
-		n.snapIndex, n.snapSize = snap.Metadata.Index, len(snapData)
+		n.snapIndex = snap.Metadata.Index
 		n.members = snap.Metadata.ConfState
 	}
 	if err := n.loadPeers(); err != nil {
@@ -276,6 +274,17 @@ func (n *Node) init(snapData []byte) error {
 		return n.processReady()
 	}
 	return nil
+}
+
+// restoreStored restores the state machine from the stored snapshot,
+// streamed from the store rather than read whole into memory first.
+func (n *Node) restoreStored(index uint64) error {
+	sr, err := newSnapshotReader(n.storage.db)
+	if err != nil {
+		return err
+	}
+	defer sr.Close()
+	return n.sm.Restore(sr, index)
 }
 
 // loadPeers merges the configured peer addresses with those learned from

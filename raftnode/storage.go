@@ -1,12 +1,12 @@
 package raftnode
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
 	"go.etcd.io/raft/v3"
@@ -23,7 +23,7 @@ import (
 //
 //	"h"               the HardState
 //	"m"               the metadata of the last snapshot
-//	"d" + be64(chunk) the last snapshot's data, in 1 MiB chunks
+//	"g", "s"...       the last snapshot's data, in 1 MiB chunks (snapstore.go)
 //	"e" + be64(index) a log entry
 //
 // The raft goroutine writes the log (Save) and reads it through the
@@ -37,7 +37,8 @@ import (
 type Storage struct {
 	*raft.MemoryStorage
 	db     *pebble.DB
-	snapMu sync.Mutex // held while a snapshot is written, to pebble then to the mirror
+	snapMu sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the mirror
+	gen    atomic.Uint64 // the last generation of snapshot data begun
 }
 
 var (
@@ -46,7 +47,7 @@ var (
 )
 
 const (
-	prefixSnapData = 'd'
+	prefixSnapData = 'd' // the snapshot data of stores written before generations
 	prefixEntry    = 'e'
 	snapChunkSize  = 1 << 20
 )
@@ -59,67 +60,69 @@ func indexKey(prefix byte, i uint64) []byte {
 }
 
 // openStorage opens (or creates) the store in dir and loads the log into
-// memory. It returns the store and the data of its last snapshot (nil when
-// there is none).
-func openStorage(dir string, log *zap.Logger) (*Storage, []byte, error) {
+// memory; the last snapshot's data stays in the store (snapshotReader).
+func openStorage(dir string, log *zap.Logger) (*Storage, error) {
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.Sugar()}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("open raft store %s: %w", dir, err)
+		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}
 	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db}
-	data, err := s.load()
-	if err != nil {
+	if err := s.load(); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("load raft store %s: %w", dir, err)
+		return nil, fmt.Errorf("load raft store %s: %w", dir, err)
 	}
-	return s, data, nil
+	return s, nil
 }
 
-func (s *Storage) load() ([]byte, error) {
+func (s *Storage) load() error {
+	gen, err := snapGen(s.db)
+	if err != nil {
+		return err
+	}
+	last, err := lastGen(s.db)
+	if err != nil {
+		return err
+	}
+	s.gen.Store(max(gen, last))
 	var snap raftpb.Snapshot
 	if err := s.get(keySnapMeta, &snap.Metadata); err != nil {
-		return nil, err
+		return err
 	}
-	var data []byte
 	if snap.Metadata.Index > 0 {
-		var err error
-		if data, err = snapshotData(s.db); err != nil {
-			return nil, err
-		}
 		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	var hs raftpb.HardState
 	if err := s.get(keyHardState, &hs); err != nil {
-		return nil, err
+		return err
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: indexKey(prefixEntry, snap.Metadata.Index+1),
 		UpperBound: indexKey(prefixEntry, math.MaxUint64),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer iter.Close()
 	var ents []raftpb.Entry
 	for iter.First(); iter.Valid(); iter.Next() {
 		var e raftpb.Entry
 		if err := e.Unmarshal(iter.Value()); err != nil {
-			return nil, fmt.Errorf("entry %x: %w", iter.Key(), err)
+			return fmt.Errorf("entry %x: %w", iter.Key(), err)
 		}
 		ents = append(ents, e)
 	}
 	if err := iter.Error(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.MemoryStorage.Append(ents); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.MemoryStorage.SetHardState(hs); err != nil {
-		return nil, err
+		return err
 	}
-	return data, nil
+	return nil
 }
 
 // unmarshaler is what gogoproto messages implement.
@@ -140,23 +143,6 @@ func get(r pebble.Reader, key []byte, m unmarshaler) error {
 	}
 	defer closer.Close()
 	return m.Unmarshal(v)
-}
-
-// snapshotData reads the chunks of the last snapshot's data.
-func snapshotData(r pebble.Reader) ([]byte, error) {
-	iter, err := r.NewIter(&pebble.IterOptions{
-		LowerBound: []byte{prefixSnapData},
-		UpperBound: []byte{prefixSnapData + 1},
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer iter.Close()
-	var buf bytes.Buffer
-	for iter.First(); iter.Valid(); iter.Next() {
-		buf.Write(iter.Value())
-	}
-	return buf.Bytes(), iter.Error()
 }
 
 // IsEmpty reports whether the store has never been written: a new member
@@ -249,61 +235,6 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 		return s.MemoryStorage.SetHardState(hs)
 	}
 	return nil
-}
-
-// putSnapshot adds a snapshot's metadata and data to b, replacing the old.
-func (s *Storage) putSnapshot(b *pebble.Batch, meta raftpb.SnapshotMetadata, data []byte) error {
-	if err := b.DeleteRange([]byte{prefixSnapData}, []byte{prefixSnapData + 1}, nil); err != nil {
-		return err
-	}
-	for i := 0; len(data) > 0; i++ {
-		n := min(len(data), snapChunkSize)
-		if err := b.Set(indexKey(prefixSnapData, uint64(i)), data[:n], nil); err != nil {
-			return err
-		}
-		data = data[n:]
-	}
-	v, err := meta.Marshal()
-	if err != nil {
-		return err
-	}
-	return b.Set(keySnapMeta, v, nil)
-}
-
-// CreateSnapshot durably records a snapshot of the state machine taken at
-// index, then compacts the log up to compactTo (at most index), keeping
-// the entries after it for followers that are a little behind. Entry index
-// must be in the log. It reports false, and writes nothing, when a snapshot
-// at index or later (one received from the leader) is stored already.
-func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) (bool, error) {
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
-	if cur, err := s.MemoryStorage.Snapshot(); err != nil || cur.Metadata.Index >= index {
-		return false, err
-	}
-	term, err := s.MemoryStorage.Term(index)
-	if err != nil {
-		return false, fmt.Errorf("term of %d: %w", index, err)
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	meta := raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: *cs}
-	if err := s.putSnapshot(b, meta, data); err != nil {
-		return false, err
-	}
-	if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), nil); err != nil {
-		return false, err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return false, fmt.Errorf("sync snapshot: %w", err)
-	}
-	if _, err := s.MemoryStorage.CreateSnapshot(index, cs, nil); err != nil {
-		return false, err
-	}
-	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
-		return false, err
-	}
-	return true, nil
 }
 
 // Close closes the pebble store.
