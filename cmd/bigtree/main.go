@@ -84,7 +84,7 @@ func fill(args []string) error {
 		data[i] = 'a' + byte(i%26)
 	}
 	total := int64(*parents) * int64(*children)
-	var next, done atomic.Int64
+	var next, done, retried atomic.Int64
 	var firstErr error
 	var once sync.Once
 	start := time.Now()
@@ -99,9 +99,7 @@ func fill(args []string) error {
 					return
 				}
 				path := childPath(*prefix, int(k)%*parents, int(k) / *parents)
-				rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-				_, err := c.Create(rctx, path, data, client.Persistent)
-				rcancel()
+				err := create(ctx, c, path, data, &retried)
 				if err != nil {
 					once.Do(func() { firstErr = fmt.Errorf("create %s: %w", path, err); cancel() })
 					return
@@ -116,9 +114,36 @@ func fill(args []string) error {
 		return firstErr
 	}
 	took := time.Since(start)
-	fmt.Printf("created %d znodes of %d bytes in %.1f s: %.0f creates/s\n",
-		total, *size, took.Seconds(), float64(total)/took.Seconds())
+	fmt.Printf("created %d znodes of %d bytes in %.1f s: %.0f creates/s, %d failed and retried\n",
+		total, *size, took.Seconds(), float64(total)/took.Seconds(), retried.Load())
 	return nil
+}
+
+// create creates path, trying again a few times after an error that a
+// leader change explains (a lost connection, no quorum, a timeout); a
+// retried create that finds the node made it the first time.
+func create(ctx context.Context, c *client.Client, path string, data []byte, retried *atomic.Int64) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			retried.Add(1)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = c.Create(rctx, path, data, client.Persistent)
+		cancel()
+		switch {
+		case err == nil, attempt > 0 && errors.Is(err, client.ErrNodeExists):
+			return nil
+		case errors.Is(err, client.ErrNodeExists), errors.Is(err, client.ErrNoNode):
+			return err
+		}
+	}
+	return err
 }
 
 // progress prints how far fill is every 5 s until the returned func is
