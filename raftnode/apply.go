@@ -30,8 +30,8 @@ import (
 //     (RawNode.ApplyConfChange is the raft goroutine's), so that the apply
 //     goroutine is idle while the membership changes and a snapshot
 //     records the membership as of its index;
-//   - a leader change, which fails what is pending only once the entries
-//     committed before it were applied and answered.
+//   - a leader change, which fails what was pending when it happened, but
+//     only once the entries committed before it were applied and answered.
 //
 // Applying a committed entry before this member's own write of it is
 // durable is safe: an entry is committed only once a quorum holds it
@@ -48,7 +48,7 @@ type applyTask struct {
 	persisted     <-chan struct{}
 	snap          *raftpb.Snapshot
 	barrier       chan struct{}
-	leaderChanged bool
+	leaderChanged uint64 // the epoch of the change; 0 for none
 }
 
 // errApplyStopped ends the apply goroutine when the node stops.
@@ -87,12 +87,13 @@ func (n *Node) do(t applyTask) error {
 	switch {
 	case t.barrier != nil:
 		close(t.barrier)
-	case t.leaderChanged:
+	case t.leaderChanged != 0:
 		// What was forwarded to the old leader may be lost: say so now
 		// rather than at the callers' deadlines. What was committed before
-		// the change was applied and answered by the tasks before this one.
+		// the change was applied and answered by the tasks before this one;
+		// what began after it went to the new leader.
 		n.mu.Lock()
-		n.failPendingLocked(ErrLeaderChanged)
+		n.failPendingLocked(ErrLeaderChanged, t.leaderChanged)
 		n.mu.Unlock()
 	case t.snap != nil:
 		return n.restore(*t.snap)

@@ -135,8 +135,13 @@ func (n *Node) processReady() error {
 			n.resolveRead(binary.BigEndian.Uint64(rs.RequestCtx), rs.Index)
 		}
 		if leaderChanged {
-			// After this Ready's committed entries, in the apply order.
-			if err := n.handOver(applyTask{leaderChanged: true}); err != nil {
+			// After this Ready's committed entries, in the apply order; it
+			// fails only what began before the change.
+			n.mu.Lock()
+			n.epoch++
+			epoch := n.epoch
+			n.mu.Unlock()
+			if err := n.handOver(applyTask{leaderChanged: epoch}); err != nil {
 				return err
 			}
 		}
@@ -158,8 +163,9 @@ func (n *Node) processReady() error {
 // done everything before it.
 func (n *Node) persistAndApply(rd raft.Ready) error {
 	if raft.IsEmptySnap(rd.Snapshot) && !slices.ContainsFunc(rd.CommittedEntries, isConfChange) {
-		persisted := make(chan struct{})
+		var persisted chan struct{}
 		if len(rd.CommittedEntries) > 0 {
+			persisted = make(chan struct{})
 			if err := n.handOver(applyTask{entries: rd.CommittedEntries, persisted: persisted}); err != nil {
 				return err
 			}
@@ -167,7 +173,9 @@ func (n *Node) persistAndApply(rd raft.Ready) error {
 		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
 			return err
 		}
-		close(persisted)
+		if persisted != nil {
+			close(persisted)
+		}
 		return nil
 	}
 	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
@@ -228,11 +236,11 @@ func (n *Node) resolveRead(id, index uint64) {
 
 func (n *Node) endRead(id uint64, o Outcome) {
 	n.mu.Lock()
-	ch, ok := n.reads[id]
+	w, ok := n.reads[id]
 	delete(n.reads, id)
 	n.mu.Unlock()
 	if ok {
-		ch <- o
+		w.ch <- o
 	}
 }
 

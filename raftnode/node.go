@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -145,8 +146,9 @@ type Node struct {
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
 	mu        sync.Mutex
-	waiters   map[uint64]chan Outcome // mu guards waiters, reads, appliedCh, err
-	reads     map[uint64]chan Outcome
+	waiters   map[uint64]waiter // mu guards waiters, reads, epoch, appliedCh, err
+	reads     map[uint64]waiter
+	epoch     uint64            // leader changes the raft goroutine has seen
 	appliedCh chan struct{}     // closed and replaced whenever applied moves
 	err       error             // why the node stopped
 	members   raftpb.ConfState  // as of the applied index; mu guards members and addrs too
@@ -198,7 +200,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		applyc: make(chan applyTask, applyQueue), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
-		waiters: map[uint64]chan Outcome{}, reads: map[uint64]chan Outcome{},
+		waiters: map[uint64]waiter{}, reads: map[uint64]waiter{},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
 	var seed [8]byte
@@ -337,7 +339,7 @@ func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 		ch <- Outcome{Err: n.err}
 		return p
 	}
-	n.waiters[id] = ch
+	n.waiters[id] = waiter{ch, n.epoch}
 	n.mu.Unlock()
 	select {
 	case n.propc <- p1:
@@ -380,7 +382,7 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 		n.mu.Unlock()
 		return n.err
 	}
-	n.reads[id] = ch
+	n.reads[id] = waiter{ch, n.epoch}
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
@@ -483,11 +485,11 @@ func (n *Node) stopErr() error {
 
 func (n *Node) deliver(id uint64, o Outcome) {
 	n.mu.Lock()
-	ch, ok := n.waiters[id]
+	w, ok := n.waiters[id]
 	delete(n.waiters, id)
 	n.mu.Unlock()
 	if ok {
-		ch <- o
+		w.ch <- o
 	}
 }
 
@@ -498,19 +500,31 @@ func (n *Node) fail(err error) {
 	if n.err == nil {
 		n.err = err
 	}
-	n.failPendingLocked(n.err)
+	n.failPendingLocked(n.err, math.MaxUint64)
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
 }
 
-// failPendingLocked fails every proposal and read waiting for an outcome.
-func (n *Node) failPendingLocked(err error) {
-	for id, ch := range n.waiters {
-		ch <- Outcome{Err: err}
-		delete(n.waiters, id)
+// waiter is a proposal or read waiting for its outcome, with the count
+// of leader changes when it began.
+type waiter struct {
+	ch    chan Outcome
+	epoch uint64
+}
+
+// failPendingLocked fails every proposal and read waiting for an outcome
+// that began before leader change epoch.
+func (n *Node) failPendingLocked(err error, epoch uint64) {
+	for id, w := range n.waiters {
+		if w.epoch < epoch {
+			w.ch <- Outcome{Err: err}
+			delete(n.waiters, id)
+		}
 	}
-	for id, ch := range n.reads {
-		ch <- Outcome{Err: err}
-		delete(n.reads, id)
+	for id, w := range n.reads {
+		if w.epoch < epoch {
+			w.ch <- Outcome{Err: err}
+			delete(n.reads, id)
+		}
 	}
 }
