@@ -58,10 +58,12 @@ stop() {
 
 elections() { cat "$work"/node*.log | grep -c 'became leader' || true; }
 
-rss() {
+rss() { # and the CPU time and garbage collections so far
   for i in 0 1 2; do
     echo -n "member $((i + 1)): "
     awk '/^VmRSS|^VmHWM/ { printf "%s %.0f MB   ", $1, $2 / 1024 }' "/proc/${pids[$i]}/status"
+    curl -s "127.0.0.1:$((PORT + 200 + i))/metrics" |
+      awk '/^process_cpu_seconds_total/ { printf "cpu %.0f s   ", $2 } /^go_gc_duration_seconds_count/ { printf "GCs %d   ", $2 }'
     echo
   done
 }
