@@ -240,7 +240,7 @@ func (n *Node) endRead(id uint64, o Outcome) {
 	delete(n.reads, id)
 	n.mu.Unlock()
 	if ok {
-		w.ch <- o
+		w.finish(o)
 	}
 }
 

@@ -146,8 +146,8 @@ type Node struct {
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
 	mu        sync.Mutex
-	waiters   map[uint64]waiter // mu guards waiters, reads, epoch, appliedCh, err
-	reads     map[uint64]waiter
+	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
+	reads     map[uint64]*pending
 	epoch     uint64            // leader changes the raft goroutine has seen
 	appliedCh chan struct{}     // closed and replaced whenever applied moves
 	err       error             // why the node stopped
@@ -200,7 +200,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		applyc: make(chan applyTask, applyQueue), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
-		waiters: map[uint64]waiter{}, reads: map[uint64]waiter{},
+		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
 	var seed [8]byte
@@ -331,15 +331,15 @@ func (n *Node) ProposeAsLeader(ctx context.Context, payload []byte, term uint64)
 func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 	id := n.reqIDs.Add(1)
 	p1.id = id
-	ch := make(chan Outcome, 1)
-	p := &Proposal{n: n, id: id, C: ch}
+	p := &Proposal{n: n, id: id, w: pending{done: make(chan struct{})}}
 	n.mu.Lock()
 	if n.err != nil {
 		n.mu.Unlock()
-		ch <- Outcome{Err: n.err}
+		p.w.finish(Outcome{Err: n.err})
 		return p
 	}
-	n.waiters[id] = waiter{ch, n.epoch}
+	p.w.epoch = n.epoch
+	n.waiters[id] = &p.w
 	n.mu.Unlock()
 	select {
 	case n.propc <- p1:
@@ -355,15 +355,15 @@ func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 type Proposal struct {
 	n  *Node
 	id uint64
-	C  <-chan Outcome // receives exactly one Outcome
+	w  pending
 }
 
 // Wait waits for the outcome or for ctx. A proposal abandoned because of
 // ctx may still be applied later.
 func (p *Proposal) Wait(ctx context.Context) Outcome {
 	select {
-	case o := <-p.C:
-		return o
+	case <-p.w.done:
+		return p.w.out
 	case <-ctx.Done():
 		p.n.mu.Lock()
 		delete(p.n.waiters, p.id)
@@ -376,13 +376,14 @@ func (p *Proposal) Wait(ctx context.Context) Outcome {
 // before the call: a read served after it is linearizable.
 func (n *Node) ReadIndex(ctx context.Context) error {
 	id := n.reqIDs.Add(1)
-	ch := make(chan Outcome, 1)
+	w := &pending{done: make(chan struct{})}
 	n.mu.Lock()
 	if n.err != nil {
 		n.mu.Unlock()
 		return n.err
 	}
-	n.reads[id] = waiter{ch, n.epoch}
+	w.epoch = n.epoch
+	n.reads[id] = w
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
@@ -397,7 +398,8 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 		return n.stopErr()
 	}
 	select {
-	case o := <-ch:
+	case <-w.done:
+		o := w.out
 		if o.Err != nil {
 			return o.Err
 		}
@@ -489,7 +491,7 @@ func (n *Node) deliver(id uint64, o Outcome) {
 	delete(n.waiters, id)
 	n.mu.Unlock()
 	if ok {
-		w.ch <- o
+		w.finish(o)
 	}
 }
 
@@ -505,11 +507,17 @@ func (n *Node) fail(err error) {
 	n.appliedCh = make(chan struct{})
 }
 
-// waiter is a proposal or read waiting for its outcome, with the count
-// of leader changes when it began.
-type waiter struct {
-	ch    chan Outcome
-	epoch uint64
+// pending is a proposal or read waiting for its outcome. Whoever takes it
+// out of its map finishes it.
+type pending struct {
+	done  chan struct{} // closed once out is set
+	out   Outcome
+	epoch uint64 // the leader changes seen when it began
+}
+
+func (w *pending) finish(o Outcome) {
+	w.out = o
+	close(w.done)
 }
 
 // failPendingLocked fails every proposal and read waiting for an outcome
@@ -517,13 +525,13 @@ type waiter struct {
 func (n *Node) failPendingLocked(err error, epoch uint64) {
 	for id, w := range n.waiters {
 		if w.epoch < epoch {
-			w.ch <- Outcome{Err: err}
+			w.finish(Outcome{Err: err})
 			delete(n.waiters, id)
 		}
 	}
 	for id, w := range n.reads {
 		if w.epoch < epoch {
-			w.ch <- Outcome{Err: err}
+			w.finish(Outcome{Err: err})
 			delete(n.reads, id)
 		}
 	}
