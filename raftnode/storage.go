@@ -189,11 +189,14 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 		}
 	}
 	for i := range ents {
-		v, err := ents[i].Marshal()
-		if err != nil {
+		// Encoded in place in the batch: no copy of the entry per write.
+		op := b.SetDeferred(9, ents[i].Size())
+		op.Key[0] = prefixEntry
+		binary.BigEndian.PutUint64(op.Key[1:], ents[i].Index)
+		if _, err := ents[i].MarshalToSizedBuffer(op.Value); err != nil {
 			return err
 		}
-		if err := b.Set(indexKey(prefixEntry, ents[i].Index), v, nil); err != nil {
+		if err := op.Finish(); err != nil {
 			return err
 		}
 	}
