@@ -1,10 +1,9 @@
 package raftnode
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -12,10 +11,18 @@ import (
 	"go.uber.org/zap"
 )
 
-// run is the node's goroutine: the only one that touches the RawNode, the
-// storage's write side and the state machine.
+// run is the node's raft goroutine: the only one that touches the RawNode
+// and writes the log. It hands committed entries to the apply goroutine.
 func (n *Node) run() {
 	defer close(n.donec)
+	err := n.loop()
+	close(n.applyStop)
+	<-n.applyDone
+	n.fail(err)
+}
+
+// loop drives the RawNode until the node stops, and returns why.
+func (n *Node) loop() error {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
@@ -35,8 +42,9 @@ func (n *Node) run() {
 				n.rn.ReportUnreachable(r.to)
 			}
 		case <-n.stopc:
-			n.fail(ErrStopped)
-			return
+			return ErrStopped
+		case <-n.applyDone:
+			return n.stopErr() // the apply goroutine failed and said why
 		}
 		n.drain()
 		if err := n.processReady(); err != nil {
@@ -45,8 +53,7 @@ func (n *Node) run() {
 			} else {
 				n.log.Error("raft node failed; stopping", zap.Error(err))
 			}
-			n.fail(err)
-			return
+			return err
 		}
 	}
 }
@@ -95,7 +102,8 @@ func (n *Node) propose(p proposal) {
 	}
 }
 
-// processReady handles every pending Ready: persist, send, apply, advance.
+// processReady handles every pending Ready: persist, send, hand the
+// committed entries to the apply goroutine, advance.
 func (n *Node) processReady() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
@@ -127,94 +135,88 @@ func (n *Node) processReady() error {
 			n.resolveRead(binary.BigEndian.Uint64(rs.RequestCtx), rs.Index)
 		}
 		if leaderChanged {
-			// What was forwarded to the old leader may be lost: say so now
-			// rather than at the callers' deadlines. (What this Ready
-			// committed was applied and answered above.)
+			// After this Ready's committed entries, in the apply order; it
+			// fails only what began before the change.
 			n.mu.Lock()
-			n.failPendingLocked(ErrLeaderChanged)
+			n.epoch++
+			epoch := n.epoch
 			n.mu.Unlock()
-		}
-		n.rn.Advance(rd)
-		if err := n.maybeSnapshot(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// persistAndApply writes rd's state and applies its committed entries.
-// Committed entries are durable on a quorum already, so they are applied
-// (and their writers answered) before this Ready's own write, not after:
-// under load a Ready carries new entries as well as committed ones, and a
-// write would otherwise wait for the fsync of the writes behind it. A
-// snapshot is the exception: it replaces the state the entries follow, so
-// it is written and loaded first.
-func (n *Node) persistAndApply(rd raft.Ready) error {
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
-			return err
-		}
-		if err := n.restore(rd.Snapshot); err != nil {
-			return err
-		}
-		return n.apply(rd.CommittedEntries)
-	}
-	if err := n.apply(rd.CommittedEntries); err != nil {
-		return err
-	}
-	return n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync)
-}
-
-// restore loads a snapshot received from the leader.
-func (n *Node) restore(snap raftpb.Snapshot) error {
-	if err := n.sm.Restore(bytes.NewReader(snap.Data), snap.Metadata.Index); err != nil {
-		return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
-	}
-	n.confState = snap.Metadata.ConfState
-	n.mu.Lock()
-	n.members = n.confState
-	n.mu.Unlock()
-	n.snapIndex = snap.Metadata.Index
-	n.setApplied(snap.Metadata.Index)
-	return nil
-}
-
-func (n *Node) apply(ents []raftpb.Entry) error {
-	if len(ents) == 0 {
-		return nil
-	}
-	for i := range ents {
-		e := &ents[i]
-		if e.Index <= n.applied.Load() {
-			continue
-		}
-		switch e.Type {
-		case raftpb.EntryNormal:
-			if len(e.Data) >= 8 {
-				id := binary.BigEndian.Uint64(e.Data)
-				res := n.sm.Apply(e.Index, e.Data[8:])
-				n.applied.Store(e.Index) // before the proposer hears: it may ask Applied
-				n.deliver(id, Outcome{Index: e.Index, Result: res})
-			}
-		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			if err := n.applyConfChange(e); err != nil {
-				n.applied.Store(e.Index)
+			if err := n.handOver(applyTask{leaderChanged: epoch}); err != nil {
 				return err
 			}
 		}
-		n.applied.Store(e.Index)
+		n.rn.Advance(rd)
 	}
-	n.setApplied(n.applied.Load())
 	return nil
 }
 
-// setApplied records index as applied and wakes WaitApplied callers.
-func (n *Node) setApplied(index uint64) {
-	n.applied.Store(index)
-	n.mu.Lock()
-	close(n.appliedCh)
-	n.appliedCh = make(chan struct{})
-	n.mu.Unlock()
+// persistAndApply writes rd's state and hands its committed entries to the
+// apply goroutine. Committed entries are durable on a quorum already, so
+// they are handed over before this Ready's own write, and applied (and
+// their writers answered) while it is under way: under load a Ready
+// carries new entries as well as committed ones, and a write would
+// otherwise wait for the fsync of the writes behind it.
+//
+// A snapshot from the leader or a membership change takes the slow way:
+// the Ready is written first, the snapshot is restored in the apply order,
+// and each membership change is applied here once the apply goroutine has
+// done everything before it.
+func (n *Node) persistAndApply(rd raft.Ready) error {
+	if raft.IsEmptySnap(rd.Snapshot) && !slices.ContainsFunc(rd.CommittedEntries, isConfChange) {
+		var persisted chan struct{}
+		if len(rd.CommittedEntries) > 0 {
+			persisted = make(chan struct{})
+			if err := n.handOver(applyTask{entries: rd.CommittedEntries, persisted: persisted}); err != nil {
+				return err
+			}
+		}
+		if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+			return err
+		}
+		if persisted != nil {
+			close(persisted)
+		}
+		return nil
+	}
+	if err := n.storage.Save(rd.HardState, rd.Entries, rd.Snapshot, rd.MustSync); err != nil {
+		return err
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.handOver(applyTask{snap: &rd.Snapshot}); err != nil {
+			return err
+		}
+	}
+	ents := rd.CommittedEntries
+	for len(ents) > 0 {
+		i := slices.IndexFunc(ents, isConfChange)
+		if i < 0 {
+			i = len(ents)
+		}
+		if i > 0 {
+			if err := n.handOver(applyTask{entries: ents[:i], persisted: closedChan}); err != nil {
+				return err
+			}
+		}
+		if i == len(ents) {
+			return nil
+		}
+		if err := n.waitIdle(); err != nil {
+			return err
+		}
+		if e := &ents[i]; e.Index > n.applied.Load() { // else covered by a snapshot
+			err := n.applyConfChange(e)
+			n.setApplied(e.Index)
+			if err != nil {
+				return err
+			}
+		}
+		ents = ents[i+1:]
+	}
+	return nil
+}
+
+func isConfChange(e raftpb.Entry) bool {
+	return e.Type == raftpb.EntryConfChange || e.Type == raftpb.EntryConfChangeV2
 }
 
 // readIndex asks raft for a read index. Raft drops the request without a
@@ -234,37 +236,12 @@ func (n *Node) resolveRead(id, index uint64) {
 
 func (n *Node) endRead(id uint64, o Outcome) {
 	n.mu.Lock()
-	ch, ok := n.reads[id]
+	w, ok := n.reads[id]
 	delete(n.reads, id)
 	n.mu.Unlock()
 	if ok {
-		ch <- o
+		w.finish(o)
 	}
-}
-
-// maybeSnapshot snapshots the state machine every SnapshotEvery entries and
-// compacts the log behind it.
-func (n *Node) maybeSnapshot() error {
-	applied := n.applied.Load()
-	if applied-n.snapIndex < n.cfg.SnapshotEvery {
-		return nil
-	}
-	start := time.Now()
-	var buf bytes.Buffer
-	if err := n.sm.Snapshot(&buf); err != nil {
-		return fmt.Errorf("snapshot at %d: %w", applied, err)
-	}
-	var compactTo uint64
-	if applied > n.cfg.CatchUpEntries {
-		compactTo = applied - n.cfg.CatchUpEntries
-	}
-	if err := n.storage.CreateSnapshot(applied, &n.confState, buf.Bytes(), compactTo); err != nil {
-		return fmt.Errorf("save snapshot at %d: %w", applied, err)
-	}
-	n.snapIndex = applied
-	n.log.Info("snapshot saved", zap.Uint64("index", applied), zap.Int("bytes", buf.Len()),
-		zap.Uint64("compacted_to", compactTo), zap.Duration("took", time.Since(start)))
-	return nil
 }
 
 // raftLogger sends raft's log lines to zap.

@@ -100,7 +100,8 @@ func (n *Node) changeMembers(ctx context.Context, c raftpb.ConfChangeSingle, add
 }
 
 // applyConfChange applies a committed membership change and tells the
-// transport; a member that removed itself stops.
+// transport; a member that removed itself stops. It runs on the raft
+// goroutine while the apply goroutine is idle.
 func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	var cc raftpb.ConfChangeV2
 	if e.Type == raftpb.EntryConfChange {
@@ -112,7 +113,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	} else if err := cc.Unmarshal(e.Data); err != nil {
 		return fmt.Errorf("conf change at %d: %w", e.Index, err)
 	}
-	n.confState = *n.rn.ApplyConfChange(cc)
+	cs := *n.rn.ApplyConfChange(cc)
 	var reqID uint64
 	var addr string
 	if len(cc.Context) >= 8 {
@@ -144,7 +145,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 		}
 	}
 	n.mu.Lock()
-	n.members = n.confState
+	n.members = cs
 	n.mu.Unlock()
 	if reqID != 0 {
 		n.deliver(reqID, Outcome{Index: e.Index})

@@ -1,12 +1,12 @@
 // Package raftnode runs one member of a raft group (go.etcd.io/raft/v3) for
 // a state machine: one goroutine drives a RawNode, makes each Ready durable
-// in pebble with a single synced batch, sends its messages, applies its
-// committed entries and takes snapshots. Callers propose and wait for the
-// apply result, and wait for linearizable reads with ReadIndex.
+// in pebble with a single synced batch and sends its messages; another
+// applies the committed entries and takes snapshots, so that the raft
+// goroutine never waits for the state machine. Callers propose and wait
+// for the apply result, and wait for linearizable reads with ReadIndex.
 package raftnode
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,10 @@ import (
 )
 
 // StateMachine is what the node replicates. Every method is called on the
-// node's goroutine, one at a time, so the state machine needs no lock
-// against itself; it needs one only for readers on other goroutines.
+// node's apply goroutine (Restore of the stored snapshot on Start's), one
+// at a time, so the state machine needs no lock against itself; it needs
+// one only for readers on other goroutines, and Snapshot, which only
+// reads, needs none.
 type StateMachine interface {
 	// Apply applies the payload of the committed entry at index and returns
 	// the result handed to the proposer. Entries come in log order, each
@@ -57,6 +60,10 @@ var (
 	// early.
 	ErrLeaderChanged = errors.New("raftnode: leader changed; outcome unknown")
 )
+
+// applyQueue is how many Readys' committed entries may wait for the apply
+// goroutine before the raft goroutine waits for it in turn.
+const applyQueue = 1024
 
 // Config configures a Node.
 type Config struct {
@@ -125,22 +132,26 @@ type Node struct {
 	reportc chan report
 	stopc   chan struct{}
 	donec   chan struct{}
-	stop    sync.Once
-	reqIDs  atomic.Uint64
+
+	applyc    chan applyTask // the apply goroutine's work, in log order
+	applyStop chan struct{}  // closed by the raft goroutine when it ends
+	applyDone chan struct{}  // closed when the apply goroutine ends
+	stop      sync.Once
+	reqIDs    atomic.Uint64
 
 	applied     atomic.Uint64
 	leader      atomic.Uint64
 	term        atomic.Uint64
-	confState   raftpb.ConfState // raft goroutine only
-	confPending atomic.Bool      // a membership change is in flight from here
-	snapIndex   uint64           // raft goroutine only
+	confPending atomic.Bool // a membership change is in flight from here
+	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
 	mu        sync.Mutex
-	waiters   map[uint64]chan Outcome // mu guards waiters, reads, appliedCh, err
-	reads     map[uint64]chan Outcome
+	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
+	reads     map[uint64]*pending
+	epoch     uint64            // leader changes the raft goroutine has seen
 	appliedCh chan struct{}     // closed and replaced whenever applied moves
 	err       error             // why the node stopped
-	members   raftpb.ConfState  // mu guards members and addrs too
+	members   raftpb.ConfState  // as of the applied index; mu guards members and addrs too
 	addrs     map[uint64]string // peer addresses
 }
 
@@ -179,7 +190,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftnode: member id 0 is reserved")
 	}
-	storage, snapData, err := openStorage(cfg.Dir, cfg.Logger)
+	storage, err := openStorage(cfg.Dir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -188,13 +199,18 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64),
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
-		waiters: map[uint64]chan Outcome{}, reads: map[uint64]chan Outcome{},
+		applyc: make(chan applyTask, applyQueue), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
+		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]))
-	if err := n.init(snapData); err != nil {
+	if err := n.init(); err != nil {
+		if n.rn != nil { // the apply goroutine started
+			close(n.applyStop)
+			<-n.applyDone
+		}
 		storage.Close()
 		return nil, err
 	}
@@ -202,18 +218,18 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) init(snapData []byte) error {
+func (n *Node) init() error {
 	snap, err := n.storage.MemoryStorage.Snapshot()
 	if err != nil {
 		return err
 	}
 	if !raft.IsEmptySnap(snap) {
-		if err := n.sm.Restore(bytes.NewReader(snapData), snap.Metadata.Index); err != nil {
+		if err := n.restoreStored(snap.Metadata.Index); err != nil {
 			return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
 		}
 		n.applied.Store(snap.Metadata.Index)
 		n.snapIndex = snap.Metadata.Index
-		n.confState = snap.Metadata.ConfState
+		n.members = snap.Metadata.ConfState
 	}
 	if err := n.loadPeers(); err != nil {
 		return err
@@ -238,6 +254,7 @@ func (n *Node) init(snapData []byte) error {
 		return err
 	}
 	n.rn = rn
+	go n.runApply()
 	if fresh {
 		var peers []raft.Peer
 		for id := range n.cfg.Peers {
@@ -251,9 +268,6 @@ func (n *Node) init(snapData []byte) error {
 	if err := n.processReady(); err != nil { // applies a bootstrap's membership
 		return err
 	}
-	n.mu.Lock()
-	n.members = n.confState
-	n.mu.Unlock()
 	if _, alone := n.cfg.Peers[n.cfg.ID]; alone && len(n.cfg.Peers) == 1 && !n.cfg.Join {
 		// Alone, there is nobody to wait for: lead at once.
 		if err := rn.Campaign(); err != nil {
@@ -262,6 +276,17 @@ func (n *Node) init(snapData []byte) error {
 		return n.processReady()
 	}
 	return nil
+}
+
+// restoreStored restores the state machine from the stored snapshot,
+// streamed from the store rather than read whole into memory first.
+func (n *Node) restoreStored(index uint64) error {
+	sr, err := newSnapshotReader(n.storage.db)
+	if err != nil {
+		return err
+	}
+	defer sr.Close()
+	return n.sm.Restore(sr, index)
 }
 
 // loadPeers merges the configured peer addresses with those learned from
@@ -306,15 +331,15 @@ func (n *Node) ProposeAsLeader(ctx context.Context, payload []byte, term uint64)
 func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 	id := n.reqIDs.Add(1)
 	p1.id = id
-	ch := make(chan Outcome, 1)
-	p := &Proposal{n: n, id: id, C: ch}
+	p := &Proposal{n: n, id: id, w: pending{done: make(chan struct{})}}
 	n.mu.Lock()
 	if n.err != nil {
 		n.mu.Unlock()
-		ch <- Outcome{Err: n.err}
+		p.w.finish(Outcome{Err: n.err})
 		return p
 	}
-	n.waiters[id] = ch
+	p.w.epoch = n.epoch
+	n.waiters[id] = &p.w
 	n.mu.Unlock()
 	select {
 	case n.propc <- p1:
@@ -330,15 +355,15 @@ func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 type Proposal struct {
 	n  *Node
 	id uint64
-	C  <-chan Outcome // receives exactly one Outcome
+	w  pending
 }
 
 // Wait waits for the outcome or for ctx. A proposal abandoned because of
 // ctx may still be applied later.
 func (p *Proposal) Wait(ctx context.Context) Outcome {
 	select {
-	case o := <-p.C:
-		return o
+	case <-p.w.done:
+		return p.w.out
 	case <-ctx.Done():
 		p.n.mu.Lock()
 		delete(p.n.waiters, p.id)
@@ -351,13 +376,14 @@ func (p *Proposal) Wait(ctx context.Context) Outcome {
 // before the call: a read served after it is linearizable.
 func (n *Node) ReadIndex(ctx context.Context) error {
 	id := n.reqIDs.Add(1)
-	ch := make(chan Outcome, 1)
+	w := &pending{done: make(chan struct{})}
 	n.mu.Lock()
 	if n.err != nil {
 		n.mu.Unlock()
 		return n.err
 	}
-	n.reads[id] = ch
+	w.epoch = n.epoch
+	n.reads[id] = w
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
@@ -372,7 +398,8 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 		return n.stopErr()
 	}
 	select {
-	case o := <-ch:
+	case <-w.done:
+		o := w.out
 		if o.Err != nil {
 			return o.Err
 		}
@@ -460,11 +487,11 @@ func (n *Node) stopErr() error {
 
 func (n *Node) deliver(id uint64, o Outcome) {
 	n.mu.Lock()
-	ch, ok := n.waiters[id]
+	w, ok := n.waiters[id]
 	delete(n.waiters, id)
 	n.mu.Unlock()
 	if ok {
-		ch <- o
+		w.finish(o)
 	}
 }
 
@@ -475,19 +502,37 @@ func (n *Node) fail(err error) {
 	if n.err == nil {
 		n.err = err
 	}
-	n.failPendingLocked(n.err)
+	n.failPendingLocked(n.err, math.MaxUint64)
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
 }
 
-// failPendingLocked fails every proposal and read waiting for an outcome.
-func (n *Node) failPendingLocked(err error) {
-	for id, ch := range n.waiters {
-		ch <- Outcome{Err: err}
-		delete(n.waiters, id)
+// pending is a proposal or read waiting for its outcome. Whoever takes it
+// out of its map finishes it.
+type pending struct {
+	done  chan struct{} // closed once out is set
+	out   Outcome
+	epoch uint64 // the leader changes seen when it began
+}
+
+func (w *pending) finish(o Outcome) {
+	w.out = o
+	close(w.done)
+}
+
+// failPendingLocked fails every proposal and read waiting for an outcome
+// that began before leader change epoch.
+func (n *Node) failPendingLocked(err error, epoch uint64) {
+	for id, w := range n.waiters {
+		if w.epoch < epoch {
+			w.finish(Outcome{Err: err})
+			delete(n.waiters, id)
+		}
 	}
-	for id, ch := range n.reads {
-		ch <- Outcome{Err: err}
-		delete(n.reads, id)
+	for id, w := range n.reads {
+		if w.epoch < epoch {
+			w.finish(Outcome{Err: err})
+			delete(n.reads, id)
+		}
 	}
 }

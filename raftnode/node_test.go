@@ -188,3 +188,97 @@ func TestStopFailsWhatIsPending(t *testing.T) {
 		t.Fatalf("ReadIndex after stop: %v, want ErrStopped", err)
 	}
 }
+
+// gatedCounter is a counter whose Snapshot waits for its gate, or fails.
+type gatedCounter struct {
+	counter
+	entered chan struct{} // receives once per Snapshot call
+	gate    chan struct{} // Snapshot waits until it is closed
+	err     error         // what Snapshot returns
+}
+
+func (g *gatedCounter) Snapshot(w io.Writer) error {
+	g.entered <- struct{}{}
+	<-g.gate
+	if g.err != nil {
+		return g.err
+	}
+	return g.counter.Snapshot(w)
+}
+
+func TestWritesCommitWhileASnapshotIsTaken(t *testing.T) {
+	sm := &gatedCounter{entered: make(chan struct{}, 16), gate: make(chan struct{})}
+	n := startNode(t, t.TempDir(), sm, 5)
+	defer n.Stop()
+	defer close(sm.gate)
+	added := uint64(0)
+	for snapshotting := false; !snapshotting; {
+		if added == 5 {
+			t.Fatal("no snapshot after 5 entries")
+		}
+		add(t, n, 1) // answered before the snapshot that follows it starts
+		added++
+		select {
+		case <-sm.entered:
+			snapshotting = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// The state machine is stuck in Snapshot; the raft goroutine must go
+	// on committing (appending to the log) all the same.
+	before, _ := n.storage.LastIndex()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ps []*Proposal
+	for i := 0; i < 10; i++ {
+		ps = append(ps, n.Propose(ctx, binary.BigEndian.AppendUint64(nil, 1)))
+	}
+	for {
+		last, _ := n.storage.LastIndex()
+		if last >= before+10 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the log stayed at %d (from %d) while the state machine snapshotted", last, before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if applied := n.Applied(); applied >= before+10 {
+		t.Fatalf("applied %d during the snapshot, want less than %d", applied, before+10)
+	}
+	sm.gate <- struct{}{} // let this snapshot finish; later ones pass once the gate closes
+	for _, p := range ps {
+		if o := p.Wait(ctx); o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	if got := sm.value(); got != added+10 {
+		t.Fatalf("sum %d, want %d", got, added+10)
+	}
+}
+
+func TestAFailedSnapshotStopsTheNode(t *testing.T) {
+	boom := errors.New("boom")
+	sm := &gatedCounter{entered: make(chan struct{}, 16), gate: make(chan struct{}), err: boom}
+	close(sm.gate)
+	n := startNode(t, t.TempDir(), sm, 3)
+	defer n.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		if o := n.Propose(ctx, binary.BigEndian.AppendUint64(nil, 1)).Wait(ctx); o.Err != nil {
+			break
+		}
+	}
+	select {
+	case <-n.Done():
+	case <-ctx.Done():
+		t.Fatal("the node still runs after its snapshot failed")
+	}
+	if err := n.Err(); !errors.Is(err, boom) {
+		t.Fatalf("Err() = %v, want the snapshot's error", err)
+	}
+	if o := n.Propose(ctx, binary.BigEndian.AppendUint64(nil, 1)).Wait(ctx); !errors.Is(o.Err, boom) {
+		t.Fatalf("propose after the failure: %v, want the snapshot's error", o.Err)
+	}
+}

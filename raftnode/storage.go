@@ -1,11 +1,12 @@
 package raftnode
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
 	"go.etcd.io/raft/v3"
@@ -22,14 +23,22 @@ import (
 //
 //	"h"               the HardState
 //	"m"               the metadata of the last snapshot
-//	"d" + be64(chunk) the last snapshot's data, in 1 MiB chunks
+//	"g", "s"...       the last snapshot's data, in 1 MiB chunks (snapstore.go)
 //	"e" + be64(index) a log entry
 //
-// Storage is used by the raft goroutine only, except for the raft.Storage
-// reads, which MemoryStorage makes safe to call concurrently.
+// The raft goroutine writes the log (Save) and reads it through the
+// raft.Storage methods; the apply goroutine writes snapshots and compacts
+// the log (CreateSnapshot). MemoryStorage locks itself; pebble is safe for
+// concurrent use; the two writers touch different entries (a snapshot
+// compacts only applied, hence committed, entries, and raft never rewrites
+// those), and snapMu keeps them from writing snapshots at once. Snapshot
+// reads the stored snapshot from one pebble snapshot, so it never sees the
+// metadata of one with the data of another.
 type Storage struct {
 	*raft.MemoryStorage
-	db *pebble.DB
+	db     *pebble.DB
+	snapMu sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the mirror
+	gen    atomic.Uint64 // the last generation of snapshot data begun
 }
 
 var (
@@ -38,7 +47,7 @@ var (
 )
 
 const (
-	prefixSnapData = 'd'
+	prefixSnapData = 'd' // the snapshot data of stores written before generations
 	prefixEntry    = 'e'
 	snapChunkSize  = 1 << 20
 )
@@ -51,67 +60,69 @@ func indexKey(prefix byte, i uint64) []byte {
 }
 
 // openStorage opens (or creates) the store in dir and loads the log into
-// memory. It returns the store and the data of its last snapshot (nil when
-// there is none).
-func openStorage(dir string, log *zap.Logger) (*Storage, []byte, error) {
+// memory; the last snapshot's data stays in the store (snapshotReader).
+func openStorage(dir string, log *zap.Logger) (*Storage, error) {
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.Sugar()}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("open raft store %s: %w", dir, err)
+		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}
 	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db}
-	data, err := s.load()
-	if err != nil {
+	if err := s.load(); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("load raft store %s: %w", dir, err)
+		return nil, fmt.Errorf("load raft store %s: %w", dir, err)
 	}
-	return s, data, nil
+	return s, nil
 }
 
-func (s *Storage) load() ([]byte, error) {
+func (s *Storage) load() error {
+	gen, err := snapGen(s.db)
+	if err != nil {
+		return err
+	}
+	last, err := lastGen(s.db)
+	if err != nil {
+		return err
+	}
+	s.gen.Store(max(gen, last))
 	var snap raftpb.Snapshot
 	if err := s.get(keySnapMeta, &snap.Metadata); err != nil {
-		return nil, err
+		return err
 	}
-	var data []byte
 	if snap.Metadata.Index > 0 {
-		var err error
-		if data, err = s.snapshotData(); err != nil {
-			return nil, err
-		}
 		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	var hs raftpb.HardState
 	if err := s.get(keyHardState, &hs); err != nil {
-		return nil, err
+		return err
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: indexKey(prefixEntry, snap.Metadata.Index+1),
 		UpperBound: indexKey(prefixEntry, math.MaxUint64),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer iter.Close()
 	var ents []raftpb.Entry
 	for iter.First(); iter.Valid(); iter.Next() {
 		var e raftpb.Entry
 		if err := e.Unmarshal(iter.Value()); err != nil {
-			return nil, fmt.Errorf("entry %x: %w", iter.Key(), err)
+			return fmt.Errorf("entry %x: %w", iter.Key(), err)
 		}
 		ents = append(ents, e)
 	}
 	if err := iter.Error(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.MemoryStorage.Append(ents); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.MemoryStorage.SetHardState(hs); err != nil {
-		return nil, err
+		return err
 	}
-	return data, nil
+	return nil
 }
 
 // unmarshaler is what gogoproto messages implement.
@@ -119,7 +130,11 @@ type unmarshaler interface{ Unmarshal([]byte) error }
 
 // get reads key into m; a missing key leaves m as it is.
 func (s *Storage) get(key []byte, m unmarshaler) error {
-	v, closer, err := s.db.Get(key)
+	return get(s.db, key, m)
+}
+
+func get(r pebble.Reader, key []byte, m unmarshaler) error {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil
 	}
@@ -130,23 +145,6 @@ func (s *Storage) get(key []byte, m unmarshaler) error {
 	return m.Unmarshal(v)
 }
 
-// snapshotData reads the chunks of the last snapshot's data.
-func (s *Storage) snapshotData() ([]byte, error) {
-	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: []byte{prefixSnapData},
-		UpperBound: []byte{prefixSnapData + 1},
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer iter.Close()
-	var buf bytes.Buffer
-	for iter.First(); iter.Valid(); iter.Next() {
-		buf.Write(iter.Value())
-	}
-	return buf.Bytes(), iter.Error()
-}
-
 // IsEmpty reports whether the store has never been written: a new member
 // that must be bootstrapped.
 func (s *Storage) IsEmpty() bool {
@@ -155,14 +153,19 @@ func (s *Storage) IsEmpty() bool {
 	return raft.IsEmptyHardState(hs) && last == 0
 }
 
-// Snapshot returns the last snapshot with its data, which the mirror does
-// not keep (raft asks for it only to send it to a follower that is behind).
+// Snapshot returns the last stored snapshot with its data, which the
+// mirror does not keep (raft asks for it only to send it to a follower
+// that is behind). It reads both from one pebble snapshot: the apply
+// goroutine may be writing a newer one.
 func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
-	snap, err := s.MemoryStorage.Snapshot()
-	if err != nil || raft.IsEmptySnap(snap) {
+	ps := s.db.NewSnapshot()
+	defer ps.Close()
+	var snap raftpb.Snapshot
+	if err := get(ps, keySnapMeta, &snap.Metadata); err != nil || snap.Metadata.Index == 0 {
 		return snap, err
 	}
-	snap.Data, err = s.snapshotData()
+	var err error
+	snap.Data, err = snapshotData(ps)
 	return snap, err
 }
 
@@ -176,6 +179,8 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 	b := s.db.NewBatch()
 	defer b.Close()
 	if !raft.IsEmptySnap(snap) {
+		s.snapMu.Lock()
+		defer s.snapMu.Unlock()
 		if err := s.putSnapshot(b, snap.Metadata, snap.Data); err != nil {
 			return err
 		}
@@ -184,11 +189,14 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 		}
 	}
 	for i := range ents {
-		v, err := ents[i].Marshal()
-		if err != nil {
+		// Encoded in place in the batch: no copy of the entry per write.
+		op := b.SetDeferred(9, ents[i].Size())
+		op.Key[0] = prefixEntry
+		binary.BigEndian.PutUint64(op.Key[1:], ents[i].Index)
+		if _, err := ents[i].MarshalToSizedBuffer(op.Value); err != nil {
 			return err
 		}
-		if err := b.Set(indexKey(prefixEntry, ents[i].Index), v, nil); err != nil {
+		if err := op.Finish(); err != nil {
 			return err
 		}
 	}
@@ -228,50 +236,6 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 	}
 	if !raft.IsEmptyHardState(hs) {
 		return s.MemoryStorage.SetHardState(hs)
-	}
-	return nil
-}
-
-// putSnapshot adds a snapshot's metadata and data to b, replacing the old.
-func (s *Storage) putSnapshot(b *pebble.Batch, meta raftpb.SnapshotMetadata, data []byte) error {
-	if err := b.DeleteRange([]byte{prefixSnapData}, []byte{prefixSnapData + 1}, nil); err != nil {
-		return err
-	}
-	for i := 0; len(data) > 0; i++ {
-		n := min(len(data), snapChunkSize)
-		if err := b.Set(indexKey(prefixSnapData, uint64(i)), data[:n], nil); err != nil {
-			return err
-		}
-		data = data[n:]
-	}
-	v, err := meta.Marshal()
-	if err != nil {
-		return err
-	}
-	return b.Set(keySnapMeta, v, nil)
-}
-
-// CreateSnapshot durably records a snapshot of the state machine taken at
-// index, then compacts the log up to compactTo (at most index), keeping
-// the entries after it for followers that are a little behind.
-func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, data []byte, compactTo uint64) error {
-	snap, err := s.MemoryStorage.CreateSnapshot(index, cs, nil)
-	if err != nil {
-		return err
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := s.putSnapshot(b, snap.Metadata, data); err != nil {
-		return err
-	}
-	if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), nil); err != nil {
-		return err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("sync snapshot: %w", err)
-	}
-	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
-		return err
 	}
 	return nil
 }

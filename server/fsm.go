@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// fsm is the replicated state machine: the tree, applied on the raft
-// goroutine. mu makes a read and its watch registration one step with
+// fsm is the replicated state machine: the tree, applied on raftnode's
+// apply goroutine. mu makes a read and its watch registration one step with
 // respect to apply: Apply holds it for writing while it changes the tree and
 // queues the watch notifications; readers hold it for reading.
 type fsm struct {
@@ -68,10 +68,10 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	return &res
 }
 
-// Snapshot writes the tree.
+// Snapshot writes the tree. It takes no lock: raftnode calls it on the
+// apply goroutine, the tree's only writer, and readers only read, so reads
+// go on while a large tree is serialized.
 func (f *fsm) Snapshot(w io.Writer) error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
 	return f.tree.WriteSnapshot(w)
 }
 

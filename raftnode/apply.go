@@ -1,0 +1,214 @@
+package raftnode
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+)
+
+// The apply goroutine applies committed entries to the state machine and
+// takes its snapshots, so that the raft goroutine never waits for the
+// state machine: a snapshot of a large state takes seconds, and a raft
+// goroutine stalled for that long misses its ticks, its followers elect
+// another leader, and every write waits (etcd's server splits its work
+// the same way).
+//
+// The raft goroutine hands it work through applyc, in log order:
+//
+//   - the committed entries of a Ready, with a channel closed once that
+//     Ready is durable here;
+//   - a snapshot received from the leader, after the entries before it and
+//     before those after it (the raft goroutine has already made it
+//     durable);
+//   - a barrier, closed once everything before it is applied: the raft
+//     goroutine waits for it before it applies a membership change itself
+//     (RawNode.ApplyConfChange is the raft goroutine's), so that the apply
+//     goroutine is idle while the membership changes and a snapshot
+//     records the membership as of its index;
+//   - a leader change, which fails what was pending when it happened, but
+//     only once the entries committed before it were applied and answered.
+//
+// Applying a committed entry before this member's own write of it is
+// durable is safe: an entry is committed only once a quorum holds it
+// durably, so it survives a crash of this member, which then learns it
+// again from the leader (raft thesis 10.2.1; the raft goroutine always
+// applied the committed entries of a Ready before writing its new ones).
+// What must wait for the local write is a snapshot: its index must be in
+// the log it compacts (raft.MemoryStorage panics otherwise), and after a
+// crash the stored HardState's commit index must not be behind the
+// snapshot (raft refuses to start). So a snapshot waits for the persisted
+// channel of the Ready whose entries it covers.
+type applyTask struct {
+	entries       []raftpb.Entry
+	persisted     <-chan struct{}
+	snap          *raftpb.Snapshot
+	barrier       chan struct{}
+	leaderChanged uint64 // the epoch of the change; 0 for none
+}
+
+// errApplyStopped ends the apply goroutine when the node stops.
+var errApplyStopped = errors.New("raftnode: apply stopped")
+
+// closedChan is the persisted channel of entries handed over after their
+// Ready was written.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// runApply is the apply goroutine: the only one that calls the state
+// machine after Start. A failure stops the node.
+func (n *Node) runApply() {
+	defer close(n.applyDone)
+	for {
+		select {
+		case t := <-n.applyc:
+			if err := n.do(t); err != nil {
+				if !errors.Is(err, errApplyStopped) {
+					n.log.Error("applying committed entries failed; stopping", zap.Error(err))
+					n.fail(err)
+				}
+				return
+			}
+		case <-n.applyStop:
+			return
+		}
+	}
+}
+
+// do carries out one task.
+func (n *Node) do(t applyTask) error {
+	switch {
+	case t.barrier != nil:
+		close(t.barrier)
+	case t.leaderChanged != 0:
+		// What was forwarded to the old leader may be lost: say so now
+		// rather than at the callers' deadlines. What was committed before
+		// the change was applied and answered by the tasks before this one;
+		// what began after it went to the new leader.
+		n.mu.Lock()
+		n.failPendingLocked(ErrLeaderChanged, t.leaderChanged)
+		n.mu.Unlock()
+	case t.snap != nil:
+		return n.restore(*t.snap)
+	default:
+		n.applyEntries(t.entries)
+		return n.maybeSnapshot(t.persisted)
+	}
+	return nil
+}
+
+// handOver queues a task for the apply goroutine. It waits while the queue
+// is full, and fails if the apply goroutine has stopped.
+func (n *Node) handOver(t applyTask) error {
+	select {
+	case n.applyc <- t:
+		return nil
+	case <-n.applyDone:
+		return n.stopErr()
+	}
+}
+
+// waitIdle waits until the apply goroutine has done everything handed to
+// it so far.
+func (n *Node) waitIdle() error {
+	done := make(chan struct{})
+	if err := n.handOver(applyTask{barrier: done}); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-n.applyDone:
+		return n.stopErr()
+	}
+}
+
+// restore loads a snapshot received from the leader.
+func (n *Node) restore(snap raftpb.Snapshot) error {
+	if err := n.sm.Restore(bytes.NewReader(snap.Data), snap.Metadata.Index); err != nil {
+		return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
+	}
+	n.mu.Lock()
+	n.members = snap.Metadata.ConfState
+	n.mu.Unlock()
+	n.snapIndex = snap.Metadata.Index
+	n.setApplied(snap.Metadata.Index)
+	return nil
+}
+
+// applyEntries applies normal entries; the raft goroutine keeps the
+// membership changes. An entry's index is recorded as applied before its
+// proposer hears, as the proposer may ask Applied.
+func (n *Node) applyEntries(ents []raftpb.Entry) {
+	if len(ents) == 0 {
+		return
+	}
+	for i := range ents {
+		e := &ents[i]
+		if e.Index <= n.applied.Load() {
+			continue // covered by a snapshot
+		}
+		if e.Type == raftpb.EntryNormal && len(e.Data) >= 8 {
+			id := binary.BigEndian.Uint64(e.Data)
+			res := n.sm.Apply(e.Index, e.Data[8:])
+			n.applied.Store(e.Index)
+			n.deliver(id, Outcome{Index: e.Index, Result: res})
+		}
+		n.applied.Store(e.Index)
+	}
+	n.setApplied(n.applied.Load())
+}
+
+// setApplied records index as applied and wakes WaitApplied callers.
+func (n *Node) setApplied(index uint64) {
+	n.applied.Store(index)
+	n.mu.Lock()
+	close(n.appliedCh)
+	n.appliedCh = make(chan struct{})
+	n.mu.Unlock()
+}
+
+// maybeSnapshot snapshots the state machine every SnapshotEvery entries and
+// compacts the log behind it, once the Ready whose entries it covers is
+// durable (persisted). The state is consistent without a lock: this
+// goroutine is its only writer.
+func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
+	applied := n.applied.Load()
+	if applied-n.snapIndex < n.cfg.SnapshotEvery {
+		return nil
+	}
+	select {
+	case <-persisted:
+	case <-n.applyStop:
+		return errApplyStopped
+	}
+	start := time.Now()
+	n.mu.Lock()
+	cs := n.members
+	n.mu.Unlock()
+	var compactTo uint64
+	if applied > n.cfg.CatchUpEntries {
+		compactTo = applied - n.cfg.CatchUpEntries
+	}
+	st, err := n.storage.CreateSnapshot(applied, &cs, n.sm.Snapshot, compactTo)
+	if err != nil {
+		return fmt.Errorf("snapshot at %d: %w", applied, err)
+	}
+	n.snapIndex = applied
+	if !st.Saved {
+		n.log.Info("snapshot dropped: a newer one from the leader is stored", zap.Uint64("index", applied))
+		return nil
+	}
+	took := time.Since(start)
+	n.log.Info("snapshot saved", zap.Uint64("index", applied), zap.Int("bytes", st.Bytes),
+		zap.Uint64("compacted_to", compactTo), zap.Duration("took", took),
+		zap.Duration("serialize", took-st.Stored), zap.Duration("write", st.Stored))
+	return nil
+}

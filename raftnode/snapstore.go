@@ -1,0 +1,296 @@
+package raftnode
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// A snapshot's data is stored in chunks under a generation of its own:
+//
+//	"g"                          the generation of the last snapshot's data
+//	"s" + be64(gen) + be64(i)    chunk i of generation gen
+//
+// so that a snapshot taken here can be streamed into the store in several
+// batches, with no copy of the whole state in memory, while the previous
+// snapshot stays intact: the last, synced, batch sets the metadata and the
+// generation and deletes the other generations (and what a crash left of
+// an unfinished one). Stores written before generations keep their data
+// under "d" + be64(i) with no "g" key; it is read as it is and deleted by
+// the next snapshot.
+
+var keySnapGen = []byte("g")
+
+const (
+	prefixSnapChunk = 's'
+	// snapBatchBytes is how much of a streamed snapshot is written per
+	// (unsynced) batch.
+	snapBatchBytes = 4 << 20
+)
+
+func chunkKey(gen, i uint64) []byte {
+	k := make([]byte, 17)
+	k[0] = prefixSnapChunk
+	binary.BigEndian.PutUint64(k[1:], gen)
+	binary.BigEndian.PutUint64(k[9:], i)
+	return k
+}
+
+// chunkBounds are the iterator bounds of the data of a generation, or of
+// the old layout for generation 0.
+func chunkBounds(gen uint64) *pebble.IterOptions {
+	if gen == 0 {
+		return &pebble.IterOptions{LowerBound: []byte{prefixSnapData}, UpperBound: []byte{prefixSnapData + 1}}
+	}
+	return &pebble.IterOptions{LowerBound: chunkKey(gen, 0), UpperBound: chunkKey(gen, math.MaxUint64)}
+}
+
+// snapGen reads the generation of the stored snapshot's data: 0 for none or
+// for the old layout.
+func snapGen(r pebble.Reader) (uint64, error) {
+	v, closer, err := r.Get(keySnapGen)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("snapshot generation %x: not 8 bytes", v)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// lastGen is the highest generation with chunks in the store, finished or
+// not, so that a new one never reuses one a crash left behind.
+func lastGen(db *pebble.DB) (uint64, error) {
+	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapChunk}, UpperBound: []byte{prefixSnapChunk + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer iter.Close()
+	if !iter.Last() {
+		return 0, iter.Error()
+	}
+	return binary.BigEndian.Uint64(iter.Key()[1:9]), nil
+}
+
+// snapshotReader reads the chunks of the stored snapshot's data from r, in
+// order, as one stream. Close it when done.
+type snapshotReader struct {
+	iter  *pebble.Iterator
+	chunk []byte
+}
+
+func newSnapshotReader(r pebble.Reader) (*snapshotReader, error) {
+	gen, err := snapGen(r)
+	if err != nil {
+		return nil, err
+	}
+	iter, err := r.NewIter(chunkBounds(gen))
+	if err != nil {
+		return nil, err
+	}
+	sr := &snapshotReader{iter: iter}
+	if iter.First() {
+		sr.chunk = iter.Value()
+	}
+	return sr, nil
+}
+
+func (sr *snapshotReader) Read(p []byte) (int, error) {
+	for len(sr.chunk) == 0 {
+		if !sr.iter.Valid() || !sr.iter.Next() {
+			if err := sr.iter.Error(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		sr.chunk = sr.iter.Value()
+	}
+	n := copy(p, sr.chunk)
+	sr.chunk = sr.chunk[n:]
+	return n, nil
+}
+
+func (sr *snapshotReader) Close() error { return sr.iter.Close() }
+
+// snapshotData reads the whole of the stored snapshot's data from r.
+func snapshotData(r pebble.Reader) ([]byte, error) {
+	sr, err := newSnapshotReader(r)
+	if err != nil {
+		return nil, err
+	}
+	defer sr.Close()
+	return io.ReadAll(sr)
+}
+
+// chunkWriter writes a stream into the chunks of generation gen: 1 MiB
+// each, committed (unsynced) every snapBatchBytes. The batch that makes
+// them the stored snapshot syncs them with it.
+type chunkWriter struct {
+	db     *pebble.DB
+	gen    uint64
+	b      *pebble.Batch
+	buf    []byte
+	next   uint64 // the next chunk's number
+	total  int
+	stored time.Duration // time spent in pebble
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf = w.buf[:len(w.buf)+k]
+		p = p[k:]
+		if len(w.buf) == cap(w.buf) {
+			if err := w.flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	w.total += n
+	return n, nil
+}
+
+// flush adds the buffered chunk to the batch and commits the batch once it
+// is large.
+func (w *chunkWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	defer w.timed(time.Now())
+	if err := w.b.Set(chunkKey(w.gen, w.next), w.buf, nil); err != nil {
+		return err
+	}
+	w.next++
+	w.buf = w.buf[:0]
+	if w.b.Len() < snapBatchBytes {
+		return nil
+	}
+	if err := w.b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	w.b.Close()
+	w.b = w.db.NewBatch()
+	return nil
+}
+
+func (w *chunkWriter) timed(start time.Time) { w.stored += time.Since(start) }
+
+// finish flushes what is buffered into the batch, which the caller adds
+// the metadata to and commits.
+func (w *chunkWriter) finish() error { return w.flush() }
+
+// putSnapshotMeta adds to b what makes generation gen the stored snapshot,
+// with meta, and deletes every other snapshot's data.
+func putSnapshotMeta(b *pebble.Batch, meta raftpb.SnapshotMetadata, gen uint64) error {
+	v, err := meta.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := b.Set(keySnapMeta, v, nil); err != nil {
+		return err
+	}
+	if err := b.Set(keySnapGen, binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange([]byte{prefixSnapData}, []byte{prefixSnapData + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange([]byte{prefixSnapChunk}, chunkKey(gen, 0), nil); err != nil {
+		return err
+	}
+	return b.DeleteRange(chunkKey(gen+1, 0), []byte{prefixSnapChunk + 1}, nil)
+}
+
+// putSnapshot adds a snapshot received whole to b, replacing the stored
+// one.
+func (s *Storage) putSnapshot(b *pebble.Batch, meta raftpb.SnapshotMetadata, data []byte) error {
+	gen := s.gen.Add(1)
+	for i := uint64(0); len(data) > 0; i++ {
+		n := min(len(data), snapChunkSize)
+		if err := b.Set(chunkKey(gen, i), data[:n], nil); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return putSnapshotMeta(b, meta, gen)
+}
+
+// SnapshotStats tells how CreateSnapshot went.
+type SnapshotStats struct {
+	Saved  bool          // false: a newer snapshot was stored already
+	Bytes  int           // the snapshot's size
+	Stored time.Duration // of the time, what writing to pebble took (the rest is the state machine's)
+}
+
+// CreateSnapshot durably records a snapshot of the state machine taken at
+// index, which write streams out, then compacts the log up to compactTo
+// (at most index), keeping the entries after it for followers that are a
+// little behind. Entry index must be in the log. It keeps nothing (Saved
+// false) when a snapshot at index or later (one received from the leader)
+// is stored already.
+func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) (SnapshotStats, error) {
+	var st SnapshotStats
+	term, err := s.MemoryStorage.Term(index)
+	if err != nil {
+		return st, fmt.Errorf("term of %d: %w", index, err)
+	}
+	if s.snapshotIndex() >= index {
+		return st, nil
+	}
+	w := &chunkWriter{db: s.db, gen: s.gen.Add(1), b: s.db.NewBatch(), buf: make([]byte, 0, snapChunkSize)}
+	defer func() { w.b.Close() }()
+	if err := write(w); err != nil {
+		return st, err
+	}
+	if err := w.finish(); err != nil {
+		return st, err
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if s.snapshotIndex() >= index {
+		// A newer snapshot came from the leader meanwhile: drop this one.
+		w.b.Close()
+		w.b = s.db.NewBatch()
+		if err := w.b.DeleteRange(chunkKey(w.gen, 0), chunkKey(w.gen+1, 0), nil); err != nil {
+			return st, err
+		}
+		return st, w.b.Commit(pebble.NoSync)
+	}
+	meta := raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: *cs}
+	if err := putSnapshotMeta(w.b, meta, w.gen); err != nil {
+		return st, err
+	}
+	if err := w.b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), nil); err != nil {
+		return st, err
+	}
+	synced := time.Now()
+	if err := w.b.Commit(pebble.Sync); err != nil {
+		return st, fmt.Errorf("sync snapshot: %w", err)
+	}
+	w.timed(synced)
+	if _, err := s.MemoryStorage.CreateSnapshot(index, cs, nil); err != nil {
+		return st, err
+	}
+	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+		return st, err
+	}
+	return SnapshotStats{Saved: true, Bytes: w.total, Stored: w.stored}, nil
+}
+
+// snapshotIndex is the index of the snapshot the mirror holds.
+func (s *Storage) snapshotIndex() uint64 {
+	snap, _ := s.MemoryStorage.Snapshot() // never fails
+	return snap.Metadata.Index
+}
