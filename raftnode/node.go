@@ -456,6 +456,30 @@ func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
 	}
 }
 
+// stepWithin hands m to the node as Step does, waiting at most d while the
+// node is busy (raft takes a message dropped then as one lost on the
+// network). The usual case, a node ready to take m, costs no timer: the
+// transport calls it for every message a peer sends.
+func (n *Node) stepWithin(m raftpb.Message, d time.Duration) error {
+	select {
+	case n.recvc <- m:
+		return nil
+	case <-n.donec:
+		return n.stopErr()
+	default:
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case n.recvc <- m:
+		return nil
+	case <-timer.C:
+		return context.DeadlineExceeded
+	case <-n.donec:
+		return n.stopErr()
+	}
+}
+
 // Stop stops the node, fails what is pending with ErrStopped, and closes
 // the store.
 func (n *Node) Stop() error {

@@ -383,9 +383,7 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 		if n == nil || (filter != nil && !filter(m.From, t.id)) {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := n.Step(ctx, m); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err := n.stepWithin(m, time.Second); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil // the node is stopping
 		}
 	case frameTouches:
