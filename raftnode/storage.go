@@ -171,22 +171,29 @@ func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 
 // Save writes a Ready's state in one batch: the snapshot it carries (if
 // any), its entries (dropping any conflicting tail) and its HardState. Then
-// it updates the mirror. The batch is fsynced when mustSync (raft's
+// it updates the mirror. The store holds the same entries as the mirror,
+// so a tail to drop is known without a read, and the common append
+// writes no range deletion (pebble would keep one per write until its
+// next compaction). The batch is fsynced when mustSync (raft's
 // Ready.MustSync: new entries, a new term or a vote) or when it carries a
 // snapshot; a HardState whose commit index alone moved need not be, as
 // raft learns the commit index again from the leader after a crash.
 func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Snapshot, mustSync bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
+	prevLast, _ := s.MemoryStorage.LastIndex() // never fails
 	if !raft.IsEmptySnap(snap) {
 		s.snapMu.Lock()
 		defer s.snapMu.Unlock()
 		if err := s.putSnapshot(b, snap.Metadata, snap.Data); err != nil {
 			return err
 		}
-		if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, snap.Metadata.Index+1), nil); err != nil {
+		// The snapshot replaces the whole log, as the mirror's
+		// ApplySnapshot does; this Ready's entries follow it.
+		if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, math.MaxUint64), nil); err != nil {
 			return err
 		}
+		prevLast = 0
 	}
 	for i := range ents {
 		// Encoded in place in the batch: no copy of the entry per write.
@@ -200,9 +207,9 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 			return err
 		}
 	}
-	if len(ents) > 0 {
-		last := ents[len(ents)-1].Index
-		if err := b.DeleteRange(indexKey(prefixEntry, last+1), indexKey(prefixEntry, math.MaxUint64), nil); err != nil {
+	if last := lastIndex(ents); last > 0 && prevLast > last {
+		// A new leader's entries replace a tail this member had.
+		if err := b.DeleteRange(indexKey(prefixEntry, last+1), indexKey(prefixEntry, prevLast+1), nil); err != nil {
 			return err
 		}
 	}
@@ -238,6 +245,14 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 		return s.MemoryStorage.SetHardState(hs)
 	}
 	return nil
+}
+
+// lastIndex is the index of the last of ents, 0 if there are none.
+func lastIndex(ents []raftpb.Entry) uint64 {
+	if len(ents) == 0 {
+		return 0
+	}
+	return ents[len(ents)-1].Index
 }
 
 // Close closes the pebble store.

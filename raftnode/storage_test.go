@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/cockroachdb/pebble"
@@ -185,5 +186,67 @@ func TestAStoreOfTheOldLayoutKeepsItsSnapshotUntilTheNext(t *testing.T) {
 	}
 	if snap, _ := s.Snapshot(); string(snap.Data) != "new" {
 		t.Fatalf("Snapshot() data %q, want %q", snap.Data, "new")
+	}
+}
+
+// storedLog reopens the store in dir and returns its log's first and last
+// index and each entry's term, as a restart would load them.
+func storedLog(t *testing.T, dir string) (first, last uint64, terms map[uint64]uint64) {
+	t.Helper()
+	s, err := openStorage(dir, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first, _ = s.FirstIndex()
+	last, _ = s.LastIndex()
+	ents, err := s.Entries(first, last+1, math.MaxUint64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms = map[uint64]uint64{}
+	for _, e := range ents {
+		terms[e.Index] = e.Term
+	}
+	return first, last, terms
+}
+
+func TestAReplacedTailIsGoneAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	s := logOf(t, dir, 10)
+	// A new leader of term 2 overwrites entries 6 and 7; 8-10 must go.
+	ents := []raftpb.Entry{{Index: 6, Term: 2}, {Index: 7, Term: 2}}
+	if err := s.Save(raftpb.HardState{Term: 2, Commit: 5}, ents, raftpb.Snapshot{}, true); err != nil {
+		t.Fatal(err)
+	}
+	// Appending after the tail drops nothing.
+	if err := s.Save(raftpb.HardState{Term: 2, Commit: 5}, []raftpb.Entry{{Index: 8, Term: 2}}, raftpb.Snapshot{}, true); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	first, last, terms := storedLog(t, dir)
+	if first != 1 || last != 8 {
+		t.Fatalf("log %d..%d after the restart, want 1..8", first, last)
+	}
+	for i := uint64(1); i <= 8; i++ {
+		if want := map[bool]uint64{true: 1, false: 2}[i <= 5]; terms[i] != want {
+			t.Errorf("entry %d has term %d, want %d", i, terms[i], want)
+		}
+	}
+}
+
+func TestASnapshotFromTheLeaderReplacesTheWholeLog(t *testing.T) {
+	dir := t.TempDir()
+	s := logOf(t, dir, 10)
+	snap := raftpb.Snapshot{Data: []byte("state"), Metadata: raftpb.SnapshotMetadata{Index: 5, Term: 3,
+		ConfState: raftpb.ConfState{Voters: []uint64{1}}}}
+	ents := []raftpb.Entry{{Index: 6, Term: 3}}
+	if err := s.Save(raftpb.HardState{Term: 3, Commit: 5}, ents, snap, true); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	first, last, terms := storedLog(t, dir)
+	if first != 6 || last != 6 || terms[6] != 3 {
+		t.Fatalf("log %d..%d with terms %v after the restart, want only entry 6 of term 3", first, last, terms)
 	}
 }
