@@ -35,6 +35,11 @@ type Config struct {
 	// only clients on a loopback address may make them.
 	RemoteAdmin bool
 
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
+	// the HTTP listener. They show the process's internals and a CPU
+	// profile costs CPU while it runs: off by default.
+	Pprof bool
+
 	MinSessionTimeout time.Duration // default 2s
 	MaxSessionTimeout time.Duration // default 60s
 	MaxFrame          int           // request frame limit (default 1 MiB + 64 KiB: room for a full 1 MiB value)

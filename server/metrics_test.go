@@ -77,3 +77,14 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Errorf("/status = %s", body)
 	}
 }
+
+func TestProfilesAreServedOnlyWithPprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		s := startServer(t, "", func(cfg *Config) { cfg.Pprof = on })
+		base := "http://" + s.HTTPAddr().String()
+		code, body := get(t, base+"/debug/pprof/goroutine?debug=1")
+		if got := code == http.StatusOK && strings.Contains(body, "goroutine profile"); got != on {
+			t.Errorf("Pprof %v: /debug/pprof/goroutine answered %d %.60q", on, code, body)
+		}
+	}
+}

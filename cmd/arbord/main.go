@@ -43,6 +43,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the --http listener")
 	fs.BoolVar(&cfg.Join, "join", false, "join a running cluster that added this member (arbor member add); do not bootstrap")
 	fs.DurationVar(&cfg.TickInterval, "tick", 0, "raft tick (default 50ms)")
 	fs.IntVar(&cfg.ElectionTicks, "election-ticks", 0, "ticks without a leader before an election (default 10)")
