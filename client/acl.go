@@ -99,54 +99,14 @@ func ParsePerms(s string) (Perms, error) { return wire.ParsePerms(s) }
 // ("x509:CN=alice,O=Acme:r"). The ids are checked as far as the client
 // can: an address or CIDR for ip, user:hash for digest, anyone for world.
 func ParseACL(s string) ([]ACL, error) {
-	var acl []ACL
-	for _, entry := range splitACL(s) {
-		a, err := parseACLEntry(strings.TrimSpace(entry))
-		if err != nil {
-			return nil, fmt.Errorf("%w: acl %q: %w", ErrInvalidACL, s, err)
-		}
-		acl = append(acl, a)
+	acl, err := wire.ParseACL(s)
+	for i := 0; err == nil && i < len(acl); i++ {
+		err = checkACLEntry(acl[i])
 	}
-	if len(acl) == 0 {
-		return nil, fmt.Errorf("%w: acl %q has no entries", ErrInvalidACL, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: acl %q: %w", ErrInvalidACL, s, err)
 	}
 	return acl, nil
-}
-
-// splitACL cuts s at the commas that begin an entry: those followed by a
-// scheme (letters and digits) and a colon.
-func splitACL(s string) []string {
-	var entries []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == ',' && startsEntry(s[i+1:]) {
-			entries = append(entries, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(entries, s[start:])
-}
-
-func startsEntry(s string) bool {
-	s = strings.TrimLeft(s, " ")
-	scheme, _, ok := strings.Cut(s, ":")
-	return ok && scheme != "" && strings.IndexFunc(scheme, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
-	}) < 0
-}
-
-func parseACLEntry(entry string) (ACL, error) {
-	first := strings.IndexByte(entry, ':')
-	last := strings.LastIndexByte(entry, ':')
-	if first < 0 || first == last {
-		return ACL{}, fmt.Errorf("entry %q is not scheme:id:perms", entry)
-	}
-	perms, err := wire.ParsePerms(entry[last+1:])
-	if err != nil {
-		return ACL{}, err
-	}
-	a := ACL{Perms: perms, Scheme: entry[:first], ID: entry[first+1 : last]}
-	return a, checkACLEntry(a)
 }
 
 // checkACLEntry checks the id of a against its scheme.
@@ -178,10 +138,4 @@ func checkACLEntry(a ACL) error {
 }
 
 // FormatACL writes acl in the form ParseACL reads.
-func FormatACL(acl []ACL) string {
-	parts := make([]string, len(acl))
-	for i, a := range acl {
-		parts[i] = a.String()
-	}
-	return strings.Join(parts, ",")
-}
+func FormatACL(acl []ACL) string { return wire.FormatACL(acl) }

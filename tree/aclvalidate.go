@@ -177,24 +177,12 @@ func appendUnique(acl []wire.ACL, a wire.ACL) []wire.ACL {
 	return append(acl, a)
 }
 
-// ParseACL reads a comma-separated list of scheme:id:perms entries, such as
-// "world:anyone:r,digest:admin:XBh8...=:cdrwa,ip:10.0.0.0/8:rw" (the id
-// may hold colons: the scheme ends at the first, the permissions start
-// after the last), and checks it with ValidateACL.
+// ParseACL reads an ACL in ZooKeeper's text form (see wire.ParseACL) and
+// checks it with ValidateACL.
 func ParseACL(s string) ([]wire.ACL, error) {
-	var acl []wire.ACL
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		scheme, rest, ok1 := strings.Cut(item, ":")
-		i := strings.LastIndexByte(rest, ':')
-		if !ok1 || i < 0 {
-			return nil, wire.Errorf(wire.CodeInvalidACL, "ACL entry %q is not scheme:id:perms", item)
-		}
-		perms, err := wire.ParsePerms(rest[i+1:])
-		if err != nil {
-			return nil, wire.Errorf(wire.CodeInvalidACL, "ACL entry %q: %v", item, err)
-		}
-		acl = append(acl, wire.ACL{Perms: perms, Scheme: scheme, ID: rest[:i]})
+	acl, err := wire.ParseACL(s)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalidACL, "%v", err)
 	}
 	if err := ValidateACL(acl); err != nil {
 		return nil, err

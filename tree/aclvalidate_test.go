@@ -99,12 +99,13 @@ func TestResolveACLDoesNotAllocateForAPlainACL(t *testing.T) {
 }
 
 func TestParseACL(t *testing.T) {
-	got, err := tree.ParseACL("world:anyone:r, digest:" + aliceID + ":cdrwa,ip:::1:rw,ip:10.0.0.0/8:a")
+	got, err := tree.ParseACL("world:anyone:r, digest:" + aliceID + ":cdrwa,ip:::1:rw,ip:10.0.0.0/8:a,x509:CN=admin,O=Acme:cdrwa")
 	want := []wire.ACL{
 		{Perms: wire.PermRead, Scheme: "world", ID: "anyone"},
 		{Perms: wire.PermAll, Scheme: "digest", ID: aliceID},
 		{Perms: wire.PermRead | wire.PermWrite, Scheme: "ip", ID: "::1"},
 		{Perms: wire.PermAdmin, Scheme: "ip", ID: "10.0.0.0/8"},
+		{Perms: wire.PermAll, Scheme: "x509", ID: "CN=admin,O=Acme"},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)

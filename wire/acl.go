@@ -69,6 +69,64 @@ type ACL struct {
 // String writes a in ZooKeeper's form, scheme:id:perms.
 func (a ACL) String() string { return a.Scheme + ":" + a.ID + ":" + a.Perms.String() }
 
+// ParseACL reads an ACL in ZooKeeper's text form, as zkCli.sh takes it:
+// entries scheme:id:perms separated by commas, such as
+// "digest:alice:HASH:cdrwa,ip:10.0.0.0/8:r,world:anyone:r". The id is
+// what lies between the first colon and the last, so a digest id or an
+// IPv6 address keeps its own colons; an entry of scheme auth has an empty
+// id ("auth::cdrwa"). A comma starts a new entry only when a scheme (letters
+// and digits) and a colon follow it, so an x509 subject keeps its commas
+// ("x509:CN=alice,O=Acme:r"). Spaces around an entry are dropped. It reads
+// the form only: whether each id suits its scheme is for the caller to
+// check (the server's checks are tree.ValidateACL's).
+func ParseACL(s string) ([]ACL, error) {
+	var acl []ACL
+	for _, entry := range splitACL(s) {
+		entry = strings.TrimSpace(entry)
+		first := strings.IndexByte(entry, ':')
+		last := strings.LastIndexByte(entry, ':')
+		if first < 1 || first == last {
+			return nil, fmt.Errorf("ACL entry %q is not scheme:id:perms", entry)
+		}
+		perms, err := ParsePerms(entry[last+1:])
+		if err != nil {
+			return nil, fmt.Errorf("ACL entry %q: %w", entry, err)
+		}
+		acl = append(acl, ACL{Perms: perms, Scheme: entry[:first], ID: entry[first+1 : last]})
+	}
+	return acl, nil
+}
+
+// splitACL cuts s at the commas that begin an entry.
+func splitACL(s string) []string {
+	var entries []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' && startsEntry(s[i+1:]) {
+			entries = append(entries, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(entries, s[start:])
+}
+
+// startsEntry reports whether s starts with a scheme and a colon.
+func startsEntry(s string) bool {
+	scheme, _, ok := strings.Cut(strings.TrimLeft(s, " "), ":")
+	return ok && scheme != "" && strings.IndexFunc(scheme, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	}) < 0
+}
+
+// FormatACL writes acl in the form ParseACL reads.
+func FormatACL(acl []ACL) string {
+	parts := make([]string, len(acl))
+	for i, a := range acl {
+		parts[i] = a.String()
+	}
+	return strings.Join(parts, ",")
+}
+
 // OpenACL is the ACL that grants everyone everything: world:anyone:cdrwa.
 var OpenACL = []ACL{{Perms: PermAll, Scheme: "world", ID: "anyone"}}
 
