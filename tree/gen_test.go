@@ -55,7 +55,7 @@ func (g *txnGen) observe(events []tree.Event) {
 func (g *txnGen) txn() tree.Txn {
 	g.now += int64(g.next() % 32)
 	var txn tree.Txn
-	switch k := g.next() % 20; {
+	switch k := g.next() % 21; {
 	case k < 6:
 		txn = g.create()
 	case k < 9:
@@ -87,8 +87,15 @@ func (g *txnGen) txn() tree.Txn {
 			Password: []byte(fmt.Sprintf("pw%d", g.next()))}
 	case k < 18:
 		txn = tree.Txn{Type: tree.TxnCloseSession, Session: g.session()}
-	default:
+	case k < 20:
 		txn = tree.Txn{Type: tree.TxnReap}
+	default:
+		txn = g.simple(wire.OpSetACL)
+		txn.Version = g.version() // of the ACL
+		txn.ACL = g.acl()
+	}
+	if txn.Type.IsWrite() {
+		txn.Identities = genIdentities[int(g.next())%len(genIdentities)]
 	}
 	txn.Time = g.now
 	for i := range txn.Ops {
@@ -169,9 +176,32 @@ func (g *txnGen) data() []byte {
 	return d
 }
 
+// genACLs are the ACLs creates and setACLs carry: mostly open (nil or
+// written out), else ones that let some of genIdentities do some things.
+var genACLs = [][]wire.ACL{
+	nil, nil, nil, wire.OpenACL,
+	{{Perms: wire.PermRead, Scheme: "world", ID: "anyone"}},
+	{{Perms: wire.PermRead | wire.PermCreate, Scheme: "world", ID: "anyone"}},
+	{{Perms: wire.PermAll, Scheme: "digest", ID: "alice:hash"}, {Perms: wire.PermRead, Scheme: "world", ID: "anyone"}},
+	{{Perms: wire.PermAll, Scheme: "ip", ID: "10.0.0.1"}},
+	{{Perms: wire.PermCreate | wire.PermDelete, Scheme: "digest", ID: "bob:hash"}},
+}
+
+// genIdentities are who a write comes from: nobody, an address, alice,
+// bob, the superuser.
+var genIdentities = [][]wire.Identity{
+	nil,
+	{{Scheme: "ip", ID: "10.0.0.1"}},
+	{{Scheme: "ip", ID: "10.0.0.2"}, {Scheme: "digest", ID: "alice:hash"}},
+	{{Scheme: "digest", ID: "bob:hash"}},
+	{{Scheme: tree.SuperScheme, ID: "root"}},
+}
+
+func (g *txnGen) acl() []wire.ACL { return genACLs[int(g.next())%len(genACLs)] }
+
 func (g *txnGen) create() tree.Txn {
 	mode := genModes[int(g.next())%len(genModes)]
-	txn := tree.Txn{Type: wire.OpCreate, Path: g.path(), Data: g.data(), Mode: mode}
+	txn := tree.Txn{Type: wire.OpCreate, Path: g.path(), Data: g.data(), Mode: mode, ACL: g.acl()}
 	if mode.IsSequential() && g.next()%2 == 0 {
 		if txn.Path == "/" {
 			txn.Path = "/s-"

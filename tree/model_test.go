@@ -27,6 +27,34 @@ type mnode struct {
 	owner                             int64
 	mode                              wire.CreateMode // what it was created as
 	ttl                               int64
+	acl                               []wire.ACL // nil: the open ACL
+	aversion                          int32
+}
+
+// modelACL is how the model keeps an ACL: nil for the open one (empty, or
+// world:anyone:cdrwa written out).
+func modelACL(acl []wire.ACL) []wire.ACL {
+	if len(acl) == 0 || slices.Equal(acl, wire.OpenACL) {
+		return nil
+	}
+	return acl
+}
+
+// may reports whether ids may do perm on n, by ZooKeeper's rules: an open
+// ACL lets everyone do everything, the superuser passes every ACL, and
+// otherwise an entry granting perm must match world:anyone or one of ids
+// (the generator's ip identities are plain addresses).
+func (n *mnode) may(ids []wire.Identity, perm wire.Perms) bool {
+	if n.acl == nil || slices.ContainsFunc(ids, func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+		return true
+	}
+	for _, a := range n.acl {
+		if a.Perms&perm != 0 && (a == wire.ACL{Perms: a.Perms, Scheme: "world", ID: "anyone"} ||
+			slices.Contains(ids, wire.Identity{Scheme: a.Scheme, ID: a.ID})) {
+			return true
+		}
+	}
+	return false
 }
 
 func newModel(maxData int) *model {
@@ -69,7 +97,7 @@ func (m *model) stat(path string) wire.Stat {
 	n := m.nodes[path]
 	return wire.Stat{
 		Czxid: n.czxid, Mzxid: n.mzxid, Pzxid: n.pzxid, Ctime: n.ctime, Mtime: n.mtime,
-		Version: n.version, Cversion: n.cversion, EphemeralOwner: n.owner,
+		Version: n.version, Cversion: n.cversion, Aversion: n.aversion, EphemeralOwner: n.owner,
 		DataLength: int32(len(n.data)), NumChildren: int32(len(m.children(path))),
 	}
 }
@@ -88,7 +116,9 @@ func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 	var r modelResult
 	switch txn.Type {
 	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpCheck:
-		r.path, r.stat, r.code = m.op(zxid, txn, &ev)
+		r.path, r.stat, r.code = m.op(zxid, txn, txn.Identities, &ev)
+	case wire.OpSetACL:
+		r.stat, r.code = m.setACL(txn)
 	case wire.OpMulti:
 		c := m.clone()
 		for i := range txn.Ops {
@@ -97,7 +127,7 @@ func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 			if r.code != wire.CodeOK {
 				or.Err = wire.CodeRuntimeInconsistency
 			} else {
-				or.Path, or.Stat, or.Err = c.op(zxid, op, &ev)
+				or.Path, or.Stat, or.Err = c.op(zxid, op, txn.Identities, &ev)
 				if or.Err != wire.CodeOK {
 					r.code = or.Err
 				}
@@ -136,21 +166,26 @@ func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 	return r, ev
 }
 
-// op applies one of the ops a multi may hold; anything else is
-// BadArguments. Events are appended to ev only on success.
-func (m *model) op(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wire.Stat, wire.Code) {
+// op applies one of the ops a multi may hold, for identities ids;
+// anything else is BadArguments. Events are appended to ev only on
+// success.
+func (m *model) op(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tree.Event) (string, wire.Stat, wire.Code) {
 	switch txn.Type {
 	case wire.OpCreate:
-		return m.create(zxid, txn, ev)
+		return m.create(zxid, txn, ids, ev)
 	case wire.OpDelete:
 		if txn.Path == "/" {
 			return "", wire.Stat{}, wire.CodeBadArguments
 		}
-		n, code := m.find(txn.Path, txn.Version)
-		if code != wire.CodeOK {
+		if _, code := m.find(txn.Path, -1); code != wire.CodeOK {
 			return "", wire.Stat{}, code
 		}
-		_ = n
+		if !m.nodes[parentOf(txn.Path)].may(ids, wire.PermDelete) {
+			return "", wire.Stat{}, wire.CodeNoAuth
+		}
+		if _, code := m.find(txn.Path, txn.Version); code != wire.CodeOK {
+			return "", wire.Stat{}, code
+		}
 		if len(m.children(txn.Path)) > 0 {
 			return "", wire.Stat{}, wire.CodeNotEmpty
 		}
@@ -164,6 +199,8 @@ func (m *model) op(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wire.St
 		switch {
 		case n == nil:
 			return "", wire.Stat{}, wire.CodeNoNode
+		case !n.may(ids, wire.PermWrite):
+			return "", wire.Stat{}, wire.CodeNoAuth
 		case len(txn.Data) > m.maxData:
 			return "", wire.Stat{}, wire.CodeDataTooLarge
 		case txn.Version != -1 && txn.Version != n.version:
@@ -175,10 +212,34 @@ func (m *model) op(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wire.St
 		*ev = append(*ev, changed(txn.Path))
 		return "", m.stat(txn.Path), wire.CodeOK
 	case wire.OpCheck:
-		_, code := m.find(txn.Path, txn.Version)
+		n, code := m.find(txn.Path, -1)
+		switch {
+		case code != wire.CodeOK:
+		case !n.may(ids, wire.PermRead):
+			code = wire.CodeNoAuth
+		default:
+			_, code = m.find(txn.Path, txn.Version)
+		}
 		return "", wire.Stat{}, code
 	}
 	return "", wire.Stat{}, wire.CodeBadArguments
+}
+
+// setACL replaces a node's ACL: ADMIN on it, and its aversion as expected.
+// It changes the aversion only and fires nothing.
+func (m *model) setACL(txn *tree.Txn) (wire.Stat, wire.Code) {
+	n, code := m.find(txn.Path, -1)
+	switch {
+	case code != wire.CodeOK:
+		return wire.Stat{}, code
+	case !n.may(txn.Identities, wire.PermAdmin):
+		return wire.Stat{}, wire.CodeNoAuth
+	case txn.Version != -1 && txn.Version != n.aversion:
+		return wire.Stat{}, wire.CodeBadVersion
+	}
+	n.acl = modelACL(txn.ACL)
+	n.aversion++
+	return m.stat(txn.Path), wire.CodeOK
 }
 
 // find checks the path and the expected version of an existing node.
@@ -196,7 +257,7 @@ func (m *model) find(path string, version int32) (*mnode, wire.Code) {
 	return n, wire.CodeOK
 }
 
-func (m *model) create(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wire.Stat, wire.Code) {
+func (m *model) create(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tree.Event) (string, wire.Stat, wire.Code) {
 	mode := txn.Mode
 	fail := func(c wire.Code) (string, wire.Stat, wire.Code) { return "", wire.Stat{}, c }
 	switch {
@@ -218,6 +279,8 @@ func (m *model) create(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wir
 	switch {
 	case parent == nil:
 		return fail(wire.CodeNoNode)
+	case !parent.may(ids, wire.PermCreate):
+		return fail(wire.CodeNoAuth)
 	case parent.mode.IsEphemeral():
 		return fail(wire.CodeNoChildrenForEphemerals)
 	}
@@ -230,7 +293,7 @@ func (m *model) create(zxid int64, txn *tree.Txn, ev *[]tree.Event) (string, wir
 	}
 	n := &mnode{
 		data: txn.Data, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
-		mode: mode, ttl: txn.TTL,
+		mode: mode, ttl: txn.TTL, acl: modelACL(txn.ACL),
 	}
 	if mode.IsEphemeral() {
 		if _, ok := m.sessions[txn.Session]; !ok {
@@ -294,7 +357,11 @@ func (m *model) descendants(path string) int {
 func (m *model) dump(reapAt []int64) treeDump {
 	d := treeDump{Count: len(m.nodes), Nodes: map[string]nodeDump{}, Ephemerals: map[int64][]string{}}
 	for p, n := range m.nodes {
-		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p), Descendants: m.descendants(p), ACL: wire.OpenACL}
+		acl := n.acl
+		if acl == nil {
+			acl = wire.OpenACL
+		}
+		d.Nodes[p] = nodeDump{Data: string(n.data), Stat: m.stat(p), Children: m.children(p), Descendants: m.descendants(p), ACL: acl}
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.sessions)) {
 		d.Sessions = append(d.Sessions, m.sessions[id])
