@@ -59,6 +59,12 @@ func (s *testServer) dial(t *testing.T, opts ...client.Option) *client.Client {
 
 // notifications reads the server's count of watch notifications sent.
 func (s *testServer) notifications(t *testing.T) int {
+	return s.metric(t, "arbor_watch_notifications_total ")
+}
+
+// metric sums the values of the server's metric lines that start with
+// prefix (a name, or a name and the first labels).
+func (s *testServer) metric(t *testing.T, prefix string) int {
 	t.Helper()
 	resp, err := http.Get(s.metrics)
 	if err != nil {
@@ -66,16 +72,18 @@ func (s *testServer) notifications(t *testing.T) int {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	sum := 0
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "arbor_watch_notifications_total "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(n)
+		if !strings.HasPrefix(line, prefix) {
+			continue
 		}
+		n, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += int(n)
 	}
-	return 0 // none sent yet
+	return sum // 0: none counted yet
 }
 
 // children returns the recipe nodes under path.
@@ -188,4 +196,14 @@ func (c *cutConn) Read(p []byte) (int, error) {
 		return 0, errors.New("cutConn: the answer was dropped")
 	}
 	return n, err
+}
+
+// reads counts the getData, exists and getChildren requests the server has
+// answered.
+func (s *testServer) reads(t *testing.T) int {
+	n := 0
+	for _, op := range []string{"getData", "exists", "getChildren"} {
+		n += s.metric(t, `arbor_requests_total{op="`+op+`"`)
+	}
+	return n
 }

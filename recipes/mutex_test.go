@@ -102,6 +102,7 @@ func TestAReleaseWakesOneWaiterInFIFOOrder(t *testing.T) {
 	}
 	// Every waiter watches its predecessor now.
 	before := s.notifications(t)
+	readsBefore := s.reads(t)
 	must(t, holder.Unlock(ctxWait(t)))
 	wg.Wait()
 	if !slices.IsSorted(order) || len(order) != waiters {
@@ -110,6 +111,12 @@ func TestAReleaseWakesOneWaiterInFIFOOrder(t *testing.T) {
 	// 101 releases: each but the last woke exactly its successor.
 	if got := s.notifications(t) - before; got != waiters {
 		t.Errorf("%d watch notifications for %d handoffs, want exactly one each", got, waiters)
+	}
+	// And a woken waiter reads the queue once, however long it was when it
+	// joined; only the first, which joined behind the holder alone, knows
+	// its turn has come without reading.
+	if got := s.reads(t) - readsBefore; got != waiters-1 {
+		t.Errorf("%d reads for %d handoffs, want one each but the first", got, waiters)
 	}
 }
 

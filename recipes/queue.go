@@ -233,12 +233,14 @@ var errWouldBlock = errors.New("would block")
 // for, watching only that one node each time. With wait false it returns
 // errWouldBlock instead of waiting.
 //
-// It lists the queue once, and again only when it must: the nodes ahead
-// of me can only go away (a new node gets a higher sequence number), so
-// when the watched node is deleted, the list minus that node still holds
-// every node that can be ahead, and blocking is asked again on it. A node
-// it names that has died meanwhile fails its watch with ErrNoNode and is
-// dropped the same way. So a handoff costs the waiter no read.
+// The nodes ahead of me can only go away (a new node gets a higher
+// sequence number), so when the watched node is deleted, the list minus
+// that node still holds every node that can be ahead. If blocking finds
+// nothing in it to wait for, the turn is mine without a read: the waiter
+// that listed the queue when only the holder was ahead of it. Otherwise
+// the queue is listed again: the nodes left in the list are most likely
+// gone too (a lock's holders leave in order), and asking after each of
+// them would cost a round trip per node on every handoff.
 func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool) error {
 	var es []entry // the queue up to and with me; nil: list it
 	for {
@@ -258,7 +260,7 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 		_, _, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			es = slices.Delete(es, b, b+1)
+			es = dropped(es, b, blocking)
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
 			es = nil
@@ -272,7 +274,7 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 			case client.EventSession:
 				return e.Err
 			case client.EventNodeDeleted:
-				es = slices.Delete(es, b, b+1)
+				es = dropped(es, b, blocking)
 			default:
 				es = nil
 			}
@@ -280,6 +282,17 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 			return ctx.Err()
 		}
 	}
+}
+
+// dropped drops the deleted node b from es, the queue up to and with me. It
+// returns the rest if blocking finds nothing in it to wait for, and nil,
+// to list the queue again, if it does.
+func dropped(es []entry, b int, blocking blocker) []entry {
+	es = slices.Delete(es, b, b+1)
+	if blocking(es, len(es)-1) >= 0 {
+		return nil
+	}
+	return es
 }
 
 // upTo lists the queue up to and with me. Other nodes of me's acquisition,
