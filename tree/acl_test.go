@@ -61,6 +61,8 @@ func TestPermissionChecksFollowZooKeeper(t *testing.T) {
 		{"delete needs DELETE on the parent", aliceACL(wire.PermDelete), aliceACL(0), deleteTxn("/p/c", -1), alice, nil, nil},
 		{"delete without DELETE on the parent is refused, whatever the node grants", aliceACL(all &^ wire.PermDelete), aliceACL(all), deleteTxn("/p/c", -1), alice, wire.ErrNoAuth, nil},
 		{"NoAuth comes before BadVersion on delete", aliceACL(0), aliceACL(all), deleteTxn("/p/c", 9), alice, wire.ErrNoAuth, nil},
+		{"NoAuth comes before NoNode on delete, as in ZooKeeper", aliceACL(all &^ wire.PermDelete), aliceACL(all), deleteTxn("/p/missing", -1), alice, wire.ErrNoAuth, nil},
+		{"a delete under a missing parent is NoNode", aliceACL(0), aliceACL(0), deleteTxn("/p/missing/x", -1), alice, wire.ErrNoNode, nil},
 		{"setData needs WRITE on the node", aliceACL(0), aliceACL(wire.PermWrite), setTxn("/p/c", "v", -1), alice, nil, nil},
 		{"setData without WRITE is refused", aliceACL(all), aliceACL(all &^ wire.PermWrite), setTxn("/p/c", "v", -1), alice, wire.ErrNoAuth, nil},
 		{"NoAuth comes before BadVersion on setData", aliceACL(all), aliceACL(wire.PermRead), setTxn("/p/c", "v", 9), alice, wire.ErrNoAuth, nil},

@@ -238,12 +238,22 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 	if path == "/" {
 		return wire.Errorf(wire.CodeBadArguments, "cannot delete the root")
 	}
-	n, err := t.find(path)
-	if err != nil {
+	// ZooKeeper's order: the parent must exist and allow DELETE before the
+	// node's own absence is told.
+	if err := wire.ValidatePath(path, false); err != nil {
 		return err
 	}
-	if err := t.allowed(n.parent, ids, wire.PermDelete); err != nil {
+	parent, _ := splitPath(path)
+	p := t.lookup(parent)
+	if p == nil {
+		return wire.ErrNoNode
+	}
+	if err := t.allowed(p, ids, wire.PermDelete); err != nil {
 		return err
+	}
+	n := t.lookup(path)
+	if n == nil {
+		return wire.ErrNoNode
 	}
 	if version != -1 && version != n.version {
 		return wire.ErrBadVersion

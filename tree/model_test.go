@@ -177,7 +177,12 @@ func (m *model) op(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tree.Ev
 		if txn.Path == "/" {
 			return "", wire.Stat{}, wire.CodeBadArguments
 		}
-		if _, code := m.find(txn.Path, -1); code != wire.CodeOK {
+		// ZooKeeper's order: the path, the parent, its DELETE
+		// permission, then the node.
+		if wire.ValidatePath(txn.Path, false) != nil {
+			return "", wire.Stat{}, wire.CodeBadArguments
+		}
+		if _, code := m.find(parentOf(txn.Path), -1); code != wire.CodeOK {
 			return "", wire.Stat{}, code
 		}
 		if !m.nodes[parentOf(txn.Path)].may(ids, wire.PermDelete) {
