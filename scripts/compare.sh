@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs the same workloads against Arbor, Apache ZooKeeper and etcd, each as
+# a 3-member cluster on loopback on this machine, one system at a time, for
+# docs/performance.md ("Arbor, ZooKeeper and etcd on this machine"):
+#   set   8 sessions, 64 workers, 256-byte values over 1,000 keys
+#   set1  1 session, 1 worker (a single client's write latency)
+#   get   8 sessions, 64 workers (ZooKeeper and Arbor: a member's local read;
+#         etcd: its default, linearizable)
+#   lock  16 contenders, a session each: ZooKeeper with go-zookeeper's lock
+#         recipe, etcd with its concurrency.Mutex, Arbor with recipes.Mutex
+# Arbor is measured with `arbor bench`, the others with scripts/compare
+# (the same method: each worker sends its next request when the last is
+# answered; what completed in DURATION after WARMUP).
+# Needs Debian's zookeeper and etcd-server packages (ZooKeeper 3.8, etcd
+# 3.4): `apt-get install zookeeper etcd-server`. Loopback only; everything
+# is stopped and removed at the end.
+#   scripts/compare.sh                       # all three, every workload
+#   SYSTEMS="arbor zk" ROUNDS=2 scripts/compare.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SYSTEMS=${SYSTEMS:-"arbor zk etcd"}
+WORKLOADS=${WORKLOADS:-"set set1 get lock"}
+ROUNDS=${ROUNDS:-1}
+DURATION=${DURATION:-8s}
+WARMUP=${WARMUP:-2s}
+work=$(mktemp -d)
+mkdir "$work/bin"
+go build -o "$work/bin/arbord" ./cmd/arbord
+go build -o "$work/bin/arbor" ./cmd/arbor
+(cd scripts/compare && go build -o "$work/bin/compare" .)
+pids=()
+stop() {
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+  pids=()
+}
+trap 'stop; rm -rf "$work"' EXIT INT TERM
+
+# start_SYSTEM starts a fresh 3-member cluster and sets servers.
+start_arbor() {
+  for i in 1 2 3; do
+    "$work/bin/arbord" --id $i --listen 127.0.0.1:$((22280 + i)) --http 127.0.0.1:$((22480 + i)) \
+      --peer-listen 127.0.0.1:$((22380 + i)) --peers 1=127.0.0.1:22381,2=127.0.0.1:22382,3=127.0.0.1:22383 \
+      --data "$work/arbor$i" --max-conns-per-ip 0 --log-level warn >>"$work/arbor.log" 2>&1 &
+    pids+=($!)
+  done
+  servers=127.0.0.1:22281,127.0.0.1:22282,127.0.0.1:22283
+  for _ in $(seq 100); do
+    ARBOR_SERVERS=$servers "$work/bin/arbor" status 2>/dev/null | grep -q "^leader = [1-3]" && return
+    sleep 0.1
+  done
+  echo "arbor: no leader" >&2
+  exit 1
+}
+
+start_zk() {
+  for i in 1 2 3; do
+    mkdir -p "$work/zk$i/data"
+    echo $i >"$work/zk$i/data/myid"
+    cat >"$work/zk$i/zoo.cfg" <<CFG
+tickTime=200
+initLimit=50
+syncLimit=25
+dataDir=$work/zk$i/data
+clientPort=$((22180 + i))
+clientPortAddress=127.0.0.1
+server.1=127.0.0.1:22887:23887
+server.2=127.0.0.1:22888:23888
+server.3=127.0.0.1:22889:23889
+admin.enableServer=false
+4lw.commands.whitelist=srvr
+maxClientCnxns=0
+CFG
+    cp /etc/zookeeper/conf/log4j.properties "$work/zk$i/"
+    java -Xmx1g -cp "$work/zk$i:/usr/share/java/zookeeper.jar" -Dzookeeper.root.logger=WARN,CONSOLE \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$work/zk$i/zoo.cfg" >>"$work/zk.log" 2>&1 &
+    pids+=($!)
+  done
+  servers=127.0.0.1:22181,127.0.0.1:22182,127.0.0.1:22183
+  for _ in $(seq 100); do
+    for i in 1 2 3; do
+      (exec 3<>/dev/tcp/127.0.0.1/$((22180 + i)) && echo srvr >&3 && timeout 1 cat <&3) 2>/dev/null | grep -q "Mode: leader" && return
+    done
+    sleep 0.2
+  done
+  echo "zookeeper: no leader" >&2
+  exit 1
+}
+
+start_etcd() {
+  local cluster=n1=http://127.0.0.1:22391,n2=http://127.0.0.1:22392,n3=http://127.0.0.1:22393
+  for i in 1 2 3; do
+    etcd --name n$i --data-dir "$work/etcd$i" --listen-client-urls http://127.0.0.1:$((22370 + i)) \
+      --advertise-client-urls http://127.0.0.1:$((22370 + i)) --listen-peer-urls http://127.0.0.1:$((22390 + i)) \
+      --initial-advertise-peer-urls http://127.0.0.1:$((22390 + i)) --initial-cluster $cluster \
+      --initial-cluster-state new --log-level warn >>"$work/etcd.log" 2>&1 &
+    pids+=($!)
+  done
+  servers=127.0.0.1:22371,127.0.0.1:22372,127.0.0.1:22373
+  for _ in $(seq 100); do
+    curl -sf http://127.0.0.1:22371/health | grep -q '"health":"true"' && return
+    sleep 0.1
+  done
+  echo "etcd: not healthy" >&2
+  exit 1
+}
+
+# bench SYSTEM WORKLOAD prints the throughput and latency lines.
+bench() {
+  local args
+  case $2 in
+  set) args=(--conns 8 --workers 64) ;;
+  set1) args=(--conns 1 --workers 1) ;;
+  get) args=(--conns 8 --workers 64) ;;
+  lock) args=(--contenders 16) ;;
+  esac
+  local w=${2%1}
+  if [ "$1" = arbor ]; then
+    ARBOR_SERVERS=$servers timeout 120 "$work/bin/arbor" bench "$w" "${args[@]}" --duration "$DURATION" --warmup "$WARMUP" 2>/dev/null
+  else
+    local flags=()
+    for a in "${args[@]}"; do flags+=("${a/--/-}"); done
+    timeout 120 "$work/bin/compare" -system "$1" -servers "$servers" -workload "$w" "${flags[@]}" -duration "$DURATION" -warmup "$WARMUP"
+  fi | grep -E "^(throughput|latency|errors)" | sed 's/ (min.*//'
+}
+
+for round in $(seq "$ROUNDS"); do
+  for s in $SYSTEMS; do
+    for w in $WORKLOADS; do
+      "start_$s" # a fresh cluster per workload: no run inherits another's log or garbage
+      echo "== round $round: $s $w ($(uptime | sed 's/.*load/load/'))"
+      bench "$s" "$w"
+      stop
+      rm -rf "$work"/arbor[123] "$work"/zk[123] "$work"/etcd[123]
+    done
+  done
+done
