@@ -2,11 +2,13 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,11 +82,14 @@ type conn struct {
 	pingEvery   time.Duration // a third of the negotiated session timeout
 	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
 
-	mu      sync.Mutex      // guards queue, pending, pings and err
-	queue   []*request      // frames for the writer, in send order
-	pending []*request      // numbered requests awaiting replies, in xid order
-	pings   []time.Duration // since() of each ping awaiting its answer, oldest first
-	err     error           // why the connection broke; nil while it is up
+	mu        sync.Mutex      // guards queue, pending, pings, err and restoring
+	queue     []*request      // frames for the writer, in send order
+	pending   []*request      // numbered requests awaiting replies, in xid order
+	pings     []time.Duration // since() of each ping awaiting its answer, oldest first
+	err       error           // why the connection broke; nil while it is up
+	restoring int             // setWatches frames of a restore over several frames not yet answered
+
+	held []wire.Reply // notifications held while restoring (the reader's only)
 
 	wake chan struct{}  // capacity 1: the queue is not empty
 	done chan struct{}  // closed by fail
@@ -372,6 +377,7 @@ func (cn *conn) handle(body []byte) error {
 		if rep.Err != wire.CodeOK {
 			cn.log.Warn("arbor: setWatches refused; restored watches may not fire", zap.Stringer("code", rep.Err))
 		}
+		cn.restored()
 		return nil
 	}
 	if xid < 0 {
@@ -444,12 +450,57 @@ func (cn *conn) handleNotification(body []byte) error {
 		}
 		return nil
 	}
-	// Events come in zxid order: having seen this one, the client has seen
-	// every earlier event of its watches, so a reconnect need not replay
-	// them.
+	cn.mu.Lock()
+	hold := cn.restoring > 0
+	cn.mu.Unlock()
+	if hold {
+		cn.held = append(cn.held, rep)
+		return nil
+	}
+	cn.fire(&rep)
+	return nil
+}
+
+// fire delivers a notification to the watches. Events come in zxid order:
+// having seen this one, the client has seen every earlier event of its
+// watches, so a reconnect need not replay them.
+func (cn *conn) fire(rep *wire.Reply) {
 	cn.c.noteZxid(rep.Zxid)
 	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat)
-	return nil
+}
+
+// restoreIn says that the watches of a restore go out in frames setWatches
+// frames: until all are answered, notifications are held. The server
+// replays the missed events of each frame's persistent and recursive
+// watches when it takes that frame, so the replay of a later frame is
+// older than the events the earlier frames' watches got meanwhile.
+func (cn *conn) restoreIn(frames int) {
+	if frames > 1 {
+		cn.mu.Lock()
+		cn.restoring = frames
+		cn.mu.Unlock()
+	}
+}
+
+// restored takes the answer to a setWatches frame. After the last frame of
+// a restore over several, it delivers the held notifications in zxid order
+// (a stable sort: the events of one zxid keep the order they came in).
+func (cn *conn) restored() {
+	cn.mu.Lock()
+	if cn.restoring > 0 {
+		cn.restoring--
+	}
+	done := cn.restoring == 0
+	cn.mu.Unlock()
+	if !done {
+		return
+	}
+	held := cn.held
+	cn.held = nil
+	slices.SortStableFunc(held, func(a, b wire.Reply) int { return cmp.Compare(a.Zxid, b.Zxid) })
+	for i := range held {
+		cn.fire(&held[i])
+	}
 }
 
 // handleClosing reads the server's reason for closing the connection.

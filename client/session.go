@@ -140,9 +140,10 @@ func (c *Client) expire(cause error) {
 // new connection, before it is published: they reach the server ahead of
 // any new request. The server fires at once what changed since lastZxid
 // and replays the events the persistent and recursive watches missed. The
-// paths are split over several frames so that none is too large (a replay
-// in a second frame would start again from lastZxid: with more than 128 KiB
-// of persistent and recursive paths, events could come out of order).
+// paths are split over several frames so that none is too large; each
+// frame's replay starts again from lastZxid, so the connection holds the
+// notifications until every frame is answered and then delivers them in
+// zxid order (conn.restoreIn).
 func (c *Client) restoreWatches(cn *conn) {
 	data, exist, child, persistent, recursive := c.watches.paths()
 	// The persistent and recursive watches go first: the server replays
@@ -155,6 +156,7 @@ func (c *Client) restoreWatches(cn *conn) {
 		}
 		return n
 	}
+	var frames []wire.Request
 	for left() > 0 {
 		var batch [5][]string
 		size := 0
@@ -165,7 +167,7 @@ func (c *Client) restoreWatches(cn *conn) {
 				lists[i] = lists[i][1:]
 			}
 		}
-		cn.sendFrame(wire.Request{
+		frames = append(frames, wire.Request{
 			Xid:               wire.XidSetWatches,
 			Op:                wire.OpSetWatches2,
 			RelativeZxid:      c.lastZxid.Load(),
@@ -175,5 +177,9 @@ func (c *Client) restoreWatches(cn *conn) {
 			ExistWatches:      slices.Clip(batch[3]),
 			ChildWatches:      slices.Clip(batch[4]),
 		})
+	}
+	cn.restoreIn(len(frames))
+	for _, f := range frames {
+		cn.sendFrame(f)
 	}
 }

@@ -319,3 +319,45 @@ func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
 		t.Error("the root watch's channel is still open after the session ended")
 	}
 }
+
+func TestEventsOfARestoreOverSeveralFramesArriveInZxidOrder(t *testing.T) {
+	ps := newPipes(t)
+	c, p := dialPipe(t, ps)
+	long := "/" + string(slices.Repeat([]byte("x"), 1000))
+	var paths []string
+	for i := range 300 {
+		path := long + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		paths = append(paths, path)
+		c.watches.register(newLastingWatch(path, WatchPersistent, 16), wire.OpAddWatch, wire.CodeOK)
+	}
+	slices.Sort(paths)
+	all := newLastingWatch("/", WatchPersistentRecursive, 16) // sees every event, in the order delivered
+	c.watches.register(all, wire.OpAddWatch, wire.CodeOK)
+	p.nc.Close()
+	p2 := ps.accept()
+	p2.handshake(wire.ConnectResponse{})
+	frames := 0
+	for recursive := false; !recursive; frames++ {
+		sw := p2.read()
+		if sw.Op != wire.OpSetWatches2 {
+			t.Fatalf("got %s after %d frames", sw.Op, frames)
+		}
+		recursive = len(sw.RecursiveWatches) > 0
+	}
+	if frames < 2 {
+		t.Fatalf("the watches went in %d frame, want several", frames)
+	}
+	// The first frame is answered; a change at zxid 20 reaches its first
+	// watch at once. Then the server takes the last frame and replays
+	// what its recursive watch missed, a change at zxid 15, older.
+	p2.reply(wire.OpSetWatches2, wire.Reply{Xid: wire.XidSetWatches, Zxid: 10})
+	p2.notify(wire.EventNodeDataChanged, paths[0], 20)
+	p2.notify(wire.EventNodeCreated, "/r/x", 15)
+	for range frames - 1 {
+		p2.reply(wire.OpSetWatches2, wire.Reply{Xid: wire.XidSetWatches, Zxid: 21})
+	}
+	first, second := wait(t, all.ch), wait(t, all.ch)
+	if first.Zxid != 15 || second.Zxid != 20 {
+		t.Errorf("the recursive watch got zxid %d then %d, want 15 then 20", first.Zxid, second.Zxid)
+	}
+}
