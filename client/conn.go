@@ -469,8 +469,8 @@ func (cn *conn) fire(rep *wire.Reply) {
 	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat)
 }
 
-// restoreIn says that the watches of a restore go out in frames setWatches
-// frames: until all are answered, notifications are held. The server
+// restoreIn is told how many setWatches frames a restore sends. Over more
+// than one, notifications are held until all are answered: the server
 // replays the missed events of each frame's persistent and recursive
 // watches when it takes that frame, so the replay of a later frame is
 // older than the events the earlier frames' watches got meanwhile.
