@@ -106,25 +106,22 @@ func (t *Tree) writeNode(sw *snapWriter, n *node) {
 	if prefix > 1 {
 		sw.path = append(sw.path, '/')
 	}
-	for _, c := range sortedChildren(n) {
+	// n's children, sorted by name, go on top of sw.kids, which the
+	// children's own children go on top of in turn.
+	start := len(sw.kids)
+	for c := range n.children.all {
+		sw.kids = append(sw.kids, c)
+	}
+	end := len(sw.kids)
+	slices.SortFunc(sw.kids[start:end], func(a, b *node) int { return strings.Compare(a.name, b.name) })
+	for i := start; i < end && sw.err == nil; i++ {
+		c := sw.kids[i] // not a slice taken before: a child's children may move sw.kids
 		sw.path = append(sw.path, c.name...)
 		t.writeNode(sw, c)
 		sw.path = sw.path[:len(sw.path)-len(c.name)]
-		if sw.err != nil {
-			break
-		}
 	}
+	sw.kids = sw.kids[:start]
 	sw.path = sw.path[:prefix]
-}
-
-// sortedChildren returns n's children sorted by name.
-func sortedChildren(n *node) []*node {
-	kids := make([]*node, 0, n.children.len())
-	for c := range n.children.all {
-		kids = append(kids, c)
-	}
-	slices.SortFunc(kids, func(a, b *node) int { return strings.Compare(a.name, b.name) })
-	return kids
 }
 
 // snapChunk is how much a snapWriter gathers before it writes.
@@ -139,6 +136,7 @@ type snapWriter struct {
 	buf       []byte
 	err       error
 	path      []byte         // the path of the node being written
+	kids      []*node        // the sorted children of the nodes on the path, a stack
 	positions map[uint32]int // aclTable index -> position in the snapshot's ACLs
 }
 
