@@ -23,7 +23,7 @@ import (
 //
 //	"h"               the HardState
 //	"m"               the metadata of the last snapshot
-//	"g", "s"...       the last snapshot's data, in 1 MiB chunks (snapstore.go)
+//	"g", "s"...       the last snapshot's data, in chunks of up to 1 MiB (snapstore.go)
 //	"e" + be64(index) a log entry
 //
 // The raft goroutine writes the log (Save) and reads it through the

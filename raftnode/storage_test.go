@@ -77,12 +77,12 @@ func TestAStreamedSnapshotReadsBackWholeAndReplacesTheLast(t *testing.T) {
 	dir := t.TempDir()
 	s := logOf(t, dir, 10)
 	cs := raftpb.ConfState{Voters: []uint64{1}}
-	first := pattern(snapBatchBytes+snapChunkSize/2, 1) // more than one batch, and a part chunk
+	first := pattern(3*streamChunkSize+streamChunkSize/2, 1) // several batches, and a part chunk
 	st, err := s.CreateSnapshot(5, &cs, writer(first), 3)
 	if err != nil || !st.Saved || st.Bytes != len(first) {
 		t.Fatalf("CreateSnapshot = %+v, %v; want saved, %d bytes", st, err, len(first))
 	}
-	second := pattern(3*snapChunkSize, 2)
+	second := pattern(3*streamChunkSize, 2)
 	if st, err := s.CreateSnapshot(8, &cs, writer(second), 6); err != nil || !st.Saved {
 		t.Fatalf("second CreateSnapshot = %+v, %v", st, err)
 	}

@@ -9,7 +9,8 @@
 #      getData served (a new session and a read of the last child);
 #   3. writes during snapshots: restart with --snapshot-every SNAP_EVERY and
 #      run `arbor bench mixed` (half setData, half getData) for 10 s, so
-#      that snapshots of the whole tree are taken while it runs;
+#      that snapshots of the whole tree are taken while it runs; then the
+#      RSS;
 #   4. with OLD_ARBORD set (an arbord built from another commit), steps 2
 #      and 3 again with it on the same data, then once more with this one.
 #      It must read the store this one writes: an arbord from before
@@ -108,6 +109,7 @@ for op, o in sorted(r['byOp'].items()):
 EOF
   echo "snapshots during the run:"
   snapshots "$from"
+  rss
 }
 
 start "$work/bin/arbord"

@@ -228,7 +228,7 @@ func (t *Tree) ACL(path string) ([]wire.ACL, wire.Stat, error) {
 	if err != nil {
 		return nil, wire.Stat{}, err
 	}
-	return t.acls.list(n.acl), n.stat(), nil
+	return t.acls.list(n.acl), t.stat(n), nil
 }
 
 // setACL replaces a node's ACL (ADMIN on the node, and the aversion check).
@@ -253,7 +253,7 @@ func (t *Tree) setACL(txn *Txn) (wire.Stat, error) {
 	n.acl = ref
 	n.aversion++
 	t.digest += t.nodeDigest(txn.Path, n)
-	return n.stat(), nil
+	return t.stat(n), nil
 }
 
 // sorted returns the table's lists sorted by their canonical form, and

@@ -9,9 +9,9 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-func TestNodeStaysAt128Bytes(t *testing.T) {
-	if n := unsafe.Sizeof(node{}); n != 128 {
-		t.Errorf("node is %d bytes, want 128: a million znodes pay for each byte", n)
+func TestNodeStaysAt112Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(node{}); n != 112 {
+		t.Errorf("node is %d bytes, want 112: a million znodes pay for each byte", n)
 	}
 }
 
@@ -72,7 +72,7 @@ func checkACLTable(t *testing.T, tr *Tree) {
 		if i := n.acl.index(); i != 0 {
 			uses[i]++
 		}
-		for _, c := range n.children {
+		for c := range n.children.all {
 			walk(c)
 		}
 	}

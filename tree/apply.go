@@ -2,6 +2,7 @@ package tree
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -46,7 +47,7 @@ func (t *Tree) fire(typ wire.EventType, path string, n *node) {
 
 // fireNode records an event that carries n's data and Stat.
 func (t *Tree) fireNode(typ wire.EventType, path string, n *node) {
-	t.events = append(t.events, Event{Type: typ, Path: path, Data: n.data, Stat: n.stat(), ACL: t.eventACL(n)})
+	t.events = append(t.events, Event{Type: typ, Path: path, Data: n.data, Stat: t.stat(n), ACL: t.eventACL(n)})
 }
 
 // eventACL is n's ACL for an event: nil when it is open.
@@ -97,7 +98,7 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 		name = sequenceName(name, parent.cversion)
 		path = sequenceName(path, parent.cversion)
 	}
-	if _, ok := parent.children[name]; ok {
+	if parent.children.get(name) != nil {
 		return "", wire.Stat{}, wire.ErrNodeExists
 	}
 	if _, ok := t.sessions[txn.Session]; !ok && mode.IsEphemeral() {
@@ -108,19 +109,22 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 		return "", wire.Stat{}, err
 	}
 	n := &node{
-		name: name, data: txn.Data, dataHash: hashData(txn.Data), acl: ref,
+		// The name is cloned: as a slice of the path it would keep the
+		// whole path alive for as long as the node lives.
+		name: strings.Clone(name), data: txn.Data, dataHash: hashData(txn.Data), acl: ref,
 		czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
 	}
+	var owner int64
 	switch {
 	case mode.IsEphemeral():
-		n.kind, n.owner = kindEphemeral, txn.Session
+		n.kind, owner = kindEphemeral, txn.Session
 	case mode.IsContainer():
 		n.kind = kindContainer
 	case mode.IsTTL():
 		n.kind = kindTTL
 	}
-	t.link(zxid, parent, parentPath, n, path, txn.TTL)
-	return path, n.stat(), nil
+	t.link(zxid, parent, parentPath, n, path, txn.TTL, owner)
+	return path, t.stat(n), nil
 }
 
 func (t *Tree) checkData(data []byte) error {
@@ -131,16 +135,13 @@ func (t *Tree) checkData(data []byte) error {
 }
 
 // link adds n as a child of parent and updates the parent's Stat, the
-// indexes, the digest and the undo log.
-func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path string, ttl int64) {
+// indexes (with n's ttl and owner, if it has them), the digest and the undo
+// log.
+func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path string, ttl, owner int64) {
 	oldParent := t.touchParent(zxid, parent, parentPath)
-	if parent.children == nil {
-		parent.children = map[string]*node{}
-	}
-	parent.children[n.name] = n
-	n.parent = parent
+	addChild(parent, n)
 	t.count++
-	t.index(n, path, ttl)
+	t.index(n, path, ttl, owner)
 	t.digest += t.nodeDigest(path, n)
 	t.fireNode(wire.EventNodeCreated, path, n)
 	t.fire(wire.EventNodeChildrenChanged, parentPath, parent)
@@ -149,7 +150,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 			t.digest -= t.nodeDigest(path, n)
 			t.acls.release(n.acl)
 			t.unindex(n, path)
-			delete(parent.children, n.name)
+			removeChild(parent, n.name)
 			t.count--
 			t.restoreParent(parent, parentPath, oldParent)
 		})
@@ -158,11 +159,11 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 
 // unlink removes the childless node n at path.
 func (t *Tree) unlink(zxid int64, n *node, path string) {
-	parent := n.parent
 	parentPath, _ := splitPath(path)
+	parent := t.lookup(parentPath)
 	oldParent := t.touchParent(zxid, parent, parentPath)
-	ttl := t.ttls[path]
-	delete(parent.children, n.name)
+	ttl, owner := t.ttls[path], t.owner(n)
+	removeChild(parent, n.name)
 	t.count--
 	t.digest -= t.nodeDigest(path, n) // before unindex: the hash covers the ttl
 	t.unindex(n, path)
@@ -175,9 +176,9 @@ func (t *Tree) unlink(zxid int64, n *node, path string) {
 			// The release may have dropped the list: take it again (the
 			// reference may differ; the digest covers the list, not it).
 			n.acl, _ = t.acls.ref(acl)
-			t.index(n, path, ttl)
+			t.index(n, path, ttl, owner)
 			t.digest += t.nodeDigest(path, n)
-			parent.children[n.name] = n
+			addChild(parent, n)
 			t.count++
 			t.restoreParent(parent, parentPath, oldParent)
 		})
@@ -208,11 +209,30 @@ func (t *Tree) restoreParent(parent *node, parentPath string, old parentStat) {
 	t.digest += t.nodeDigest(parentPath, parent)
 }
 
-// index adds n to the session and housekeeping indexes.
-func (t *Tree) index(n *node, path string, ttl int64) {
+// addChild adds n to parent's children.
+func addChild(parent, n *node) {
+	if parent.children == nil {
+		parent.children = &childSet{}
+	}
+	parent.children.add(n)
+}
+
+// removeChild removes the child called name from parent's children, and
+// drops the set with the last one.
+func removeChild(parent *node, name string) {
+	parent.children.remove(name)
+	if parent.children.len() == 0 {
+		parent.children = nil
+	}
+}
+
+// index adds n to the owner, session and housekeeping indexes; ttl and
+// owner are n's, if it is a TTL node or an ephemeral.
+func (t *Tree) index(n *node, path string, ttl, owner int64) {
 	switch n.kind {
 	case kindEphemeral:
-		t.sessions[n.owner].ephemerals[path] = struct{}{}
+		t.owners[n] = owner
+		t.sessions[owner].ephemerals[path] = struct{}{}
 	case kindContainer:
 		t.containers[path] = struct{}{}
 	case kindTTL:
@@ -223,9 +243,10 @@ func (t *Tree) index(n *node, path string, ttl int64) {
 func (t *Tree) unindex(n *node, path string) {
 	switch n.kind {
 	case kindEphemeral:
-		if s, ok := t.sessions[n.owner]; ok {
+		if s, ok := t.sessions[t.owners[n]]; ok {
 			delete(s.ephemerals, path)
 		}
+		delete(t.owners, n)
 	case kindContainer:
 		delete(t.containers, path)
 	case kindTTL:
@@ -243,7 +264,7 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 	if err := wire.ValidatePath(path, false); err != nil {
 		return err
 	}
-	parent, _ := splitPath(path)
+	parent, name := splitPath(path)
 	p := t.lookup(parent)
 	if p == nil {
 		return wire.ErrNoNode
@@ -251,14 +272,14 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 	if err := t.allowed(p, ids, wire.PermDelete); err != nil {
 		return err
 	}
-	n := t.lookup(path)
+	n := p.children.get(name)
 	if n == nil {
 		return wire.ErrNoNode
 	}
 	if version != -1 && version != n.version {
 		return wire.ErrBadVersion
 	}
-	if len(n.children) > 0 {
+	if n.children.len() > 0 {
 		return wire.ErrNotEmpty
 	}
 	t.unlink(zxid, n, path)
@@ -295,7 +316,7 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 			t.digest += t.nodeDigest(path, n)
 		})
 	}
-	return n.stat(), nil
+	return t.stat(n), nil
 }
 
 // check checks a node's version: READ on the node.
@@ -399,13 +420,13 @@ func (t *Tree) Reapable(now int64) []string {
 	var paths []string
 	for path := range t.containers {
 		n := t.lookup(path)
-		if len(n.children) == 0 && n.cversion > 0 {
+		if n.children.len() == 0 && n.cversion > 0 {
 			paths = append(paths, path)
 		}
 	}
 	for path, ttl := range t.ttls {
 		n := t.lookup(path)
-		if len(n.children) == 0 && now-n.mtime > ttl {
+		if n.children.len() == 0 && now-n.mtime > ttl {
 			paths = append(paths, path)
 		}
 	}

@@ -30,7 +30,7 @@ func (t *Tree) nodeDigest(path string, n *node) uint64 {
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.pzxid))
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.ctime))
 	b = binary.LittleEndian.AppendUint64(b, uint64(n.mtime))
-	b = binary.LittleEndian.AppendUint64(b, uint64(n.owner))
+	b = binary.LittleEndian.AppendUint64(b, uint64(t.owner(n)))
 	b = binary.LittleEndian.AppendUint64(b, n.dataHash)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(n.data)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.version))

@@ -93,38 +93,35 @@ func (t *Tree) writeNode(sw *snapWriter, n *node) {
 		acl = sw.positions[i]
 	}
 	for _, v := range [...]int64{n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
-		int64(n.version), int64(n.cversion), int64(n.aversion), n.owner, int64(n.kind), ttl, int64(acl)} {
+		int64(n.version), int64(n.cversion), int64(n.aversion), t.owner(n), int64(n.kind), ttl, int64(acl)} {
 		sw.int(v)
 	}
 	if len(sw.buf) >= snapChunk {
 		sw.flush()
 	}
-	if len(n.children) == 0 || sw.err != nil {
+	if n.children.len() == 0 || sw.err != nil {
 		return
 	}
 	prefix := len(sw.path)
 	if prefix > 1 {
 		sw.path = append(sw.path, '/')
 	}
-	for _, c := range sortedChildren(n) {
+	// n's children, sorted by name, go on top of sw.kids, which the
+	// children's own children go on top of in turn.
+	start := len(sw.kids)
+	for c := range n.children.all {
+		sw.kids = append(sw.kids, c)
+	}
+	end := len(sw.kids)
+	slices.SortFunc(sw.kids[start:end], func(a, b *node) int { return strings.Compare(a.name, b.name) })
+	for i := start; i < end && sw.err == nil; i++ {
+		c := sw.kids[i] // not a slice taken before: a child's children may move sw.kids
 		sw.path = append(sw.path, c.name...)
 		t.writeNode(sw, c)
 		sw.path = sw.path[:len(sw.path)-len(c.name)]
-		if sw.err != nil {
-			break
-		}
 	}
+	sw.kids = sw.kids[:start]
 	sw.path = sw.path[:prefix]
-}
-
-// sortedChildren returns n's children sorted by name.
-func sortedChildren(n *node) []*node {
-	kids := make([]*node, 0, len(n.children))
-	for _, c := range n.children {
-		kids = append(kids, c)
-	}
-	slices.SortFunc(kids, func(a, b *node) int { return strings.Compare(a.name, b.name) })
-	return kids
 }
 
 // snapChunk is how much a snapWriter gathers before it writes.
@@ -139,6 +136,7 @@ type snapWriter struct {
 	buf       []byte
 	err       error
 	path      []byte         // the path of the node being written
+	kids      []*node        // the sorted children of the nodes on the path, a stack
 	positions map[uint32]int // aclTable index -> position in the snapshot's ACLs
 }
 
@@ -328,11 +326,11 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, 
 		data: data, dataHash: hashData(data),
 		czxid: f[0], mzxid: f[1], pzxid: f[2], ctime: f[3], mtime: f[4],
 		version: int32(f[5]), cversion: int32(f[6]), aversion: int32(f[7]),
-		owner: f[8], kind: uint8(f[9]),
+		kind: uint8(f[9]),
 	}
-	ttl := f[10]
-	if n.kind > kindTTL || (n.kind == kindEphemeral) != (n.owner != 0) {
-		return fmt.Errorf("%s: kind %d with owner %#x", path, f[9], n.owner)
+	ttl, owner := f[10], f[8]
+	if n.kind > kindTTL || (n.kind == kindEphemeral) != (owner != 0) {
+		return fmt.Errorf("%s: kind %d with owner %#x", path, f[9], owner)
 	}
 	if (n.kind == kindTTL) != (ttl != 0) || ttl < 0 || ttl > MaxTTL {
 		return fmt.Errorf("%s: kind %d with ttl %d", path, f[9], ttl) // the digest covers only a TTL node's ttl
@@ -362,22 +360,18 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, 
 	if err != nil {
 		return fmt.Errorf("%q: no parent", path)
 	}
-	if _, dup := parent.children[name]; dup || parent.kind == kindEphemeral {
+	if parent.children.get(name) != nil || parent.kind == kindEphemeral {
 		return fmt.Errorf("%q: duplicate, or child of an ephemeral", path)
 	}
 	if n.kind == kindEphemeral {
-		if _, ok := t.sessions[n.owner]; !ok {
-			return fmt.Errorf("%q: owner %#x is not a session", path, n.owner)
+		if _, ok := t.sessions[owner]; !ok {
+			return fmt.Errorf("%q: owner %#x is not a session", path, owner)
 		}
 	}
-	n.name = name
-	if parent.children == nil {
-		parent.children = map[string]*node{}
-	}
-	parent.children[name] = n
-	n.parent = parent
+	n.name = strings.Clone(name) // not a slice of the path, which would stay alive with it
+	addChild(parent, n)
 	t.count++
-	t.index(n, path, ttl)
+	t.index(n, path, ttl, owner)
 	t.digest += t.nodeDigest(path, n)
 	return nil
 }

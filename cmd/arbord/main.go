@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,7 @@ func run(args []string) error {
 		peers    = fs.String("peers", "", "the cluster's members as id=host:port,... (empty: a single node)")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
+		memLimit byteSize
 	)
 	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
@@ -55,6 +57,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
 	limits := limitFlags(fs, &cfg)
+	fs.Var(&memLimit, "memory-limit", "soft limit on the memory the Go runtime holds, as 300MiB: the collector runs more often as it nears it (0: none, or GOMEMLIMIT's)")
 	fs.StringVar(&cfg.SuperDigest, "super-digest", "", "the superuser, as user:base64(sha1(user:password)); it passes every ACL check (empty: none)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate (PEM) of the client ports, --listen and --zk-listen (empty: plaintext)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "the key (PEM) of --tls-cert")
@@ -70,6 +73,9 @@ func run(args []string) error {
 	}
 	if err := limits.apply(); err != nil {
 		return err
+	}
+	if memLimit > 0 {
+		debug.SetMemoryLimit(int64(memLimit))
 	}
 	cfg.ID = *id
 	var err error

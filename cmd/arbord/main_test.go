@@ -82,3 +82,34 @@ func TestLimitFlagsTurnZeroIntoNoLimitWhereAllowed(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryLimitReadsSizesAsGOMEMLIMITDoes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want byteSize
+	}{
+		{"0", 0},
+		{"1000", 1000},
+		{"1000B", 1000},
+		{"512KiB", 512 << 10},
+		{"300MiB", 300 << 20},
+		{"2GiB", 2 << 30},
+		{"1TiB", 1 << 40},
+	} {
+		var s byteSize
+		if err := s.Set(tc.in); err != nil || s != tc.want {
+			t.Errorf("Set(%q) = %d, %v; want %d", tc.in, s, err, tc.want)
+			continue
+		}
+		var back byteSize
+		if err := back.Set(s.String()); err != nil || back != s {
+			t.Errorf("%q prints as %q, which reads as %d (%v)", tc.in, s.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "-1MiB", "300MB", "1.5GiB", "300 MiB", "9999999TiB"} {
+		var s byteSize
+		if err := s.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted as %d", bad, s)
+		}
+	}
+}
