@@ -157,10 +157,16 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 	}
 }
 
-// unlink removes the childless node n at path.
-func (t *Tree) unlink(zxid int64, n *node, path string) {
-	parentPath, _ := splitPath(path)
+// unlinkPath removes the childless node at path, which exists.
+func (t *Tree) unlinkPath(zxid int64, path string) {
+	parentPath, name := splitPath(path)
 	parent := t.lookup(parentPath)
+	t.unlink(zxid, parent, parent.children.get(name), path)
+}
+
+// unlink removes the childless node n at path from parent.
+func (t *Tree) unlink(zxid int64, parent, n *node, path string) {
+	parentPath, _ := splitPath(path)
 	oldParent := t.touchParent(zxid, parent, parentPath)
 	ttl, owner := t.ttls[path], t.owner(n)
 	removeChild(parent, n.name)
@@ -282,7 +288,7 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 	if n.children.len() > 0 {
 		return wire.ErrNotEmpty
 	}
-	t.unlink(zxid, n, path)
+	t.unlink(zxid, p, n, path)
 	return nil
 }
 
@@ -405,7 +411,7 @@ func (t *Tree) closeSession(zxid int64, id int64) error {
 		return wire.ErrSessionExpired
 	}
 	for _, path := range sortedKeys(s.ephemerals) {
-		t.unlink(zxid, t.lookup(path), path)
+		t.unlinkPath(zxid, path)
 	}
 	delete(t.sessions, id)
 	t.digest -= sessionDigest(id, s.timeoutMs, s.password)
@@ -436,6 +442,6 @@ func (t *Tree) Reapable(now int64) []string {
 
 func (t *Tree) reap(zxid, now int64) {
 	for _, path := range t.Reapable(now) {
-		t.unlink(zxid, t.lookup(path), path)
+		t.unlinkPath(zxid, path)
 	}
 }
