@@ -82,14 +82,14 @@ type conn struct {
 	pingEvery   time.Duration // a third of the negotiated session timeout
 	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
 
-	mu        sync.Mutex      // guards queue, pending, pings, err and restoring
-	queue     []*request      // frames for the writer, in send order
-	pending   []*request      // numbered requests awaiting replies, in xid order
-	pings     []time.Duration // since() of each ping awaiting its answer, oldest first
-	err       error           // why the connection broke; nil while it is up
-	restoring int             // setWatches frames of a restore over several frames not yet answered
+	mu      sync.Mutex      // guards queue, pending, pings and err
+	queue   []*request      // frames for the writer, in send order
+	pending []*request      // numbered requests awaiting replies, in xid order
+	pings   []time.Duration // since() of each ping awaiting its answer, oldest first
+	err     error           // why the connection broke; nil while it is up
 
-	held []wire.Reply // notifications held while restoring (the reader's only)
+	restoring atomic.Int32 // setWatches frames of a restore over several frames not yet answered
+	held      []wire.Reply // notifications held while restoring (the reader's only)
 
 	wake chan struct{}  // capacity 1: the queue is not empty
 	done chan struct{}  // closed by fail
@@ -450,10 +450,7 @@ func (cn *conn) handleNotification(body []byte) error {
 		}
 		return nil
 	}
-	cn.mu.Lock()
-	hold := cn.restoring > 0
-	cn.mu.Unlock()
-	if hold {
+	if cn.restoring.Load() > 0 {
 		cn.held = append(cn.held, rep)
 		return nil
 	}
@@ -476,9 +473,7 @@ func (cn *conn) fire(rep *wire.Reply) {
 // older than the events the earlier frames' watches got meanwhile.
 func (cn *conn) restoreIn(frames int) {
 	if frames > 1 {
-		cn.mu.Lock()
-		cn.restoring = frames
-		cn.mu.Unlock()
+		cn.restoring.Store(int32(frames))
 	}
 }
 
@@ -486,13 +481,7 @@ func (cn *conn) restoreIn(frames int) {
 // a restore over several, it delivers the held notifications in zxid order
 // (a stable sort: the events of one zxid keep the order they came in).
 func (cn *conn) restored() {
-	cn.mu.Lock()
-	if cn.restoring > 0 {
-		cn.restoring--
-	}
-	done := cn.restoring == 0
-	cn.mu.Unlock()
-	if !done {
+	if cn.restoring.Load() > 0 && cn.restoring.Add(-1) > 0 {
 		return
 	}
 	held := cn.held
