@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -62,7 +63,7 @@ func indexKey(prefix byte, i uint64) []byte {
 // openStorage opens (or creates) the store in dir and loads the log into
 // memory; the last snapshot's data stays in the store (snapshotReader).
 func openStorage(dir string, log *zap.Logger) (*Storage, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.Sugar()}})
+	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{vfs.Default}, Logger: pebbleLogger{log.Sugar()}})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}
