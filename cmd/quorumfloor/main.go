@@ -168,28 +168,29 @@ func (l *memberLog) append(rec []byte) error {
 	return syscall.Fdatasync(int(l.f.Fd()))
 }
 
-// listen opens a loopback listener and tells the parent its address.
-func listen(out io.Writer) (net.Listener, error) {
+// member opens a member's log in dir, listens on loopback, tells the
+// parent its address and takes the one connection it serves.
+func member(dir string, out io.Writer) (*memberLog, net.Conn, error) {
+	log, err := openLog(dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	_, err = fmt.Fprintln(out, ln.Addr())
-	return ln, err
+	defer ln.Close()
+	if _, err := fmt.Fprintln(out, ln.Addr()); err != nil {
+		return nil, nil, err
+	}
+	c, err := ln.Accept()
+	return log, c, err
 }
 
 // serveFollower makes each record it receives durable, then acknowledges
 // it with its first 8 bytes, the record's number.
 func serveFollower(dir string, size int, out io.Writer) error {
-	log, err := openLog(dir)
-	if err != nil {
-		return err
-	}
-	ln, err := listen(out)
-	if err != nil {
-		return err
-	}
-	c, err := ln.Accept()
+	log, c, err := member(dir, out)
 	if err != nil {
 		return err
 	}
@@ -211,10 +212,6 @@ func serveFollower(dir string, size int, out io.Writer) error {
 // writes its own copy, as a raft leader does, and answers once its own
 // copy and one follower's are durable.
 func serveLeader(dir string, size int, followers []string, out io.Writer) error {
-	log, err := openLog(dir)
-	if err != nil {
-		return err
-	}
 	acks := make(chan uint64, 2*len(followers)) // the numbers of the records acknowledged
 	var peers []net.Conn
 	for _, addr := range followers {
@@ -233,11 +230,7 @@ func serveLeader(dir string, size int, followers []string, out io.Writer) error 
 			}
 		}()
 	}
-	ln, err := listen(out)
-	if err != nil {
-		return err
-	}
-	c, err := ln.Accept()
+	log, c, err := member(dir, out)
 	if err != nil {
 		return err
 	}

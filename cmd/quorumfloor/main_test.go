@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// member runs serve in a goroutine and returns the address it listens on.
-func member(t *testing.T, serve func(out io.Writer) error) string {
+// inProcess runs serve in a goroutine and returns the address it listens on.
+func inProcess(t *testing.T, serve func(out io.Writer) error) string {
 	t.Helper()
 	r, w := io.Pipe()
 	go func() {
@@ -29,9 +29,9 @@ func member(t *testing.T, serve func(out io.Writer) error) string {
 func TestEveryMemberHoldsEveryAnsweredRecord(t *testing.T) {
 	const n, size = 20, 64
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	f1 := member(t, func(out io.Writer) error { return serveFollower(dirs[1], size, out) })
-	f2 := member(t, func(out io.Writer) error { return serveFollower(dirs[2], size, out) })
-	leader := member(t, func(out io.Writer) error { return serveLeader(dirs[0], size, []string{f1, f2}, out) })
+	f1 := inProcess(t, func(out io.Writer) error { return serveFollower(dirs[1], size, out) })
+	f2 := inProcess(t, func(out io.Writer) error { return serveFollower(dirs[2], size, out) })
+	leader := inProcess(t, func(out io.Writer) error { return serveLeader(dirs[0], size, []string{f1, f2}, out) })
 
 	ds, err := writes(leader, n, size, time.Now().Add(time.Minute))
 	if err != nil {
