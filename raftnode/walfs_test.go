@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"bytes"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,37 +10,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap/zaptest"
 )
-
-// copyDir copies the files of a live store as they are on disk: what a
-// kill -9 would leave (every write here was synced).
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	names, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range names {
-		if e.IsDir() {
-			continue
-		}
-		src, err := os.Open(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst, err := os.Create(filepath.Join(to, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(dst, src); err != nil {
-			t.Fatal(err)
-		}
-		src.Close()
-		dst.Close()
-	}
-}
 
 // walSizes is the size of each write-ahead log in dir.
 func walSizes(t *testing.T, dir string) []int64 {
@@ -91,12 +59,31 @@ func TestTheWALIsWrittenWithZerosAheadOfItsWrites(t *testing.T) {
 	}
 }
 
-// crashCopy copies the live store in dir, as a kill -9 would leave it, to
-// a new directory.
+// crashCopy copies the files of the live store in dir as they are on
+// disk, what a kill -9 would leave (every write here was synced), to a new
+// directory.
 func crashCopy(t *testing.T, dir string) string {
 	t.Helper()
 	copied := filepath.Join(t.TempDir(), "crashed")
-	copyDir(t, dir, copied)
+	if err := os.MkdirAll(copied, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(copied, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return copied
 }
 
