@@ -45,6 +45,7 @@ import (
 // channel of the Ready whose entries it covers.
 type applyTask struct {
 	entries       []raftpb.Entry
+	bytes         int64 // the entries' size, held in the node's applyBytes until applied
 	persisted     <-chan struct{}
 	snap          *raftpb.Snapshot
 	barrier       chan struct{}
@@ -69,7 +70,9 @@ func (n *Node) runApply() {
 	for {
 		select {
 		case t := <-n.applyc:
-			if err := n.do(t); err != nil {
+			err := n.do(t)
+			n.applyBytes.Give(t.bytes)
+			if err != nil {
 				if !errors.Is(err, errApplyStopped) {
 					n.log.Error("applying committed entries failed; stopping", zap.Error(err))
 					n.fail(err)
@@ -105,12 +108,20 @@ func (n *Node) do(t applyTask) error {
 }
 
 // handOver queues a task for the apply goroutine. It waits while the queue
-// is full, and fails if the apply goroutine has stopped.
+// is full, in tasks or in bytes, and fails if the apply goroutine has
+// stopped.
 func (n *Node) handOver(t applyTask) error {
+	for i := range t.entries {
+		t.bytes += int64(t.entries[i].Size())
+	}
+	if !n.applyBytes.Take(t.bytes, n.applyDone) {
+		return n.stopErr()
+	}
 	select {
 	case n.applyc <- t:
 		return nil
 	case <-n.applyDone:
+		n.applyBytes.Give(t.bytes)
 		return n.stopErr()
 	}
 }
@@ -175,13 +186,14 @@ func (n *Node) setApplied(index uint64) {
 	n.mu.Unlock()
 }
 
-// maybeSnapshot snapshots the state machine every SnapshotEvery entries and
+// maybeSnapshot snapshots the state machine every SnapshotEvery entries,
+// or sooner once the log since the last snapshot holds SnapshotBytes, and
 // compacts the log behind it, once the Ready whose entries it covers is
 // durable (persisted). The state is consistent without a lock: this
 // goroutine is its only writer.
 func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
 	applied := n.applied.Load()
-	if applied-n.snapIndex < n.cfg.SnapshotEvery {
+	if applied == n.snapIndex || applied-n.snapIndex < n.cfg.SnapshotEvery && n.storage.LogBytes(n.snapIndex, applied) < n.cfg.SnapshotBytes {
 		return nil
 	}
 	select {
@@ -193,10 +205,7 @@ func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
 	n.mu.Lock()
 	cs := n.members
 	n.mu.Unlock()
-	var compactTo uint64
-	if applied > n.cfg.CatchUpEntries {
-		compactTo = applied - n.cfg.CatchUpEntries
-	}
+	compactTo := n.storage.compactPoint(applied, n.cfg.CatchUpEntries, n.cfg.CatchUpBytes)
 	st, err := n.storage.CreateSnapshot(applied, &cs, n.sm.Snapshot, compactTo)
 	if err != nil {
 		return fmt.Errorf("snapshot at %d: %w", applied, err)

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arbor-coord/arbor/internal/quota"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -79,6 +80,16 @@ type Config struct {
 	CatchUpEntries uint64        // entries kept behind a snapshot for slow followers, default 1,000
 	MaxBatch       int           // proposals taken into one Ready at most, default 512
 
+	// The bytes the node may hold in memory, each a bound of its own
+	// (server.Config.MemoryBudget shares them out); zero means the
+	// default.
+	SnapshotBytes    uint64 // log bytes since the last snapshot that make a new one, default 128 MiB
+	CatchUpBytes     uint64 // log bytes kept behind a snapshot for slow followers, default 64 MiB
+	LogCacheBytes    int    // the newest log entries kept in memory (older ones are read from pebble), default 32 MiB
+	ApplyQueueBytes  int64  // committed entries waiting for the apply goroutine, default 64 MiB
+	UncommittedBytes uint64 // proposals not yet committed, on the leader; past it raft drops proposals, default 64 MiB
+	InflightBytes    uint64 // entries sent to a follower and not yet acknowledged, default 32 MiB
+
 	Transport Transport // nil for a single member
 	Logger    *zap.Logger
 }
@@ -102,11 +113,23 @@ func (c *Config) setDefaults() {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 512
 	}
+	setDefault(&c.SnapshotBytes, 128<<20)
+	setDefault(&c.CatchUpBytes, 64<<20)
+	setDefault(&c.LogCacheBytes, 32<<20)
+	setDefault(&c.ApplyQueueBytes, 64<<20)
+	setDefault(&c.UncommittedBytes, 64<<20)
+	setDefault(&c.InflightBytes, 32<<20)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
 	if len(c.Peers) == 0 {
 		c.Peers = map[uint64]string{c.ID: ""}
+	}
+}
+
+func setDefault[T int | int64 | uint64](v *T, def T) {
+	if *v == 0 {
+		*v = def
 	}
 }
 
@@ -133,11 +156,12 @@ type Node struct {
 	stopc   chan struct{}
 	donec   chan struct{}
 
-	applyc    chan applyTask // the apply goroutine's work, in log order
-	applyStop chan struct{}  // closed by the raft goroutine when it ends
-	applyDone chan struct{}  // closed when the apply goroutine ends
-	stop      sync.Once
-	reqIDs    atomic.Uint64
+	applyc     chan applyTask // the apply goroutine's work, in log order
+	applyBytes *quota.Pool    // bounds the bytes of the entries in applyc
+	applyStop  chan struct{}  // closed by the raft goroutine when it ends
+	applyDone  chan struct{}  // closed when the apply goroutine ends
+	stop       sync.Once
+	reqIDs     atomic.Uint64
 
 	applied     atomic.Uint64
 	leader      atomic.Uint64
@@ -190,7 +214,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftnode: member id 0 is reserved")
 	}
-	storage, err := openStorage(cfg.Dir, cfg.Logger)
+	storage, err := openStorage(cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +223,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64),
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
-		applyc: make(chan applyTask, applyQueue), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
+		applyc: make(chan applyTask, applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
 		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
@@ -219,17 +243,13 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 }
 
 func (n *Node) init() error {
-	snap, err := n.storage.MemoryStorage.Snapshot()
-	if err != nil {
-		return err
-	}
-	if !raft.IsEmptySnap(snap) {
-		if err := n.restoreStored(snap.Metadata.Index); err != nil {
-			return fmt.Errorf("restore snapshot at %d: %w", snap.Metadata.Index, err)
+	if snap := n.storage.snapshotMeta(); snap.Index > 0 {
+		if err := n.restoreStored(snap.Index); err != nil {
+			return fmt.Errorf("restore snapshot at %d: %w", snap.Index, err)
 		}
-		n.applied.Store(snap.Metadata.Index)
-		n.snapIndex = snap.Metadata.Index
-		n.members = snap.Metadata.ConfState
+		n.applied.Store(snap.Index)
+		n.snapIndex = snap.Index
+		n.members = snap.ConfState
 	}
 	if err := n.loadPeers(); err != nil {
 		return err
@@ -243,9 +263,12 @@ func (n *Node) init() error {
 		Applied:         n.applied.Load(),
 		MaxSizePerMsg:   1 << 20,
 		MaxInflightMsgs: 256,
-		// Bounds the memory proposals can hold before they commit; past it
-		// raft drops proposals (the client sees NoQuorum).
-		MaxUncommittedEntriesSize: 256 << 20,
+		// Both bound memory: what a follower's queue on the leader may
+		// hold (256 messages of 1 MiB otherwise), and what proposals hold
+		// before they commit (past it raft drops proposals; the client
+		// sees a timeout or NoQuorum).
+		MaxInflightBytes:          max(n.cfg.InflightBytes, 1<<20),
+		MaxUncommittedEntriesSize: n.cfg.UncommittedBytes,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		Logger:                    raftLogger{n.log.Sugar()},

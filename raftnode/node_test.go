@@ -282,3 +282,48 @@ func TestAFailedSnapshotStopsTheNode(t *testing.T) {
 		t.Fatalf("propose after the failure: %v, want the snapshot's error", o.Err)
 	}
 }
+
+// TestLargeEntriesAreSnapshottedByBytesAndNotHeldInMemory writes entries
+// of 8 KiB with snapshots due only every 10,000 entries: the log's bytes
+// make the snapshots, the entries kept behind them are bounded in bytes,
+// and memory holds only the newest entries.
+func TestLargeEntriesAreSnapshottedByBytesAndNotHeldInMemory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{ID: 1, Dir: dir, SnapshotEvery: 10000, SnapshotBytes: 64 << 10, CatchUpEntries: 1000, CatchUpBytes: 16 << 10,
+		LogCacheBytes: 20 << 10, TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t)}
+	n, err := Start(cfg, &counter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 8<<10)
+	binary.BigEndian.PutUint64(payload, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 40 {
+		if o := n.Propose(ctx, payload).Wait(ctx); o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	if snap := n.storage.snapshotIndex(); snap < 8 {
+		t.Errorf("the last snapshot is at %d: 64 KiB of 8 KiB entries should have made one by entry 8", snap)
+	}
+	first, _ := n.storage.FirstIndex()
+	if kept := n.storage.LogBytes(first-1, n.storage.snapshotIndex()); kept > 16<<10 {
+		t.Errorf("%d bytes of entries kept behind the snapshot, over the 16 KiB asked", kept)
+	}
+	if cached := n.storage.CachedBytes(); cached > 20<<10 {
+		t.Errorf("%d bytes of entries in memory, over the 20 KiB asked", cached)
+	}
+	must(t, n.Stop())
+	sm := &counter{}
+	if n, err = Start(cfg, sm); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if err := n.WaitApplied(ctx, 41); err != nil {
+		t.Fatal(err)
+	}
+	if got := sm.value(); got != 40 {
+		t.Fatalf("after a restart the sum is %d, want 40", got)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -253,7 +252,7 @@ type SnapshotStats struct {
 // is stored already.
 func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) (SnapshotStats, error) {
 	var st SnapshotStats
-	term, err := s.MemoryStorage.Term(index)
+	term, err := s.Term(index)
 	if err != nil {
 		return st, fmt.Errorf("term of %d: %w", index, err)
 	}
@@ -283,25 +282,32 @@ func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, write func(
 	if err := putSnapshotMeta(w.b, meta, w.gen); err != nil {
 		return st, err
 	}
-	if err := w.b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), nil); err != nil {
-		return st, err
-	}
 	synced := time.Now()
 	if err := w.b.Commit(pebble.Sync); err != nil {
 		return st, fmt.Errorf("sync snapshot: %w", err)
 	}
 	w.timed(synced)
-	if _, err := s.MemoryStorage.CreateSnapshot(index, cs, nil); err != nil {
-		return st, err
-	}
-	if err := s.MemoryStorage.Compact(compactTo); err != nil && !errors.Is(err, raft.ErrCompacted) {
+	// The index first, then the store: a reader of entries from pebble
+	// holds mu's read lock, and once the index begins after compactTo no
+	// reader looks for the entries deleted below.
+	s.mu.Lock()
+	s.log.setSnapshot(meta)
+	s.log.compact(compactTo)
+	s.mu.Unlock()
+	// A crash before this delete leaves entries that the next one deletes
+	// (load indexes the log from the snapshot on).
+	if err := s.db.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), pebble.NoSync); err != nil {
 		return st, err
 	}
 	return SnapshotStats{Saved: true, Bytes: w.total, Stored: w.stored}, nil
 }
 
-// snapshotIndex is the index of the snapshot the mirror holds.
-func (s *Storage) snapshotIndex() uint64 {
-	snap, _ := s.MemoryStorage.Snapshot() // never fails
-	return snap.Metadata.Index
+// snapshotIndex is the index of the last snapshot stored.
+func (s *Storage) snapshotIndex() uint64 { return s.snapshotMeta().Index }
+
+// snapshotMeta is the metadata of the last snapshot stored.
+func (s *Storage) snapshotMeta() raftpb.SnapshotMetadata {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.snap
 }

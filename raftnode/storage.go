@@ -15,10 +15,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// Storage is raft's log and snapshot store: durable in pebble, served from
-// an in-memory mirror (raft.MemoryStorage) of the entries since the last
-// compaction. Every write goes to pebble first, in one synced batch, and
-// only then to the mirror, so what raft reads is always durable.
+// Storage is raft's log and snapshot store (raft.Storage): durable in
+// pebble, with an index of the log in memory (memLog: each entry's term
+// and size, and the newest entries up to a number of bytes). Raft reads
+// older entries from pebble. Every write goes to pebble first, in one
+// synced batch, and only then to the index, so what raft reads is always
+// durable.
 //
 // Keys:
 //
@@ -29,17 +31,22 @@ import (
 //
 // The raft goroutine writes the log (Save) and reads it through the
 // raft.Storage methods; the apply goroutine writes snapshots and compacts
-// the log (CreateSnapshot). MemoryStorage locks itself; pebble is safe for
+// the log (CreateSnapshot). mu guards the index; pebble is safe for
 // concurrent use; the two writers touch different entries (a snapshot
 // compacts only applied, hence committed, entries, and raft never rewrites
-// those), and snapMu keeps them from writing snapshots at once. Snapshot
-// reads the stored snapshot from one pebble snapshot, so it never sees the
-// metadata of one with the data of another.
+// those), and snapMu keeps them from writing snapshots at once. A read of
+// entries from pebble holds mu's read lock, and a compaction moves the
+// index's first entry under the write lock before it deletes the entries
+// from pebble, so a reader never finds deleted entries where the index
+// promised them. Snapshot reads the stored snapshot from one pebble
+// snapshot, so it never sees the metadata of one with the data of another.
 type Storage struct {
-	*raft.MemoryStorage
 	db     *pebble.DB
-	snapMu sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the mirror
+	snapMu sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the index
 	gen    atomic.Uint64 // the last generation of snapshot data begun
+
+	mu  sync.RWMutex // guards log
+	log *memLog
 }
 
 var (
@@ -60,14 +67,15 @@ func indexKey(prefix byte, i uint64) []byte {
 	return k
 }
 
-// openStorage opens (or creates) the store in dir and loads the log into
-// memory; the last snapshot's data stays in the store (snapshotReader).
-func openStorage(dir string, log *zap.Logger) (*Storage, error) {
+// openStorage opens (or creates) the store in dir and indexes its log,
+// keeping the newest entries up to cacheBytes in memory; the last
+// snapshot's data stays in the store (snapshotReader).
+func openStorage(dir string, cacheBytes int, log *zap.Logger) (*Storage, error) {
 	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{vfs.Default}, Logger: pebbleLogger{log.Sugar()}})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}
-	s := &Storage{MemoryStorage: raft.NewMemoryStorage(), db: db}
+	s := &Storage{db: db, log: newMemLog(cacheBytes)}
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft store %s: %w", dir, err)
@@ -85,45 +93,37 @@ func (s *Storage) load() error {
 		return err
 	}
 	s.gen.Store(max(gen, last))
-	var snap raftpb.Snapshot
-	if err := s.get(keySnapMeta, &snap.Metadata); err != nil {
+	var snap raftpb.SnapshotMetadata
+	if err := s.get(keySnapMeta, &snap); err != nil {
 		return err
 	}
-	if snap.Metadata.Index > 0 {
-		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
-			return err
-		}
+	if snap.Index > 0 {
+		s.log.applySnapshot(snap)
 	}
-	var hs raftpb.HardState
-	if err := s.get(keyHardState, &hs); err != nil {
+	if err := s.get(keyHardState, &s.log.hs); err != nil {
 		return err
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: indexKey(prefixEntry, snap.Metadata.Index+1),
+		LowerBound: indexKey(prefixEntry, snap.Index+1),
 		UpperBound: indexKey(prefixEntry, math.MaxUint64),
 	})
 	if err != nil {
 		return err
 	}
 	defer iter.Close()
-	var ents []raftpb.Entry
+	ent := make([]raftpb.Entry, 1)
 	for iter.First(); iter.Valid(); iter.Next() {
-		var e raftpb.Entry
-		if err := e.Unmarshal(iter.Value()); err != nil {
+		ent[0] = raftpb.Entry{}
+		if err := ent[0].Unmarshal(iter.Value()); err != nil {
 			return fmt.Errorf("entry %x: %w", iter.Key(), err)
 		}
-		ents = append(ents, e)
+		if want := s.log.lastIndex() + 1; ent[0].Index != want {
+			return fmt.Errorf("entry %d where %d belongs: the log has a gap", ent[0].Index, want)
+		}
+		s.log.append(ent)
+		ent = make([]raftpb.Entry, 1) // the cache keeps the last
 	}
-	if err := iter.Error(); err != nil {
-		return err
-	}
-	if err := s.MemoryStorage.Append(ents); err != nil {
-		return err
-	}
-	if err := s.MemoryStorage.SetHardState(hs); err != nil {
-		return err
-	}
-	return nil
+	return iter.Error()
 }
 
 // unmarshaler is what gogoproto messages implement.
@@ -149,13 +149,132 @@ func get(r pebble.Reader, key []byte, m unmarshaler) error {
 // IsEmpty reports whether the store has never been written: a new member
 // that must be bootstrapped.
 func (s *Storage) IsEmpty() bool {
-	hs, _, _ := s.InitialState()
-	last, _ := s.LastIndex()
-	return raft.IsEmptyHardState(hs) && last == 0
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return raft.IsEmptyHardState(s.log.hs) && s.log.lastIndex() == 0
+}
+
+// InitialState returns the stored HardState and the membership of the
+// last snapshot (raft.Storage).
+func (s *Storage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.hs, s.log.snap.ConfState, nil
+}
+
+// FirstIndex is the index of the first entry in the log (raft.Storage).
+func (s *Storage) FirstIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.firstIndex(), nil
+}
+
+// LastIndex is the index of the last entry in the log (raft.Storage).
+func (s *Storage) LastIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.lastIndex(), nil
+}
+
+// Term is the term of entry i, which may be the last compacted one
+// (raft.Storage).
+func (s *Storage) Term(i uint64) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.term(i)
+}
+
+// Entries returns the entries from lo to hi (exclusive), at most maxSize
+// bytes of them but at least one (raft.Storage): from the cache, and
+// those older than it from pebble. The caller may not change them.
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.log
+	switch {
+	case lo <= m.offset:
+		return nil, raft.ErrCompacted
+	case hi > m.lastIndex()+1:
+		return nil, fmt.Errorf("entries up to %d asked for, the log ends at %d", hi-1, m.lastIndex())
+	case lo >= hi:
+		return nil, nil
+	}
+	cf := m.cacheFirst()
+	if lo >= cf {
+		return m.cached(lo, hi, maxSize), nil
+	}
+	ents, size, err := s.readEntries(lo, min(hi, cf), maxSize)
+	if err != nil || hi <= cf || uint64(len(ents)) < min(hi, cf)-lo {
+		return ents, err
+	}
+	for _, e := range m.cached(cf, hi, math.MaxUint64) {
+		if size += uint64(e.Size()); size > maxSize {
+			break
+		}
+		ents = append(ents, e)
+	}
+	return ents, nil
+}
+
+// readEntries reads the entries from lo to hi (exclusive) from pebble, up
+// to maxSize bytes but at least one, and returns them with their size.
+// The caller holds mu (read).
+func (s *Storage) readEntries(lo, hi, maxSize uint64) ([]raftpb.Entry, uint64, error) {
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: indexKey(prefixEntry, lo), UpperBound: indexKey(prefixEntry, hi)})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer iter.Close()
+	var ents []raftpb.Entry
+	var size uint64
+	for iter.First(); iter.Valid(); iter.Next() {
+		var e raftpb.Entry
+		if err := e.Unmarshal(iter.Value()); err != nil {
+			return nil, 0, fmt.Errorf("entry %x: %w", iter.Key(), err)
+		}
+		if e.Index != lo+uint64(len(ents)) {
+			return nil, 0, fmt.Errorf("entry %d where %d belongs: the log has a gap", e.Index, lo+uint64(len(ents)))
+		}
+		if size += uint64(e.Size()); len(ents) > 0 && size > maxSize {
+			size -= uint64(e.Size())
+			break
+		}
+		ents = append(ents, e)
+	}
+	if err := iter.Error(); err != nil {
+		return nil, 0, err
+	}
+	if len(ents) == 0 {
+		return nil, 0, fmt.Errorf("entries %d to %d are not in the store", lo, hi-1)
+	}
+	return ents, size, nil
+}
+
+// LogBytes is the size of the log's entries after index lo up to and
+// including hi.
+func (s *Storage) LogBytes(lo, hi uint64) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.bytesBetween(lo, hi)
+}
+
+// CachedBytes is the size of the entries the index keeps in memory.
+func (s *Storage) CachedBytes() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.cacheBytes
+}
+
+// compactPoint is the last entry to compact so that at most maxEntries
+// entries and maxBytes bytes stay up to index upTo.
+func (s *Storage) compactPoint(upTo, maxEntries, maxBytes uint64) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.compactPoint(upTo, maxEntries, maxBytes)
 }
 
 // Snapshot returns the last stored snapshot with its data, which the
-// mirror does not keep (raft asks for it only to send it to a follower
+// index does not keep (raft asks for it only to send it to a follower
 // that is behind). It reads both from one pebble snapshot: the apply
 // goroutine may be writing a newer one.
 func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
@@ -172,7 +291,7 @@ func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 
 // Save writes a Ready's state in one batch: the snapshot it carries (if
 // any), its entries (dropping any conflicting tail) and its HardState. Then
-// it updates the mirror. The store holds the same entries as the mirror,
+// it updates the index. The store holds the same entries as the index,
 // so a tail to drop is known without a read, and the common append
 // writes no range deletion (pebble would keep one per write until its
 // next compaction). The batch is fsynced when mustSync (raft's
@@ -182,15 +301,15 @@ func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Snapshot, mustSync bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	prevLast, _ := s.MemoryStorage.LastIndex() // never fails
+	prevLast, _ := s.LastIndex() // never fails
 	if !raft.IsEmptySnap(snap) {
 		s.snapMu.Lock()
 		defer s.snapMu.Unlock()
 		if err := s.putSnapshot(b, snap.Metadata, snap.Data); err != nil {
 			return err
 		}
-		// The snapshot replaces the whole log, as the mirror's
-		// ApplySnapshot does; this Ready's entries follow it.
+		// The snapshot replaces the whole log, as the index's
+		// applySnapshot does; this Ready's entries follow it.
 		if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, math.MaxUint64), nil); err != nil {
 			return err
 		}
@@ -233,17 +352,14 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 	if err := b.Commit(opts); err != nil {
 		return fmt.Errorf("write raft store: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !raft.IsEmptySnap(snap) {
-		snap.Data = nil // the mirror keeps metadata only; Snapshot reads the data back
-		if err := s.MemoryStorage.ApplySnapshot(snap); err != nil {
-			return err
-		}
+		s.log.applySnapshot(snap.Metadata) // Snapshot reads the data back
 	}
-	if err := s.MemoryStorage.Append(ents); err != nil {
-		return err
-	}
+	s.log.append(ents)
 	if !raft.IsEmptyHardState(hs) {
-		return s.MemoryStorage.SetHardState(hs)
+		s.log.hs = hs
 	}
 	return nil
 }

@@ -12,6 +12,10 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
+// testCacheBytes is the log cache of the stores the tests open: small, so
+// that they read entries from pebble too.
+const testCacheBytes = 1 << 10
+
 // pattern is n bytes that differ from chunk to chunk and from seed to seed.
 func pattern(n int, seed byte) []byte {
 	b := make([]byte, n)
@@ -24,7 +28,7 @@ func pattern(n int, seed byte) []byte {
 // logOf opens a store in dir holding entries 1..last, all committed.
 func logOf(t *testing.T, dir string, last uint64) *Storage {
 	t.Helper()
-	s, err := openStorage(dir, zaptest.NewLogger(t))
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +107,7 @@ func TestAStreamedSnapshotReadsBackWholeAndReplacesTheLast(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err = openStorage(dir, zaptest.NewLogger(t))
+	s, err = openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +172,7 @@ func TestAStoreOfTheOldLayoutKeepsItsSnapshotUntilTheNext(t *testing.T) {
 	b.Close()
 	s.Close()
 
-	s, err := openStorage(dir, zaptest.NewLogger(t))
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +197,7 @@ func TestAStoreOfTheOldLayoutKeepsItsSnapshotUntilTheNext(t *testing.T) {
 // index and each entry's term, as a restart would load them.
 func storedLog(t *testing.T, dir string) (first, last uint64, terms map[uint64]uint64) {
 	t.Helper()
-	s, err := openStorage(dir, zaptest.NewLogger(t))
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func saveEntries(t *testing.T, s *Storage, from, to uint64) {
 
 func TestTheWALIsWrittenWithZerosAheadOfItsWrites(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openStorage(dir, zaptest.NewLogger(t))
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func crashCopy(t *testing.T, dir string) string {
 // each with its data, and the commit index last.
 func openLog(t *testing.T, dir string, last uint64) *Storage {
 	t.Helper()
-	s, err := openStorage(dir, zaptest.NewLogger(t))
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func openLog(t *testing.T, dir string, last uint64) *Storage {
 
 func TestAStoreKilledWithZerosAfterItsLogsKeepsEveryWrite(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openStorage(dir, zaptest.NewLogger(t))
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
