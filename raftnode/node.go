@@ -455,6 +455,12 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 // Applied is the index of the last entry applied.
 func (n *Node) Applied() uint64 { return n.applied.Load() }
 
+// MemoryHeld is what the node holds in memory of the log: the newest
+// entries it caches, and the committed entries waiting to be applied.
+func (n *Node) MemoryHeld() (logCache, applyQueue int64) {
+	return int64(n.storage.CachedBytes()), n.applyBytes.Used()
+}
+
 // Leader is the id of the member this one believes leads, 0 if none.
 func (n *Node) Leader() uint64 { return n.leader.Load() }
 

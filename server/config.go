@@ -45,6 +45,8 @@ type Config struct {
 	MaxFrame          int           // request frame limit (default 1 MiB + 64 KiB: room for a full 1 MiB value)
 	MaxDataSize       int           // znode data limit (default 1 MiB)
 	MaxConns          int           // open client connections at most (default 4096)
+	MemoryBudget      int64         // bytes the member may hold for its clients' traffic (default 512 MiB; see memory.go)
+	SnapshotBytes     uint64        // raft log bytes since the last snapshot that make a new one (default 128 MiB)
 	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
 	SnapshotEvery     uint64        // applied entries between snapshots (default 10,000)
 	CatchUpEntries    uint64        // log entries kept behind a snapshot for followers a little behind (default 1,000)
@@ -102,6 +104,9 @@ func (c *Config) setDefaults() {
 	if c.MaxConns == 0 {
 		c.MaxConns = 4096
 	}
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget
+	}
 	c.setLimitDefaults()
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
@@ -118,5 +123,14 @@ func (c *Config) setDefaults() {
 }
 
 // maxOutBuffer is how much unsent output a connection may queue before the
-// server gives up on its reader and closes it.
+// server gives up on its reader and closes it (sooner when the member's
+// memory for replies is short: see conn.send).
 const maxOutBuffer = 64 << 20
+
+// A connection keeps its read and write buffers for the next frame, unless
+// they grew past these for a large one: 4,096 connections that each once
+// read a 1 MiB frame would otherwise hold 4 GiB.
+const (
+	maxKeptReadBuffer  = 64 << 10
+	maxKeptWriteBuffer = 1 << 20
+)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,10 +55,11 @@ type conn struct {
 	budget             *budget
 	ephemeralsInFlight atomic.Int64
 
-	outMu  sync.Mutex
-	out    []byte        // outMu guards out and closed
-	closed bool          // no more output is accepted
-	wake   chan struct{} // tells flush that out has bytes
+	outMu   sync.Mutex
+	out     []byte        // outMu guards out and closed
+	closed  bool          // no more output is accepted
+	wake    chan struct{} // tells flush that out has bytes
+	drained chan struct{} // flush tells waitForRoom that it took out
 
 	stats connStats // for the stat, cons and mntr four-letter words
 }
@@ -71,6 +73,7 @@ type request struct {
 	outcome  error              // a write's raftnode outcome error
 	start    time.Time
 	size     int // the frame's length, held against the connection's budget until the reply
+	pooled   int // the frame's length, held in the member's request memory until the reply
 	// ephemerals is the number of ephemeral creates of a write, counted
 	// against its session's limit until the reply.
 	ephemerals int
@@ -104,6 +107,7 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 		replies: make(chan *request, min(srv.cfg.MaxOutstanding, pipelineDepth)),
 		budget:  newBudget(srv.cfg.MaxOutstanding, srv.cfg.MaxOutstandingBytes),
 		wake:    make(chan struct{}, 1),
+		drained: make(chan struct{}, 1),
 	}
 	c.codec = newCodec(c)
 	c.stats.init()
@@ -161,7 +165,11 @@ func (c *conn) read(br *bufio.Reader) {
 			c.readFailed(err)
 			return
 		}
-		buf = body[:0]
+		if cap(body) <= maxKeptReadBuffer {
+			buf = body[:0]
+		} else {
+			buf = nil // a large frame's buffer is not kept for the connection's life
+		}
 		c.srv.heardFrom(c.session)
 		c.stats.received(c.srv)
 		r := &request{start: time.Now()}
@@ -183,6 +191,9 @@ func (c *conn) read(br *bufio.Reader) {
 		}
 		if !c.admitRequest(r, len(body)) {
 			return
+		}
+		if r.err == nil {
+			c.admitMemory(r, len(body))
 		}
 		select {
 		case c.pending <- r:
@@ -225,22 +236,53 @@ func (c *conn) send(r *request, reply *wire.Reply) {
 	}
 	n := len(c.out)
 	c.out = c.codec.appendReply(c.out, r, *reply)
+	mem := c.srv.memory
 	if len(c.out) > n {
 		c.stats.sent(c.srv)
+		mem.replies.Add(int64(len(c.out) - n))
 	}
-	overflow := len(c.out) > maxOutBuffer
+	// Replies wait for room (waitForRoom); notifications cannot, so a
+	// client that lets them pile up is dropped: past maxOutBuffer, or past
+	// the high-water mark while the member's replies are over their share.
+	overflow := len(c.out) > maxOutBuffer || len(c.out) > replyHighWater && mem.repliesFull()
 	if overflow {
+		mem.replies.Add(-int64(len(c.out)))
 		c.out, c.closed = nil, true // drop it all: the client is not reading
 	}
 	c.outMu.Unlock()
 	if overflow {
-		c.log.Warn("closing connection: client is not reading its replies")
-		c.cancel()
+		c.notReading()
 		return
 	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// notReading closes a connection whose client does not read what it is
+// sent.
+func (c *conn) notReading() {
+	c.log.Warn("closing connection: client is not reading its replies")
+	c.cancel()
+}
+
+// waitForRoom waits while the connection's unsent output is over
+// replyHighWater, or the connection closes: the responder calls it before
+// each reply, outside any lock.
+func (c *conn) waitForRoom() {
+	for {
+		c.outMu.Lock()
+		full := len(c.out) > replyHighWater && !c.closed
+		c.outMu.Unlock()
+		if !full {
+			return
+		}
+		select {
+		case <-c.drained:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -261,6 +303,7 @@ func (c *conn) flush() {
 			c.outMu.Unlock()
 			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 			_, _ = c.nc.Write(spare)
+			c.srv.memory.replies.Add(-int64(len(spare)))
 			c.nc.Close()
 			return
 		}
@@ -268,12 +311,24 @@ func (c *conn) flush() {
 		b := c.out
 		c.out = spare[:0]
 		c.outMu.Unlock()
+		select {
+		case c.drained <- struct{}{}:
+		default:
+		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := c.nc.Write(b); err != nil {
+		_, err := c.nc.Write(b)
+		c.srv.memory.replies.Add(-int64(len(b)))
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.notReading()
+			}
 			c.cancel()
 			continue
 		}
-		spare = b
+		spare = nil
+		if cap(b) <= maxKeptWriteBuffer {
+			spare = b // a large reply's buffer is not kept for the connection's life
+		}
 	}
 }
 

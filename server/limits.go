@@ -40,6 +40,7 @@ const (
 	limitFrameSize        = "frame_size"
 	limitListNames        = "listing_names"
 	limitListBytes        = "listing_bytes"
+	limitMemory           = "memory_requests" // the member's request memory, a share of Config.MemoryBudget
 )
 
 // The limits' defaults.
@@ -78,6 +79,9 @@ func (c *Config) setLimitDefaults() {
 func (c *Config) checkLimits() error {
 	if c.MaxOutstanding < 1 {
 		return fmt.Errorf("the outstanding requests limit must be at least 1, not %d", c.MaxOutstanding)
+	}
+	if c.MemoryBudget < 1<<20 {
+		return fmt.Errorf("the memory budget must be at least 1 MiB, not %d bytes", c.MemoryBudget)
 	}
 	if c.MaxOutstandingBytes < 1 {
 		return fmt.Errorf("the outstanding bytes limit must be at least 1, not %d", c.MaxOutstandingBytes)
@@ -138,7 +142,9 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		l.values.WithLabelValues(name).Set(value)
 		l.refusals.WithLabelValues(name) // shown as 0 until the first refusal
 	}
-	for _, name := range []string{limitOutstanding, limitOutstandingBytes} {
+	l.values.WithLabelValues(limitMemory).Set(float64(cfg.MemoryBudget / 4))
+	l.refusals.WithLabelValues(limitMemory)
+	for _, name := range []string{limitOutstanding, limitOutstandingBytes, limitMemory} {
 		l.throttled.WithLabelValues(name)
 		l.waited.WithLabelValues(name)
 	}
@@ -292,6 +298,10 @@ func (c *conn) finished(r *request) {
 	}
 	if r.size > 0 {
 		c.budget.give(r.size)
+	}
+	if r.pooled > 0 {
+		c.srv.memory.requests.Give(int64(r.pooled))
+		r.pooled = 0
 	}
 }
 

@@ -125,6 +125,7 @@ func (c *conn) propose(r *request) {
 // respond answers the requests in order.
 func (c *conn) respond() {
 	for r := range c.replies {
+		c.waitForRoom()
 		reply := wire.Reply{Xid: r.req.Xid}
 		if !c.answerRead(r, &reply) {
 			c.answer(r, &reply)

@@ -29,6 +29,7 @@ type Server struct {
 	watches  *watchRegistry
 	metrics  *metrics
 	limits   *limiter
+	memory   *memory
 
 	transport *raftnode.TCPTransport // nil for a single node
 	ln        net.Listener
@@ -84,6 +85,8 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.onRestore = func() { s.dropAllConns(wire.CodeConnectionLoss) }
 	s.metrics = newMetrics(s)
 	s.limits = newLimiter(&s.cfg, s.metrics.reg)
+	s.memory = newMemory(cfg.MemoryBudget)
+	s.memory.register(s.metrics.reg)
 	tlsConf, err := clientTLSConfig(&cfg)
 	if err != nil {
 		return nil, err
@@ -116,9 +119,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
-	s.wg.Add(2)
+	s.memory.node = s.node
+	s.wg.Add(3)
 	go s.acceptLoop(s.ln, newArborCodec)
 	go s.expiryLoop()
+	go s.watchMemory()
 	if s.zkLn != nil {
 		s.wg.Add(1)
 		go s.acceptLoop(s.zkLn, newZKCodec)
@@ -143,7 +148,9 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, Logger: s.log.Named("raft"),
+		SnapshotBytes: cfg.SnapshotBytes,
 	}
+	s.memory.raftConfig(&rc)
 	if len(cfg.Peers) > 0 {
 		if _, ok := cfg.Peers[cfg.ID]; !ok {
 			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)

@@ -38,6 +38,8 @@ func run(args []string) error {
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
 		memLimit byteSize
+		budget   = byteSize(server.DefaultMemoryBudget)
+		snapSize = byteSize(128 << 20)
 	)
 	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
@@ -56,6 +58,8 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
 	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
+	fs.Var(&snapSize, "snapshot-bytes", "raft log bytes since the last snapshot that make a new one, as 128MiB")
+	fs.Var(&budget, "memory-budget", "memory the member may hold for its clients' traffic (requests, replies, raft's queues), as 512MiB: past it writers are slowed, then refused (docs/reliability.md)")
 	limits := limitFlags(fs, &cfg)
 	fs.Var(&memLimit, "memory-limit", "soft limit on the memory the Go runtime holds, as 300MiB: the collector runs more often as it nears it (0: none, or GOMEMLIMIT's)")
 	fs.StringVar(&cfg.SuperDigest, "super-digest", "", "the superuser, as user:base64(sha1(user:password)); it passes every ACL check (empty: none)")
@@ -77,6 +81,7 @@ func run(args []string) error {
 	if memLimit > 0 {
 		debug.SetMemoryLimit(int64(memLimit))
 	}
+	cfg.MemoryBudget, cfg.SnapshotBytes = int64(budget), uint64(snapSize)
 	cfg.ID = *id
 	var err error
 	if cfg.Peers, err = parsePeers(*peers); err != nil {
