@@ -244,7 +244,7 @@ func (c *conn) send(r *request, reply *wire.Reply) {
 	// Replies wait for room (waitForRoom); notifications cannot, so a
 	// client that lets them pile up is dropped: past maxOutBuffer, or past
 	// the high-water mark while the member's replies are over their share.
-	overflow := len(c.out) > maxOutBuffer || len(c.out) > replyHighWater && mem.repliesFull()
+	overflow := len(c.out) > maxOutBuffer || r == nil && len(c.out) > replyHighWater && mem.repliesFull()
 	if overflow {
 		mem.replies.Add(-int64(len(c.out)))
 		c.out, c.closed = nil, true // drop it all: the client is not reading
