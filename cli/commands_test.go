@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
+	"go.uber.org/zap/zaptest"
 )
 
 // step is one run of the binary and what it must print: stdout exactly,
@@ -173,5 +175,34 @@ func TestClusterCommandsPrintText(t *testing.T) {
 	}
 	if r := arbor(t, addr, "member", "remove", "x"); r.code != 2 || !strings.Contains(r.stderr, `member id "x"`) {
 		t.Errorf("member remove x: %v", r)
+	}
+}
+
+func TestMemberChangesOnServersWithASuperuserTakeItsAuth(t *testing.T) {
+	s, err := server.New(server.Config{
+		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(),
+		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
+		SuperDigest: client.DigestID("root", "rootpw"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	addr := s.Addr().String()
+	runSteps(t, addr, []step{
+		{"a change without auth is refused, saying what it takes", []string{"member", "add", "--learner", "2", "127.0.0.1:1"}, 1, "",
+			"arbor: not allowed to change the members: that takes the superuser (--auth digest:USER:PASSWORD"},
+		{"so is one by another user", []string{"--auth", "digest:alice:secret", "member", "remove", "9"}, 1, "", "not allowed to change the members"},
+	})
+	if members := lines(must(t, addr, "member", "list")); len(members) != 2 {
+		t.Fatalf("member list without auth = %q", members)
+	}
+	added := lines(must(t, addr, "--auth", "digest:root:rootpw", "member", "add", "--learner", "2", "127.0.0.1:1"))
+	if len(added) != 3 || !strings.HasPrefix(added[2], "2 ") || !strings.HasSuffix(added[2], "learner") {
+		t.Fatalf("member add as the superuser = %q", added)
+	}
+	r := runArbor(t, "", []string{"ARBOR_AUTH=digest:root:rootpw"}, "--servers", addr, "member", "remove", "2")
+	if r.code != 0 || len(lines(r.stdout)) != 2 {
+		t.Fatalf("member remove with ARBOR_AUTH as the superuser: %v", r)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -27,11 +28,14 @@ func (e *env) memberCommand() *cobra.Command {
 		Short: "List and change the cluster's members",
 		Long: "List the cluster's members, or change them one at a time. Each subcommand prints\n" +
 			"the membership after it. Changes are accepted only from a loopback address\n" +
-			"unless the servers run with --remote-admin.",
+			"unless the servers run with --remote-admin; and once the servers have a\n" +
+			"superuser or require client certificates, only from the superuser (--auth\n" +
+			"digest:USER:PASSWORD) or a certificate they name in --admin-identities.",
 		Example: "  arbor member list\n" +
 			"  arbor member add --learner 4 127.0.0.1:2384\n" +
 			"  arbor member promote 4\n" +
-			"  arbor member remove 3",
+			"  arbor member remove 3\n" +
+			"  arbor --auth digest:admin:s3cret member remove 3   # servers with a superuser",
 		Args: usageArgs(cobra.NoArgs), // an unknown subcommand
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -91,6 +95,10 @@ func memberID(s string) (uint64, error) {
 func (e *env) changeMembers(cmd *cobra.Command, call func(c *client.Client, ctx context.Context) ([]client.Member, error)) error {
 	return e.run(cmd, func(ctx context.Context, c *client.Client) error {
 		members, err := call(c, ctx)
+		if errors.Is(err, client.ErrNoAuth) {
+			return errors.New("not allowed to change the members: that takes the superuser (--auth digest:USER:PASSWORD, " +
+				"or addauth in the shell) or an admin certificate (--tls-cert), on a loopback address unless the servers run with --remote-admin")
+		}
 		if err != nil {
 			return err
 		}

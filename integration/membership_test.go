@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
 )
 
 // voters returns the ids of the voters in members, and of the learners.
@@ -131,4 +132,36 @@ func retry(op func() error) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestOnAServerWithASuperuserOnlyTheSuperuserChangesTheMembers: loopback
+// is not enough once a superuser is configured; the client proves it is
+// the superuser with WithAuth at Dial or AddAuth later.
+func TestOnAServerWithASuperuserOnlyTheSuperuserChangesTheMembers(t *testing.T) {
+	s := startServer(t, "", "", func(cfg *server.Config) { cfg.SuperDigest = client.DigestID("super", "test") })
+	addr := s.Addr().String()
+	ctx := testCtx(t)
+	c := dial(t, addr, client.WithAuth("digest", client.DigestCredential("alice", "secret")))
+	if _, err := c.AddMember(ctx, 2, "127.0.0.1:1", true); !errors.Is(err, client.ErrNoAuth) {
+		t.Fatalf("AddMember by alice from loopback: %v, want ErrNoAuth", err)
+	}
+	if members, err := c.Members(ctx); err != nil || len(members) != 1 {
+		t.Fatalf("Members by alice = %v, %v; the list stays open", members, err)
+	}
+	if err := c.AddAuth(ctx, "digest", client.DigestCredential("super", "test")); err != nil {
+		t.Fatal(err)
+	}
+	if _, l, err := rolesOf(c.AddMember(ctx, 2, "127.0.0.1:1", true)); err != nil || fmt.Sprint(l) != "[2]" {
+		t.Fatalf("AddMember after AddAuth as the superuser: learners %v, %v", l, err)
+	}
+	root := dial(t, addr, client.WithAuth("digest", client.DigestCredential("super", "test")))
+	if v, l, err := rolesOf(root.RemoveMember(ctx, 2)); err != nil || fmt.Sprint(v) != "[1]" || len(l) != 0 {
+		t.Fatalf("RemoveMember by a session dialed as the superuser: %v %v, %v", v, l, err)
+	}
+}
+
+// rolesOf is roles of a membership call's answer.
+func rolesOf(members []client.Member, err error) (voters, learners []int64, _ error) {
+	voters, learners = roles(members)
+	return voters, learners, err
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/internal/testcerts"
 	"github.com/arbor-coord/arbor/server"
+	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -40,12 +42,14 @@ func startTLSCluster(t *testing.T, n int) *tlsCluster {
 
 // withTLS gives member cfg.ID certificates: a client-port one from
 // clientCA and a peer one from peerCA (which may be a CA the cluster does
-// not trust).
+// not trust). The client certificate of user "admin" may change the
+// membership.
 func (tc *tlsCluster) withTLS(t *testing.T, cfg *server.Config, peerCA *testcerts.CA) {
 	name := pkix.Name{CommonName: fmt.Sprintf("member %d", cfg.ID), Organization: []string{"Arbor"}}
 	cf, pf := tc.clientCA.Issue(t, name), peerCA.Issue(t, name)
 	cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = cf.Cert, cf.Key, tc.clientCA.File
 	cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA = pf.Cert, pf.Key, tc.peerCA.File
+	cfg.AdminIdentities = []wire.Identity{{Scheme: "x509", ID: "CN=admin,O=Arbor"}}
 }
 
 // clientTLS is the TLS of a client with a certificate from the cluster's
@@ -134,6 +138,12 @@ func TestAMemberWithAPeerCertificateFromAnotherCACannotJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Only an admin certificate may add it; another is refused, even from
+	// loopback.
+	bob := dial(t, tc.addr(tc.leader()), tc.clientTLS(t, "bob"))
+	if _, err := bob.AddMember(ctx, 4, tc.peerAddr(4), true); !errors.Is(err, client.ErrNoAuth) {
+		t.Fatalf("AddMember with bob's certificate: %v, want ErrNoAuth", err)
+	}
 	// A member whose certificate the cluster's peer CA signed joins.
 	if _, err := admin.AddMember(ctx, 4, tc.peerAddr(4), true); err != nil {
 		t.Fatal(err)

@@ -3,24 +3,34 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
 )
 
 // admin answers the membership and status ops. A membership change waits
 // until it is applied on this member; the reply lists the members then.
-// ACLs do not cover them: membership changes are taken only from clients on a
-// loopback address, unless Config.RemoteAdmin allows them from anywhere.
+// ACLs do not cover them: a change needs what mayChangeMembers asks; the
+// status and the member list are open to every client.
 func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	id, m := uint64(req.Member.ID), req.Member
-	if req.Op != wire.OpStatus && req.Op != wire.OpMembers && !s.cfg.RemoteAdmin && !isLoopback(c.nc.RemoteAddr()) {
-		reply.Err = wire.CodeNoAuth
-		return
+	if req.Op != wire.OpStatus && req.Op != wire.OpMembers {
+		if err := s.mayChangeMembers(c); err != nil {
+			// The reply carries only the code: the log says why.
+			c.log.Info("membership change refused", zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
+				zap.Strings("identities", identityNames(whoAmI(c.identities()))), zap.Error(err))
+			reply.Err = wire.CodeOf(err)
+			return
+		}
 	}
 	var err error
 	switch req.Op {
@@ -73,6 +83,121 @@ func isAdmin(op wire.Op) bool {
 		return true
 	}
 	return false
+}
+
+// mayChangeMembers decides whether c may add, promote or remove members,
+// here and through any other protocol that changes them.
+func (s *Server) mayChangeMembers(c *conn) error {
+	return memberRights(&s.cfg, c.nc.RemoteAddr(), c.identities())
+}
+
+// memberRights is the rule of mayChangeMembers, for a client at from with
+// identities ids. Where from: a loopback address, or any with RemoteAdmin.
+// Who: anyone, until a superuser or client certificates are configured;
+// then only the superuser or a certificate named in AdminIdentities (every
+// process and account on a host shares its loopback address, so it proves
+// nothing once there are identities to ask for).
+func memberRights(cfg *Config, from net.Addr, ids []wire.Identity) error {
+	if !cfg.RemoteAdmin && !isLoopback(from) {
+		return wire.Errorf(wire.CodeNoAuth, "membership changes are taken only from a loopback address unless the server runs with --remote-admin")
+	}
+	if cfg.SuperDigest == "" && cfg.TLSCA == "" {
+		return nil
+	}
+	for _, id := range ids {
+		if id.Scheme == tree.SuperScheme || slices.Contains(cfg.AdminIdentities, id) {
+			return nil
+		}
+	}
+	return wire.Errorf(wire.CodeNoAuth, "membership changes need %s", adminsWanted(cfg))
+}
+
+// adminsWanted names who may change the members under cfg, for the
+// refusal's message.
+func adminsWanted(cfg *Config) string {
+	switch {
+	case cfg.SuperDigest != "" && len(cfg.AdminIdentities) > 0:
+		return "the superuser (auth digest) or a client certificate listed in the admin identities"
+	case cfg.SuperDigest != "":
+		return "the superuser (auth digest)"
+	case len(cfg.AdminIdentities) > 0:
+		return "a client certificate listed in the admin identities"
+	}
+	return "the superuser or an admin certificate, and this server has neither (--super-digest, --admin-identities)"
+}
+
+// identityNames writes ids as scheme:id, for the log.
+func identityNames(ids []wire.Identity) []string {
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = id.Scheme + ":" + id.ID
+	}
+	return names
+}
+
+// ParseAdminIdentities parses a list of admin identities, scheme:id
+// entries separated by commas, as in
+// "x509:CN=ops,O=Arbor,x509:CN=alice,O=Arbor". A subject has commas of its
+// own, so an entry ends only before a part that starts with a scheme (a
+// ":" before any "="), which an attribute of a subject never does. It
+// checks the form; New checks the schemes (see Config.AdminIdentities).
+func ParseAdminIdentities(s string) ([]wire.Identity, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var entries []string
+	for i, part := range strings.Split(s, ",") {
+		if i > 0 && (!startsWithScheme(part) || endsEscaped(entries[len(entries)-1])) {
+			entries[len(entries)-1] += "," + part
+			continue
+		}
+		entries = append(entries, part)
+	}
+	ids := make([]wire.Identity, len(entries))
+	for i, e := range entries {
+		scheme, id, ok := strings.Cut(e, ":")
+		if !ok || scheme == "" || id == "" || strings.Contains(scheme, "=") {
+			return nil, fmt.Errorf("admin identity %q is not scheme:id, as x509:CN=ops,O=Arbor", e)
+		}
+		ids[i] = wire.Identity{Scheme: scheme, ID: id}
+	}
+	return ids, nil
+}
+
+// startsWithScheme reports whether part of an identity list starts a new
+// entry: it has a ":" before any "=".
+func startsWithScheme(part string) bool {
+	colon, eq := strings.IndexByte(part, ':'), strings.IndexByte(part, '=')
+	return colon > 0 && (eq < 0 || colon < eq)
+}
+
+// endsEscaped reports whether s ends in an odd run of backslashes: the
+// comma that follows it is escaped, part of a value.
+func endsEscaped(s string) bool {
+	n := len(s) - len(strings.TrimRight(s, `\`))
+	return n%2 == 1
+}
+
+// checkAdminIdentities checks Config.AdminIdentities: client certificate
+// subjects, written as certSubject writes them, on a server that asks
+// clients for certificates.
+func checkAdminIdentities(cfg *Config) error {
+	for _, id := range cfg.AdminIdentities {
+		switch {
+		case id.Scheme != "x509":
+			return fmt.Errorf("admin identity of scheme %q: only client certificates (x509:SUBJECT) are named admins; the superuser is the super digest", id.Scheme)
+		case id.ID == "":
+			return errors.New("admin identity x509: has no subject")
+		case strings.Contains(strings.ReplaceAll(id.ID, `\,`, ""), ", "):
+			// A subject never matches with these spaces: say so now rather
+			// than refuse its certificate later.
+			return fmt.Errorf("admin identity x509:%s: write the subject without spaces after its commas, as whoami shows it (CN=ops,O=Arbor)", id.ID)
+		}
+	}
+	if len(cfg.AdminIdentities) > 0 && cfg.TLSCA == "" {
+		return errors.New("admin identities (--admin-identities) name client certificates, and without a TLS CA (--tls-ca) no client presents one")
+	}
+	return nil
 }
 
 func isLoopback(addr net.Addr) bool {

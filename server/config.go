@@ -31,9 +31,16 @@ type Config struct {
 	// members verify each other's certificates against it both ways.
 	PeerTLSCert, PeerTLSKey, PeerTLSCA string
 
-	// RemoteAdmin accepts membership changes from any client; without it
-	// only clients on a loopback address may make them.
+	// RemoteAdmin accepts membership changes from clients on any address;
+	// without it only clients on a loopback address may make them. It
+	// widens where from, not who: see AdminIdentities.
 	RemoteAdmin bool
+	// AdminIdentities are the client certificates, as x509 identities
+	// (x509, "CN=ops,O=Arbor"), that may change the membership. Once
+	// SuperDigest or TLSCA is set, membership changes need the superuser
+	// or one of these, wherever the client connects from; until then any
+	// client on an allowed address may make them. They need TLSCA.
+	AdminIdentities []wire.Identity
 
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
 	// the HTTP listener. They show the process's internals and a CPU

@@ -60,6 +60,9 @@ func New(cfg Config) (*Server, error) {
 	if err := checkSuperDigest(cfg.SuperDigest); err != nil {
 		return nil, err
 	}
+	if err := checkAdminIdentities(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.DefaultACL != nil {
 		if err := tree.ValidateACL(cfg.DefaultACL); err != nil {
 			return nil, fmt.Errorf("default ACL: %w", err)
@@ -138,6 +141,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
 		zap.String("zookeeper_clients", zkClients), zap.Bool("client_tls", tlsConf != nil), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+	if cfg.TLSCA != "" && cfg.SuperDigest == "" && len(cfg.AdminIdentities) == 0 {
+		s.log.Warn("membership changes are refused to every client: clients need certificates, and neither a superuser nor an admin identity is configured")
+	}
 	return s, nil
 }
 

@@ -189,6 +189,9 @@ func (z *zkCodec) mapRequest(r *request, zr *zkwire.Request) error {
 	case zkwire.OpCheckWatches, zkwire.OpGetEphemerals:
 		r.own = true
 	case zkwire.OpReconfig:
+		// Off for every client, admins too. Were it on, it would take
+		// mayChangeMembers's rule after this answer, as ZooKeeper checks
+		// reconfigEnabled before the caller's rights.
 		return wire.Errorf(codeReconfigDisabled, "dynamic reconfiguration is off: members change with arbor member")
 	default: // sasl
 		return wire.Errorf(wire.CodeUnimplemented, "%s is not supported", zr.Op)

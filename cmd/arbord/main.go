@@ -37,6 +37,7 @@ func run(args []string) error {
 		peers    = fs.String("peers", "", "the cluster's members as id=host:port,... (empty: a single node)")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
+		admins   = fs.String("admin-identities", "", "client certificates that may change the membership, as x509:SUBJECT,... such as x509:CN=ops,O=Arbor (needs --tls-ca)")
 		memLimit byteSize
 		budget   = byteSize(server.DefaultMemoryBudget)
 		snapSize = byteSize(128 << 20)
@@ -46,7 +47,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
-	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients")
+	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients (who may make them is unchanged: see --admin-identities)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the --http listener")
 	fs.BoolVar(&cfg.Join, "join", false, "join a running cluster that added this member (arbor member add); do not bootstrap")
 	fs.DurationVar(&cfg.TickInterval, "tick", 0, "raft tick (default 50ms)")
@@ -89,6 +90,9 @@ func run(args []string) error {
 	}
 	if cfg.DefaultACL, err = tree.ParseACL(*defACL); err != nil {
 		return fmt.Errorf("--default-acl: %w", err)
+	}
+	if cfg.AdminIdentities, err = server.ParseAdminIdentities(*admins); err != nil {
+		return fmt.Errorf("--admin-identities: %w", err)
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {

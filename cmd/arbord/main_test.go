@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/arbor-coord/arbor/server"
@@ -111,5 +112,24 @@ func TestMemoryLimitReadsSizesAsGOMEMLIMITDoes(t *testing.T) {
 		if err := s.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted as %d", bad, s)
 		}
+	}
+}
+
+func TestAdminIdentitiesAreCheckedBeforeTheServerStarts(t *testing.T) {
+	safe := []string{"--listen", "127.0.0.1:0", "--http", "-", "--data", t.TempDir()}
+	for _, tc := range []struct {
+		name string
+		list string
+		want string
+	}{
+		{"a subject without its scheme is refused", "CN=ops,O=Arbor", "--admin-identities"},
+		{"admin certificates without a CA to ask for them are refused", "x509:CN=ops,O=Arbor", "--tls-ca"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(append([]string{"--admin-identities", tc.list}, safe...))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run = %v, want an error naming %s", err, tc.want)
+			}
+		})
 	}
 }
