@@ -96,6 +96,12 @@ func TestBadInputIsRefusedAndOthersCarryOn(t *testing.T) {
 			t.Fatalf("got %v, want NotCaughtUp", resp.Err)
 		}
 	})
+	t.Run("a new session from a client ahead of the server is sent elsewhere", func(t *testing.T) {
+		c := dialRaw(t, s)
+		if resp := c.connect(wire.ConnectRequest{LastZxidSeen: 1 << 40}); resp.Err != wire.CodeNotCaughtUp || resp.SessionID != 0 {
+			t.Fatalf("got %+v, want NotCaughtUp and no session", resp)
+		}
+	})
 
 	// Through all of that the first client was served.
 	r := good.call(wire.Request{Xid: 9, Op: wire.OpGetData, Path: "/kept"})

@@ -36,6 +36,10 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	switch {
 	case c.srv.node.Leader() == 0:
 		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
+	case !c.caughtUp(req.LastZxidSeen):
+		// A new session too: the client's next read must not go back in
+		// time, whichever session it is made in.
+		err = wire.ErrNotCaughtUp
 	case req.SessionID == 0:
 		err = c.createSession(&req, &resp)
 	default:
@@ -81,17 +85,20 @@ func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectRespons
 	return nil
 }
 
-func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
-	if req.LastZxidSeen > c.srv.fsm.lastZxid() {
-		// The client has seen more than this server applied: wait a
-		// little for the log to catch up, else send it elsewhere.
-		ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-		err := c.srv.node.WaitApplied(ctx, uint64(req.LastZxidSeen))
-		cancel()
-		if err != nil || req.LastZxidSeen > c.srv.fsm.lastZxid() {
-			return wire.ErrNotCaughtUp
-		}
+// caughtUp reports whether this member has applied lastZxidSeen, the
+// highest zxid the client has seen. A member behind it waits a little for
+// its log to catch up; if it does not, the client is sent elsewhere.
+func (c *conn) caughtUp(lastZxidSeen int64) bool {
+	if lastZxidSeen <= c.srv.fsm.lastZxid() {
+		return true
 	}
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	err := c.srv.node.WaitApplied(ctx, uint64(lastZxidSeen))
+	cancel()
+	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid()
+}
+
+func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
 	var s tree.Session
 	var ok bool
 	c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
