@@ -85,6 +85,10 @@ type request struct {
 	// endOnAuthFailure makes a failed auth end the connection (ZooKeeper's
 	// codec: ZooKeeper closes it); Arbor's protocol carries on.
 	endOnAuthFailure bool
+	// refuseConn marks a request that gets no reply (one with a reserved
+	// xid): once the requests before it are answered, the connection ends
+	// with a closing frame that carries err's code.
+	refuseConn bool
 }
 
 // pipelineDepth caps the capacity of a connection's pipeline channels: the
@@ -189,7 +193,7 @@ func (c *conn) read(br *bufio.Reader) {
 		case <-c.ctx.Done():
 			return
 		}
-		if r.req.Op == wire.OpClose {
+		if r.req.Op == wire.OpClose || r.refuseConn {
 			return
 		}
 	}

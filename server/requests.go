@@ -133,7 +133,10 @@ func (c *conn) propose(r *request) {
 func (c *conn) respond() {
 	for r := range c.replies {
 		reply := wire.Reply{Xid: r.req.Xid}
-		if !c.answerRead(r, &reply) {
+		switch {
+		case r.refuseConn:
+			c.closeRefused(r)
+		case !c.answerRead(r, &reply):
 			c.answer(r, &reply)
 			c.reply(r, &reply)
 		}
@@ -142,7 +145,7 @@ func (c *conn) respond() {
 		}
 		c.finished(r)
 		switch {
-		case r.req.Op == wire.OpClose, r.endConn:
+		case r.req.Op == wire.OpClose, r.endConn, r.refuseConn:
 			c.cancel()
 		case r.req.Op.IsWrite() && outcomeUnknown(r.outcome):
 			// Later writes of this connection may already be proposed and
@@ -152,6 +155,14 @@ func (c *conn) respond() {
 			c.cancel()
 		}
 	}
+}
+
+// closeRefused answers r, a request no reply can answer, with the closing
+// frame: the connection ends.
+func (c *conn) closeRefused(r *request) {
+	c.log.Info("closing connection: request refused", zap.Error(r.err))
+	c.srv.metrics.observe(c.codec.opName(r), wire.CodeOf(r.err), time.Since(r.start))
+	c.goodbye(wire.CodeOf(r.err))
 }
 
 // reply counts a request and queues its reply.
