@@ -174,6 +174,9 @@ func (c *conn) read(br *bufio.Reader) {
 			c.goodbye(wire.CodeMalformed)
 			return
 		}
+		if r.err == nil {
+			r.err = c.checkPaths(&r.req)
+		}
 		if r.req.Op == wire.OpPing && r.err == nil && !r.own {
 			// A ping is answered at once, ahead of the requests before it:
 			// its answer tells the client that its session lives, and must

@@ -1,9 +1,14 @@
 package wire
 
 import (
+	"iter"
 	"strings"
 	"unicode/utf8"
 )
+
+// SequenceDigits is the number of digits a sequential create appends to
+// its path: the parent's child counter, zero-padded.
+const SequenceDigits = 10
 
 // ValidatePath checks a znode path by ZooKeeper's rules: absolute, no empty
 // segment, no "." or ".." segment, no trailing slash (except the root, and
@@ -59,4 +64,37 @@ func badPathRune(r rune) bool {
 		(r >= 0x7f && r <= 0x9f) ||
 		(r >= 0xd800 && r <= 0xf8ff) ||
 		(r >= 0xfff0 && r <= 0xffff)
+}
+
+// Paths yields every path r names, each with whether it is the prefix of a
+// sequential create (the server appends SequenceDigits digits to it): the
+// path of an op on a node, getEphemerals' prefix, the paths of a multi's
+// sub-requests and the watch lists of setWatches and setWatches2. Ops that
+// name no path (ping, auth, close, the admin ops) yield nothing.
+func (r *Request) Paths() iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
+		switch r.Op {
+		case OpCreate:
+			yield(r.Path, r.Mode.IsSequential())
+		case OpDelete, OpExists, OpGetData, OpSetData, OpGetChildren, OpSync, OpCheck,
+			OpGetACL, OpSetACL, OpRemoveWatches, OpAddWatch, OpGetEphemerals, OpGetAllChildrenNumber:
+			yield(r.Path, false)
+		case OpMulti:
+			for i := range r.Ops {
+				for p, seq := range r.Ops[i].Paths() {
+					if !yield(p, seq) {
+						return
+					}
+				}
+			}
+		case OpSetWatches, OpSetWatches2:
+			for _, list := range [][]string{r.DataWatches, r.ExistWatches, r.ChildWatches, r.PersistentWatches, r.RecursiveWatches} {
+				for _, p := range list {
+					if !yield(p, false) {
+						return
+					}
+				}
+			}
+		}
+	}
 }
