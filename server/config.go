@@ -61,6 +61,8 @@ type Config struct {
 	MaxEphemerals       int // ephemeral nodes a session may own (default 10,000)
 	MaxListNames        int // names a getChildren or getEphemerals reply may carry (default 1,000,000)
 	MaxListBytes        int // bytes of names such a reply may carry (default 16 MiB)
+	MaxPath             int // bytes of a path a request names, a sequential create's digits included (default 4096)
+	MaxName             int // bytes of one name (a path's segment) in such a path (default 1024)
 
 	// SuperDigest is the superuser's digest identity, user:base64(sha1(
 	// user:password)): a connection that authenticates as it passes every

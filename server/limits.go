@@ -40,6 +40,8 @@ const (
 	limitFrameSize        = "frame_size"
 	limitListNames        = "listing_names"
 	limitListBytes        = "listing_bytes"
+	limitPathLength       = "path_length"
+	limitNameLength       = "name_length"
 )
 
 // The limits' defaults.
@@ -51,6 +53,8 @@ const (
 	DefaultMaxEphemerals       = 10_000
 	DefaultMaxListNames        = 1_000_000
 	DefaultMaxListBytes        = 16 << 20
+	DefaultMaxPath             = 4096 // Linux's PATH_MAX
+	DefaultMaxName             = 1024
 )
 
 func (c *Config) setLimitDefaults() {
@@ -65,6 +69,8 @@ func (c *Config) setLimitDefaults() {
 		{&c.MaxEphemerals, DefaultMaxEphemerals},
 		{&c.MaxListNames, DefaultMaxListNames},
 		{&c.MaxListBytes, DefaultMaxListBytes},
+		{&c.MaxPath, DefaultMaxPath},
+		{&c.MaxName, DefaultMaxName},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def
@@ -130,6 +136,7 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		limitWatches: cfg.MaxWatches, limitEphemerals: cfg.MaxEphemerals,
 		limitDataSize: cfg.MaxDataSize, limitFrameSize: cfg.MaxFrame,
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,
+		limitPathLength: cfg.MaxPath, limitNameLength: cfg.MaxName,
 	} {
 		value := float64(v)
 		if v < 0 {

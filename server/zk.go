@@ -186,8 +186,12 @@ func (z *zkCodec) mapRequest(r *request, zr *zkwire.Request) error {
 		r.endOnAuthFailure = true
 	case zkwire.OpWhoAmI:
 		req.Op = wire.OpWhoAmI
-	case zkwire.OpCheckWatches, zkwire.OpGetEphemerals:
+	case zkwire.OpCheckWatches:
 		r.own = true
+		return z.c.checkPath(zr.Path, false)
+	case zkwire.OpGetEphemerals:
+		r.own = true
+		return z.c.checkPathLength(zr.Path, false) // any string prefix, but not any length
 	case zkwire.OpReconfig:
 		return wire.Errorf(codeReconfigDisabled, "dynamic reconfiguration is off: members change with arbor member")
 	default: // sasl
@@ -293,7 +297,11 @@ func (z *zkCodec) multiRead(t *tree.Tree, ops []zkwire.Request) []zkwire.OpResul
 			sub.Op = wire.OpGetChildren
 		}
 		var sr wire.Reply
-		z.c.srv.read(t, z.c, &sub, &sr)
+		if err := z.c.checkPaths(&sub); err != nil {
+			sr.Err = wire.CodeOf(err) // this read fails, as a bad path does
+		} else {
+			z.c.srv.read(t, z.c, &sub, &sr)
+		}
 		switch {
 		case sr.Err != wire.CodeOK:
 			results = append(results, zkwire.OpResult{Op: zkwire.OpError, Err: zkCode(sr.Err)})

@@ -142,6 +142,10 @@ func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
 			"names a getChildren or getEphemerals reply may carry (0: no limit)"},
 		{"max-list-bytes", &cfg.MaxListBytes, server.DefaultMaxListBytes, true,
 			"bytes of names a getChildren or getEphemerals reply may carry (0: no limit)"},
+		{"max-path", &cfg.MaxPath, server.DefaultMaxPath, true,
+			"bytes of a path a request may name, a sequential create's 10 digits included (0: no limit)"},
+		{"max-name", &cfg.MaxName, server.DefaultMaxName, true,
+			"bytes of one name (a path's segment) in such a path (0: no limit)"},
 	}
 	for _, f := range flags {
 		fs.IntVar(f.v, f.name, f.def, f.usage)
