@@ -291,6 +291,7 @@ func (c *conn) close() {
 	if !c.flushing {
 		c.nc.Close()
 	}
+	c.srv.limits.handshakes.done(c.nc) // when the handshake did not get as far as the ConnectRequest
 	c.srv.dropConn(c)
 	c.srv.watches.removeConn(c)
 }

@@ -42,6 +42,7 @@ const (
 	limitListBytes        = "listing_bytes"
 	limitPathLength       = "path_length"
 	limitNameLength       = "name_length"
+	limitHandshaking      = "handshaking_connections"
 )
 
 // The limits' defaults.
@@ -55,6 +56,7 @@ const (
 	DefaultMaxListBytes        = 16 << 20
 	DefaultMaxPath             = 4096 // Linux's PATH_MAX
 	DefaultMaxName             = 1024
+	DefaultMaxHandshaking      = 256
 )
 
 func (c *Config) setLimitDefaults() {
@@ -71,6 +73,7 @@ func (c *Config) setLimitDefaults() {
 		{&c.MaxListBytes, DefaultMaxListBytes},
 		{&c.MaxPath, DefaultMaxPath},
 		{&c.MaxName, DefaultMaxName},
+		{&c.MaxHandshaking, DefaultMaxHandshaking},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def
@@ -105,6 +108,8 @@ type limiter struct {
 	throttled *prometheus.CounterVec // times a connection's reader waited, by limit
 	waited    *prometheus.CounterVec // seconds it waited, by limit
 
+	handshakes *handshakes // the connections in their handshake
+
 	mu         sync.Mutex // guards everything below
 	perIP      map[string]int
 	lastLog    map[string]time.Time
@@ -137,6 +142,7 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		limitDataSize: cfg.MaxDataSize, limitFrameSize: cfg.MaxFrame,
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,
 		limitPathLength: cfg.MaxPath, limitNameLength: cfg.MaxName,
+		limitHandshaking: cfg.MaxHandshaking,
 	} {
 		value := float64(v)
 		if v < 0 {
@@ -149,7 +155,11 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		l.throttled.WithLabelValues(name)
 		l.waited.WithLabelValues(name)
 	}
-	reg.MustRegister(l.values, l.refusals, l.throttled, l.waited)
+	l.handshakes = newHandshakes(cfg)
+	reg.MustRegister(l.values, l.refusals, l.throttled, l.waited,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "arbor_handshaking_connections", Help: "Client connections accepted that have not finished their handshake.",
+		}, func() float64 { return float64(l.handshakes.count()) }))
 	return l
 }
 

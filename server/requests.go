@@ -15,19 +15,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// handshakeTimeout bounds how long a new connection may take to say who it
-// is.
-const handshakeTimeout = 10 * time.Second
-
-// handshake reads the ConnectRequest, creates or reattaches the session,
-// and answers. It reports whether the connection may carry on.
+// handshake reads the ConnectRequest, within the deadline the accept set
+// (see handshakes), creates or reattaches the session, and answers. It
+// reports whether the connection may carry on.
 func (c *conn) handshake(br *bufio.Reader) bool {
-	_ = c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	req, ok := c.codec.readConnect(br)
+	c.srv.limits.handshakes.done(c.nc) // the client has said who it is, or never will
 	if !ok {
 		return false
 	}
-	_ = c.nc.SetReadDeadline(time.Time{})
+	_ = c.nc.SetDeadline(time.Time{})
 	if c.ctx.Err() != nil {
 		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
 	}
@@ -49,7 +46,7 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		c.log.Info("refusing session", zap.Int64("session", req.SessionID), zap.Error(err))
 		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
 	if _, werr := c.nc.Write(c.codec.appendConnectResponse(nil, &resp)); werr != nil || err != nil {
 		return false
 	}

@@ -56,6 +56,7 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 	// A ConnectRequest starts with its length, which is never four ASCII
 	// letters' worth (over 1.6 GB): those are a four-letter word.
 	if word := string(head); isFourLetterWord(word) {
+		z.c.srv.limits.handshakes.done(z.c.nc) // the word is all such a client says
 		z.c.srv.fourLetter(z.c.nc, word)
 		return req, false
 	}

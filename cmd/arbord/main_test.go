@@ -64,6 +64,9 @@ func TestLimitFlagsTurnZeroIntoNoLimitWhereAllowed(t *testing.T) {
 		{"the path and name limits default to the server's", nil, false, func(c server.Config) bool {
 			return c.MaxPath == server.DefaultMaxPath && c.MaxName == server.DefaultMaxName
 		}},
+		{"0 turns the handshake cap off", []string{"--max-handshaking", "0"}, false, func(c server.Config) bool {
+			return c.MaxHandshaking == server.NoLimit
+		}},
 		{"0 turns the path and name limits off", []string{"--max-path", "0", "--max-name", "0"}, false, func(c server.Config) bool {
 			return c.MaxPath == server.NoLimit && c.MaxName == server.NoLimit
 		}},
