@@ -19,9 +19,10 @@ import (
 // trip or two.
 //
 // While a connection is in its handshake its deadline belongs to
-// handshakes: take sets it, tighten and shorten only lower it, done hands
-// the connection back, all under mu. So no deadline is ever set on a
-// connection after its handshake, where it would cut a live client off.
+// handshakes: take sets it (and may lower the others'), shorten only lowers
+// it, done hands the connection back, all under mu. So no deadline is ever
+// set on a connection after its handshake, where it would cut a live
+// client off.
 type handshakes struct {
 	max     int           // the cap; negative: none
 	timeout time.Duration // Config.HandshakeTimeout

@@ -13,7 +13,7 @@ import (
 // state behind without reading the tree (setWatches, addWatch) are held to
 // the same rules as a getData.
 func (c *conn) checkPaths(req *wire.Request) error {
-	for p, sequential := range req.Paths() {
+	for p, sequential := range req.Paths {
 		if err := c.checkPath(p, sequential); err != nil {
 			return err
 		}

@@ -20,8 +20,9 @@ import (
 // peer port. The client ports share one configuration, so the ZooKeeper
 // port is never a plaintext way around a TLS client port. The handshake
 // runs on the connection's own goroutine, within the handshake's deadline
-// (see handshakes), before the protocol's handshake; a client certificate, when the port
-// requires one, names the client by its subject (certSubject).
+// (see handshakes), before the protocol's handshake; a client certificate,
+// when the port requires one, names the client by its subject
+// (certSubject).
 
 // minTLSVersion is the oldest TLS the server speaks: 1.2. Go negotiates
 // 1.3 whenever the other side has it.

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"iter"
 	"strings"
 	"unicode/utf8"
 )
@@ -66,35 +65,39 @@ func badPathRune(r rune) bool {
 		(r >= 0xfff0 && r <= 0xffff)
 }
 
-// Paths yields every path r names, each with whether it is the prefix of a
-// sequential create (the server appends SequenceDigits digits to it): the
-// path of an op on a node, getEphemerals' prefix, the paths of a multi's
-// sub-requests and the watch lists of setWatches and setWatches2. Ops that
-// name no path (ping, auth, close, the admin ops) yield nothing.
-func (r *Request) Paths() iter.Seq2[string, bool] {
-	return func(yield func(string, bool) bool) {
-		switch r.Op {
-		case OpCreate:
-			yield(r.Path, r.Mode.IsSequential())
-		case OpDelete, OpExists, OpGetData, OpSetData, OpGetChildren, OpSync, OpCheck,
-			OpGetACL, OpSetACL, OpRemoveWatches, OpAddWatch, OpGetEphemerals, OpGetAllChildrenNumber:
-			yield(r.Path, false)
-		case OpMulti:
-			for i := range r.Ops {
-				for p, seq := range r.Ops[i].Paths() {
-					if !yield(p, seq) {
-						return
-					}
-				}
+// Paths is an iterator (an iter.Seq2) over every path r names, each with
+// whether it is the prefix of a sequential create (the server appends
+// SequenceDigits digits to it): the path of an op on a node,
+// getEphemerals' prefix, the paths of a multi's sub-requests and the watch
+// lists of setWatches and setWatches2. Ops that name no path (ping, auth,
+// close, the admin ops) yield nothing. Range over the method itself, as in
+// `for p, sequential := range req.Paths`: it allocates nothing.
+func (r *Request) Paths(yield func(path string, sequential bool) bool) {
+	r.paths(yield)
+}
+
+// paths yields r's paths, and reports false once yield has.
+func (r *Request) paths(yield func(string, bool) bool) bool {
+	switch r.Op {
+	case OpCreate:
+		return yield(r.Path, r.Mode.IsSequential())
+	case OpDelete, OpExists, OpGetData, OpSetData, OpGetChildren, OpSync, OpCheck,
+		OpGetACL, OpSetACL, OpRemoveWatches, OpAddWatch, OpGetEphemerals, OpGetAllChildrenNumber:
+		return yield(r.Path, false)
+	case OpMulti:
+		for i := range r.Ops {
+			if !r.Ops[i].paths(yield) {
+				return false
 			}
-		case OpSetWatches, OpSetWatches2:
-			for _, list := range [][]string{r.DataWatches, r.ExistWatches, r.ChildWatches, r.PersistentWatches, r.RecursiveWatches} {
-				for _, p := range list {
-					if !yield(p, false) {
-						return
-					}
+		}
+	case OpSetWatches, OpSetWatches2:
+		for _, list := range [...][]string{r.DataWatches, r.ExistWatches, r.ChildWatches, r.PersistentWatches, r.RecursiveWatches} {
+			for _, p := range list {
+				if !yield(p, false) {
+					return false
 				}
 			}
 		}
 	}
+	return true
 }

@@ -15,7 +15,7 @@ type namedPath struct {
 
 func paths(r *wire.Request) []namedPath {
 	var got []namedPath
-	for p, seq := range r.Paths() {
+	for p, seq := range r.Paths {
 		got = append(got, namedPath{p, seq})
 	}
 	return got
@@ -64,9 +64,24 @@ func TestRequestPathsNameEveryPathARequestCarries(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ranging over them allocates nothing", func(t *testing.T) {
+		req := wire.Request{Op: wire.OpMulti, Ops: []wire.Request{{Op: wire.OpCheck, Path: "/a"}, {Op: wire.OpDelete, Path: "/b"}}}
+		watches := wire.Request{Op: wire.OpSetWatches2, DataWatches: []string{"/d"}, RecursiveWatches: []string{"/r"}}
+		n := 0
+		if allocs := testing.AllocsPerRun(100, func() {
+			for range req.Paths {
+				n++
+			}
+			for range watches.Paths {
+				n++
+			}
+		}); allocs != 0 {
+			t.Fatalf("%v allocations", allocs)
+		}
+	})
 	t.Run("stopping early stops", func(t *testing.T) {
 		req := wire.Request{Op: wire.OpSetWatches, DataWatches: []string{"/a", "/b"}, ChildWatches: []string{"/c"}}
-		for p := range req.Paths() {
+		for p := range req.Paths {
 			if p != "/a" {
 				t.Fatalf("got %q after the first path", p)
 			}
