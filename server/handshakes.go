@@ -105,6 +105,13 @@ func (h *handshakes) done(nc net.Conn) {
 	}
 }
 
+// pressing reports whether more than half the cap is in use.
+func (h *handshakes) pressing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pressed
+}
+
 // count is the number of connections in their handshake.
 func (h *handshakes) count() int {
 	h.mu.Lock()

@@ -132,6 +132,56 @@ func TestSquattersAreShedSoonerWhenOverHalfTheCapIsInUse(t *testing.T) {
 	})
 }
 
+func TestUnderPressureAConnectionOverItsAddressLimitIsClosedUnanswered(t *testing.T) {
+	s := startServer(t, "", func(c *Config) {
+		c.MaxHandshaking, c.MaxConnsPerIP = 4, 1
+		c.HandshakeTimeout, c.ShortHandshakeTimeout = time.Hour, time.Hour
+	})
+	// answer sends a ConnectRequest on a new connection and returns the
+	// server's answer, or false if the server closed without one.
+	answer := func() (wire.Code, bool) {
+		c := dialRaw(t, s)
+		req := wire.ConnectRequest{ProtocolVersion: wire.ProtocolVersion, TimeoutMs: 5000}
+		if _, err := c.nc.Write(wire.AppendConnectRequest(nil, &req)); err != nil {
+			return 0, false // closed before the request went out
+		}
+		body, err := wire.ReadFrame(c.br, nil, 1<<20)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("neither answered nor closed")
+			}
+			return 0, false
+		}
+		var resp wire.ConnectResponse
+		if err := wire.DecodeConnectResponse(body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Err, true
+	}
+	squat(t, s.Addr()) // 127.0.0.1's one connection
+	waitFor(t, "a squatter in its handshake", func() bool { return s.limits.handshakes.count() == 1 })
+	t.Run("under half the cap it is told it has too many connections", func(t *testing.T) {
+		if code, ok := answer(); !ok || code != wire.CodeTooManyConnections {
+			t.Fatalf("answer %v, %v; want TooManyConnections", code, ok)
+		}
+		waitFor(t, "the refused connection's slot to be given back", func() bool { return s.limits.handshakes.count() == 1 })
+	})
+	t.Run("past half the cap it is closed without an answer", func(t *testing.T) {
+		// A squatter from another loopback address, within its own limit.
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+		other, err := d.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Skipf("no second loopback address to dial from: %v", err)
+		}
+		defer other.Close()
+		waitFor(t, "two squatters in their handshake", func() bool { return s.limits.handshakes.count() == 2 })
+		// With this one the cap is past half.
+		if code, ok := answer(); ok {
+			t.Fatalf("answered %v", code)
+		}
+	})
+}
+
 func TestEveryWayAHandshakeEndsGivesItsSlotBack(t *testing.T) {
 	s := startZKServer(t, func(c *Config) { c.MaxConns = 3 })
 	idle := func() bool { return s.limits.handshakes.count() == 0 }

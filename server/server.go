@@ -298,14 +298,19 @@ func (s *Server) handshakePressure() {
 }
 
 // refuse reads a connection's handshake and answers it with an error: code,
-// for being over limit (or "" when the server is stopping).
+// for being over limit (or "" when the server is stopping). While the
+// handshake cap is under pressure it closes the connection at once
+// instead: an address over its own limit must not fill the cap with
+// connections held for their answer.
 func (c *conn) refuse(code wire.Code, limit string) {
 	defer c.cancel()
 	defer c.nc.Close()
 	defer c.srv.limits.handshakes.done(c.nc)
-	c.srv.limits.handshakes.shorten(c.nc, time.Second)
-	if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
-		_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
+	if !c.srv.limits.handshakes.pressing() {
+		c.srv.limits.handshakes.shorten(c.nc, time.Second)
+		if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
+			_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
+		}
 	}
 	if limit != "" {
 		_ = c.srv.limits.refuse(c.log, limit, code, "refused a connection from %s", remoteIP(c.nc.RemoteAddr()))
