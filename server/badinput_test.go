@@ -96,6 +96,12 @@ func TestBadInputIsRefusedAndOthersCarryOn(t *testing.T) {
 			t.Fatalf("got %v, want NotCaughtUp", resp.Err)
 		}
 	})
+	t.Run("a new session from a client ahead of the server is sent elsewhere", func(t *testing.T) {
+		c := dialRaw(t, s)
+		if resp := c.connect(wire.ConnectRequest{LastZxidSeen: 1 << 40}); resp.Err != wire.CodeNotCaughtUp || resp.SessionID != 0 {
+			t.Fatalf("got %+v, want NotCaughtUp and no session", resp)
+		}
+	})
 
 	// Through all of that the first client was served.
 	r := good.call(wire.Request{Xid: 9, Op: wire.OpGetData, Path: "/kept"})
@@ -109,5 +115,70 @@ func TestConnectionLimit(t *testing.T) {
 	dialRaw(t, s).connect(wire.ConnectRequest{})
 	if resp := dialRaw(t, s).connect(wire.ConnectRequest{}); resp.Err != wire.CodeTooManyConnections {
 		t.Fatalf("second connection: %v, want TooManyConnections", resp.Err)
+	}
+}
+
+func TestReservedXidsEndTheConnectionWithBadArguments(t *testing.T) {
+	s := startServer(t, "")
+	unknownOp := func(xid int32) []byte {
+		frame := wire.AppendRequest(nil, &wire.Request{Xid: xid, Op: wire.OpPing})
+		frame[len(frame)-1] = 77 // the op, a positive fixint, becomes an unknown one
+		return frame
+	}
+	request := func(req wire.Request) []byte { return wire.AppendRequest(nil, &req) }
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"a getData with the notification xid", request(wire.Request{Xid: wire.XidNotification, Op: wire.OpGetData, Path: "/"})},
+		{"a getData with the closing xid", request(wire.Request{Xid: wire.XidClosing, Op: wire.OpGetData, Path: "/"})},
+		{"a create with an unassigned negative xid", request(wire.Request{Xid: -5, Op: wire.OpCreate, Path: "/never"})},
+		{"an exists with the lowest xid", request(wire.Request{Xid: -1 << 31, Op: wire.OpExists, Path: "/"})},
+		{"a ping with the notification xid", request(wire.Request{Xid: wire.XidNotification, Op: wire.OpPing})},
+		{"a setWatches with the ping xid", request(wire.Request{Xid: wire.XidPing, Op: wire.OpSetWatches})},
+		{"a ping with the setWatches xid", request(wire.Request{Xid: wire.XidSetWatches, Op: wire.OpPing})},
+		{"an unknown op with the notification xid", unknownOp(wire.XidNotification)},
+	} {
+		t.Run(tt.name+" is answered by a closing frame after the replies before it", func(t *testing.T) {
+			c := dialRaw(t, s)
+			c.connect(wire.ConnectRequest{})
+			// Pipelined behind a request that is answered first.
+			c.write(append(request(wire.Request{Xid: 1, Op: wire.OpExists, Path: "/"}), tt.frame...))
+			if r, err := c.reply(wire.OpExists); err != nil || r.Xid != 1 || r.Err != wire.CodeOK {
+				t.Fatalf("the request before it: %+v, %v", r, err)
+			}
+			r, err := c.reply(wire.OpPing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Xid != wire.XidClosing || r.Err != wire.CodeBadArguments {
+				t.Fatalf("got %+v, want a closing frame with BadArguments", r)
+			}
+			if _, err := c.reply(wire.OpPing); err == nil {
+				t.Fatal("connection still open")
+			}
+		})
+	}
+	t.Run("the create refused for its xid was not made", func(t *testing.T) {
+		c := dialRaw(t, s)
+		c.connect(wire.ConnectRequest{})
+		if r := c.call(wire.Request{Xid: 1, Op: wire.OpExists, Path: "/never"}); r.Err != wire.CodeNoNode {
+			t.Fatalf("exists /never: %v, want NoNode", r.Err)
+		}
+	})
+	t.Run("a ping with its xid and a setWatches with its xid are answered", func(t *testing.T) {
+		c := dialRaw(t, s)
+		c.connect(wire.ConnectRequest{})
+		if r := c.call(wire.Request{Xid: wire.XidPing, Op: wire.OpPing}); r.Xid != wire.XidPing || r.Err != wire.CodeOK {
+			t.Fatalf("ping: %+v", r)
+		}
+		for _, op := range []wire.Op{wire.OpSetWatches, wire.OpSetWatches2} {
+			if r := c.call(wire.Request{Xid: wire.XidSetWatches, Op: op, DataWatches: []string{"/"}}); r.Xid != wire.XidSetWatches || r.Err != wire.CodeOK {
+				t.Fatalf("%s: %+v", op, r)
+			}
+		}
+	})
+	if got := metric(t, s, `arbor_requests_total{op="getData",result="bad_arguments"}`); got != 2 {
+		t.Errorf("getData refused for its xid, in metrics: %v, want 2", got)
 	}
 }

@@ -79,6 +79,13 @@ func (arborCodec) decode(body []byte, r *request) error {
 		}
 		r.err = err // answered in order, the connection carries on
 	}
+	if !wire.RequestXidAllowed(r.req.Xid, r.req.Op) {
+		// No reply can carry a reserved xid without being read as
+		// something else: the refusal goes in the closing frame.
+		r.err = wire.Errorf(wire.CodeBadArguments,
+			"xid %d is reserved: a request's xid is 0 or more (-2 only for ping, -8 only for setWatches)", r.req.Xid)
+		r.refuseConn = true
+	}
 	return nil
 }
 

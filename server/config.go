@@ -70,6 +70,15 @@ type Config struct {
 	MaxEphemerals       int // ephemeral nodes a session may own (default 10,000)
 	MaxListNames        int // names a getChildren or getEphemerals reply may carry (default 1,000,000)
 	MaxListBytes        int // bytes of names such a reply may carry (default 16 MiB)
+	MaxPath             int // bytes of a path a request names, a sequential create's digits included (default 4096)
+	MaxName             int // bytes of one name (a path's segment) in such a path (default 1024)
+	MaxHandshaking      int // connections accepted and not yet through their handshake, on both client ports (default 256)
+
+	// A new connection must finish its handshake, TLS included, within
+	// HandshakeTimeout (default 10s), or within ShortHandshakeTimeout
+	// (default 2s) while more than half of MaxHandshaking is in use, so
+	// that idle connections filling the cap are shed quickly.
+	HandshakeTimeout, ShortHandshakeTimeout time.Duration
 
 	// SuperDigest is the superuser's digest identity, user:base64(sha1(
 	// user:password)): a connection that authenticates as it passes every
@@ -113,6 +122,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MemoryBudget == 0 {
 		c.MemoryBudget = DefaultMemoryBudget
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.ShortHandshakeTimeout <= 0 {
+		c.ShortHandshakeTimeout = 2 * time.Second
 	}
 	c.setLimitDefaults()
 	if c.RequestTimeout == 0 {

@@ -88,6 +88,10 @@ type request struct {
 	// endOnAuthFailure makes a failed auth end the connection (ZooKeeper's
 	// codec: ZooKeeper closes it); Arbor's protocol carries on.
 	endOnAuthFailure bool
+	// refuseConn marks a request that gets no reply (one with a reserved
+	// xid): once the requests before it are answered, the connection ends
+	// with a closing frame that carries err's code.
+	refuseConn bool
 }
 
 // pipelineDepth caps the capacity of a connection's pipeline channels: the
@@ -178,6 +182,9 @@ func (c *conn) read(br *bufio.Reader) {
 			c.goodbye(wire.CodeMalformed)
 			return
 		}
+		if r.err == nil {
+			r.err = c.checkPaths(&r.req)
+		}
 		if r.req.Op == wire.OpPing && r.err == nil && !r.own {
 			// A ping is answered at once, ahead of the requests before it:
 			// its answer tells the client that its session lives, and must
@@ -200,7 +207,7 @@ func (c *conn) read(br *bufio.Reader) {
 		case <-c.ctx.Done():
 			return
 		}
-		if r.req.Op == wire.OpClose {
+		if r.req.Op == wire.OpClose || r.refuseConn {
 			return
 		}
 	}
@@ -339,6 +346,7 @@ func (c *conn) close() {
 	if !c.flushing {
 		c.nc.Close()
 	}
+	c.srv.limits.handshakes.done(c.nc) // when the handshake did not get as far as the ConnectRequest
 	c.srv.dropConn(c)
 	c.srv.watches.removeConn(c)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,8 +194,18 @@ func fuzzSeeds() [][]byte {
 		wire.Request{Xid: 7, Op: wire.OpClose},
 	)
 	oversize := binary.BigEndian.AppendUint32(nil, 1<<30)
+	reservedXid := frames(
+		wire.Request{Xid: 1, Op: wire.OpExists, Path: "/"},
+		wire.Request{Xid: wire.XidNotification, Op: wire.OpGetData, Path: "/"},
+		wire.Request{Xid: 2, Op: wire.OpExists, Path: "/"},
+	)
+	longNames := frames(
+		wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/" + strings.Repeat("n", DefaultMaxName+1)},
+		wire.Request{Xid: 2, Op: wire.OpCreate, Path: "/" + strings.Repeat("s", DefaultMaxName-wire.SequenceDigits+1), Mode: wire.ModePersistentSequential},
+		wire.Request{Xid: wire.XidSetWatches, Op: wire.OpSetWatches, DataWatches: []string{"/ok", "bad"}},
+	)
 	return [][]byte{
-		valid, multi, ephemeral, oversize,
+		valid, multi, ephemeral, oversize, reservedXid, longNames,
 		append(bytes.Clone(valid[:len(valid)/2]), 0, 0, 0, 3, 0xc1, 0xc1, 0xc1),
 		append(frames(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/bad/../path"}), valid...),
 		{0, 0, 0, 0},

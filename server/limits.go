@@ -41,6 +41,9 @@ const (
 	limitListNames        = "listing_names"
 	limitListBytes        = "listing_bytes"
 	limitMemory           = "memory_requests" // the member's request memory, a share of Config.MemoryBudget
+	limitPathLength       = "path_length"
+	limitNameLength       = "name_length"
+	limitHandshaking      = "handshaking_connections"
 )
 
 // The limits' defaults.
@@ -52,6 +55,9 @@ const (
 	DefaultMaxEphemerals       = 10_000
 	DefaultMaxListNames        = 1_000_000
 	DefaultMaxListBytes        = 16 << 20
+	DefaultMaxPath             = 4096 // Linux's PATH_MAX
+	DefaultMaxName             = 1024
+	DefaultMaxHandshaking      = 256
 )
 
 func (c *Config) setLimitDefaults() {
@@ -66,6 +72,9 @@ func (c *Config) setLimitDefaults() {
 		{&c.MaxEphemerals, DefaultMaxEphemerals},
 		{&c.MaxListNames, DefaultMaxListNames},
 		{&c.MaxListBytes, DefaultMaxListBytes},
+		{&c.MaxPath, DefaultMaxPath},
+		{&c.MaxName, DefaultMaxName},
+		{&c.MaxHandshaking, DefaultMaxHandshaking},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def
@@ -103,6 +112,8 @@ type limiter struct {
 	throttled *prometheus.CounterVec // times a connection's reader waited, by limit
 	waited    *prometheus.CounterVec // seconds it waited, by limit
 
+	handshakes *handshakes // the connections in their handshake
+
 	mu         sync.Mutex // guards everything below
 	perIP      map[string]int
 	lastLog    map[string]time.Time
@@ -134,6 +145,8 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		limitWatches: cfg.MaxWatches, limitEphemerals: cfg.MaxEphemerals,
 		limitDataSize: cfg.MaxDataSize, limitFrameSize: cfg.MaxFrame,
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,
+		limitPathLength: cfg.MaxPath, limitNameLength: cfg.MaxName,
+		limitHandshaking: cfg.MaxHandshaking,
 	} {
 		value := float64(v)
 		if v < 0 {
@@ -148,7 +161,11 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		l.throttled.WithLabelValues(name)
 		l.waited.WithLabelValues(name)
 	}
-	reg.MustRegister(l.values, l.refusals, l.throttled, l.waited)
+	l.handshakes = newHandshakes(cfg)
+	reg.MustRegister(l.values, l.refusals, l.throttled, l.waited,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "arbor_handshaking_connections", Help: "Client connections accepted that have not finished their handshake.",
+		}, func() float64 { return float64(l.handshakes.count()) }))
 	return l
 }
 

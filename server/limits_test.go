@@ -134,6 +134,10 @@ func TestLimitsAreInMetrics(t *testing.T) {
 		`arbor_limit{limit="ephemerals_per_session"}`:         7,
 		`arbor_limit{limit="listing_names"}`:                  DefaultMaxListNames,
 		`arbor_limit{limit="listing_bytes"}`:                  DefaultMaxListBytes,
+		`arbor_limit{limit="path_length"}`:                    DefaultMaxPath,
+		`arbor_limit{limit="name_length"}`:                    DefaultMaxName,
+		`arbor_limit{limit="handshaking_connections"}`:        DefaultMaxHandshaking,
+		`arbor_handshaking_connections`:                       0,
 		`arbor_limit_refusals_total{limit="data_size"}`:       0,
 		`arbor_throttled_total{limit="outstanding_requests"}`: 0,
 	} {

@@ -15,19 +15,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// handshakeTimeout bounds how long a new connection may take to say who it
-// is.
-const handshakeTimeout = 10 * time.Second
-
-// handshake reads the ConnectRequest, creates or reattaches the session,
-// and answers. It reports whether the connection may carry on.
+// handshake reads the ConnectRequest, within the deadline the accept set
+// (see handshakes), creates or reattaches the session, and answers. It
+// reports whether the connection may carry on.
 func (c *conn) handshake(br *bufio.Reader) bool {
-	_ = c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	req, ok := c.codec.readConnect(br)
+	c.srv.limits.handshakes.done(c.nc) // the client has said who it is, or never will
 	if !ok {
 		return false
 	}
-	_ = c.nc.SetReadDeadline(time.Time{})
+	_ = c.nc.SetDeadline(time.Time{})
 	if c.ctx.Err() != nil {
 		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
 	}
@@ -36,6 +33,10 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	switch {
 	case c.srv.node.Leader() == 0:
 		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
+	case !c.caughtUp(req.LastZxidSeen):
+		// A new session too: the client's next read must not go back in
+		// time, whichever session it is made in.
+		err = wire.ErrNotCaughtUp
 	case req.SessionID == 0:
 		err = c.createSession(&req, &resp)
 	default:
@@ -45,7 +46,7 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		c.log.Info("refusing session", zap.Int64("session", req.SessionID), zap.Error(err))
 		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
 	if _, werr := c.nc.Write(c.codec.appendConnectResponse(nil, &resp)); werr != nil || err != nil {
 		return false
 	}
@@ -81,17 +82,20 @@ func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectRespons
 	return nil
 }
 
-func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
-	if req.LastZxidSeen > c.srv.fsm.lastZxid() {
-		// The client has seen more than this server applied: wait a
-		// little for the log to catch up, else send it elsewhere.
-		ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-		err := c.srv.node.WaitApplied(ctx, uint64(req.LastZxidSeen))
-		cancel()
-		if err != nil || req.LastZxidSeen > c.srv.fsm.lastZxid() {
-			return wire.ErrNotCaughtUp
-		}
+// caughtUp reports whether this member has applied lastZxidSeen, the
+// highest zxid the client has seen. A member behind it waits a little for
+// its log to catch up; if it does not, the client is sent elsewhere.
+func (c *conn) caughtUp(lastZxidSeen int64) bool {
+	if lastZxidSeen <= c.srv.fsm.lastZxid() {
+		return true
 	}
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	err := c.srv.node.WaitApplied(ctx, uint64(lastZxidSeen))
+	cancel()
+	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid()
+}
+
+func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
 	var s tree.Session
 	var ok bool
 	c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
@@ -127,7 +131,10 @@ func (c *conn) respond() {
 	for r := range c.replies {
 		c.waitForRoom()
 		reply := wire.Reply{Xid: r.req.Xid}
-		if !c.answerRead(r, &reply) {
+		switch {
+		case r.refuseConn:
+			c.closeRefused(r)
+		case !c.answerRead(r, &reply):
 			c.answer(r, &reply)
 			c.reply(r, &reply)
 		}
@@ -136,7 +143,7 @@ func (c *conn) respond() {
 		}
 		c.finished(r)
 		switch {
-		case r.req.Op == wire.OpClose, r.endConn:
+		case r.req.Op == wire.OpClose, r.endConn, r.refuseConn:
 			c.cancel()
 		case r.req.Op.IsWrite() && outcomeUnknown(r.outcome):
 			// Later writes of this connection may already be proposed and
@@ -146,6 +153,14 @@ func (c *conn) respond() {
 			c.cancel()
 		}
 	}
+}
+
+// closeRefused answers r, a request no reply can answer, with the closing
+// frame: the connection ends.
+func (c *conn) closeRefused(r *request) {
+	c.log.Info("closing connection: request refused", zap.Error(r.err))
+	c.srv.metrics.observe(c.codec.opName(r), wire.CodeOf(r.err), time.Since(r.start))
+	c.goodbye(wire.CodeOf(r.err))
 }
 
 // reply counts a request and queues its reply.

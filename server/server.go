@@ -276,6 +276,18 @@ func (s *Server) acceptLoop(ln net.Listener, newCodec func(*conn) codec) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
+		ok, pressed := s.limits.handshakes.take(nc)
+		if !ok {
+			// Closed before anything is read or allocated for it: a
+			// flood of connections costs no more than its accepts.
+			nc.Close()
+			_ = s.limits.refuse(s.log, limitHandshaking, wire.CodeTooManyConnections,
+				"closed a connection from %s at once: %d connections are in their handshake", remoteIP(nc.RemoteAddr()), s.cfg.MaxHandshaking)
+			continue
+		}
+		if pressed {
+			s.handshakePressure()
+		}
 		c := newConn(s, nc, newCodec)
 		if code, limit := s.addConn(c); code != wire.CodeOK {
 			go c.refuse(code, limit)
@@ -289,14 +301,29 @@ func (s *Server) acceptLoop(ln net.Listener, newCodec func(*conn) codec) {
 	}
 }
 
+// handshakePressure logs, at most once a second, that the connections in
+// their handshake went over half the cap.
+func (s *Server) handshakePressure() {
+	if _, ok := s.limits.mayLog("handshake_pressure", time.Now()); ok {
+		s.log.Warn("over half the handshake cap in use: handshake timeout shortened",
+			zap.Int("cap", s.cfg.MaxHandshaking), zap.Duration("timeout", s.limits.handshakes.short))
+	}
+}
+
 // refuse reads a connection's handshake and answers it with an error: code,
-// for being over limit (or "" when the server is stopping).
+// for being over limit (or "" when the server is stopping). While the
+// handshake cap is under pressure it closes the connection at once
+// instead: an address over its own limit must not fill the cap with
+// connections held for their answer.
 func (c *conn) refuse(code wire.Code, limit string) {
 	defer c.cancel()
 	defer c.nc.Close()
-	_ = c.nc.SetDeadline(time.Now().Add(time.Second))
-	if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
-		_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
+	defer c.srv.limits.handshakes.done(c.nc)
+	if !c.srv.limits.handshakes.pressing() {
+		c.srv.limits.handshakes.shorten(c.nc, time.Second)
+		if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
+			_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
+		}
 	}
 	if limit != "" {
 		_ = c.srv.limits.refuse(c.log, limit, code, "refused a connection from %s", remoteIP(c.nc.RemoteAddr()))

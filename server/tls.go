@@ -19,9 +19,10 @@ import (
 // TLS on the client ports (Config.Listen and Config.ZKListen) and on the
 // peer port. The client ports share one configuration, so the ZooKeeper
 // port is never a plaintext way around a TLS client port. The handshake
-// runs on the connection's own goroutine, bounded by handshakeTimeout,
-// before the protocol's handshake; a client certificate, when the port
-// requires one, names the client by its subject (certSubject).
+// runs on the connection's own goroutine, within the handshake's deadline
+// (see handshakes), before the protocol's handshake; a client certificate,
+// when the port requires one, names the client by its subject
+// (certSubject).
 
 // minTLSVersion is the oldest TLS the server speaks: 1.2. Go negotiates
 // 1.3 whenever the other side has it.
@@ -109,17 +110,16 @@ func listen(addr string, conf *tls.Config) (net.Listener, error) {
 }
 
 // tlsHandshake completes the TLS handshake of a connection to a TLS port
-// within handshakeTimeout, so a silent client cannot hold the connection's
-// goroutine. It reports whether the connection may carry on; a plaintext
-// connection (to a plaintext port) always may.
+// within the deadline the accept set (see handshakes), so a silent client
+// cannot hold the connection's goroutine. It reports whether the
+// connection may carry on; a plaintext connection (to a plaintext port)
+// always may.
 func (c *conn) tlsHandshake() bool {
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, handshakeTimeout)
-	defer cancel()
-	err := tc.HandshakeContext(ctx)
+	err := tc.HandshakeContext(c.ctx)
 	var plain tls.RecordHeaderError
 	var netErr net.Error
 	switch {
@@ -129,7 +129,7 @@ func (c *conn) tlsHandshake() bool {
 		c.log.Warn("closing connection: client sent plaintext to a TLS port")
 	case c.ctx.Err() != nil: // the connection or the server closed
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		c.log.Info("closing connection: no TLS handshake within the timeout", zap.Duration("timeout", handshakeTimeout))
+		c.log.Info("closing connection: no TLS handshake within the timeout")
 	default:
 		c.log.Warn("closing connection: TLS handshake failed", zap.Error(err))
 	}

@@ -262,7 +262,7 @@ func TestASilentClientOnATLSPortDoesNotHoldUpClose(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	s.Close()
-	if d := time.Since(start); d > handshakeTimeout/2 {
+	if d := time.Since(start); d > s.cfg.HandshakeTimeout/2 {
 		t.Fatalf("Close took %v with a silent TLS client", d)
 	}
 }

@@ -56,6 +56,7 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 	// A ConnectRequest starts with its length, which is never four ASCII
 	// letters' worth (over 1.6 GB): those are a four-letter word.
 	if word := string(head); isFourLetterWord(word) {
+		z.c.srv.limits.handshakes.done(z.c.nc) // the word is all such a client says
 		z.c.srv.fourLetter(z.c.nc, word)
 		return req, false
 	}
@@ -186,8 +187,12 @@ func (z *zkCodec) mapRequest(r *request, zr *zkwire.Request) error {
 		r.endOnAuthFailure = true
 	case zkwire.OpWhoAmI:
 		req.Op = wire.OpWhoAmI
-	case zkwire.OpCheckWatches, zkwire.OpGetEphemerals:
+	case zkwire.OpCheckWatches:
 		r.own = true
+		return z.c.checkPath(zr.Path, false)
+	case zkwire.OpGetEphemerals:
+		r.own = true
+		return z.c.checkPathLength(zr.Path, false) // any string prefix, but not any length
 	case zkwire.OpReconfig:
 		// Off for every client, admins too. Were it on, it would take
 		// mayChangeMembers's rule after this answer, as ZooKeeper checks
@@ -296,7 +301,11 @@ func (z *zkCodec) multiRead(t *tree.Tree, ops []zkwire.Request) []zkwire.OpResul
 			sub.Op = wire.OpGetChildren
 		}
 		var sr wire.Reply
-		z.c.srv.read(t, z.c, &sub, &sr)
+		if err := z.c.checkPaths(&sub); err != nil {
+			sr.Err = wire.CodeOf(err) // this read fails, as a bad path does
+		} else {
+			z.c.srv.read(t, z.c, &sub, &sr)
+		}
 		switch {
 		case sr.Err != wire.CodeOK:
 			results = append(results, zkwire.OpResult{Op: zkwire.OpError, Err: zkCode(sr.Err)})

@@ -90,6 +90,21 @@ const (
 	XidSetWatches   int32 = -8 // re-registration of watches after a reconnect
 )
 
+// RequestXidAllowed reports whether a client may send a request of op with
+// xid: any xid from 0 up, and the reserved xids only for the requests they
+// name (XidPing for a ping, XidSetWatches for setWatches and setWatches2).
+// A reply echoes its request's xid, so any other negative xid would come
+// back looking like a notification, a ping's answer or a closing frame.
+func RequestXidAllowed(xid int32, op Op) bool {
+	switch xid {
+	case XidPing:
+		return op == OpPing
+	case XidSetWatches:
+		return op == OpSetWatches || op == OpSetWatches2
+	}
+	return xid >= 0
+}
+
 // ProtocolVersion is the version this package speaks in the handshake.
 const ProtocolVersion int32 = 1
 

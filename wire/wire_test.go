@@ -786,6 +786,35 @@ func TestPeekXid(t *testing.T) {
 	})
 }
 
+func TestRequestXidsAreNonNegativeOrTheirOpsReservedOne(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		xid  int32
+		op   wire.Op
+		want bool
+	}{
+		{"a getData with xid 0 is allowed", 0, wire.OpGetData, true},
+		{"a create with the largest xid is allowed", math.MaxInt32, wire.OpCreate, true},
+		{"a ping with the ping xid is allowed", wire.XidPing, wire.OpPing, true},
+		{"a setWatches with the setWatches xid is allowed", wire.XidSetWatches, wire.OpSetWatches, true},
+		{"a setWatches2 with the setWatches xid is allowed", wire.XidSetWatches, wire.OpSetWatches2, true},
+		{"a ping with a numbered xid is allowed", 7, wire.OpPing, true},
+		{"a getData with the notification xid is not", wire.XidNotification, wire.OpGetData, false},
+		{"a getData with the closing xid is not", wire.XidClosing, wire.OpGetData, false},
+		{"a getData with the ping xid is not", wire.XidPing, wire.OpGetData, false},
+		{"a ping with the setWatches xid is not", wire.XidSetWatches, wire.OpPing, false},
+		{"a setWatches with the ping xid is not", wire.XidPing, wire.OpSetWatches, false},
+		{"an unassigned negative xid is not", -5, wire.OpExists, false},
+		{"the lowest xid is not", math.MinInt32, wire.OpExists, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := wire.RequestXidAllowed(tt.xid, tt.op); got != tt.want {
+				t.Fatalf("RequestXidAllowed(%d, %s) = %v, want %v", tt.xid, tt.op, got, tt.want)
+			}
+		})
+	}
+}
+
 // Lengths read from the input are checked against the input before anything
 // is allocated for them, and nesting does not grow the stack.
 

@@ -57,6 +57,8 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "shortest session timeout granted (default 2s)")
 	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "longest session timeout granted (default 60s)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
+	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 0, "how long a new client connection may take to finish its handshake, TLS included (default 10s)")
+	fs.DurationVar(&cfg.ShortHandshakeTimeout, "short-handshake-timeout", 0, "the handshake timeout while over half of --max-handshaking is in use (default 2s)")
 	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
 	fs.Uint64Var(&cfg.SnapshotEvery, "snapshot-every", 0, "applied entries between snapshots (default 10000)")
 	fs.Var(&snapSize, "snapshot-bytes", "raft log bytes since the last snapshot that make a new one, as 128MiB")
@@ -151,6 +153,12 @@ func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
 			"names a getChildren or getEphemerals reply may carry (0: no limit)"},
 		{"max-list-bytes", &cfg.MaxListBytes, server.DefaultMaxListBytes, true,
 			"bytes of names a getChildren or getEphemerals reply may carry (0: no limit)"},
+		{"max-path", &cfg.MaxPath, server.DefaultMaxPath, true,
+			"bytes of a path a request may name, a sequential create's 10 digits included (0: no limit)"},
+		{"max-name", &cfg.MaxName, server.DefaultMaxName, true,
+			"bytes of one name (a path's segment) in such a path (0: no limit)"},
+		{"max-handshaking", &cfg.MaxHandshaking, server.DefaultMaxHandshaking, true,
+			"client connections that may be in their handshake at once, from all addresses; more are closed at once (0: no limit)"},
 	}
 	for _, f := range flags {
 		fs.IntVar(f.v, f.name, f.def, f.usage)

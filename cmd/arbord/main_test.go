@@ -62,6 +62,15 @@ func TestLimitFlagsTurnZeroIntoNoLimitWhereAllowed(t *testing.T) {
 		{"a value is kept", []string{"--max-ephemerals", "5"}, false, func(c server.Config) bool {
 			return c.MaxEphemerals == 5
 		}},
+		{"the path and name limits default to the server's", nil, false, func(c server.Config) bool {
+			return c.MaxPath == server.DefaultMaxPath && c.MaxName == server.DefaultMaxName
+		}},
+		{"0 turns the handshake cap off", []string{"--max-handshaking", "0"}, false, func(c server.Config) bool {
+			return c.MaxHandshaking == server.NoLimit
+		}},
+		{"0 turns the path and name limits off", []string{"--max-path", "0", "--max-name", "0"}, false, func(c server.Config) bool {
+			return c.MaxPath == server.NoLimit && c.MaxName == server.NoLimit
+		}},
 		{"the outstanding requests cannot be unbounded", []string{"--max-outstanding", "0"}, true, nil},
 		{"the outstanding bytes cannot be unbounded", []string{"--max-outstanding-bytes", "0"}, true, nil},
 		{"a negative limit is refused", []string{"--max-list-names", "-1"}, true, nil},
