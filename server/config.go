@@ -62,6 +62,9 @@ type Config struct {
 	MaxListNames        int // names a getChildren or getEphemerals reply may carry (default 1,000,000)
 	MaxListBytes        int // bytes of names such a reply may carry (default 16 MiB)
 
+	// Limits of the HTTP listener (see http.go and docs/security.md).
+	HTTPIdleTimeout time.Duration // how long a keep-alive HTTP connection may wait for its next request (default and at most 60s)
+
 	// SuperDigest is the superuser's digest identity, user:base64(sha1(
 	// user:password)): a connection that authenticates as it passes every
 	// ACL check (ZooKeeper's zookeeper.DigestAuthenticationProvider.
@@ -103,6 +106,9 @@ func (c *Config) setDefaults() {
 		c.MaxConns = 4096
 	}
 	c.setLimitDefaults()
+	if c.HTTPIdleTimeout == 0 {
+		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
 	}

@@ -51,7 +51,13 @@ const (
 	DefaultMaxEphemerals       = 10_000
 	DefaultMaxListNames        = 1_000_000
 	DefaultMaxListBytes        = 16 << 20
+	DefaultHTTPIdleTimeout     = time.Minute
 )
+
+// MaxHTTPIdleTimeout bounds Config.HTTPIdleTimeout: an idle connection
+// holds a descriptor, and clients that open many and leave them idle must
+// not hold them for long.
+const MaxHTTPIdleTimeout = time.Minute
 
 func (c *Config) setLimitDefaults() {
 	for _, l := range []struct {
@@ -74,8 +80,12 @@ func (c *Config) setLimitDefaults() {
 
 // checkLimits refuses limits that cannot be turned off: without a bound on
 // a connection's outstanding requests, a client that never reads its
-// replies could make the server hold any amount of memory.
+// replies could make the server hold any amount of memory, and without an
+// HTTP idle timeout, clients could hold descriptors with idle connections.
 func (c *Config) checkLimits() error {
+	if c.HTTPIdleTimeout <= 0 || c.HTTPIdleTimeout > MaxHTTPIdleTimeout {
+		return fmt.Errorf("the HTTP idle timeout must be more than 0 and at most %v, not %v", MaxHTTPIdleTimeout, c.HTTPIdleTimeout)
+	}
 	if c.MaxOutstanding < 1 {
 		return fmt.Errorf("the outstanding requests limit must be at least 1, not %d", c.MaxOutstanding)
 	}

@@ -124,7 +124,7 @@ func New(cfg Config) (*Server, error) {
 		go s.acceptLoop(s.zkLn, newZKCodec)
 	}
 	if s.httpLn != nil {
-		s.httpSrv = &http.Server{Handler: s.metrics.handler(s), ReadHeaderTimeout: 5 * time.Second}
+		s.httpSrv = newHTTPServer(&s.cfg, s.metrics.handler(s))
 		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
 	}
 	zkClients := "off"

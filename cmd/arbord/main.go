@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/arbor-coord/arbor/server"
 	"github.com/arbor-coord/arbor/tree"
@@ -42,6 +43,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
+	fs.DurationVar(&cfg.HTTPIdleTimeout, "http-idle-timeout", server.DefaultHTTPIdleTimeout,
+		fmt.Sprintf("how long a keep-alive connection on --http may wait for its next request before it is closed (more than 0, at most %v)", server.MaxHTTPIdleTimeout))
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients")
@@ -72,6 +75,9 @@ func run(args []string) error {
 		return err
 	}
 	if err := limits.apply(); err != nil {
+		return err
+	}
+	if err := checkHTTPIdleTimeout(cfg.HTTPIdleTimeout); err != nil {
 		return err
 	}
 	if memLimit > 0 {
@@ -162,6 +168,15 @@ func (flags limitFlagSet) apply() error {
 		case *f.v == 0:
 			*f.v = server.NoLimit
 		}
+	}
+	return nil
+}
+
+// checkHTTPIdleTimeout refuses a --http-idle-timeout of 0, which the
+// server would take as its default, and one out of the server's range.
+func checkHTTPIdleTimeout(d time.Duration) error {
+	if d <= 0 || d > server.MaxHTTPIdleTimeout {
+		return fmt.Errorf("--http-idle-timeout: must be more than 0 and at most %v, not %v", server.MaxHTTPIdleTimeout, d)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/arbor-coord/arbor/server"
 )
@@ -110,6 +111,23 @@ func TestMemoryLimitReadsSizesAsGOMEMLIMITDoes(t *testing.T) {
 		var s byteSize
 		if err := s.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted as %d", bad, s)
+		}
+	}
+}
+
+func TestHTTPIdleTimeoutMustBeMoreThanZeroAndAtMostAMinute(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{
+		{0, false},
+		{-time.Second, false},
+		{time.Minute + time.Second, false},
+		{time.Minute, true},
+		{200 * time.Millisecond, true},
+	} {
+		if err := checkHTTPIdleTimeout(tc.d); (err == nil) != tc.ok {
+			t.Errorf("checkHTTPIdleTimeout(%v) = %v, want it taken: %v", tc.d, err, tc.ok)
 		}
 	}
 }

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// httpConn speaks HTTP/1.1 by hand on one connection, so that a test sees
+// what the server does with that connection (keeps it, closes it).
+type httpConn struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func dialHTTP(t *testing.T, addr net.Addr) *httpConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &httpConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// send writes a request for path, keeping the connection alive.
+func (c *httpConn) send(method, path string) error {
+	_, err := fmt.Fprintf(c.nc, "%s %s HTTP/1.1\r\nHost: arbor\r\n\r\n", method, path)
+	return err
+}
+
+// response reads the reply to a request of method, body and all.
+func (c *httpConn) response(method string) (*http.Response, string, error) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, string(body), err
+}
+
+// get asks for path and wants 200.
+func (c *httpConn) get(path string) string {
+	c.t.Helper()
+	if err := c.send("GET", path); err != nil {
+		c.t.Fatal(err)
+	}
+	resp, body, err := c.response("GET")
+	if err != nil {
+		c.t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("GET %s: %s %q", path, resp.Status, body)
+	}
+	return body
+}
+
+// closedByServer reports nil once the server has closed the connection,
+// and an error if it answers something instead or leaves the connection
+// open for the generous deadline.
+func (c *httpConn) closedByServer() error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := c.br.ReadByte()
+	var ne net.Error
+	switch {
+	case err == nil:
+		rest, _ := c.br.Peek(c.br.Buffered())
+		return fmt.Errorf("the server sent %q, want the connection closed", append([]byte{b}, rest...))
+	case errors.As(err, &ne) && ne.Timeout():
+		return errors.New("the connection is still open after 10 s")
+	}
+	return nil // EOF, or a reset if the server closed it with our request unread
+}
+
+func TestAnIdleHTTPConnectionIsClosedAfterTheIdleTimeout(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.HTTPIdleTimeout = 200 * time.Millisecond })
+	c := dialHTTP(t, s.HTTPAddr())
+	c.get("/status")
+	if err := c.closedByServer(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAnHTTPRequestInProgressIsNotIdle runs the member's HTTP server, as
+// New builds it, with a handler that answers when the test lets it: such
+// a request (a long poll, an event stream) must outlast the idle timeout.
+func TestAnHTTPRequestInProgressIsNotIdle(t *testing.T) {
+	cfg := Config{HTTPIdleTimeout: 200 * time.Millisecond}
+	started, release := make(chan struct{}), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /quick", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "quick") })
+	mux.HandleFunc("GET /wait", func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-release:
+			_, _ = io.WriteString(w, "done")
+		case <-r.Context().Done(): // the server gave up on the request: the body says so
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(&cfg, mux)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+
+	slow := dialHTTP(t, ln.Addr())
+	slow.get("/quick") // a keep-alive connection that has been idle once
+	if err := slow.send("GET", "/wait"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	// A connection idle since after the slow request started is closed:
+	// the slow one has been in progress, silent, for longer than that.
+	idle := dialHTTP(t, ln.Addr())
+	idle.get("/quick")
+	if err := idle.closedByServer(); err != nil {
+		t.Fatalf("the idle connection: %v", err)
+	}
+	close(release)
+	resp, body, err := slow.response("GET")
+	if err != nil || resp.StatusCode != http.StatusOK || body != "done" {
+		t.Fatalf("the request in progress was cut: %v %v %q", err, resp, body)
+	}
+	if err := slow.closedByServer(); err != nil {
+		t.Fatalf("once answered, the connection is idle like any other: %v", err)
+	}
+}
+
+func TestHTTPIdleTimeoutIsAtMostAMinute(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		ok      bool
+	}{
+		{-time.Second, false},
+		{time.Minute + time.Millisecond, false},
+		{time.Hour, false},
+		{time.Minute, true},
+		{time.Millisecond, true},
+	} {
+		t.Run(tc.timeout.String(), func(t *testing.T) {
+			s, err := New(Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), HTTPIdleTimeout: tc.timeout})
+			if err == nil {
+				s.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Fatalf("New: %v, want it taken: %v", err, tc.ok)
+			}
+		})
+	}
+}
