@@ -63,6 +63,7 @@ type Config struct {
 	MaxListBytes        int // bytes of names such a reply may carry (default 16 MiB)
 
 	// Limits of the HTTP listener (see http.go and docs/security.md).
+	HTTPMaxConns    int           // open HTTP connections at most (default 1024; NoLimit turns it off)
 	HTTPIdleTimeout time.Duration // how long a keep-alive HTTP connection may wait for its next request (default and at most 60s)
 
 	// SuperDigest is the superuser's digest identity, user:base64(sha1(

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -156,5 +157,56 @@ func TestHTTPIdleTimeoutIsAtMostAMinute(t *testing.T) {
 				t.Fatalf("New: %v, want it taken: %v", err, tc.ok)
 			}
 		})
+	}
+}
+
+func TestHTTPConnectionsAreCapped(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.HTTPMaxConns = 2 })
+	a, b := dialHTTP(t, s.HTTPAddr()), dialHTTP(t, s.HTTPAddr())
+	a.get("/status") // both are accepted now, and stay open between requests
+	b.get("/status")
+	refused := 0
+	t.Run("one more is closed at once, without an answer", func(t *testing.T) {
+		over := dialHTTP(t, s.HTTPAddr())
+		_ = over.send("GET", "/status") // it may already be closed
+		if err := over.closedByServer(); err != nil {
+			t.Fatal(err)
+		}
+		refused++
+	})
+	t.Run("the open ones are still served", func(t *testing.T) {
+		a.get("/status")
+	})
+	var again *httpConn
+	outer := t // again outlives the subtest
+	t.Run("a closed connection makes room", func(t *testing.T) {
+		b.nc.Close()
+		// The server counts b out once it reads b's end; until then a
+		// newcomer is refused.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			again = dialHTTP(outer, s.HTTPAddr())
+			if again.send("GET", "/status") == nil {
+				if resp, _, err := again.response("GET"); err == nil && resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			again.nc.Close()
+			refused++
+			if time.Now().After(deadline) {
+				t.Fatal("still refused 10 s after a connection closed")
+			}
+		}
+	})
+	if again == nil {
+		t.FailNow()
+	}
+	metrics := again.get("/metrics")
+	for _, want := range []string{
+		`arbor_limit{limit="http_connections"} 2` + "\n",
+		fmt.Sprintf(`arbor_limit_refusals_total{limit="http_connections"} %d`+"\n", refused),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -40,6 +40,7 @@ const (
 	limitFrameSize        = "frame_size"
 	limitListNames        = "listing_names"
 	limitListBytes        = "listing_bytes"
+	limitHTTPConns        = "http_connections"
 )
 
 // The limits' defaults.
@@ -51,6 +52,7 @@ const (
 	DefaultMaxEphemerals       = 10_000
 	DefaultMaxListNames        = 1_000_000
 	DefaultMaxListBytes        = 16 << 20
+	DefaultHTTPMaxConns        = 1024
 	DefaultHTTPIdleTimeout     = time.Minute
 )
 
@@ -71,6 +73,7 @@ func (c *Config) setLimitDefaults() {
 		{&c.MaxEphemerals, DefaultMaxEphemerals},
 		{&c.MaxListNames, DefaultMaxListNames},
 		{&c.MaxListBytes, DefaultMaxListBytes},
+		{&c.HTTPMaxConns, DefaultHTTPMaxConns},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def
@@ -140,6 +143,7 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		limitWatches: cfg.MaxWatches, limitEphemerals: cfg.MaxEphemerals,
 		limitDataSize: cfg.MaxDataSize, limitFrameSize: cfg.MaxFrame,
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,
+		limitHTTPConns: cfg.HTTPMaxConns,
 	} {
 		value := float64(v)
 		if v < 0 {
@@ -160,13 +164,20 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 // per limit (a flood of refusals must not flood the log), and returns the
 // error the client is answered with: code, and a message naming the limit.
 func (l *limiter) refuse(log *zap.Logger, limit string, code wire.Code, format string, args ...any) error {
-	l.refusals.WithLabelValues(limit).Inc()
 	err := wire.Errorf(code, "%s (the %s limit)", fmt.Sprintf(format, args...), limit)
+	l.refused(log, limit, err)
+	return err
+}
+
+// refused counts a refusal for limit and logs err on log, at most once a
+// second per limit, as refuse does; it is for refusals with no client
+// error to answer, such as a connection closed at once.
+func (l *limiter) refused(log *zap.Logger, limit string, err error) {
+	l.refusals.WithLabelValues(limit).Inc()
 	if suppressed, ok := l.mayLog(limit, time.Now()); ok {
 		log.Warn("refused: over a limit", zap.String("limit", limit), zap.Error(err),
 			zap.Int("refusals_not_logged", suppressed))
 	}
-	return err
 }
 
 // mayLog reports whether a refusal for limit may be logged at now, and how

@@ -134,6 +134,7 @@ func TestLimitsAreInMetrics(t *testing.T) {
 		`arbor_limit{limit="ephemerals_per_session"}`:         7,
 		`arbor_limit{limit="listing_names"}`:                  DefaultMaxListNames,
 		`arbor_limit{limit="listing_bytes"}`:                  DefaultMaxListBytes,
+		`arbor_limit{limit="http_connections"}`:               DefaultHTTPMaxConns,
 		`arbor_limit_refusals_total{limit="data_size"}`:       0,
 		`arbor_throttled_total{limit="outstanding_requests"}`: 0,
 	} {

@@ -105,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.HTTP != "-" {
-		if s.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
+		if s.httpLn, err = s.listenHTTP(cfg.HTTP); err != nil {
 			closeListeners()
 			return nil, fmt.Errorf("listen for http: %w", err)
 		}

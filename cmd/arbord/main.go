@@ -119,9 +119,10 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 	return err
 }
 
-// limitFlagSet holds the flags of the per-client limits. Each shows its
-// real default, and 0 turns it off (as ZooKeeper's maxClientCnxns=0 does),
-// except for the outstanding requests, which are always bounded.
+// limitFlagSet holds the flags of the per-client limits and of the HTTP
+// connections. Each shows its real default, and 0 turns it off (as
+// ZooKeeper's maxClientCnxns=0 does), except for the outstanding requests,
+// which are always bounded.
 type limitFlagSet []limitFlag
 
 type limitFlag struct {
@@ -148,6 +149,8 @@ func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
 			"names a getChildren or getEphemerals reply may carry (0: no limit)"},
 		{"max-list-bytes", &cfg.MaxListBytes, server.DefaultMaxListBytes, true,
 			"bytes of names a getChildren or getEphemerals reply may carry (0: no limit)"},
+		{"http-max-conns", &cfg.HTTPMaxConns, server.DefaultHTTPMaxConns, true,
+			"open connections on --http at most; one more is closed as soon as it is accepted (0: no limit)"},
 	}
 	for _, f := range flags {
 		fs.IntVar(f.v, f.name, f.def, f.usage)

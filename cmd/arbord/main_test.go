@@ -51,7 +51,11 @@ func TestLimitFlagsTurnZeroIntoNoLimitWhereAllowed(t *testing.T) {
 	}{
 		{"the defaults are the server's", nil, false, func(c server.Config) bool {
 			return c.MaxConnsPerIP == server.DefaultMaxConnsPerIP && c.MaxOutstanding == server.DefaultMaxOutstanding &&
-				c.MaxWatches == server.DefaultMaxWatches && c.MaxListBytes == server.DefaultMaxListBytes
+				c.MaxWatches == server.DefaultMaxWatches && c.MaxListBytes == server.DefaultMaxListBytes &&
+				c.HTTPMaxConns == server.DefaultHTTPMaxConns
+		}},
+		{"0 turns the HTTP connection limit off", []string{"--http-max-conns", "0"}, false, func(c server.Config) bool {
+			return c.HTTPMaxConns == server.NoLimit
 		}},
 		{"0 turns the per-IP limit off", []string{"--max-conns-per-ip", "0"}, false, func(c server.Config) bool {
 			return c.MaxConnsPerIP == server.NoLimit
