@@ -210,3 +210,59 @@ func TestHTTPConnectionsAreCapped(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPEndpointsAnswerOnlyTheirMethods(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.Pprof = true })
+	base := "http://" + s.HTTPAddr().String()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if code, _ := get(t, base+"/healthz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/healthz never became ok")
+		}
+	}
+	type check struct {
+		method, path string
+		code         int
+		allow        string // the Allow header of a 405
+	}
+	var checks []check
+	for _, path := range []string{"/status", "/healthz", "/metrics", "/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
+		for _, method := range []string{"GET", "HEAD"} {
+			checks = append(checks, check{method, path, http.StatusOK, ""})
+		}
+		for _, method := range []string{"POST", "PUT", "DELETE", "PATCH", "OPTIONS", "BREW"} {
+			checks = append(checks, check{method, path, http.StatusMethodNotAllowed, "GET, HEAD"})
+		}
+	}
+	checks = append(checks,
+		check{"POST", "/debug/pprof/symbol", http.StatusOK, ""}, // as Go's pprof serves it
+		check{"PUT", "/debug/pprof/symbol", http.StatusMethodNotAllowed, "GET, HEAD, POST"},
+		check{"GET", "/nowhere", http.StatusNotFound, ""},
+		check{"POST", "/nowhere", http.StatusNotFound, ""},
+	)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for _, c := range checks {
+		name := fmt.Sprintf("%s %s answers %d", c.method, c.path, c.code)
+		t.Run(name, func(t *testing.T) {
+			req, err := http.NewRequest(c.method, base+c.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != c.code {
+				t.Fatalf("%s", resp.Status)
+			}
+			if allow := resp.Header.Get("Allow"); allow != c.allow {
+				t.Fatalf("Allow: %q, want %q", allow, c.allow)
+			}
+		})
+	}
+}
