@@ -80,6 +80,10 @@ type Config struct {
 	// that idle connections filling the cap are shed quickly.
 	HandshakeTimeout, ShortHandshakeTimeout time.Duration
 
+	// Limits of the HTTP listener (see http.go and docs/security.md).
+	HTTPMaxConns    int           // open HTTP connections at most (default 1024; NoLimit turns it off)
+	HTTPIdleTimeout time.Duration // how long a keep-alive HTTP connection may wait for its next request (default and at most 60s)
+
 	// SuperDigest is the superuser's digest identity, user:base64(sha1(
 	// user:password)): a connection that authenticates as it passes every
 	// ACL check (ZooKeeper's zookeeper.DigestAuthenticationProvider.
@@ -130,6 +134,9 @@ func (c *Config) setDefaults() {
 		c.ShortHandshakeTimeout = 2 * time.Second
 	}
 	c.setLimitDefaults()
+	if c.HTTPIdleTimeout == 0 {
+		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
 	}

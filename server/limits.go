@@ -44,6 +44,7 @@ const (
 	limitPathLength       = "path_length"
 	limitNameLength       = "name_length"
 	limitHandshaking      = "handshaking_connections"
+	limitHTTPConns        = "http_connections"
 )
 
 // The limits' defaults.
@@ -58,7 +59,14 @@ const (
 	DefaultMaxPath             = 4096 // Linux's PATH_MAX
 	DefaultMaxName             = 1024
 	DefaultMaxHandshaking      = 256
+	DefaultHTTPMaxConns        = 1024
+	DefaultHTTPIdleTimeout     = time.Minute
 )
+
+// MaxHTTPIdleTimeout bounds Config.HTTPIdleTimeout: an idle connection
+// holds a descriptor, and clients that open many and leave them idle must
+// not hold them for long.
+const MaxHTTPIdleTimeout = time.Minute
 
 func (c *Config) setLimitDefaults() {
 	for _, l := range []struct {
@@ -75,6 +83,7 @@ func (c *Config) setLimitDefaults() {
 		{&c.MaxPath, DefaultMaxPath},
 		{&c.MaxName, DefaultMaxName},
 		{&c.MaxHandshaking, DefaultMaxHandshaking},
+		{&c.HTTPMaxConns, DefaultHTTPMaxConns},
 	} {
 		if *l.v == 0 {
 			*l.v = l.def
@@ -84,8 +93,12 @@ func (c *Config) setLimitDefaults() {
 
 // checkLimits refuses limits that cannot be turned off: without a bound on
 // a connection's outstanding requests, a client that never reads its
-// replies could make the server hold any amount of memory.
+// replies could make the server hold any amount of memory, and without an
+// HTTP idle timeout, clients could hold descriptors with idle connections.
 func (c *Config) checkLimits() error {
+	if c.HTTPIdleTimeout <= 0 || c.HTTPIdleTimeout > MaxHTTPIdleTimeout {
+		return fmt.Errorf("the HTTP idle timeout must be more than 0 and at most %v, not %v", MaxHTTPIdleTimeout, c.HTTPIdleTimeout)
+	}
 	if c.MaxOutstanding < 1 {
 		return fmt.Errorf("the outstanding requests limit must be at least 1, not %d", c.MaxOutstanding)
 	}
@@ -147,6 +160,7 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,
 		limitPathLength: cfg.MaxPath, limitNameLength: cfg.MaxName,
 		limitHandshaking: cfg.MaxHandshaking,
+		limitHTTPConns:   cfg.HTTPMaxConns,
 	} {
 		value := float64(v)
 		if v < 0 {
@@ -173,13 +187,20 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 // per limit (a flood of refusals must not flood the log), and returns the
 // error the client is answered with: code, and a message naming the limit.
 func (l *limiter) refuse(log *zap.Logger, limit string, code wire.Code, format string, args ...any) error {
-	l.refusals.WithLabelValues(limit).Inc()
 	err := wire.Errorf(code, "%s (the %s limit)", fmt.Sprintf(format, args...), limit)
+	l.refused(log, limit, err)
+	return err
+}
+
+// refused counts a refusal for limit and logs err on log, at most once a
+// second per limit, as refuse does; it is for refusals with no client
+// error to answer, such as a connection closed at once.
+func (l *limiter) refused(log *zap.Logger, limit string, err error) {
+	l.refusals.WithLabelValues(limit).Inc()
 	if suppressed, ok := l.mayLog(limit, time.Now()); ok {
 		log.Warn("refused: over a limit", zap.String("limit", limit), zap.Error(err),
 			zap.Int("refusals_not_logged", suppressed))
 	}
-	return err
 }
 
 // mayLog reports whether a refusal for limit may be logged at now, and how

@@ -138,6 +138,7 @@ func TestLimitsAreInMetrics(t *testing.T) {
 		`arbor_limit{limit="name_length"}`:                    DefaultMaxName,
 		`arbor_limit{limit="handshaking_connections"}`:        DefaultMaxHandshaking,
 		`arbor_handshaking_connections`:                       0,
+		`arbor_limit{limit="http_connections"}`:               DefaultHTTPMaxConns,
 		`arbor_limit_refusals_total{limit="data_size"}`:       0,
 		`arbor_throttled_total{limit="outstanding_requests"}`: 0,
 	} {

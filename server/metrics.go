@@ -91,12 +91,14 @@ func (m *metrics) observe(op string, code wire.Code, d time.Duration) {
 }
 
 // handler serves /metrics, /status (the member's Status as JSON) and
-// /healthz: healthy while raft runs and knows a leader.
+// /healthz: healthy while raft runs and knows a leader. Each pattern names
+// its methods (GET takes HEAD too), so the mux answers any other method
+// with 405 and an Allow header.
 func (m *metrics) handler(s *Server) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/status", s.serveStatus)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", s.serveStatus)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.node.Done():
 			http.Error(w, "raft stopped", http.StatusServiceUnavailable)
@@ -110,11 +112,12 @@ func (m *metrics) handler(s *Server) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if s.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol) // go tool pprof posts the addresses it looks up
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
 }

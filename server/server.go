@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.HTTP != "-" {
-		if s.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
+		if s.httpLn, err = s.listenHTTP(cfg.HTTP); err != nil {
 			closeListeners()
 			return nil, fmt.Errorf("listen for http: %w", err)
 		}
@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		go s.acceptLoop(s.zkLn, newZKCodec)
 	}
 	if s.httpLn != nil {
-		s.httpSrv = &http.Server{Handler: s.metrics.handler(s), ReadHeaderTimeout: 5 * time.Second}
+		s.httpSrv = newHTTPServer(&s.cfg, s.metrics.handler(s))
 		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
 	}
 	zkClients := "off"

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/arbor-coord/arbor/server"
 	"github.com/arbor-coord/arbor/tree"
@@ -45,6 +46,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.DataDir, "data", "arbor-data", "directory for the raft log and snapshots")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:2281", "client address")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:2481", `metrics and health address ("-" for none)`)
+	fs.DurationVar(&cfg.HTTPIdleTimeout, "http-idle-timeout", server.DefaultHTTPIdleTimeout,
+		fmt.Sprintf("how long a keep-alive connection on --http may wait for its next request before it is closed (more than 0, at most %v)", server.MaxHTTPIdleTimeout))
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients (who may make them is unchanged: see --admin-identities)")
@@ -79,6 +82,9 @@ func run(args []string) error {
 		return err
 	}
 	if err := limits.apply(); err != nil {
+		return err
+	}
+	if err := checkHTTPIdleTimeout(cfg.HTTPIdleTimeout); err != nil {
 		return err
 	}
 	if memLimit > 0 {
@@ -124,9 +130,10 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 	return err
 }
 
-// limitFlagSet holds the flags of the per-client limits. Each shows its
-// real default, and 0 turns it off (as ZooKeeper's maxClientCnxns=0 does),
-// except for the outstanding requests, which are always bounded.
+// limitFlagSet holds the flags of the per-client limits and of the HTTP
+// connections. Each shows its real default, and 0 turns it off (as
+// ZooKeeper's maxClientCnxns=0 does), except for the outstanding requests,
+// which are always bounded.
 type limitFlagSet []limitFlag
 
 type limitFlag struct {
@@ -159,6 +166,8 @@ func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
 			"bytes of one name (a path's segment) in such a path (0: no limit)"},
 		{"max-handshaking", &cfg.MaxHandshaking, server.DefaultMaxHandshaking, true,
 			"client connections that may be in their handshake at once, from all addresses; more are closed at once (0: no limit)"},
+		{"http-max-conns", &cfg.HTTPMaxConns, server.DefaultHTTPMaxConns, true,
+			"open connections on --http at most; one more is closed as soon as it is accepted (0: no limit)"},
 	}
 	for _, f := range flags {
 		fs.IntVar(f.v, f.name, f.def, f.usage)
@@ -179,6 +188,15 @@ func (flags limitFlagSet) apply() error {
 		case *f.v == 0:
 			*f.v = server.NoLimit
 		}
+	}
+	return nil
+}
+
+// checkHTTPIdleTimeout refuses a --http-idle-timeout of 0, which the
+// server would take as its default, and one out of the server's range.
+func checkHTTPIdleTimeout(d time.Duration) error {
+	if d <= 0 || d > server.MaxHTTPIdleTimeout {
+		return fmt.Errorf("--http-idle-timeout: must be more than 0 and at most %v, not %v", server.MaxHTTPIdleTimeout, d)
 	}
 	return nil
 }

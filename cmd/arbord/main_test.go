@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arbor-coord/arbor/server"
 )
@@ -51,7 +52,11 @@ func TestLimitFlagsTurnZeroIntoNoLimitWhereAllowed(t *testing.T) {
 	}{
 		{"the defaults are the server's", nil, false, func(c server.Config) bool {
 			return c.MaxConnsPerIP == server.DefaultMaxConnsPerIP && c.MaxOutstanding == server.DefaultMaxOutstanding &&
-				c.MaxWatches == server.DefaultMaxWatches && c.MaxListBytes == server.DefaultMaxListBytes
+				c.MaxWatches == server.DefaultMaxWatches && c.MaxListBytes == server.DefaultMaxListBytes &&
+				c.HTTPMaxConns == server.DefaultHTTPMaxConns
+		}},
+		{"0 turns the HTTP connection limit off", []string{"--http-max-conns", "0"}, false, func(c server.Config) bool {
+			return c.HTTPMaxConns == server.NoLimit
 		}},
 		{"0 turns the per-IP limit off", []string{"--max-conns-per-ip", "0"}, false, func(c server.Config) bool {
 			return c.MaxConnsPerIP == server.NoLimit
@@ -140,5 +145,22 @@ func TestAdminIdentitiesAreCheckedBeforeTheServerStarts(t *testing.T) {
 				t.Fatalf("run = %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestHTTPIdleTimeoutMustBeMoreThanZeroAndAtMostAMinute(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{
+		{0, false},
+		{-time.Second, false},
+		{time.Minute + time.Second, false},
+		{time.Minute, true},
+		{200 * time.Millisecond, true},
+	} {
+		if err := checkHTTPIdleTimeout(tc.d); (err == nil) != tc.ok {
+			t.Errorf("checkHTTPIdleTimeout(%v) = %v, want it taken: %v", tc.d, err, tc.ok)
+		}
 	}
 }
