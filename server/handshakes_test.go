@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/wire"
-	"github.com/arbor-coord/arbor/zkwire"
 )
 
 // waitFor polls cond until it holds, failing the test if it has not after
@@ -225,14 +224,7 @@ func TestEveryWayAHandshakeEndsGivesItsSlotBack(t *testing.T) {
 			}
 		}},
 		{"a ZooKeeper client that connects and leaves", func(t *testing.T) {
-			z, err := dialZK(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer z.nc.Close()
-			if _, err := z.connect(zkwire.ConnectRequest{TimeOut: 5000}); err != nil {
-				t.Fatal(err)
-			}
+			connectZK(t, s)
 		}},
 		{"a connection refused at the connection limit", func(t *testing.T) {
 			waitFor(t, "the earlier connections to close", func() bool { return conns() == 1 })

@@ -40,14 +40,7 @@ func TestSetWatchesWithABadPathIsRefusedWhole(t *testing.T) {
 		})
 	}
 	t.Run("a ZooKeeper client's setWatches with a bad path is refused with BadArguments and registers nothing", func(t *testing.T) {
-		z, err := dialZK(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer z.nc.Close()
-		if _, err := z.connect(zkwire.ConnectRequest{TimeOut: 5000}); err != nil {
-			t.Fatal(err)
-		}
+		z := connectZK(t, s)
 		r := z.call(t, zkwire.Request{Xid: zkwire.XidSetWatches, Op: zkwire.OpSetWatches2,
 			DataWatches: []string{"/w"}, PersistentWatches: []string{"no/slash"}})
 		if r.Err != int32(wire.CodeBadArguments) {
@@ -145,14 +138,7 @@ func TestPathsAndNamesOverTheLimitsAreRefused(t *testing.T) {
 	})
 
 	t.Run("a ZooKeeper client is held to the same limits", func(t *testing.T) {
-		z, err := dialZK(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer z.nc.Close()
-		if _, err := z.connect(zkwire.ConnectRequest{TimeOut: 5000}); err != nil {
-			t.Fatal(err)
-		}
+		z := connectZK(t, s)
 		bad := int32(wire.CodeBadArguments)
 		if r := z.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: long, ACL: []zkwire.ACL{{Perms: 31, ID: zkwire.ID{Scheme: "world", ID: "anyone"}}}}); r.Err != bad {
 			t.Errorf("create: %d, want BadArguments", r.Err)
