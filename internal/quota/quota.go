@@ -43,14 +43,6 @@ func (p *Pool) Take(n int64, done <-chan struct{}) bool {
 	}
 }
 
-// Force takes n bytes whether they fit or not, for what is too small to
-// be worth a wait.
-func (p *Pool) Force(n int64) {
-	p.mu.Lock()
-	p.used += n
-	p.mu.Unlock()
-}
-
 // Give returns n bytes taken before and wakes the waiters.
 func (p *Pool) Give(n int64) {
 	if n == 0 {
