@@ -98,8 +98,17 @@ func (n *Node) propose(p proposal) {
 	binary.BigEndian.PutUint64(data, p.id)
 	copy(data[8:], p.payload)
 	if err := n.rn.Propose(data); err != nil {
-		n.deliver(p.id, Outcome{Err: ErrProposalDropped})
+		n.deliver(p.id, Outcome{Err: n.dropped()})
 	}
+}
+
+// dropped says why raft dropped a proposal: on a leader that is not
+// handing over its leadership, only for the uncommitted entries' limit.
+func (n *Node) dropped() error {
+	if st := n.rn.BasicStatus(); st.RaftState == raft.StateLeader && st.LeadTransferee == raft.None {
+		return ErrUncommittedFull
+	}
+	return ErrProposalDropped
 }
 
 // processReady handles every pending Ready: persist, send, hand the

@@ -55,6 +55,10 @@ type Transport interface {
 var (
 	ErrStopped         = errors.New("raftnode: stopped")
 	ErrProposalDropped = errors.New("raftnode: proposal dropped (no leader)")
+	// ErrUncommittedFull refuses a proposal on a leader whose proposals
+	// not yet committed are over Config.UncommittedBytes: the group is
+	// taking writes faster than it commits them.
+	ErrUncommittedFull = errors.New("raftnode: proposal dropped (uncommitted proposals over their limit)")
 	// ErrLeaderChanged fails what was pending when the leader changed: the
 	// old leader may have taken it with it, or the new one may still
 	// commit it. The outcome is unknown, as after a timeout, but known

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,4 +327,48 @@ func TestLargeEntriesAreSnapshottedByBytesAndNotHeldInMemory(t *testing.T) {
 	if got := sm.value(); got != 40 {
 		t.Fatalf("after a restart the sum is %d, want 40", got)
 	}
+}
+
+// A leader whose proposals not yet committed are over UncommittedBytes
+// refuses more with ErrUncommittedFull, not as if it had no leader, and
+// takes them again once those commit.
+func TestALeaderRefusesProposalsPastItsUncommittedBytes(t *testing.T) {
+	sm := &counter{}
+	n, err := Start(Config{ID: 1, Dir: t.TempDir(), UncommittedBytes: 16 << 10,
+		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t)}, sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	add(t, n, 0) // a leader
+	payload := make([]byte, 8<<10)
+	binary.BigEndian.PutUint64(payload, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var refused, committed atomic.Int64
+	for round := 0; round < 20 && refused.Load() == 0; round++ {
+		// Proposals from many goroutines at once reach raft in one batch,
+		// before the first of them commits.
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				switch o := n.Propose(ctx, payload).Wait(ctx); {
+				case o.Err == nil:
+					committed.Add(1)
+				case errors.Is(o.Err, ErrUncommittedFull):
+					refused.Add(1)
+				default:
+					t.Errorf("a proposal failed with %v, want nil or ErrUncommittedFull", o.Err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no proposal was refused for the uncommitted bytes")
+	}
+	if got := sm.value(); got != uint64(committed.Load()) {
+		t.Fatalf("the state machine counted %d, but %d proposals committed", got, committed.Load())
+	}
+	add(t, n, 1) // room again
 }

@@ -237,7 +237,10 @@ func (c *conn) goodbye(code wire.Code) {
 // frame), to the output buffer and wakes the flusher.
 func (c *conn) send(r *request, reply *wire.Reply) {
 	c.outMu.Lock()
-	if c.closed {
+	// A closing connection's responder no longer waits for room: what it
+	// would queue past the high-water mark is dropped, since its client
+	// is not reading.
+	if c.closed || len(c.out) > replyHighWater && c.ctx.Err() != nil {
 		c.outMu.Unlock()
 		return
 	}

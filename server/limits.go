@@ -40,7 +40,8 @@ const (
 	limitFrameSize        = "frame_size"
 	limitListNames        = "listing_names"
 	limitListBytes        = "listing_bytes"
-	limitMemory           = "memory_requests" // the member's request memory, a share of Config.MemoryBudget
+	limitMemory           = "memory_requests"    // the member's request memory, a share of Config.MemoryBudget
+	limitUncommitted      = "memory_uncommitted" // the leader's proposals not yet committed, a share of Config.MemoryBudget
 	limitPathLength       = "path_length"
 	limitNameLength       = "name_length"
 	limitHandshaking      = "handshaking_connections"

@@ -69,11 +69,14 @@ func newMemory(budget int64) *memory {
 
 // raftConfig shares the budget out to the raft member.
 func (m *memory) raftConfig(rc *raftnode.Config) {
-	rc.UncommittedBytes = uint64(m.budget / 8)
+	rc.UncommittedBytes = uint64(m.uncommitted())
 	rc.ApplyQueueBytes = m.budget / 8
 	rc.LogCacheBytes = int(m.budget / 16)
 	rc.InflightBytes = uint64(m.budget / 32)
 }
+
+// uncommitted is the leader's share for proposals not yet committed.
+func (m *memory) uncommitted() int64 { return m.budget / 8 }
 
 // repliesFull reports whether the clients' queued output is over its share.
 func (m *memory) repliesFull() bool { return m.replies.Load() > m.budget/4 }
@@ -151,7 +154,6 @@ func (s *Server) watchMemory() {
 func (c *conn) admitMemory(r *request, size int) {
 	pool := c.srv.memory.requests
 	if pool.Take(int64(size), alreadyDone) { // no wait: most requests fit
-
 		r.pooled = size
 		return
 	}

@@ -1,20 +1,28 @@
 package server
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // stallingClient makes a client that asks for a 1 MiB node n times and
 // never reads: its replies pile up on the server unless the server stops
-// answering it.
-func stallingClient(t *testing.T, s *Server, n int) *rawConn {
+// answering it. Its session times out after timeout (0: the default);
+// before it stalls, it sends first, reading the replies.
+func stallingClient(t *testing.T, s *Server, n int, timeout time.Duration, first ...wire.Request) *rawConn {
 	t.Helper()
 	c := dialRaw(t, s)
-	c.connect(wire.ConnectRequest{})
+	c.connect(wire.ConnectRequest{TimeoutMs: int32(timeout.Milliseconds())})
 	c.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/big", Data: make([]byte, 1<<20)})
+	for _, r := range first {
+		c.call(r)
+	}
 	var frames []byte
 	for i := range n {
 		frames = wire.AppendRequest(frames, &wire.Request{Xid: int32(2 + i), Op: wire.OpGetData, Path: "/big"})
@@ -25,17 +33,18 @@ func stallingClient(t *testing.T, s *Server, n int) *rawConn {
 
 // A client that asks and never reads is answered until its socket and a
 // megabyte of queued replies are full, and then waits: the server does
-// not queue its 100 MiB of replies, and answers other clients meanwhile.
+// not queue its 100 MiB of replies, and answers other clients meanwhile,
+// also once the client's session expires and its connection closes.
 func TestAClientThatDoesNotReadHoldsABoundedQueueOfReplies(t *testing.T) {
 	s := startServer(t, "")
-	stallingClient(t, s, 100)
+	stallingClient(t, s, 100, 300*time.Millisecond)
 	// The responder stops once the socket's buffers and the queue are
 	// full; by then the queue holds one reply past the high-water mark at
 	// most, and flush one more batch of that size in its write.
 	bound := int64(2 * (replyHighWater + (1<<20 + 1024)))
 	other := dialRaw(t, s)
 	other.connect(wire.ConnectRequest{})
-	for i := range 50 {
+	for i := range 100 {
 		if r := other.call(wire.Request{Xid: int32(i + 1), Op: wire.OpExists, Path: "/big"}); r.Err != wire.CodeOK {
 			t.Fatalf("another client's exists: %v", r.Err)
 		}
@@ -54,7 +63,7 @@ func TestAClientThatDoesNotReadHoldsABoundedQueueOfReplies(t *testing.T) {
 // limit; the room comes back when the requests holding it are answered.
 func TestAWriteIsRefusedWhenTheMembersRequestMemoryStaysFull(t *testing.T) {
 	s := startServer(t, "", func(c *Config) { c.MemoryBudget = 4 << 20 }) // 1 MiB for requests
-	staller := stallingClient(t, s, 100)
+	staller := stallingClient(t, s, 100, 0)
 	// Big writes behind the stalled reads: the first hold the member's
 	// request memory while the responder waits for the staller to read.
 	var frames []byte
@@ -89,5 +98,39 @@ func TestAWriteIsRefusedWhenTheMembersRequestMemoryStaysFull(t *testing.T) {
 	}
 	if used := s.memory.requests.Used(); used != 0 {
 		t.Fatalf("%d bytes of request memory still held with nothing outstanding", used)
+	}
+}
+
+// A watcher that does not read is dropped, with a warning, once its
+// notifications pile up over the high-water mark while the member's reply
+// memory is spent: notifications cannot wait for room as replies do.
+func TestAWatcherThatDoesNotReadIsDroppedWithAWarning(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	s := startServer(t, "", func(c *Config) {
+		c.MemoryBudget = 4 << 20 // 1 MiB for replies: the staller spends it
+		c.Logger = zap.New(core)
+	})
+	staller := stallingClient(t, s, 100, 0, wire.Request{Xid: 1, Op: wire.OpExists, Path: "/watched", Watch: true})
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.memory.repliesFull() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the staller's replies never filled the member's share: %d bytes", s.memory.replies.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	other := dialRaw(t, s)
+	other.connect(wire.ConnectRequest{})
+	if r := other.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/watched"}); r.Err != wire.CodeOK {
+		t.Fatalf("create: %v", r.Err)
+	}
+	// Sooner than the write timeout, which would drop it too.
+	waitLogFor(t, logs, "closing connection: client is not reading its replies", writeTimeout/2)
+	// The connection closes: what was queued is dropped, not kept.
+	_ = staller.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, staller.nc); err != nil {
+		t.Fatalf("the dropped watcher's connection did not close: %v", err)
+	}
+	if held := s.memory.replies.Load(); held != 0 {
+		t.Fatalf("%d bytes of replies still held for a dropped connection", held)
 	}
 }

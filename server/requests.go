@@ -276,6 +276,9 @@ func (s *Server) writeError(err error) error {
 		return nil
 	case errors.Is(err, raftnode.ErrProposalDropped):
 		return wire.ErrNoQuorum
+	case errors.Is(err, raftnode.ErrUncommittedFull):
+		return s.limits.refuse(s.log, limitUncommitted, wire.CodeThrottled,
+			"the member's proposals not yet committed are over their share (an eighth of --memory-budget, %d bytes)", s.memory.uncommitted())
 	case errors.Is(err, raftnode.ErrStopped):
 		return wire.ErrShuttingDown
 	case errors.Is(err, raftnode.ErrRemoved):

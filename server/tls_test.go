@@ -67,7 +67,13 @@ func dialTLS(t *testing.T, addr string, conf *tls.Config) *rawConn {
 // waitLog waits until logs has an entry with message msg.
 func waitLog(t *testing.T, logs *observer.ObservedLogs, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitLogFor(t, logs, msg, 10*time.Second)
+}
+
+// waitLogFor waits up to d until logs has an entry with message msg.
+func waitLogFor(t *testing.T, logs *observer.ObservedLogs, msg string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for logs.FilterMessage(msg).Len() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server never logged %q; it logged %v", msg, logs.All())
