@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/recipes"
 )
 
@@ -222,10 +223,10 @@ func role(ct recipes.Contender) string {
 	switch {
 	case ct.Holds:
 		return "holder"
-	case ct.Kind == "lease" || ct.Kind == "member":
-		return "-"
+	case lockq.Kind(ct.Kind).Ordered():
+		return "waiter"
 	}
-	return "waiter"
+	return "-"
 }
 
 func (e *env) locksCommand() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // Barrier holds processes back until it is removed, as Curator's
@@ -113,7 +114,7 @@ func NewDoubleBarrier(c *client.Client, path string, n int, opts ...Option) *Dou
 // Enter joins the group and waits until n members have joined. When ctx
 // ends first, it leaves the group again.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	me, err := d.q.enqueue(ctx, kindMember, d.q.data)
+	me, err := d.q.enqueue(ctx, lockq.Member, d.q.data)
 	if err != nil {
 		return opError("enter", d.path, err)
 	}
@@ -162,7 +163,7 @@ func (d *DoubleBarrier) enter(ctx context.Context) error {
 // Leave leaves the group and waits until every member has left. The last
 // to leave lowers the ready mark, so the barrier can be used again.
 func (d *DoubleBarrier) Leave(ctx context.Context) error {
-	if d.me.name == "" {
+	if d.me.Name == "" {
 		return opError("leave", d.path, ErrNotHeld)
 	}
 	err := d.leave(ctx)
@@ -181,15 +182,15 @@ func (d *DoubleBarrier) leave(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(es, func(e entry) bool { return e.name == d.me.name })
-		var watch entry
+		i := slices.IndexFunc(es, func(e lockq.Entry) bool { return e.Name == d.me.Name })
+		var watch lockq.Entry
 		switch {
 		case len(es) == 0:
 			return nil
 		case i == 0 && len(es) == 1:
-			_, err := d.c.Multi(ctx, client.DeleteOp(d.q.path(d.me.entry), -1), client.DeleteOp(d.ready, -1))
+			_, err := d.c.Multi(ctx, client.DeleteOp(d.q.path(d.me.Entry), -1), client.DeleteOp(d.ready, -1))
 			if errors.Is(err, client.ErrNoNode) {
-				err = d.q.remove(ctx, d.q.path(d.me.entry)) // the ready mark is gone already
+				err = d.q.remove(ctx, d.q.path(d.me.Entry)) // the ready mark is gone already
 			}
 			if errors.Is(err, client.ErrConnectionLoss) {
 				continue
@@ -199,7 +200,7 @@ func (d *DoubleBarrier) leave(ctx context.Context) error {
 			watch = es[len(es)-1]
 		default:
 			if i > 0 {
-				if err := d.q.remove(ctx, d.q.path(d.me.entry)); err != nil {
+				if err := d.q.remove(ctx, d.q.path(d.me.Entry)); err != nil {
 					return err
 				}
 			}

@@ -41,7 +41,8 @@
 //
 // Node names are _c_<id>-<kind>-<sequence>, where id is unique to the
 // acquisition and kind is lock, read, write, n (a candidate), lease or
-// member. A recipe creates its path and missing ancestors as containers,
+// member; package lockq holds the rules of the queue (who holds, whom each
+// waiter watches, which modes conflict). A recipe creates its path and missing ancestors as containers,
 // which the server deletes once they are empty again. WithACL gives every
 // node a recipe creates an ACL (the server's default otherwise). See
 // docs/recipes.md for each recipe's algorithm.

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // ErrNoLeader is returned by Election.Leader when no candidate campaigns.
@@ -33,13 +34,13 @@ func NewElection(c *client.Client, path string, opts ...Option) *Election {
 // leads. When ctx ends first, the candidacy is withdrawn. Campaign on a
 // leader returns at once.
 func (e *Election) Campaign(ctx context.Context, value []byte) error {
-	_, err := e.h.acquire(ctx, kindCandidate, value, predecessor, true)
+	_, err := e.h.acquire(ctx, lockq.Candidate, value, true)
 	return opError("campaign", e.path, err)
 }
 
 // Resign gives up the leadership, which passes to the next candidate.
 func (e *Election) Resign(ctx context.Context) error {
-	return opError("resign", e.path, e.h.release(ctx, kindCandidate, true))
+	return opError("resign", e.path, e.h.release(ctx, lockq.Candidate, true))
 }
 
 // IsLeader reports whether this candidate leads (and its session lives).
@@ -132,7 +133,7 @@ func (e *Election) nextLeader(ctx context.Context, report func(node string, valu
 				if err == nil && !ok {
 					return ev, nil
 				}
-			case err == nil && len(sortEntries(names)) == 0:
+			case err == nil && len(lockq.Sort(names)) == 0:
 				return ev, nil
 			}
 			if err != nil && !errors.Is(err, client.ErrConnectionLoss) {
@@ -147,7 +148,7 @@ func (e *Election) nextLeader(ctx context.Context, report func(node string, valu
 		case err != nil:
 			return nil, err
 		}
-		if !report(es[0].name, value) {
+		if !report(es[0].Name, value) {
 			return nil, ctx.Err()
 		}
 		return ev, nil

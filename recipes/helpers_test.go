@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/server"
 )
 
@@ -94,8 +95,8 @@ func children(t *testing.T, c *client.Client, path string) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, e := range sortEntries(names) {
-		out = append(out, e.name)
+	for _, e := range lockq.Sort(names) {
+		out = append(out, e.Name)
 	}
 	return out
 }
@@ -183,7 +184,7 @@ type cutConn struct {
 
 func (c *cutConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if c.k.dropAck.Load() && bytes.Contains(p, []byte(protectedMark)) {
+	if c.k.dropAck.Load() && bytes.Contains(p, []byte(lockq.Mark)) {
 		c.wrote.Store(true)
 	}
 	return n, err

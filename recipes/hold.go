@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // ErrNotHeld is returned by a release of what the value does not hold.
@@ -24,7 +25,7 @@ type hold struct {
 	turnstile chan struct{} // capacity 1: one acquire or release at a time
 
 	mu    sync.Mutex // guards the fields below
-	t     ticket     // the held node; t.name is "" when nothing is held
+	t     ticket     // the held node; t.Name is "" when nothing is held
 	count int
 	lost  chan struct{} // closed if the session ends during the hold
 	freed chan struct{} // closed at release: stops watching for the session's end
@@ -45,23 +46,23 @@ func (h *hold) enter(ctx context.Context) error {
 
 func (h *hold) leave() { <-h.turnstile }
 
-// acquire takes a node of kind with data and waits its turn as blocking
-// says (or, with wait false, gives up at once when it would have to wait,
+// acquire takes a node of kind with data and waits its turn by the queue's
+// rules (or, with wait false, gives up at once when it would have to wait,
 // returning false). A cancelled or failed wait removes the node.
-func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking blocker, wait bool) (bool, error) {
+func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait bool) (bool, error) {
 	if err := h.enter(ctx); err != nil {
 		return false, err
 	}
 	defer h.leave()
 	h.mu.Lock()
-	if h.t.name != "" {
+	if h.t.Name != "" {
 		defer h.mu.Unlock()
 		select {
 		case <-h.lost:
 			return false, h.q.c.Err() // the hold ended with the session
 		default:
 		}
-		if h.t.kind != kind {
+		if h.t.Kind != kind {
 			return false, ErrHeldInOtherMode
 		}
 		if h.reentrant {
@@ -75,7 +76,7 @@ func (h *hold) acquire(ctx context.Context, kind string, data []byte, blocking b
 	if err != nil {
 		return false, err
 	}
-	if err := h.q.turn(ctx, t, blocking, wait); err != nil {
+	if err := h.q.turn(ctx, t, wait); err != nil {
 		if rerr := h.q.leave(ctx, t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
@@ -114,13 +115,13 @@ func watchSession(c *client.Client, owner int64) (lost, freed chan struct{}) {
 // release gives up one hold of kind (all of them with all), deleting the
 // node when the count reaches zero. If the session ended during the hold it
 // says so: what the hold protected may have been changed by another holder.
-func (h *hold) release(ctx context.Context, kind string, all bool) error {
+func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 	if err := h.enter(ctx); err != nil {
 		return err
 	}
 	defer h.leave()
 	h.mu.Lock()
-	if h.t.name == "" || h.t.kind != kind {
+	if h.t.Name == "" || h.t.Kind != kind {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
@@ -142,17 +143,17 @@ func (h *hold) release(ctx context.Context, kind string, all bool) error {
 }
 
 // held returns the kind held, or "".
-func (h *hold) held() string {
+func (h *hold) held() lockq.Kind {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.t.name == "" {
+	if h.t.Name == "" {
 		return ""
 	}
 	select {
 	case <-h.lost:
 		return ""
 	default:
-		return h.t.kind
+		return h.t.Kind
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // Contender is one node in a recipe's queue, as Contenders reports it.
@@ -42,21 +43,9 @@ func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender
 			return nil, opError("contenders", path, err)
 		}
 		out = append(out, Contender{
-			Node: e.name, Kind: e.kind, Seq: e.seq, Session: st.EphemeralOwner,
-			Created: time.UnixMilli(st.Ctime), Data: data, Holds: holds(es, i),
+			Node: e.Name, Kind: string(e.Kind), Seq: e.Seq, Session: st.EphemeralOwner,
+			Created: time.UnixMilli(st.Ctime), Data: data, Holds: lockq.Holds(es, i),
 		})
 	}
 	return out, nil
-}
-
-// holds tells whether entry i goes ahead of the queue es, by the rule of
-// its kind.
-func holds(es []entry, i int) bool {
-	switch es[i].kind {
-	case kindLock, kindWrite, kindCandidate:
-		return predecessor(es, i) < 0
-	case kindRead:
-		return writerAhead(es, i) < 0
-	}
-	return false
 }

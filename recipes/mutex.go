@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // Mutex is a distributed lock on a path. Each contender makes an
@@ -34,14 +35,14 @@ func newMutex(c *client.Client, path string, o options) *Mutex {
 // removed and ctx's error returned. When the session expires while
 // waiting, the error matches client.ErrSessionExpired.
 func (m *Mutex) Lock(ctx context.Context) error {
-	_, err := m.h.acquire(ctx, kindLock, m.data, predecessor, true)
+	_, err := m.h.acquire(ctx, lockq.Exclusive, m.data, true)
 	return opError("lock", m.path, err)
 }
 
 // TryLock takes the lock if no one holds it or waits for it, and otherwise
 // returns false at once, leaving nothing behind.
 func (m *Mutex) TryLock(ctx context.Context) (bool, error) {
-	ok, err := m.h.acquire(ctx, kindLock, m.data, predecessor, false)
+	ok, err := m.h.acquire(ctx, lockq.Exclusive, m.data, false)
 	return ok, opError("trylock", m.path, err)
 }
 
@@ -51,7 +52,7 @@ func (m *Mutex) TryLock(ctx context.Context) (bool, error) {
 // ctx ends before the server confirms the release, the release goes on in
 // the background (or the session's end releases the lock).
 func (m *Mutex) Unlock(ctx context.Context) error {
-	return opError("unlock", m.path, m.h.release(ctx, kindLock, false))
+	return opError("unlock", m.path, m.h.release(ctx, lockq.Exclusive, false))
 }
 
 // Token returns the fencing token of the current hold (0 when not held):

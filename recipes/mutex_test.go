@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 func TestMutexExcludesAndItsTokensIncrease(t *testing.T) {
@@ -246,63 +247,18 @@ func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
 func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
 	s := startServer(t)
 	old, c := s.dial(t), s.dial(t)
-	stale, err := newQueue(old, "/locks/stale", options{}).enqueue(ctxWait(t), kindLock, nil)
+	stale, err := newQueue(old, "/locks/stale", options{}).enqueue(ctxWait(t), lockq.Exclusive, nil)
 	must(t, err)
 	// A node with the same protected name in another session must not be
 	// taken as one's own.
 	e, _, err := newQueue(c, "/locks/stale", options{}).findOwn(ctxWait(t), stale.prefix)
 	must(t, err)
-	if e.name != "" {
-		t.Fatalf("adopted %s, a node of another session", e.name)
+	if e.Name != "" {
+		t.Fatalf("adopted %s, a node of another session", e.Name)
 	}
 	if nodes := children(t, c, "/locks/stale"); len(nodes) != 0 {
 		t.Errorf("the stale node was not deleted: %v", nodes)
 	}
-}
-
-func TestParseEntry(t *testing.T) {
-	tests := []struct {
-		name string
-		want entry
-		ok   bool
-	}{
-		{"_c_0123abcd-lock-0000000042", entry{"_c_0123abcd-lock-0000000042", "lock", 42}, true},
-		{"_c_ff-read-0000000000", entry{"_c_ff-read-0000000000", "read", 0}, true},
-		{"lock-0000000042", entry{}, false},       // not a recipe node
-		{"_c_ff-lock-00000042", entry{}, false},   // short sequence
-		{"_c_ff-lock0000000042", entry{}, false},  // no dash before the sequence
-		{"_c_fflock-0000000042", entry{}, false},  // no kind
-		{"_c_ff-lock--000000042", entry{}, false}, // a negative sequence
-		{"_c_ff-lock-+000000042", entry{}, false}, // a sign
-		{"_c_ff--0000000042", entry{}, false},     // an empty kind
-		{"ready", entry{}, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseEntry(tt.name)
-		if ok != tt.ok || got != tt.want {
-			t.Errorf("parseEntry(%q) = %+v, %v; want %+v, %v", tt.name, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
-// FuzzParseEntry checks that a parsed name is exactly prefix, kind and
-// sequence put back together, and that nothing panics.
-func FuzzParseEntry(f *testing.F) {
-	for _, s := range []string{"_c_0123abcd-lock-0000000042", "_c_-n-0000000001", "ready", "_c_x--0000000000", "_c_a-b-c-9999999999"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, name string) {
-		e, ok := parseEntry(name)
-		if !ok {
-			return
-		}
-		if e.name != name || e.seq < 0 || strings.Contains(e.kind, "-") {
-			t.Fatalf("parseEntry(%q) = %+v", name, e)
-		}
-		if want := fmt.Sprintf("-%s-%010d", e.kind, e.seq); !strings.HasSuffix(name, want) || !strings.HasPrefix(name, protectedMark) {
-			t.Fatalf("parseEntry(%q) = %+v: not <prefix>%s", name, e, want)
-		}
-	})
 }
 
 func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
@@ -320,7 +276,7 @@ func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
 		kind  string
 		holds bool
 		data  string
-	}{{kindRead, true, "r1"}, {kindRead, true, ""}, {kindWrite, false, "w"}}
+	}{{"read", true, "r1"}, {"read", true, ""}, {"write", false, "w"}}
 	if len(got) != len(want) {
 		t.Fatalf("contenders %+v", got)
 	}

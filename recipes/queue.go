@@ -1,18 +1,17 @@
 package recipes
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // Option configures a recipe.
@@ -49,23 +48,6 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// Node kinds, the middle part of a queue node's name.
-const (
-	kindLock      = "lock"
-	kindRead      = "read"
-	kindWrite     = "write"
-	kindCandidate = "n"
-	kindLease     = "lease"
-	kindMember    = "member"
-)
-
-// protectedMark starts every name a recipe gives its nodes, followed by a
-// random id unique to one acquisition: _c_<32 hex digits>-<kind>-<sequence>.
-const protectedMark = "_c_"
-
-// seqDigits is the length of the sequence number the server appends.
-const seqDigits = 10
-
 // errGone says that the node a recipe value waited or held with is gone:
 // its session ended, or someone deleted it.
 var errGone = errors.New("the recipe's node is gone")
@@ -84,37 +66,11 @@ func newQueue(c *client.Client, dir string, o options) *queue {
 	return &queue{c: c, dir: dir, data: o.data, acl: o.acl}
 }
 
-// entry is one node of a queue.
-type entry struct {
-	name string
-	kind string
-	seq  int64
-}
-
-// parseEntry reads a node name written by a recipe. Other names are not
-// part of any queue.
-func parseEntry(name string) (entry, bool) {
-	if !strings.HasPrefix(name, protectedMark) || len(name) < seqDigits+2 {
-		return entry{}, false
-	}
-	digits := name[len(name)-seqDigits:]
-	if strings.Trim(digits, "0123456789") != "" {
-		return entry{}, false // a sign, or a negative sequence (after an overflow)
-	}
-	seq, _ := strconv.ParseInt(digits, 10, 64)
-	rest, ok := strings.CutSuffix(name[:len(name)-seqDigits], "-")
-	dash := strings.LastIndexByte(rest, '-')
-	if !ok || dash < 0 || dash == len(rest)-1 {
-		return entry{}, false
-	}
-	return entry{name: name, kind: rest[dash+1:], seq: seq}, true
-}
-
-func (q *queue) path(e entry) string { return q.dir + "/" + e.name }
+func (q *queue) path(e lockq.Entry) string { return q.dir + "/" + e.Name }
 
 // entries lists the queue in sequence order; a missing dir is an empty
 // queue.
-func (q *queue) entries(ctx context.Context) ([]entry, error) {
+func (q *queue) entries(ctx context.Context) ([]lockq.Entry, error) {
 	for {
 		names, _, err := q.c.Children(ctx, q.dir)
 		switch {
@@ -125,25 +81,14 @@ func (q *queue) entries(ctx context.Context) ([]entry, error) {
 		case err != nil:
 			return nil, err
 		}
-		return sortEntries(names), nil
+		return lockq.Sort(names), nil
 	}
-}
-
-func sortEntries(names []string) []entry {
-	es := make([]entry, 0, len(names))
-	for _, n := range names {
-		if e, ok := parseEntry(n); ok {
-			es = append(es, e)
-		}
-	}
-	slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
-	return es
 }
 
 // ticket is one acquisition's node.
 type ticket struct {
-	entry
-	prefix string // protectedMark + the acquisition's id + "-"
+	lockq.Entry
+	prefix string // the names of the acquisition's nodes start with it: lockq.IDPrefix
 	czxid  int64  // the fencing token
 	owner  int64  // the session that created the node
 	// lossy says that a create's answer was lost: the server may still
@@ -152,22 +97,23 @@ type ticket struct {
 }
 
 // sibling reports whether e is another node of t's acquisition.
-func (t *ticket) sibling(e entry) bool {
-	return e.name != t.name && strings.HasPrefix(e.name, t.prefix)
+func (t *ticket) sibling(e lockq.Entry) bool {
+	return e.Name != t.Name && strings.HasPrefix(e.Name, t.prefix)
 }
 
 // enqueue creates a node of kind with data, and the dir if it is missing.
 // A create whose answer was lost with the connection is found again by its
 // protected name.
-func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, error) {
-	var id [16]byte
-	_, _ = rand.Read(id[:]) // never fails
-	t := ticket{prefix: protectedMark + hex.EncodeToString(id[:]) + "-"}
+func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte) (ticket, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	id := hex.EncodeToString(b[:])
+	t := ticket{prefix: lockq.IDPrefix(id)}
 	for {
-		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+t.prefix+kind+"-", data, client.EphemeralSequential, q.acl...)
+		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, q.acl...)
 		switch {
 		case err == nil:
-			t.entry, _ = parseEntry(p[len(q.dir)+1:])
+			t.Entry, _ = lockq.Parse(p[len(q.dir)+1:])
 			t.czxid, t.owner = st.Czxid, st.EphemeralOwner
 			return t, nil
 		case errors.Is(err, client.ErrNoNode):
@@ -177,8 +123,8 @@ func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, 
 		case errors.Is(err, client.ErrConnectionLoss):
 			t.lossy = true
 			e, st, err := q.findOwn(ctx, t.prefix)
-			if err != nil || e.name != "" {
-				t.entry, t.czxid, t.owner = e, st.Czxid, st.EphemeralOwner
+			if err != nil || e.Name != "" {
+				t.Entry, t.czxid, t.owner = e, st.Czxid, st.EphemeralOwner
 				return t, err
 			}
 		default:
@@ -190,13 +136,13 @@ func (q *queue) enqueue(ctx context.Context, kind string, data []byte) (ticket, 
 // findOwn looks for a node named with prefix that this session created. A
 // node with the prefix left by another session (one that has expired and
 // not yet been cleaned up) is deleted, never adopted.
-func (q *queue) findOwn(ctx context.Context, prefix string) (entry, client.Stat, error) {
+func (q *queue) findOwn(ctx context.Context, prefix string) (lockq.Entry, client.Stat, error) {
 	es, err := q.entries(ctx)
 	if err != nil {
-		return entry{}, client.Stat{}, err
+		return lockq.Entry{}, client.Stat{}, err
 	}
 	for _, e := range es {
-		if !strings.HasPrefix(e.name, prefix) {
+		if !strings.HasPrefix(e.Name, prefix) {
 			continue
 		}
 		ok, st, err := q.c.Exists(ctx, q.path(e))
@@ -204,34 +150,26 @@ func (q *queue) findOwn(ctx context.Context, prefix string) (entry, client.Stat,
 		case errors.Is(err, client.ErrConnectionLoss):
 			return q.findOwn(ctx, prefix)
 		case err != nil:
-			return entry{}, client.Stat{}, err
+			return lockq.Entry{}, client.Stat{}, err
 		case !ok:
 			continue
 		case st.EphemeralOwner != q.c.SessionID():
 			if err := q.remove(ctx, q.path(e)); err != nil {
-				return entry{}, client.Stat{}, err
+				return lockq.Entry{}, client.Stat{}, err
 			}
 			continue
 		}
 		return e, st, nil
 	}
-	return entry{}, client.Stat{}, nil
+	return lockq.Entry{}, client.Stat{}, nil
 }
-
-// blocker returns the index of the entry that entry i must wait for, or
-// -1 when i may go ahead.
-type blocker func(es []entry, i int) int
-
-// predecessor makes each entry wait for the one just before it: a lock
-// waiter, a writer, a candidate.
-func predecessor(_ []entry, i int) int { return i - 1 }
 
 // errWouldBlock is what turn returns when told not to wait.
 var errWouldBlock = errors.New("would block")
 
-// turn waits until blocking finds nothing ahead of me that it must wait
-// for, watching only that one node each time. With wait false it returns
-// errWouldBlock instead of waiting.
+// turn waits until lockq.Blocker finds nothing ahead of me that it must
+// wait for, watching only that one node each time. With wait false it
+// returns errWouldBlock instead of waiting.
 //
 // The nodes ahead of me can only go away (a new node gets a higher
 // sequence number), so when the watched node is deleted, the list minus
@@ -241,8 +179,8 @@ var errWouldBlock = errors.New("would block")
 // the queue is listed again: the nodes left in the list are most likely
 // gone too (a lock's holders leave in order), and asking after each of
 // them would cost a round trip per node on every handoff.
-func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool) error {
-	var es []entry // the queue up to and with me; nil: list it
+func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
+	var es []lockq.Entry // the queue up to and with me; nil: list it
 	for {
 		if es == nil {
 			var err error
@@ -250,7 +188,7 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 				return err
 			}
 		}
-		b := blocking(es, len(es)-1)
+		b := lockq.Blocker(es, len(es)-1)
 		if b < 0 {
 			return nil
 		}
@@ -260,7 +198,7 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 		_, _, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			es = dropped(es, b, blocking)
+			es = dropped(es, b)
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
 			es = nil
@@ -274,7 +212,7 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 			case client.EventSession:
 				return e.Err
 			case client.EventNodeDeleted:
-				es = dropped(es, b, blocking)
+				es = dropped(es, b)
 			default:
 				es = nil
 			}
@@ -285,11 +223,11 @@ func (q *queue) turn(ctx context.Context, me ticket, blocking blocker, wait bool
 }
 
 // dropped drops the deleted node b from es, the queue up to and with me. It
-// returns the rest if blocking finds nothing in it to wait for, and nil,
-// to list the queue again, if it does.
-func dropped(es []entry, b int, blocking blocker) []entry {
+// returns the rest if lockq.Blocker finds nothing in it to wait for, and
+// nil, to list the queue again, if it does.
+func dropped(es []lockq.Entry, b int) []lockq.Entry {
 	es = slices.Delete(es, b, b+1)
-	if blocking(es, len(es)-1) >= 0 {
+	if lockq.Blocker(es, len(es)-1) >= 0 {
 		return nil
 	}
 	return es
@@ -298,16 +236,16 @@ func dropped(es []entry, b int, blocking blocker) []entry {
 // upTo lists the queue up to and with me. Other nodes of me's acquisition,
 // before or after it (left by a create whose answer was lost, perhaps
 // applied only after the retry), are deleted.
-func (q *queue) upTo(ctx context.Context, me ticket) ([]entry, error) {
+func (q *queue) upTo(ctx context.Context, me ticket) ([]lockq.Entry, error) {
 	all, err := q.entries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var es []entry
+	var es []lockq.Entry
 	found := false
 	for _, e := range all {
 		switch {
-		case e.name == me.name:
+		case e.Name == me.Name:
 			es, found = append(es, e), true
 		case me.sibling(e):
 			if err := q.remove(ctx, q.path(e)); err != nil {
@@ -370,7 +308,7 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 	done := make(chan error, 1)
 	go func() {
 		bg := context.WithoutCancel(ctx)
-		err := q.remove(bg, q.path(t.entry))
+		err := q.remove(bg, q.path(t.Entry))
 		if err == nil && t.lossy {
 			err = q.sweep(bg, t)
 		}

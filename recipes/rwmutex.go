@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // RWMutex is a distributed reader/writer lock on a path: readers share it,
@@ -11,7 +12,8 @@ import (
 // that come after a waiting writer wait for it too and a stream of readers
 // cannot starve a writer. A reader watches the nearest writer ahead of it,
 // a writer the node just ahead of it: a release wakes only those it lets
-// through.
+// through. A Mutex on the same path is a writer (see package lockq for
+// the rules).
 //
 // An RWMutex value holds one mode at a time; asking it for the other mode
 // while it holds one fails with ErrHeldInOtherMode. Like Mutex, it is
@@ -28,50 +30,40 @@ func NewRWMutex(c *client.Client, path string, opts ...Option) *RWMutex {
 	return &RWMutex{path: path, data: o.data, h: newHold(newQueue(c, path, o), true)}
 }
 
-// writerAhead makes a reader wait for the nearest writer ahead of it.
-func writerAhead(es []entry, i int) int {
-	for j := i - 1; j >= 0; j-- {
-		if es[j].kind == kindWrite {
-			return j
-		}
-	}
-	return -1
-}
-
 // RLock waits for a read hold.
 func (rw *RWMutex) RLock(ctx context.Context) error {
-	_, err := rw.h.acquire(ctx, kindRead, rw.data, writerAhead, true)
+	_, err := rw.h.acquire(ctx, lockq.Read, rw.data, true)
 	return opError("rlock", rw.path, err)
 }
 
 // TryRLock takes a read hold if no writer holds or waits, else returns
 // false at once.
 func (rw *RWMutex) TryRLock(ctx context.Context) (bool, error) {
-	ok, err := rw.h.acquire(ctx, kindRead, rw.data, writerAhead, false)
+	ok, err := rw.h.acquire(ctx, lockq.Read, rw.data, false)
 	return ok, opError("tryrlock", rw.path, err)
 }
 
 // RUnlock gives up a read hold, as Mutex.Unlock.
 func (rw *RWMutex) RUnlock(ctx context.Context) error {
-	return opError("runlock", rw.path, rw.h.release(ctx, kindRead, false))
+	return opError("runlock", rw.path, rw.h.release(ctx, lockq.Read, false))
 }
 
 // Lock waits for the write hold.
 func (rw *RWMutex) Lock(ctx context.Context) error {
-	_, err := rw.h.acquire(ctx, kindWrite, rw.data, predecessor, true)
+	_, err := rw.h.acquire(ctx, lockq.Write, rw.data, true)
 	return opError("lock", rw.path, err)
 }
 
 // TryLock takes the write hold if no one holds or waits, else returns
 // false at once.
 func (rw *RWMutex) TryLock(ctx context.Context) (bool, error) {
-	ok, err := rw.h.acquire(ctx, kindWrite, rw.data, predecessor, false)
+	ok, err := rw.h.acquire(ctx, lockq.Write, rw.data, false)
 	return ok, opError("trylock", rw.path, err)
 }
 
 // Unlock gives up the write hold, as Mutex.Unlock.
 func (rw *RWMutex) Unlock(ctx context.Context) error {
-	return opError("unlock", rw.path, rw.h.release(ctx, kindWrite, false))
+	return opError("unlock", rw.path, rw.h.release(ctx, lockq.Write, false))
 }
 
 // Token returns the fencing token of the current hold, read or write (see

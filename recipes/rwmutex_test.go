@@ -108,3 +108,35 @@ func TestAWaitingWriterIsNotStarvedByLaterReaders(t *testing.T) {
 		t.Errorf("%d nodes left", n)
 	}
 }
+
+// On one path a Mutex is the write side of an RWMutex: it excludes readers,
+// and readers exclude it.
+func TestAMutexAndAReaderOnOnePathExcludeEachOther(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	m := NewMutex(c, "/locks/mixed")
+	rw := NewRWMutex(s.dial(t), "/locks/mixed")
+	must(t, m.Lock(ctx))
+	if ok, err := rw.TryRLock(ctx); err != nil || ok {
+		t.Fatalf("TryRLock while a Mutex holds the path = %v, %v; want false", ok, err)
+	}
+	read := make(chan error, 1)
+	go func() { read <- rw.RLock(ctx) }()
+	waitFor(t, "the reader to queue", func() bool { return len(children(t, c, "/locks/mixed")) == 2 })
+	select {
+	case err := <-read:
+		t.Fatalf("a reader took the path a Mutex holds: %v", err)
+	default:
+	}
+	must(t, m.Unlock(ctx))
+	must(t, <-read)
+	if ok, err := m.TryLock(ctx); err != nil || ok {
+		t.Fatalf("Mutex.TryLock while a reader holds the path = %v, %v; want false", ok, err)
+	}
+	must(t, rw.RUnlock(ctx))
+	if ok, err := m.TryLock(ctx); err != nil || !ok {
+		t.Fatalf("Mutex.TryLock of a free path = %v, %v", ok, err)
+	}
+	must(t, m.Unlock(ctx))
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 )
 
 // Semaphore lets at most n holders at a time hold a lease on a path.
@@ -62,7 +63,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	defer m.Unlock(context.WithoutCancel(ctx))
 
 	q := newQueue(s.c, s.leases, s.opts)
-	t, err := q.enqueue(ctx, kindLease, s.opts.data)
+	t, err := q.enqueue(ctx, lockq.Lease, s.opts.data)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +101,8 @@ func (s *Semaphore) waitLease(ctx context.Context, q *queue, me ticket, wait boo
 		if err != nil {
 			return err
 		}
-		es := sortEntries(names)
-		i := slices.IndexFunc(es, func(e entry) bool { return e.name == me.name })
+		es := lockq.Sort(names)
+		i := slices.IndexFunc(es, func(e lockq.Entry) bool { return e.Name == me.Name })
 		switch {
 		case i < 0:
 			return q.gone()
@@ -133,7 +134,7 @@ func (l *Lease) Release(ctx context.Context) error {
 			err = l.q.leave(ctx, l.t)
 		}
 	})
-	return opError("release", l.q.path(l.t.entry), err)
+	return opError("release", l.q.path(l.t.Entry), err)
 }
 
 // Token returns the lease's fencing token, the zxid that created it.
