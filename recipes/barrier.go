@@ -121,7 +121,7 @@ func (d *DoubleBarrier) Enter(ctx context.Context) error {
 	d.me = me
 	if err := d.enter(ctx); err != nil {
 		d.me = ticket{}
-		if rerr := d.q.leave(ctx, me); rerr != nil && ctx.Err() == nil {
+		if rerr := d.q.giveUp(ctx, me); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
 		return opError("enter", d.path, err)

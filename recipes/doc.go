@@ -17,6 +17,23 @@
 //	}
 //	return store.Write(ctx, m.Token(), order) // the store refuses tokens lower than one it has seen
 //
+// # Waiting with a timeout
+//
+// Every wait takes a ctx: to try a lock for a while, give it a deadline.
+//
+//	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+//	defer cancel()
+//	if err := m.Lock(ctx); errors.Is(err, context.DeadlineExceeded) {
+//		return errBusy // someone held it for 5 s
+//	}
+//
+// A wait ended by its deadline or a cancel returns an error matching ctx's
+// (context.DeadlineExceeded or context.Canceled), and by then its node is
+// gone from the queue, so it wakes no one. If the connection is down at
+// that moment, the error comes at once and the node is deleted at
+// reconnect, or with the session when it expires. TryLock, TryRLock and
+// TryAcquire are the zero wait: they never queue behind a holder.
+//
 // # Sessions
 //
 // What a recipe holds lives as long as the client's session: an expired

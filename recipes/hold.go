@@ -77,7 +77,7 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 		return false, err
 	}
 	if err := h.q.turn(ctx, t, wait); err != nil {
-		if rerr := h.q.leave(ctx, t); rerr != nil && ctx.Err() == nil {
+		if rerr := h.q.giveUp(ctx, t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, errWouldBlock) {

@@ -322,6 +322,22 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 	}
 }
 
+// giveUp removes the node of a wait that failed or ended. While the client
+// is connected it returns only once the node is gone (or the session's
+// timeout has passed), even when ctx, the waiter's own, has ended: a
+// caller whose wait timed out leaves nothing in the queue when it gets its
+// error. While the client is disconnected, a waiter that gave up is not
+// kept waiting: the delete goes in the background at reconnect, or the
+// session's end removes the node.
+func (q *queue) giveUp(ctx context.Context, t ticket) error {
+	if ctx.Err() != nil && q.c.State() == client.StateConnected {
+		bounded, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.c.SessionTimeout())
+		defer cancel()
+		ctx = bounded
+	}
+	return q.leave(ctx, t)
+}
+
 // sweep deletes the other nodes of t's acquisition.
 func (q *queue) sweep(ctx context.Context, t ticket) error {
 	es, err := q.entries(ctx)

@@ -68,7 +68,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 		return nil, err
 	}
 	if err := s.waitLease(ctx, q, t, wait); err != nil {
-		if rerr := q.leave(ctx, t); rerr != nil && ctx.Err() == nil {
+		if rerr := q.giveUp(ctx, t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
 		if errors.Is(err, errWouldBlock) {
