@@ -18,12 +18,6 @@ import (
 	"github.com/arbor-coord/arbor/recipes"
 )
 
-// owner describes this process in the nodes it creates, for `arbor locks`.
-func owner() []byte {
-	host, _ := os.Hostname()
-	return fmt.Appendf(nil, "arbor on %s, pid %d", host, os.Getpid())
-}
-
 // heldJSON is what lock and elect print once they hold.
 type heldJSON struct {
 	Path  string `json:"path"`
@@ -67,7 +61,7 @@ func (e *env) lockCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
 			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
-				m := recipes.NewMutex(c, path, recipes.WithData(owner()))
+				m := recipes.NewMutex(c, path)
 				if err := m.Lock(ctx); err != nil {
 					if ctx.Err() != nil {
 						return fmt.Errorf("interrupted while waiting for %s", path)
@@ -216,6 +210,8 @@ type contenderJSON struct {
 	Session string `json:"session"`
 	Ctime   int64  `json:"ctime"` // ms since the Unix epoch
 	AgeMs   int64  `json:"ageMs"`
+	Owner   string `json:"owner,omitempty"`  // a lock's: who holds or waits
+	Holder  string `json:"holder,omitempty"` // a lock's: which holder of the owner
 	dataJSON
 }
 
@@ -235,8 +231,8 @@ func (e *env) locksCommand() *cobra.Command {
 		Short: "Show who holds and who waits for a lock or an election",
 		Long: "List the contenders of the lock, read/write lock or election at PATH in queue\n" +
 			"order: each one's role (holder or waiter), kind (lock, read, write, or n for a\n" +
-			"candidate), session id, age and the data it stored (arbor lock stores its host\n" +
-			"and pid).",
+			"candidate), session id, age and owner (a lock's owner, host:pid unless its\n" +
+			"client named another; a candidate's value).",
 		Example:           "  arbor locks /locks/deploy\n  arbor locks -o json /service/leader",
 		Args:              e.pathArgs(),
 		ValidArgsFunction: e.completePathArg,
@@ -253,16 +249,21 @@ func (e *env) locksCommand() *cobra.Command {
 					for i, ct := range cts {
 						out[i] = contenderJSON{
 							Node: ct.Node, Kind: ct.Kind, Role: role(ct), Session: sessionHex(ct.Session),
-							Ctime: ct.Created.UnixMilli(), AgeMs: now.Sub(ct.Created).Milliseconds(), dataJSON: dataOf(ct.Data),
+							Ctime: ct.Created.UnixMilli(), AgeMs: now.Sub(ct.Created).Milliseconds(),
+							Owner: ct.Owner, Holder: ct.Holder, dataJSON: dataOf(ct.Data),
 						}
 					}
 					return e.printJSON(out)
 				}
 				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ROLE\tKIND\tSESSION\tAGE\tDATA\tNODE")
+				fmt.Fprintln(tw, "ROLE\tKIND\tSESSION\tAGE\tOWNER\tNODE")
 				for _, ct := range cts {
+					owner := ct.Owner
+					if !lockq.Kind(ct.Kind).IsLock() {
+						owner = preview(ct.Data) // a candidate's value
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", role(ct), ct.Kind, sessionHex(ct.Session),
-						now.Sub(ct.Created).Round(time.Second), preview(ct.Data), ct.Node)
+						now.Sub(ct.Created).Round(time.Second), owner, ct.Node)
 				}
 				return tw.Flush()
 			})

@@ -62,12 +62,12 @@ func TestLockHoldsUntilInterruptedAndLocksShowsIt(t *testing.T) {
 	out := must(t, addr, "locks", "/locks/hold")
 	rows := strings.Split(strings.TrimSpace(out), "\n")
 	if !strings.HasPrefix(rows[0], "ROLE") || !strings.HasPrefix(rows[1], "holder  lock") ||
-		!strings.HasPrefix(rows[2], "waiter  lock") || !strings.Contains(rows[1], fmt.Sprintf("pid %d", holder.cmd.Process.Pid)) {
+		!strings.HasPrefix(rows[2], "waiter  lock") || !strings.Contains(rows[1], fmt.Sprintf(":%d ", holder.cmd.Process.Pid)) {
 		t.Errorf("locks printed:\n%s", out)
 	}
 	cts := decode[[]contenderJSON](t, must(t, addr, "locks", "-o", "json", "/locks/hold"))
 	if len(cts) != 2 || cts[0].Role != "holder" || cts[1].Role != "waiter" || !strings.HasPrefix(cts[0].Session, "0x") ||
-		cts[0].Encoding != "utf8" || !strings.Contains(cts[1].Data, fmt.Sprintf("pid %d", waiter.cmd.Process.Pid)) {
+		!strings.HasSuffix(cts[1].Owner, fmt.Sprintf(":%d", waiter.cmd.Process.Pid)) || cts[1].Holder == "" || cts[0].Holder == cts[1].Holder {
 		t.Errorf("locks -o json: %+v", cts)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseReadsQueueNodesAndNothingElse(t *testing.T) {
@@ -122,4 +123,41 @@ func TestLeasesAndMembersHoldNothingByTheQueue(t *testing.T) {
 			t.Errorf("entry %d (%s): Holds %v, Blocker %d", i, es[i].Kind, Holds(es, i), Blocker(es, i))
 		}
 	}
+}
+
+func TestARecordReadsBackAndOldDataIsTakenAsTheOwner(t *testing.T) {
+	tests := []struct {
+		data []byte
+		want Record
+	}{
+		{Record{Owner: "web-1:4242", Holder: "9f3a"}.Encode(), Record{Owner: "web-1:4242", Holder: "9f3a"}},
+		{Record{Owner: strings.Repeat("é", 200)}.Encode(), Record{Owner: strings.Repeat("é", 128)}},
+		{[]byte("arbor on web-1, pid 7"), Record{Owner: "arbor on web-1, pid 7"}},
+		{[]byte("{not json"), Record{Owner: "{not json"}},
+		{[]byte{0xff, 0xfe}, Record{}},
+		{nil, Record{}},
+		{[]byte(`{"owner":"` + strings.Repeat("a", 300) + `"}`), Record{Owner: strings.Repeat("a", MaxOwner)}},
+	}
+	for _, tt := range tests {
+		if got := DecodeRecord(tt.data); got != tt.want {
+			t.Errorf("DecodeRecord(%q) = %+v, want %+v", tt.data, got, tt.want)
+		}
+	}
+}
+
+// FuzzDecodeRecord checks that any data decodes without a panic to a
+// record that encodes and decodes back to itself.
+func FuzzDecodeRecord(f *testing.F) {
+	for _, s := range []string{`{"owner":"a:1","holder":"ff"}`, "arbor on x, pid 1", "", "{", `{"owner":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := DecodeRecord(data)
+		if len(r.Owner) > MaxOwner || len(r.Holder) > MaxOwner {
+			t.Fatalf("%+v: over %d bytes", r, MaxOwner)
+		}
+		if back := DecodeRecord(r.Encode()); back != r && utf8.ValidString(r.Owner) && utf8.ValidString(r.Holder) {
+			t.Fatalf("%+v read back as %+v", r, back)
+		}
+	})
 }

@@ -16,7 +16,9 @@ type Contender struct {
 	Seq     int64     // its sequence number: the queue's order
 	Session int64     // the session that created it
 	Created time.Time // when it was created
-	Data    []byte    // what the contender stored (WithData, a candidate's value)
+	Data    []byte    // what the contender stored (a lock's record, a candidate's value)
+	Owner   string    // a lock's: who holds or waits (WithOwner)
+	Holder  string    // a lock's: the id of the value that holds or waits, unique to it
 	// Holds says that the contender holds the lock (read or write) or
 	// leads the election. It is false for waiters, and for the kinds whose
 	// holders a queue alone cannot tell (lease, member).
@@ -42,10 +44,15 @@ func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender
 		if err != nil {
 			return nil, opError("contenders", path, err)
 		}
-		out = append(out, Contender{
+		ct := Contender{
 			Node: e.Name, Kind: string(e.Kind), Seq: e.Seq, Session: st.EphemeralOwner,
 			Created: time.UnixMilli(st.Ctime), Data: data, Holds: lockq.Holds(es, i),
-		})
+		}
+		if e.Kind.IsLock() {
+			r := lockq.DecodeRecord(data)
+			ct.Owner, ct.Holder = r.Owner, r.Holder
+		}
+		out = append(out, ct)
 	}
 	return out, nil
 }

@@ -28,7 +28,7 @@ func NewMutex(c *client.Client, path string, opts ...Option) *Mutex {
 }
 
 func newMutex(c *client.Client, path string, o options) *Mutex {
-	return &Mutex{path: path, data: o.data, h: newHold(newQueue(c, path, o), true)}
+	return &Mutex{path: path, data: o.lockRecord(), h: newHold(newQueue(c, path, o), true)}
 }
 
 // Lock waits for the lock. When ctx ends first, the waiter's node is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -265,26 +266,32 @@ func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
 	s := startServer(t)
 	c := s.dial(t)
 	ctx := ctxWait(t)
-	r1, r2, w := NewRWMutex(c, "/locks/show", WithData([]byte("r1"))), NewRWMutex(c, "/locks/show"), NewRWMutex(c, "/locks/show", WithData([]byte("w")))
+	r1, r2, w := NewRWMutex(c, "/locks/show", WithOwner("r1")), NewRWMutex(c, "/locks/show"), NewRWMutex(c, "/locks/show", WithData([]byte("w")))
 	must(t, r1.RLock(ctx))
 	must(t, r2.RLock(ctx))
 	go w.Lock(ctx)
 	waitFor(t, "the writer to queue", func() bool { return len(children(t, c, "/locks/show")) == 3 })
 	got, err := Contenders(ctx, c, "/locks/show")
 	must(t, err)
+	host, _ := os.Hostname()
 	want := []struct {
 		kind  string
 		holds bool
-		data  string
-	}{{"read", true, "r1"}, {"read", true, ""}, {"write", false, "w"}}
+		owner string
+	}{{"read", true, "r1"}, {"read", true, fmt.Sprintf("%s:%d", host, os.Getpid())}, {"write", false, "w"}}
 	if len(got) != len(want) {
 		t.Fatalf("contenders %+v", got)
 	}
+	holders := map[string]bool{}
 	for i, w := range want {
 		g := got[i]
-		if g.Kind != w.kind || g.Holds != w.holds || string(g.Data) != w.data || g.Session != c.SessionID() || g.Created.IsZero() {
-			t.Errorf("contender %d = %+v, want kind %s holds %v data %q", i, g, w.kind, w.holds, w.data)
+		if g.Kind != w.kind || g.Holds != w.holds || g.Owner != w.owner || g.Session != c.SessionID() || g.Created.IsZero() {
+			t.Errorf("contender %d = %+v, want kind %s holds %v owner %q", i, g, w.kind, w.holds, w.owner)
 		}
+		holders[g.Holder] = true
+	}
+	if len(holders) != 3 || holders[""] {
+		t.Errorf("three values of one session hold as holders %v, want three ids", holders)
 	}
 	if got, err := Contenders(ctx, c, "/locks/none"); err != nil || len(got) != 0 {
 		t.Errorf("Contenders of a missing path = %v, %v", got, err)

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,15 +20,54 @@ import (
 type Option func(*options)
 
 type options struct {
-	data []byte
-	acl  []client.CreateOption // client.WithACL, or none for the server's default ACL
+	data  []byte
+	owner string
+	acl   []client.CreateOption // client.WithACL, or none for the server's default ACL
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
-// none). Operators see it next to each holder and waiter (`arbor locks`):
-// a host name and process id is a good choice.
+// none). A lock's nodes store their owner instead (see WithOwner): given
+// to a Mutex or an RWMutex, data is taken as the owner, as text.
 func WithData(data []byte) Option {
 	return func(o *options) { o.data = slices.Clone(data) }
+}
+
+// WithOwner names who takes a Mutex or an RWMutex (default: this host's
+// name and the process id, "host:pid"). Operators see it next to each
+// holder and waiter (`arbor locks`), and the server's wait-for graph
+// names the owners in a deadlock by it. The owner is cut at
+// lockq.MaxOwner bytes.
+func WithOwner(owner string) Option {
+	return func(o *options) { o.owner = owner }
+}
+
+// lockRecord returns the data of a lock's nodes: the owner, and an id of
+// the holder, the value that holds, unique to it.
+func (o options) lockRecord() []byte {
+	owner := o.owner
+	switch {
+	case owner == "" && o.data != nil:
+		owner = string(o.data)
+	case owner == "":
+		owner = defaultOwner
+	}
+	return lockq.Record{Owner: owner, Holder: randomID()}.Encode()
+}
+
+// defaultOwner is this process: host:pid.
+var defaultOwner = func() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}()
+
+// randomID returns 32 hex digits, unique in practice.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
 }
 
 // WithACL gives acl to every node the recipe creates: its own nodes and
@@ -105,9 +146,7 @@ func (t *ticket) sibling(e lockq.Entry) bool {
 // A create whose answer was lost with the connection is found again by its
 // protected name.
 func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte) (ticket, error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails
-	id := hex.EncodeToString(b[:])
+	id := randomID()
 	t := ticket{prefix: lockq.IDPrefix(id)}
 	for {
 		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, q.acl...)

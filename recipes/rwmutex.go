@@ -27,7 +27,7 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex on path for the session of c.
 func NewRWMutex(c *client.Client, path string, opts ...Option) *RWMutex {
 	o := newOptions(opts)
-	return &RWMutex{path: path, data: o.data, h: newHold(newQueue(c, path, o), true)}
+	return &RWMutex{path: path, data: o.lockRecord(), h: newHold(newQueue(c, path, o), true)}
 }
 
 // RLock waits for a read hold.
