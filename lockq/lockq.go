@@ -105,33 +105,145 @@ func Sort(names []string) []Entry {
 	return es
 }
 
-// Blocker returns the index of the entry that entry i of the queue es
-// waits for, and watches, or -1 when i goes ahead: a read waits for the
-// nearest node ahead of it that is not a read, every other
-// lock mode and a candidate for the node just ahead of it. A release thus
-// wakes only the waiters it lets through: the next writer, or the readers
-// up to the next writer, each of which watches a different node.
+// An acquisition usually has one node. A hold that changes mode without
+// letting go (RWMutex's Upgrade and Downgrade) adds a node of its new kind
+// with the same id: the acquisition keeps the place of its first node in
+// the queue and asks for the kind of its latest. A downgrade (write, then
+// read) is seen by every other node at once. An upgrade (read, then write)
+// holds back only the nodes that came after it: the readers that came
+// before may hold, and the upgrader waits for them to leave. Only the
+// first upgrade under way on a lock counts; a later one is refused
+// (UpgradeRefused) and counts as the read it was.
+type group struct {
+	first   int   // the index of its first node: its place in the queue
+	kind    Kind  // what it asks for now: its latest node's kind
+	upgrade int64 // the sequence number at which a read became a write; 0 if it did not
+	refused bool  // it asked to upgrade after another one that is still under way
+}
+
+// seenBy is g's mode as a node with sequence number seq sees it: an
+// upgrade holds back only the nodes that came after it.
+func (g group) seenBy(seq int64) Kind {
+	if g.upgrade > seq {
+		return Read
+	}
+	return g.kind
+}
+
+// groups gathers the queue es (in sequence order) into acquisitions, in
+// queue order, and returns them with the index of the one with id (-1 if
+// none).
+func groups(es []Entry, id string) (gs []group, me int) {
+	at := map[string]int{}
+	me = -1
+	for i, e := range es {
+		j, seen := at[e.ID]
+		if !seen {
+			j = len(gs)
+			at[e.ID] = j
+			gs = append(gs, group{first: i})
+			if e.ID == id {
+				me = j
+			}
+		}
+		g := &gs[j]
+		switch {
+		case e.Kind == Read:
+			g.upgrade = 0
+		case g.kind == Read && g.upgrade == 0 && e.Kind.IsLock():
+			g.upgrade = e.Seq
+		}
+		g.kind = e.Kind
+	}
+	// Only the first upgrade under way counts.
+	var first int64
+	for _, g := range gs {
+		if g.upgrade > 0 && (first == 0 || g.upgrade < first) {
+			first = g.upgrade
+		}
+	}
+	for j := range gs {
+		if gs[j].upgrade > first {
+			gs[j].kind, gs[j].upgrade, gs[j].refused = Read, 0, true
+		}
+	}
+	return gs, me
+}
+
+// Acquisition is one acquisition of a queue, as operators see it: its
+// first node, which is its place in the queue, and the kind it asks for
+// now.
+type Acquisition struct {
+	First Entry
+	Kind  Kind
+}
+
+// Acquisitions returns the acquisitions of the queue es, in queue order.
+func Acquisitions(es []Entry) []Acquisition {
+	gs, _ := groups(es, "")
+	out := make([]Acquisition, len(gs))
+	for i, g := range gs {
+		out[i] = Acquisition{First: es[g.first], Kind: g.kind}
+	}
+	return out
+}
+
+// Blocker returns the index in es, the queue in sequence order, of the
+// node that the acquisition id waits for, and watches: the first node of
+// the acquisition that must go first. It returns -1 when id goes ahead, or
+// is not in the queue.
 //
-// Blocker is for lock modes and candidates; for a lease or a member it
-// returns -1 (their recipes count instead).
-func Blocker(es []Entry, i int) int {
-	switch es[i].Kind {
-	case Read:
-		for j := i - 1; j >= 0; j-- {
-			if Conflicts(Read, es[j].Kind) {
-				return j
+// A read waits for the nearest acquisition ahead of it that is not a read;
+// an exclusive lock, a write and a candidate wait for the acquisition just
+// ahead of them. A release thus wakes only the waiters it lets through:
+// the next writer, or the readers up to the next writer, each of which
+// watches a different node. An upgrade waits for each reader that may
+// hold, ahead of it or after it, one at a time. Leases and members
+// (their recipes count instead) never wait here.
+func Blocker(es []Entry, id string) int {
+	gs, me := groups(es, id)
+	if me < 0 {
+		return -1
+	}
+	return blocker(es, gs, me)
+}
+
+func blocker(es []Entry, gs []group, me int) int {
+	g := gs[me]
+	switch {
+	case g.upgrade > 0:
+		for j, o := range gs {
+			if j != me && es[o.first].Seq < g.upgrade && o.kind == Read && blocker(es, gs, j) < 0 {
+				return o.first
 			}
 		}
 		return -1
-	case Exclusive, Write, Candidate:
-		return i - 1
+	case g.kind == Read:
+		pos := es[g.first].Seq
+		for j := me - 1; j >= 0; j-- {
+			if Conflicts(Read, gs[j].seenBy(pos)) {
+				return gs[j].first
+			}
+		}
+		return -1
+	case g.kind.Ordered() && me > 0:
+		return gs[me-1].first
 	}
 	return -1
 }
 
-// Holds reports whether entry i holds the lock (or leads the election)
-// queued as es. It is false for waiters, and for leases and members, whose
-// holders the queue alone does not tell.
-func Holds(es []Entry, i int) bool {
-	return es[i].Kind.Ordered() && Blocker(es, i) < 0
+// Holds reports whether the acquisition id holds the lock (or leads the
+// election) queued as es. It is false for waiters, and for leases and
+// members, whose holders the queue alone does not tell.
+func Holds(es []Entry, id string) bool {
+	gs, me := groups(es, id)
+	return me >= 0 && gs[me].kind.Ordered() && blocker(es, gs, me) < 0
+}
+
+// UpgradeRefused reports whether the acquisition id asked to upgrade after
+// another one that is still under way: it must take back its write node
+// and keep its read.
+func UpgradeRefused(es []Entry, id string) bool {
+	gs, me := groups(es, id)
+	return me >= 0 && gs[me].refused
 }

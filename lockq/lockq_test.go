@@ -2,6 +2,7 @@ package lockq
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -65,43 +66,79 @@ func TestSortOrdersBySequenceAndSkipsOtherNames(t *testing.T) {
 	}
 }
 
-// queue makes a queue of the given kinds, in order.
-func queue(kinds ...Kind) []Entry {
-	es := make([]Entry, len(kinds))
-	for i, k := range kinds {
-		es[i] = Entry{Name: fmt.Sprintf("%s%010d", Prefix(fmt.Sprint(i), k), i), ID: fmt.Sprint(i), Kind: k, Seq: int64(i)}
+// queue makes a queue from tokens of an acquisition id and a kind letter
+// (R read, W write, X exclusive, N candidate, L lease, M member), in order:
+// "aR bW aW" is a's read, b's write, then a's upgrade.
+func queue(spec string) []Entry {
+	kinds := map[byte]Kind{'R': Read, 'W': Write, 'X': Exclusive, 'N': Candidate, 'L': Lease, 'M': Member, '?': "upgrade"}
+	var es []Entry
+	for i, tok := range strings.Fields(spec) {
+		id, k := tok[:len(tok)-1], kinds[tok[len(tok)-1]]
+		es = append(es, Entry{Name: fmt.Sprintf("%s%010d", Prefix(id, k), i), ID: id, Kind: k, Seq: int64(i)})
 	}
 	return es
 }
 
 func TestWhoHoldsAndWhomEachWaiterWatches(t *testing.T) {
 	tests := []struct {
-		name     string
-		kinds    []Kind
-		blockers []int  // Blocker of each entry
-		holders  string // H for each entry that holds
+		name  string
+		queue string
+		wait  string // each acquisition's blocker, "a:-" when it holds, in order
 	}{
-		{"a mutex queue", []Kind{Exclusive, Exclusive, Exclusive}, []int{-1, 0, 1}, "H.."},
-		{"readers share", []Kind{Read, Read, Read}, []int{-1, -1, -1}, "HHH"},
-		{"readers behind a writer", []Kind{Write, Read, Read}, []int{-1, 0, 0}, "H.."},
-		{"a writer waits for the reader just ahead", []Kind{Read, Read, Write, Read}, []int{-1, -1, 1, 2}, "HH.."},
-		{"a mutex excludes readers", []Kind{Exclusive, Read}, []int{-1, 0}, "H."},
-		{"readers exclude a mutex", []Kind{Read, Exclusive, Read}, []int{-1, 0, 1}, "H.."},
-		{"a mutex and a writer exclude each other", []Kind{Write, Exclusive}, []int{-1, 0}, "H."},
-		{"an election", []Kind{Candidate, Candidate}, []int{-1, 0}, "H."},
-		{"a read waits for a kind it does not know", []Kind{"upgrade", Read}, []int{-1, 0}, ".."},
+		{"a mutex queue", "aX bX cX", "a:- b:a c:b"},
+		{"readers share", "aR bR cR", "a:- b:- c:-"},
+		{"readers behind a writer", "aW bR cR", "a:- b:a c:a"},
+		{"a writer waits for the reader just ahead", "aR bR cW dR", "a:- b:- c:b d:c"},
+		{"a mutex excludes readers", "aX bR", "a:- b:a"},
+		{"readers exclude a mutex", "aR bX cR", "a:- b:a c:b"},
+		{"a mutex and a writer exclude each other", "aW bX", "a:- b:a"},
+		{"an election", "aN bN", "a:- b:a"},
+		{"a read waits for a kind it does not know", "a? bR", "a:- b:a"},
+		{"a downgrade lets the readers behind in", "aW bR cW aR", "a:- b:- c:b"},
+		{"an upgrade waits for a reader ahead", "aR bR bW", "a:- b:a"},
+		{"an upgrade waits for a reader behind that holds", "aR bR cW aW", "a:b b:- c:b"},
+		{"an upgrade holds back the readers that come after it", "aR bR aW cR", "a:b b:- c:a"},
+		{"an upgrade alone holds at once", "aR aW bR", "a:- b:a"},
+		{"an upgrade goes ahead of a writer that waits", "aR bW cR aW", "a:- b:a c:b"},
+		{"a second upgrade counts as the read it was", "aR bR aW bW", "a:b b:-"},
+		{"an upgrade taken back", "aR aW aR bW", "a:- b:a"},
+		{"leases and members wait for nothing here", "aL bM", "a:- b:-"},
 	}
 	for _, tt := range tests {
-		es := queue(tt.kinds...)
-		for i := range es {
-			if got := Blocker(es, i); got != tt.blockers[i] {
-				t.Errorf("%s: Blocker of entry %d (%s) = %d, want %d", tt.name, i, es[i].Kind, got, tt.blockers[i])
-			}
-			wantHolds := tt.holders[i] == 'H'
-			if got := Holds(es, i); got != wantHolds {
-				t.Errorf("%s: Holds(%d) = %v, want %v", tt.name, i, got, wantHolds)
+		es := queue(tt.queue)
+		first := map[string]string{} // the first node's name: the id
+		for _, e := range es {
+			if _, ok := first[e.Name]; !ok {
+				first[e.Name] = e.ID
 			}
 		}
+		for _, want := range strings.Fields(tt.wait) {
+			id, blocker, _ := strings.Cut(want, ":")
+			got := "-"
+			if b := Blocker(es, id); b >= 0 {
+				got = es[b].ID
+				if b != slices.IndexFunc(es, func(e Entry) bool { return e.ID == got }) {
+					t.Errorf("%s: %s watches %s, not the first node of %s", tt.name, id, es[b].Name, got)
+				}
+			}
+			if got != blocker {
+				t.Errorf("%s: %s waits for %s, want %s", tt.name, id, got, blocker)
+			}
+			kind := es[slices.IndexFunc(es, func(e Entry) bool { return e.ID == id })].Kind
+			if holds := Holds(es, id); holds != (blocker == "-" && kind.Ordered()) {
+				t.Errorf("%s: Holds(%s) = %v", tt.name, id, holds)
+			}
+		}
+	}
+}
+
+func TestOnlyTheFirstUpgradeUnderWayCounts(t *testing.T) {
+	es := queue("aR bR aW bW")
+	if UpgradeRefused(es, "a") || !UpgradeRefused(es, "b") {
+		t.Errorf("UpgradeRefused: a %v, b %v; want false, true", UpgradeRefused(es, "a"), UpgradeRefused(es, "b"))
+	}
+	if es := queue("aR aW aR bR bW"); UpgradeRefused(es, "b") {
+		t.Error("an upgrade refused after the first one was taken back")
 	}
 }
 
@@ -112,15 +149,6 @@ func TestOnlyTwoReadsShareALock(t *testing.T) {
 			if got, want := Conflicts(a, b), !(a == Read && b == Read); got != want {
 				t.Errorf("Conflicts(%s, %s) = %v, want %v", a, b, got, want)
 			}
-		}
-	}
-}
-
-func TestLeasesAndMembersHoldNothingByTheQueue(t *testing.T) {
-	es := queue(Lease, Member)
-	for i := range es {
-		if Holds(es, i) || Blocker(es, i) != -1 {
-			t.Errorf("entry %d (%s): Holds %v, Blocker %d", i, es[i].Kind, Holds(es, i), Blocker(es, i))
 		}
 	}
 }

@@ -123,15 +123,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // cutter is a dialer whose connections a test can break, and whose dials
 // it can refuse: a client's crash or partition, as the server sees it.
 type cutter struct {

@@ -16,6 +16,11 @@ var ErrNotHeld = errors.New("not held")
 // is asked for the other.
 var ErrHeldInOtherMode = errors.New("held in the other mode")
 
+// ErrUpgradeInProgress is returned at once by an Upgrade while another
+// holder of the lock is upgrading: the two would wait for each other's
+// read hold forever. The caller keeps its read hold.
+var ErrUpgradeInProgress = errors.New("another holder is upgrading the lock")
+
 // hold is what a Mutex, RWMutex or Election value holds: one node of its
 // queue, a hold count, the node's czxid as the fencing token and the
 // channel closed if the session ends during the hold.
@@ -26,6 +31,7 @@ type hold struct {
 
 	mu    sync.Mutex // guards the fields below
 	t     ticket     // the held node; t.Name is "" when nothing is held
+	mode  lockq.Kind // what is held: t's kind, or what the hold changed to
 	count int
 	lost  chan struct{} // closed if the session ends during the hold
 	freed chan struct{} // closed at release: stops watching for the session's end
@@ -62,7 +68,7 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 			return false, h.q.c.Err() // the hold ended with the session
 		default:
 		}
-		if h.t.Kind != kind {
+		if h.mode != kind {
 			return false, ErrHeldInOtherMode
 		}
 		if h.reentrant {
@@ -88,9 +94,46 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.t, h.count = t, 1
+	h.t, h.mode, h.count = t, kind, 1
 	h.lost, h.freed = watchSession(h.q.c, t.owner)
 	return true, nil
+}
+
+// change turns a hold of mode from into one of mode to without letting
+// go, waiting (for an upgrade) until the hold may have the new mode. A
+// wait that fails or ends takes the change back: the hold keeps mode from.
+func (h *hold) change(ctx context.Context, from, to lockq.Kind, data []byte) error {
+	if err := h.enter(ctx); err != nil {
+		return err
+	}
+	defer h.leave()
+	h.mu.Lock()
+	t, mode, lost := h.t, h.mode, h.lost
+	h.mu.Unlock()
+	switch {
+	case t.Name == "" || mode != from:
+		return ErrNotHeld
+	case isClosed(lost):
+		return h.q.c.Err()
+	}
+	t, err := h.q.change(ctx, t, to, data)
+	if err != nil {
+		return err
+	}
+	if err := h.q.turn(ctx, t, true); err != nil {
+		t, rerr := h.q.unchange(context.WithoutCancel(ctx), t)
+		h.mu.Lock()
+		h.t = t
+		h.mu.Unlock()
+		if errors.Is(err, errUpgradeRefused) {
+			err = ErrUpgradeInProgress
+		}
+		return errors.Join(err, rerr)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t, h.mode = t, to
+	return nil
 }
 
 // watchSession returns a lost channel, closed if the session that created
@@ -121,7 +164,7 @@ func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 	}
 	defer h.leave()
 	h.mu.Lock()
-	if h.t.Name == "" || h.t.Kind != kind {
+	if h.t.Name == "" || h.mode != kind {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
@@ -130,7 +173,7 @@ func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 		return nil
 	}
 	t, lost := h.t, h.lost
-	h.t, h.count = ticket{}, 0
+	h.t, h.mode, h.count = ticket{}, "", 0
 	close(h.freed)
 	h.mu.Unlock()
 
@@ -153,7 +196,7 @@ func (h *hold) held() lockq.Kind {
 	case <-h.lost:
 		return ""
 	default:
-		return h.t.Kind
+		return h.mode
 	}
 }
 
@@ -167,4 +210,14 @@ func (h *hold) lostChan() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lost
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

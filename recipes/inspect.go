@@ -26,7 +26,8 @@ type Contender struct {
 }
 
 // Contenders lists the queue of the Mutex, RWMutex or Election at path, in
-// order: who holds and who waits. It reads the queue as one member sees it
+// order: who holds and who waits, one contender per acquisition (a hold
+// that changed mode shows with the mode it holds now). It reads the queue as one member sees it
 // at one moment; nodes that vanish while it reads are left out. A missing
 // path is an empty queue.
 func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender, error) {
@@ -36,7 +37,8 @@ func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender
 		return nil, opError("contenders", path, err)
 	}
 	out := make([]Contender, 0, len(es))
-	for i, e := range es {
+	for _, a := range lockq.Acquisitions(es) {
+		e := a.First
 		data, st, err := c.Get(ctx, q.path(e))
 		if errors.Is(err, client.ErrNoNode) {
 			continue
@@ -45,10 +47,10 @@ func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender
 			return nil, opError("contenders", path, err)
 		}
 		ct := Contender{
-			Node: e.Name, Kind: string(e.Kind), Seq: e.Seq, Session: st.EphemeralOwner,
-			Created: time.UnixMilli(st.Ctime), Data: data, Holds: lockq.Holds(es, i),
+			Node: e.Name, Kind: string(a.Kind), Seq: e.Seq, Session: st.EphemeralOwner,
+			Created: time.UnixMilli(st.Ctime), Data: data, Holds: lockq.Holds(es, e.ID),
 		}
-		if e.Kind.IsLock() {
+		if a.Kind.IsLock() {
 			r := lockq.DecodeRecord(data)
 			ct.Owner, ct.Holder = r.Owner, r.Holder
 		}

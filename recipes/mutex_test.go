@@ -205,7 +205,7 @@ func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
 	t.Logf("handed over %v after the cut (session timeout %v)", time.Since(start), dead.SessionTimeout())
 	// The client counts the session from the requests the server
 	// answered, so Lost closes no later than the server hands the lock on.
-	if !closed(held.Lost()) {
+	if !isClosed(held.Lost()) {
 		t.Error("the next waiter holds the lock while the cut-off holder's Lost is still open")
 	}
 	if waiter.Token() <= held.Token() {

@@ -126,20 +126,32 @@ func (q *queue) entries(ctx context.Context) ([]lockq.Entry, error) {
 	}
 }
 
-// ticket is one acquisition's node.
+// ticket is one acquisition's node, its first: the acquisition's place in
+// the queue. A hold that changed mode has a node more for each change.
 type ticket struct {
 	lockq.Entry
-	prefix string // the names of the acquisition's nodes start with it: lockq.IDPrefix
-	czxid  int64  // the fencing token
-	owner  int64  // the session that created the node
+	more   []string // the names of the nodes it added since, in order
+	prefix string   // the names of the acquisition's nodes start with it: lockq.IDPrefix
+	czxid  int64    // the fencing token: the czxid of its latest node
+	owner  int64    // the session that created the node
 	// lossy says that a create's answer was lost: the server may still
 	// apply it after the retry, making a second node with prefix.
 	lossy bool
 }
 
-// sibling reports whether e is another node of t's acquisition.
+// sibling reports whether e is a node of t's acquisition that t does not
+// know of: left by a create whose answer was lost.
 func (t *ticket) sibling(e lockq.Entry) bool {
-	return e.Name != t.Name && strings.HasPrefix(e.Name, t.prefix)
+	return strings.HasPrefix(e.Name, t.prefix) && e.Name != t.Name && !slices.Contains(t.more, e.Name)
+}
+
+// nodes returns the names of t's nodes, the first one last: the order to
+// delete them in, so that the waiters watching the first node wake when
+// all of them are gone.
+func (t *ticket) nodes() []string {
+	names := slices.Clone(t.more)
+	slices.Reverse(names)
+	return append(names, t.Name)
 }
 
 // enqueue creates a node of kind with data, and the dir if it is missing.
@@ -172,22 +184,23 @@ func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte) (tick
 	}
 }
 
-// findOwn looks for a node named with prefix that this session created. A
-// node with the prefix left by another session (one that has expired and
-// not yet been cleaned up) is deleted, never adopted.
-func (q *queue) findOwn(ctx context.Context, prefix string) (lockq.Entry, client.Stat, error) {
+// findOwn looks for a node named with prefix that this session created
+// and that is not one of known. A node with the prefix left by another
+// session (one that has expired and not yet been cleaned up) is deleted,
+// never adopted.
+func (q *queue) findOwn(ctx context.Context, prefix string, known ...string) (lockq.Entry, client.Stat, error) {
 	es, err := q.entries(ctx)
 	if err != nil {
 		return lockq.Entry{}, client.Stat{}, err
 	}
 	for _, e := range es {
-		if !strings.HasPrefix(e.Name, prefix) {
+		if !strings.HasPrefix(e.Name, prefix) || slices.Contains(known, e.Name) {
 			continue
 		}
 		ok, st, err := q.c.Exists(ctx, q.path(e))
 		switch {
 		case errors.Is(err, client.ErrConnectionLoss):
-			return q.findOwn(ctx, prefix)
+			return q.findOwn(ctx, prefix, known...)
 		case err != nil:
 			return lockq.Entry{}, client.Stat{}, err
 		case !ok:
@@ -203,31 +216,79 @@ func (q *queue) findOwn(ctx context.Context, prefix string) (lockq.Entry, client
 	return lockq.Entry{}, client.Stat{}, nil
 }
 
+// change adds to t's acquisition a node of kind, with data, and rewrites
+// the data of its first node in the same multi, so that the waiters
+// watching it look again. It returns t with the node. A multi whose answer
+// was lost with the connection is found again by its name.
+func (q *queue) change(ctx context.Context, t ticket, kind lockq.Kind, data []byte) (ticket, error) {
+	prefix := lockq.Prefix(t.ID, kind)
+	for {
+		res, err := q.c.Multi(ctx,
+			client.CreateOp(q.dir+"/"+prefix, data, client.EphemeralSequential, q.acl...),
+			client.SetOp(q.path(t.Entry), data, -1))
+		if err == nil {
+			t.more = append(slices.Clone(t.more), res[0].Path[len(q.dir)+1:])
+			t.czxid = res[0].Stat.Czxid
+			return t, nil
+		}
+		if !errors.Is(err, client.ErrConnectionLoss) {
+			return t, err
+		}
+		t.lossy = true
+		e, st, err := q.findOwn(ctx, prefix, append(t.more, t.Name)...)
+		if err != nil || e.Name != "" {
+			t.more = append(slices.Clone(t.more), e.Name)
+			t.czxid = st.Czxid
+			return t, err
+		}
+	}
+}
+
+// unchange deletes the last node change added to t, taking the change
+// back, and returns t without it.
+func (q *queue) unchange(ctx context.Context, t ticket) (ticket, error) {
+	last := t.more[len(t.more)-1]
+	if err := q.remove(ctx, q.dir+"/"+last); err != nil {
+		return t, err
+	}
+	t.more = t.more[:len(t.more)-1]
+	return t, nil
+}
+
 // errWouldBlock is what turn returns when told not to wait.
 var errWouldBlock = errors.New("would block")
 
-// turn waits until lockq.Blocker finds nothing ahead of me that it must
-// wait for, watching only that one node each time. With wait false it
-// returns errWouldBlock instead of waiting.
+// errUpgradeRefused is what turn returns to an upgrade that came after
+// another one still under way.
+var errUpgradeRefused = errors.New("upgrade refused")
+
+// turn waits until lockq.Blocker finds nothing that me must wait for,
+// watching only that one node each time. With wait false it returns
+// errWouldBlock instead of waiting.
 //
 // The nodes ahead of me can only go away (a new node gets a higher
-// sequence number), so when the watched node is deleted, the list minus
-// that node still holds every node that can be ahead. If blocking finds
-// nothing in it to wait for, the turn is mine without a read: the waiter
-// that listed the queue when only the holder was ahead of it. Otherwise
-// the queue is listed again: the nodes left in the list are most likely
-// gone too (a lock's holders leave in order), and asking after each of
-// them would cost a round trip per node on every handoff.
+// sequence number; an acquisition that changes mode rewrites its first
+// node, which wakes its watchers), so when the watched node is deleted,
+// the list minus that node's acquisition still holds every node that can
+// be ahead. If lockq.Blocker finds nothing in it to wait for, the turn is
+// mine without a read: the waiter that listed the queue when only the
+// holder was ahead of it. Otherwise the queue is listed again: the nodes
+// left in the list are most likely gone too (a lock's holders leave in
+// order), and asking after each of them would cost a round trip per node
+// on every handoff.
 func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
-	var es []lockq.Entry // the queue up to and with me; nil: list it
+	var es []lockq.Entry // the queue; nil: list it
 	for {
 		if es == nil {
 			var err error
-			if es, err = q.upTo(ctx, me); err != nil {
+			if es, err = q.list(ctx, me); err != nil {
 				return err
 			}
+			if lockq.UpgradeRefused(es, me.ID) {
+				return errUpgradeRefused
+			}
 		}
-		b := lockq.Blocker(es, len(es)-1)
+		b := lockq.Blocker(es, me.ID)
 		if b < 0 {
 			return nil
 		}
@@ -237,7 +298,7 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 		_, _, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			es = dropped(es, b)
+			es = dropped(es, b, me)
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
 			es = nil
@@ -251,7 +312,7 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 			case client.EventSession:
 				return e.Err
 			case client.EventNodeDeleted:
-				es = dropped(es, b)
+				es = dropped(es, b, me)
 			default:
 				es = nil
 			}
@@ -261,38 +322,37 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 	}
 }
 
-// dropped drops the deleted node b from es, the queue up to and with me. It
-// returns the rest if lockq.Blocker finds nothing in it to wait for, and
-// nil, to list the queue again, if it does.
-func dropped(es []lockq.Entry, b int) []lockq.Entry {
-	es = slices.Delete(es, b, b+1)
-	if lockq.Blocker(es, len(es)-1) >= 0 {
+// dropped drops the acquisition of the deleted node b from the queue es.
+// It returns the rest if lockq.Blocker finds nothing in it for me to wait
+// for, and nil, to list the queue again, if it does.
+func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
+	gone := es[b].ID
+	es = slices.DeleteFunc(slices.Clone(es), func(e lockq.Entry) bool { return e.ID == gone })
+	if lockq.Blocker(es, me.ID) >= 0 {
 		return nil
 	}
 	return es
 }
 
-// upTo lists the queue up to and with me. Other nodes of me's acquisition,
-// before or after it (left by a create whose answer was lost, perhaps
-// applied only after the retry), are deleted.
-func (q *queue) upTo(ctx context.Context, me ticket) ([]lockq.Entry, error) {
+// list lists the queue for me's turn. Nodes of me's acquisition that it
+// does not know of (left by a create whose answer was lost, perhaps
+// applied only after the retry) are deleted.
+func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, error) {
 	all, err := q.entries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var es []lockq.Entry
+	es := all[:0:0]
 	found := false
 	for _, e := range all {
-		switch {
-		case e.Name == me.Name:
-			es, found = append(es, e), true
-		case me.sibling(e):
+		if me.sibling(e) {
 			if err := q.remove(ctx, q.path(e)); err != nil {
 				return nil, err
 			}
-		case !found:
-			es = append(es, e)
+			continue
 		}
+		found = found || e.Name == me.Name
+		es = append(es, e)
 	}
 	if !found {
 		return nil, q.gone()
@@ -339,15 +399,20 @@ func (q *queue) remove(ctx context.Context, path string) error {
 // outcome was unknown.
 const removeRetry = 100 * time.Millisecond
 
-// leave deletes t's node for a caller that may have given up: it waits for
-// the deletion while ctx lives, and lets it finish in the background after
-// that. If t's create was retried, a second node of its acquisition may
-// have appeared since it was last looked for: it goes too.
+// leave deletes t's nodes for a caller that may have given up: it waits
+// for the deletion while ctx lives, and lets it finish in the background
+// after that. If t's create was retried, a second node of its acquisition
+// may have appeared since it was last looked for: it goes too.
 func (q *queue) leave(ctx context.Context, t ticket) error {
 	done := make(chan error, 1)
 	go func() {
 		bg := context.WithoutCancel(ctx)
-		err := q.remove(bg, q.path(t.Entry))
+		var err error
+		for _, name := range t.nodes() {
+			if err == nil {
+				err = q.remove(bg, q.dir+"/"+name)
+			}
+		}
 		if err == nil && t.lossy {
 			err = q.sweep(bg, t)
 		}

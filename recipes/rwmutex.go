@@ -66,9 +66,27 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 	return opError("unlock", rw.path, rw.h.release(ctx, lockq.Write, false))
 }
 
+// Upgrade turns the read hold into the write hold without letting go: it
+// waits until the other readers that hold have left, while the readers
+// that come after it wait for it, and writers queued behind it stay
+// behind it. Only one holder of a lock can be upgrading at a time: while
+// another one is, Upgrade returns ErrUpgradeInProgress at once (the two
+// would wait for each other). A wait ended by ctx or an error leaves the
+// read hold as it was. It returns ErrNotHeld without a read hold.
+func (rw *RWMutex) Upgrade(ctx context.Context) error {
+	return opError("upgrade", rw.path, rw.h.change(ctx, lockq.Read, lockq.Write, rw.data))
+}
+
+// Downgrade turns the write hold into a read hold without letting go: the
+// readers queued behind it come in at once, writers go on waiting. It
+// returns ErrNotHeld without the write hold.
+func (rw *RWMutex) Downgrade(ctx context.Context) error {
+	return opError("downgrade", rw.path, rw.h.change(ctx, lockq.Write, lockq.Read, rw.data))
+}
+
 // Token returns the fencing token of the current hold, read or write (see
 // Mutex.Token). A writer's token is higher than that of every holder before
-// it.
+// it; a hold that changed mode has the token of the change.
 func (rw *RWMutex) Token() int64 { return rw.h.fencingToken() }
 
 // Lost returns a channel closed if the session ends during the current
