@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,50 +14,64 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// opRow is what one op is. The rows were written from the switches that
-// decided it before wire had one table: IsWrite, RequestXidAllowed and the
-// multi decoder here, and in the server the read path (answerRead), the
-// other answers (answer), isAdmin and the membership rights check.
+// opRow is what one op is. The rows were first written from the switches
+// that decided it before wire had one table (IsWrite, RequestXidAllowed and
+// the multi decoder here; in the server the read path, the other answers,
+// isAdmin and the membership rights check) and checked against them; the
+// logged, leader and limits columns say what the server does with each op.
 type opRow struct {
-	op    wire.Op
-	name  string
-	class string // read, write, watch, session or admin
-	admin bool   // needs the right to change the members
-	multi bool   // may be a sub-request of a multi
-	xid   int32  // the reserved xid it may carry; 0: none
+	op     wire.Op
+	name   string
+	class  wire.OpClass
+	logged bool  // changes replicated state through the raft log
+	leader bool  // a member without a leader answers it NoQuorum
+	admin  bool  // needs the right to change the members
+	multi  bool  // may be a sub-request of a multi
+	xid    int32 // the reserved xid it may carry; 0: none
+	limits []wire.Limit
 }
 
+const (
+	outstanding = wire.LimitOutstanding
+	watches     = wire.LimitWatches
+	ephemerals  = wire.LimitEphemerals
+	dataSize    = wire.LimitDataSize
+	listing     = wire.LimitListing
+)
+
+var allLimits = []wire.Limit{outstanding, watches, ephemerals, dataSize, listing}
+
 var opRows = []opRow{
-	{op: wire.OpCreate, name: "create", class: "write", multi: true},
-	{op: wire.OpDelete, name: "delete", class: "write", multi: true},
-	{op: wire.OpSetData, name: "setData", class: "write", multi: true},
-	{op: wire.OpCheck, name: "check", class: "write", multi: true},
-	{op: wire.OpMulti, name: "multi", class: "write"},
-	{op: wire.OpSetACL, name: "setACL", class: "write"},
+	{op: wire.OpCreate, name: "create", class: wire.ClassWrite, logged: true, leader: true, multi: true, limits: []wire.Limit{outstanding, ephemerals, dataSize}},
+	{op: wire.OpDelete, name: "delete", class: wire.ClassWrite, logged: true, leader: true, multi: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpSetData, name: "setData", class: wire.ClassWrite, logged: true, leader: true, multi: true, limits: []wire.Limit{outstanding, dataSize}},
+	{op: wire.OpCheck, name: "check", class: wire.ClassWrite, logged: true, leader: true, multi: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpMulti, name: "multi", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding, ephemerals, dataSize}},
+	{op: wire.OpSetACL, name: "setACL", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding}},
 
-	{op: wire.OpGetData, name: "getData", class: "read"},
-	{op: wire.OpExists, name: "exists", class: "read"},
-	{op: wire.OpGetChildren, name: "getChildren", class: "read"},
-	{op: wire.OpGetACL, name: "getACL", class: "read"},
-	{op: wire.OpGetEphemerals, name: "getEphemerals", class: "read"},
-	{op: wire.OpGetAllChildrenNumber, name: "getAllChildrenNumber", class: "read"},
+	{op: wire.OpGetData, name: "getData", class: wire.ClassRead, limits: []wire.Limit{outstanding, watches}},
+	{op: wire.OpExists, name: "exists", class: wire.ClassRead, limits: []wire.Limit{outstanding, watches}},
+	{op: wire.OpGetChildren, name: "getChildren", class: wire.ClassRead, limits: []wire.Limit{outstanding, watches, listing}},
+	{op: wire.OpGetACL, name: "getACL", class: wire.ClassRead, limits: []wire.Limit{outstanding}},
+	{op: wire.OpGetEphemerals, name: "getEphemerals", class: wire.ClassRead, limits: []wire.Limit{outstanding, listing}},
+	{op: wire.OpGetAllChildrenNumber, name: "getAllChildrenNumber", class: wire.ClassRead, limits: []wire.Limit{outstanding}},
 
-	{op: wire.OpSetWatches, name: "setWatches", class: "watch", xid: wire.XidSetWatches},
-	{op: wire.OpSetWatches2, name: "setWatches2", class: "watch", xid: wire.XidSetWatches},
-	{op: wire.OpAddWatch, name: "addWatch", class: "watch"},
-	{op: wire.OpRemoveWatches, name: "removeWatches", class: "watch"},
+	{op: wire.OpSetWatches, name: "setWatches", class: wire.ClassWatch, xid: wire.XidSetWatches, limits: []wire.Limit{outstanding, watches}},
+	{op: wire.OpSetWatches2, name: "setWatches2", class: wire.ClassWatch, xid: wire.XidSetWatches, limits: []wire.Limit{outstanding, watches}},
+	{op: wire.OpAddWatch, name: "addWatch", class: wire.ClassWatch, limits: []wire.Limit{outstanding, watches}},
+	{op: wire.OpRemoveWatches, name: "removeWatches", class: wire.ClassWatch, limits: []wire.Limit{outstanding}},
 
-	{op: wire.OpPing, name: "ping", class: "session", xid: wire.XidPing},
-	{op: wire.OpClose, name: "close", class: "session"},
-	{op: wire.OpSync, name: "sync", class: "session"},
-	{op: wire.OpAuth, name: "auth", class: "session"},
-	{op: wire.OpWhoAmI, name: "whoAmI", class: "session"},
+	{op: wire.OpPing, name: "ping", class: wire.ClassSession, leader: true, xid: wire.XidPing},
+	{op: wire.OpClose, name: "close", class: wire.ClassSession, logged: true, leader: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpSync, name: "sync", class: wire.ClassSession, leader: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpAuth, name: "auth", class: wire.ClassSession, limits: []wire.Limit{outstanding}},
+	{op: wire.OpWhoAmI, name: "whoAmI", class: wire.ClassSession, limits: []wire.Limit{outstanding}},
 
-	{op: wire.OpMembers, name: "members", class: "admin"},
-	{op: wire.OpStatus, name: "status", class: "admin"},
-	{op: wire.OpMemberAdd, name: "memberAdd", class: "admin", admin: true},
-	{op: wire.OpMemberRemove, name: "memberRemove", class: "admin", admin: true},
-	{op: wire.OpMemberPromote, name: "memberPromote", class: "admin", admin: true},
+	{op: wire.OpMembers, name: "members", class: wire.ClassAdmin, limits: []wire.Limit{outstanding}},
+	{op: wire.OpStatus, name: "status", class: wire.ClassAdmin, limits: []wire.Limit{outstanding}},
+	{op: wire.OpMemberAdd, name: "memberAdd", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpMemberRemove, name: "memberRemove", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpMemberPromote, name: "memberPromote", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 }
 
 // definedOps reads the package's source for its constants of type Op, so
@@ -144,8 +159,9 @@ func TestEveryDefinedOpHasARowAndNoRowIsForAnUndefinedOp(t *testing.T) {
 			t.Errorf("%s (%d) is not Known", name, int32(op))
 		}
 	}
-	if op := wire.Op(99); op.Known() || op.String() != "op(99)" {
-		t.Errorf("an undefined op is Known %v and named %q", op.Known(), op)
+	if op := wire.Op(99); op.Known() || op.String() != "op(99)" || op.Class() != 0 || op.IsLogged() || op.NeedsLeader() ||
+		op.NeedsAdminRights() || op.InMulti() || op.Counts(outstanding) || wire.RequestXidAllowed(wire.XidPing, op) {
+		t.Errorf("an undefined op is Known %v, named %q, of class %s, or has some property", op.Known(), op, op.Class())
 	}
 }
 
@@ -155,8 +171,28 @@ func TestEachOpIsWhatItsRowSays(t *testing.T) {
 			if got := row.op.String(); got != row.name {
 				t.Errorf("String = %q", got)
 			}
-			if got, want := row.op.IsWrite(), row.class == "write"; got != want {
+			if got := row.op.Class(); got != row.class {
+				t.Errorf("Class = %s, want %s", got, row.class)
+			}
+			if got, want := row.op.IsWrite(), row.class == wire.ClassWrite; got != want {
 				t.Errorf("IsWrite = %v, want %v for a %s op", got, want, row.class)
+			}
+			if got := row.op.IsLogged(); got != row.logged {
+				t.Errorf("IsLogged = %v", got)
+			}
+			if got := row.op.NeedsLeader(); got != row.leader {
+				t.Errorf("NeedsLeader = %v", got)
+			}
+			if got := row.op.NeedsAdminRights(); got != row.admin {
+				t.Errorf("NeedsAdminRights = %v", got)
+			}
+			if got := row.op.InMulti(); got != row.multi {
+				t.Errorf("InMulti = %v", got)
+			}
+			for _, l := range allLimits {
+				if got, want := row.op.Counts(l), slices.Contains(row.limits, l); got != want {
+					t.Errorf("Counts(%d) = %v, want %v", l, got, want)
+				}
 			}
 			for _, xid := range []int32{wire.XidPing, wire.XidSetWatches, wire.XidNotification, wire.XidClosing} {
 				if got, want := wire.RequestXidAllowed(xid, row.op), xid == row.xid; got != want {
