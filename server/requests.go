@@ -174,12 +174,10 @@ func (c *conn) reply(r *request, reply *wire.Reply) {
 	c.send(r, reply)
 }
 
-// answerRead answers a read (getData, exists, getChildren, getEphemerals,
-// getAllChildrenNumber, getACL), a watch op (setWatches, setWatches2, addWatch,
-// removeWatches) or an op of the codec's own:
-// the reply is queued under the same read lock as the read, so that no
-// notification of a later change can overtake it. It reports false for
-// any other request.
+// answerRead answers a read or a watch op (wire.ClassRead, wire.ClassWatch)
+// or an op of the codec's own: the reply is queued under the same read lock
+// as the read, so that no notification of a later change can overtake it.
+// It reports false for any other request.
 func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	req := &r.req
 	switch {
@@ -198,9 +196,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			reply.Err = wire.CodeOf(err)
 			c.reply(r, reply)
 		})
-	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren,
-		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber, req.Op == wire.OpGetACL,
-		req.Op == wire.OpAddWatch, req.Op == wire.OpRemoveWatches:
+	case req.Op.Class() == wire.ClassRead, req.Op.Class() == wire.ClassWatch:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
@@ -212,37 +208,52 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	return true
 }
 
+// answer answers a request answerRead does not: a write once its outcome
+// is known, a session or admin op, or a request refused before it ran.
 func (c *conn) answer(r *request, reply *wire.Reply) {
-	req := &r.req
-	switch {
+	switch op := r.req.Op; {
 	case r.err != nil:
 		reply.Err, reply.Zxid = wire.CodeOf(r.err), c.srv.fsm.lastZxid()
-	case req.Op == wire.OpPing && c.srv.node.Leader() == 0:
-		// The session's deadline is kept by a leader this member cannot
-		// reach: a ping answered here would keep the client believing in
-		// a session that may be expiring. The client moves on.
-		reply.Err, reply.Zxid = wire.CodeNoQuorum, c.srv.fsm.lastZxid()
-	case req.Op == wire.OpPing:
+	case op.IsWrite():
+		c.finishWrite(r, reply)
+	case op.Class() == wire.ClassSession:
+		c.answerSession(r, reply)
+	case op.Class() == wire.ClassAdmin:
+		c.srv.admin(c, &r.req, reply)
 		reply.Zxid = c.srv.fsm.lastZxid()
-	case req.Op == wire.OpAuth:
+	default:
+		reply.Err, reply.Zxid = wire.CodeUnimplemented, c.srv.fsm.lastZxid()
+	}
+}
+
+// answerSession answers the ops of the session and its connection
+// (wire.ClassSession).
+func (c *conn) answerSession(r *request, reply *wire.Reply) {
+	req := &r.req
+	switch req.Op {
+	case wire.OpPing:
+		if c.srv.node.Leader() == 0 {
+			// The session's deadline is kept by a leader this member
+			// cannot reach: a ping answered here would keep the client
+			// believing in a session that may be expiring. The client
+			// moves on.
+			reply.Err = wire.CodeNoQuorum
+		}
+		reply.Zxid = c.srv.fsm.lastZxid()
+	case wire.OpAuth:
 		err := c.authenticate(req.AuthScheme, req.AuthData)
 		if err != nil && r.endOnAuthFailure {
 			r.endConn = true
 		}
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
-	case req.Op == wire.OpWhoAmI:
+	case wire.OpWhoAmI:
 		reply.Identities, reply.Zxid = whoAmI(c.identities()), c.srv.fsm.lastZxid()
-	case req.Op.IsWrite():
-		c.finishWrite(r, reply)
-	case req.Op == wire.OpSync:
+	case wire.OpSync:
 		ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.RequestTimeout)
 		err := c.srv.node.ReadIndex(ctx)
 		cancel()
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
-	case isAdmin(req.Op):
-		c.srv.admin(c, req, reply)
-		reply.Zxid = c.srv.fsm.lastZxid()
-	case req.Op == wire.OpClose:
+	case wire.OpClose:
 		c.closingSession.Store(true)
 		_, err := c.srv.write(c.ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: c.session, Time: time.Now().UnixMilli()})
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
