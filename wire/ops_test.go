@@ -210,3 +210,14 @@ func TestEachOpIsWhatItsRowSays(t *testing.T) {
 		})
 	}
 }
+
+func TestOpClassesAreNamed(t *testing.T) {
+	for class, want := range map[wire.OpClass]string{
+		wire.ClassRead: "read", wire.ClassWrite: "write", wire.ClassWatch: "watch",
+		wire.ClassSession: "session", wire.ClassAdmin: "admin", 0: "OpClass(0)", 9: "OpClass(9)",
+	} {
+		if got := class.String(); got != want {
+			t.Errorf("OpClass(%d).String() = %q, want %q", int8(class), got, want)
+		}
+	}
+}
