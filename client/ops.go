@@ -280,9 +280,7 @@ func (op Op) name() string {
 
 // check validates op before any round trip.
 func (op Op) check() error {
-	switch op.req.Op {
-	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpCheck:
-	default:
+	if !op.req.Op.InMulti() {
 		return fmt.Errorf("%w: not an Op made by CreateOp, DeleteOp, SetOp or CheckOp", ErrBadArguments)
 	}
 	if op.err != nil {

@@ -17,13 +17,14 @@ import (
 
 // admin answers the membership and status ops. A membership change waits
 // until it is applied on this member; the reply lists the members then.
-// ACLs do not cover them: a change needs what mayChangeMembers asks; the
-// status and the member list are open to every client.
+// ACLs do not cover them: an op that needs admin rights (the membership
+// changes) needs what mayChangeMembers asks; the status and the member
+// list are open to every client.
 func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	id, m := uint64(req.Member.ID), req.Member
-	if req.Op != wire.OpStatus && req.Op != wire.OpMembers {
+	if req.Op.NeedsAdminRights() {
 		if err := s.mayChangeMembers(c); err != nil {
 			// The reply carries only the code: the log says why.
 			c.log.Info("membership change refused", zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
@@ -74,15 +75,6 @@ func (s *Server) memberError(err error, id uint64) error {
 		return wire.Errorf(wire.CodeThrottled, "another membership change is in progress; try again")
 	}
 	return s.writeError(err)
-}
-
-// isAdmin reports whether op is one of the admin ops.
-func isAdmin(op wire.Op) bool {
-	switch op {
-	case wire.OpMembers, wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpStatus:
-		return true
-	}
-	return false
 }
 
 // mayChangeMembers decides whether c may add, promote or remove members,

@@ -185,12 +185,13 @@ func (c *conn) read(br *bufio.Reader) {
 		if r.err == nil {
 			r.err = c.checkPaths(&r.req)
 		}
-		if r.req.Op == wire.OpPing && r.err == nil && !r.own {
-			// A ping is answered at once, ahead of the requests before it:
-			// its answer tells the client that its session lives, and must
-			// not wait behind a write that can take the whole request
-			// timeout (a proposal lost on its way to the leader). Clients
-			// tell a ping's answer by its reserved xid, not by its order.
+		if r.err == nil && !r.own && !r.req.Op.Counts(wire.LimitOutstanding) {
+			// A ping (the op that waits behind nothing) is answered at
+			// once, ahead of the requests before it: its answer tells the
+			// client that its session lives, and must not wait behind a
+			// write that can take the whole request timeout (a proposal
+			// lost on its way to the leader). Clients tell a ping's answer
+			// by its reserved xid, not by its order.
 			reply := wire.Reply{Xid: r.req.Xid}
 			c.answer(r, &reply)
 			c.reply(r, &reply)

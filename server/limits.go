@@ -22,7 +22,10 @@ import (
 // arbord flag (the frame limit follows the data limit), is shown in
 // /metrics as arbor_limit{limit=...}, and its
 // refusals are counted in arbor_limit_refusals_total{limit=...};
-// docs/security.md lists them.
+// docs/security.md lists them. Which ops count against the per-request
+// limits (outstanding, watches, ephemerals, data size, listings) is a
+// column of wire's table of ops (wire.Op.Counts), and the checks here
+// follow it.
 
 // NoLimit, as a Config limit, turns that limit off (any negative value
 // does). MaxOutstanding and MaxOutstandingBytes take no NoLimit.
@@ -368,8 +371,11 @@ func (c *conn) admitWrite(r *request) error {
 // creates still in flight on the connection it left are not counted.
 func (c *conn) admitEphemerals(r *request) error {
 	limit := c.srv.cfg.MaxEphemerals
+	if limit < 0 || !r.req.Op.Counts(wire.LimitEphemerals) {
+		return nil
+	}
 	n := ephemeralCreates(&r.req)
-	if n == 0 || limit < 0 {
+	if n == 0 {
 		return nil
 	}
 	var held int

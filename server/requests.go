@@ -1,10 +1,7 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
 	"errors"
 	"math"
 	"time"
@@ -14,101 +11,6 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
-
-// handshake reads the ConnectRequest, within the deadline the accept set
-// (see handshakes), creates or reattaches the session, and answers. It
-// reports whether the connection may carry on.
-func (c *conn) handshake(br *bufio.Reader) bool {
-	req, ok := c.codec.readConnect(br)
-	c.srv.limits.handshakes.done(c.nc) // the client has said who it is, or never will
-	if !ok {
-		return false
-	}
-	_ = c.nc.SetDeadline(time.Time{})
-	if c.ctx.Err() != nil {
-		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
-	}
-	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion}
-	var err error
-	switch {
-	case c.srv.node.Leader() == 0:
-		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
-	case !c.caughtUp(req.LastZxidSeen):
-		// A new session too: the client's next read must not go back in
-		// time, whichever session it is made in.
-		err = wire.ErrNotCaughtUp
-	case req.SessionID == 0:
-		err = c.createSession(&req, &resp)
-	default:
-		err = c.reattach(&req, &resp)
-	}
-	if err != nil {
-		c.log.Info("refusing session", zap.Int64("session", req.SessionID), zap.Error(err))
-		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
-	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
-	if _, werr := c.nc.Write(c.codec.appendConnectResponse(nil, &resp)); werr != nil || err != nil {
-		return false
-	}
-	_ = c.nc.SetWriteDeadline(time.Time{})
-	c.session = resp.SessionID
-	c.stats.attached(resp.TimeoutMs)
-	c.srv.bindSession(c)
-	// A close applied between the check in reattach and bindSession found
-	// no connection to end: look again now that this one is bound.
-	var live bool
-	c.srv.fsm.read(func(t *tree.Tree) { _, live = t.Session(c.session) })
-	if !live {
-		return false // the client learns of the expiry when it reattaches
-	}
-	return true
-}
-
-func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
-	timeout := c.srv.sessions.Negotiate(time.Duration(req.TimeoutMs) * time.Millisecond)
-	password := make([]byte, 16)
-	_, _ = rand.Read(password)
-	txn := tree.Txn{
-		Type:      tree.TxnCreateSession,
-		Time:      time.Now().UnixMilli(),
-		Session:   c.srv.ids.Next(),
-		TimeoutMs: int32(timeout / time.Millisecond),
-		Password:  password,
-	}
-	if _, err := c.srv.write(c.ctx, &txn); err != nil {
-		return err
-	}
-	resp.SessionID, resp.Password, resp.TimeoutMs = txn.Session, txn.Password, txn.TimeoutMs
-	return nil
-}
-
-// caughtUp reports whether this member has applied lastZxidSeen, the
-// highest zxid the client has seen. A member behind it waits a little for
-// its log to catch up; if it does not, the client is sent elsewhere.
-func (c *conn) caughtUp(lastZxidSeen int64) bool {
-	if lastZxidSeen <= c.srv.fsm.lastZxid() {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-	err := c.srv.node.WaitApplied(ctx, uint64(lastZxidSeen))
-	cancel()
-	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid()
-}
-
-func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
-	var s tree.Session
-	var ok bool
-	c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
-	if !ok {
-		return wire.ErrSessionExpired
-	}
-	if subtle.ConstantTimeCompare(s.Password, req.Password) != 1 {
-		return wire.ErrBadPassword
-	}
-	c.srv.heardFrom(s.ID)
-	resp.SessionID, resp.Password, resp.TimeoutMs = s.ID, s.Password, s.TimeoutMs
-	return nil
-}
 
 // propose validates a write request and proposes its txn; the outcome is
 // awaited in order by respond.
@@ -174,12 +76,10 @@ func (c *conn) reply(r *request, reply *wire.Reply) {
 	c.send(r, reply)
 }
 
-// answerRead answers a read (getData, exists, getChildren, getEphemerals,
-// getAllChildrenNumber, getACL), a watch op (setWatches, setWatches2, addWatch,
-// removeWatches) or an op of the codec's own:
-// the reply is queued under the same read lock as the read, so that no
-// notification of a later change can overtake it. It reports false for
-// any other request.
+// answerRead answers a read or a watch op (wire.ClassRead, wire.ClassWatch)
+// or an op of the codec's own: the reply is queued under the same read lock
+// as the read, so that no notification of a later change can overtake it.
+// It reports false for any other request.
 func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	req := &r.req
 	switch {
@@ -198,9 +98,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			reply.Err = wire.CodeOf(err)
 			c.reply(r, reply)
 		})
-	case req.Op == wire.OpGetData, req.Op == wire.OpExists, req.Op == wire.OpGetChildren,
-		req.Op == wire.OpGetEphemerals, req.Op == wire.OpGetAllChildrenNumber, req.Op == wire.OpGetACL,
-		req.Op == wire.OpAddWatch, req.Op == wire.OpRemoveWatches:
+	case req.Op.Class() == wire.ClassRead, req.Op.Class() == wire.ClassWatch:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
 			c.srv.read(t, c, req, reply)
@@ -212,37 +110,52 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	return true
 }
 
+// answer answers a request answerRead does not: a write once its outcome
+// is known, a session or admin op, or a request refused before it ran.
 func (c *conn) answer(r *request, reply *wire.Reply) {
-	req := &r.req
-	switch {
+	switch op := r.req.Op; {
 	case r.err != nil:
 		reply.Err, reply.Zxid = wire.CodeOf(r.err), c.srv.fsm.lastZxid()
-	case req.Op == wire.OpPing && c.srv.node.Leader() == 0:
-		// The session's deadline is kept by a leader this member cannot
-		// reach: a ping answered here would keep the client believing in
-		// a session that may be expiring. The client moves on.
-		reply.Err, reply.Zxid = wire.CodeNoQuorum, c.srv.fsm.lastZxid()
-	case req.Op == wire.OpPing:
+	case op.IsWrite():
+		c.finishWrite(r, reply)
+	case op.Class() == wire.ClassSession:
+		c.answerSession(r, reply)
+	case op.Class() == wire.ClassAdmin:
+		c.srv.admin(c, &r.req, reply)
 		reply.Zxid = c.srv.fsm.lastZxid()
-	case req.Op == wire.OpAuth:
+	default:
+		reply.Err, reply.Zxid = wire.CodeUnimplemented, c.srv.fsm.lastZxid()
+	}
+}
+
+// answerSession answers the ops of the session and its connection
+// (wire.ClassSession).
+func (c *conn) answerSession(r *request, reply *wire.Reply) {
+	req := &r.req
+	switch req.Op {
+	case wire.OpPing:
+		if c.srv.node.Leader() == 0 {
+			// The session's deadline is kept by a leader this member
+			// cannot reach: a ping answered here would keep the client
+			// believing in a session that may be expiring. The client
+			// moves on.
+			reply.Err = wire.CodeNoQuorum
+		}
+		reply.Zxid = c.srv.fsm.lastZxid()
+	case wire.OpAuth:
 		err := c.authenticate(req.AuthScheme, req.AuthData)
 		if err != nil && r.endOnAuthFailure {
 			r.endConn = true
 		}
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
-	case req.Op == wire.OpWhoAmI:
+	case wire.OpWhoAmI:
 		reply.Identities, reply.Zxid = whoAmI(c.identities()), c.srv.fsm.lastZxid()
-	case req.Op.IsWrite():
-		c.finishWrite(r, reply)
-	case req.Op == wire.OpSync:
+	case wire.OpSync:
 		ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.RequestTimeout)
 		err := c.srv.node.ReadIndex(ctx)
 		cancel()
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
-	case isAdmin(req.Op):
-		c.srv.admin(c, req, reply)
-		reply.Zxid = c.srv.fsm.lastZxid()
-	case req.Op == wire.OpClose:
+	case wire.OpClose:
 		c.closingSession.Store(true)
 		_, err := c.srv.write(c.ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: c.session, Time: time.Now().UnixMilli()})
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()

@@ -423,7 +423,7 @@ func (s *Server) admit(r *wire.Request) error {
 		if err := wire.ValidatePath(op.Path, op.Op == wire.OpCreate && op.Mode.IsSequential()); err != nil {
 			return err
 		}
-		if len(op.Data) > s.cfg.MaxDataSize {
+		if op.Op.Counts(wire.LimitDataSize) && len(op.Data) > s.cfg.MaxDataSize {
 			return wire.Errorf(wire.CodeDataTooLarge, "data of %d bytes is over the %d-byte limit", len(op.Data), s.cfg.MaxDataSize)
 		}
 	}

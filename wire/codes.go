@@ -2,85 +2,6 @@ package wire
 
 import "fmt"
 
-// Op identifies a request. The numbers follow ZooKeeper's op codes where the
-// meaning is the same, so a second codec for ZooKeeper's own protocol maps
-// them one to one.
-type Op int32
-
-// Request op codes.
-const (
-	OpCreate      Op = 1
-	OpDelete      Op = 2
-	OpExists      Op = 3
-	OpGetData     Op = 4
-	OpSetData     Op = 5
-	OpGetChildren Op = 8 // always answers with the parent's Stat (ZooKeeper's getChildren2)
-	OpSync        Op = 9
-	OpPing        Op = 11
-	OpCheck       Op = 13
-	OpMulti       Op = 14
-	OpSetWatches  Op = 101
-	OpClose       Op = -11
-
-	// ACL ops, with ZooKeeper's op codes.
-	OpGetACL Op = 6
-	OpSetACL Op = 7
-	OpAuth   Op = 100 // add an identity to the connection
-	OpWhoAmI Op = 107 // the connection's identities
-
-	// Watch ops ZooKeeper added in 3.6, with its op codes.
-	OpRemoveWatches Op = 18  // remove a connection's watches of a kind on a path
-	OpSetWatches2   Op = 105 // setWatches with persistent and recursive watches too
-	OpAddWatch      Op = 106 // a persistent or persistent-recursive watch
-
-	// Reads ZooKeeper added in 3.6, with its op codes.
-	OpGetEphemerals        Op = 103 // the calling session's ephemeral nodes under a path prefix
-	OpGetAllChildrenNumber Op = 104 // the number of a node's descendants
-
-	// Admin ops, Arbor's own: cluster membership and a member's status.
-	OpMembers       Op = 200 // list the members
-	OpMemberAdd     Op = 201 // add a voter or a learner
-	OpMemberRemove  Op = 202
-	OpMemberPromote Op = 203 // make a learner a voter
-	OpStatus        Op = 204 // the answering member's leader, term, applied index and digest
-)
-
-var opNames = map[Op]string{
-	OpCreate: "create", OpDelete: "delete", OpExists: "exists",
-	OpGetData: "getData", OpSetData: "setData", OpGetChildren: "getChildren",
-	OpSync: "sync", OpPing: "ping", OpCheck: "check", OpMulti: "multi",
-	OpSetWatches: "setWatches", OpClose: "close",
-	OpGetACL: "getACL", OpSetACL: "setACL", OpAuth: "auth", OpWhoAmI: "whoAmI",
-	OpRemoveWatches: "removeWatches", OpSetWatches2: "setWatches2", OpAddWatch: "addWatch",
-	OpGetEphemerals: "getEphemerals", OpGetAllChildrenNumber: "getAllChildrenNumber",
-	OpMembers: "members", OpMemberAdd: "memberAdd", OpMemberRemove: "memberRemove",
-	OpMemberPromote: "memberPromote", OpStatus: "status",
-}
-
-// Known reports whether op is one of this package's ops.
-func (op Op) Known() bool {
-	_, ok := opNames[op]
-	return ok
-}
-
-func (op Op) String() string {
-	if s, ok := opNames[op]; ok {
-		return s
-	}
-	return fmt.Sprintf("op(%d)", int32(op))
-}
-
-// IsWrite reports whether op changes the tree and so goes through
-// replication. Check is a write because it only means something inside a
-// multi, which is a write.
-func (op Op) IsWrite() bool {
-	switch op {
-	case OpCreate, OpDelete, OpSetData, OpCheck, OpMulti, OpSetACL:
-		return true
-	}
-	return false
-}
-
 // Reserved xids. Client requests use xids >= 0; the negative ones mark
 // frames that do not answer a numbered request.
 const (
@@ -92,17 +13,12 @@ const (
 
 // RequestXidAllowed reports whether a client may send a request of op with
 // xid: any xid from 0 up, and the reserved xids only for the requests they
-// name (XidPing for a ping, XidSetWatches for setWatches and setWatches2).
-// A reply echoes its request's xid, so any other negative xid would come
-// back looking like a notification, a ping's answer or a closing frame.
+// name (XidPing for a ping, XidSetWatches for setWatches and setWatches2,
+// as their rows in ops say). A reply echoes its request's xid, so any other
+// negative xid would come back looking like a notification, a ping's answer
+// or a closing frame.
 func RequestXidAllowed(xid int32, op Op) bool {
-	switch xid {
-	case XidPing:
-		return op == OpPing
-	case XidSetWatches:
-		return op == OpSetWatches || op == OpSetWatches2
-	}
-	return xid >= 0
+	return xid >= 0 || xid == op.reservedXid()
 }
 
 // ProtocolVersion is the version this package speaks in the handshake.

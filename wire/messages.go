@@ -369,9 +369,7 @@ func (dec *decoder) requestBody(r *Request) {
 			var op Request
 			m := dec.array(1)
 			op.Op = Op(dec.int32())
-			switch op.Op {
-			case OpCreate, OpDelete, OpSetData, OpCheck:
-			default:
+			if !op.Op.InMulti() {
 				dec.fail("op %s is not allowed in a multi", op.Op)
 			}
 			want := requestFields(op.Op)

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"time"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// The connection's handshake: the client's ConnectRequest, the session it
+// creates or reattaches to, and the check that this member is not behind
+// what the client has seen. (handshakes.go is the cap on how many
+// connections may be in their handshake at once, and their deadlines.)
+
+// handshake reads the ConnectRequest, within the deadline the accept set
+// (see handshakes), creates or reattaches the session, and answers. It
+// reports whether the connection may carry on.
+func (c *conn) handshake(br *bufio.Reader) bool {
+	req, ok := c.codec.readConnect(br)
+	c.srv.limits.handshakes.done(c.nc) // the client has said who it is, or never will
+	if !ok {
+		return false
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	if c.ctx.Err() != nil {
+		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
+	}
+	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion}
+	var err error
+	switch {
+	case c.srv.node.Leader() == 0:
+		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
+	case !c.caughtUp(req.LastZxidSeen):
+		// A new session too: the client's next read must not go back in
+		// time, whichever session it is made in.
+		err = wire.ErrNotCaughtUp
+	case req.SessionID == 0:
+		err = c.createSession(&req, &resp)
+	default:
+		err = c.reattach(&req, &resp)
+	}
+	if err != nil {
+		c.log.Info("refusing session", zap.Int64("session", req.SessionID), zap.Error(err))
+		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
+	if _, werr := c.nc.Write(c.codec.appendConnectResponse(nil, &resp)); werr != nil || err != nil {
+		return false
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	c.session = resp.SessionID
+	c.stats.attached(resp.TimeoutMs)
+	c.srv.bindSession(c)
+	// A close applied between the check in reattach and bindSession found
+	// no connection to end: look again now that this one is bound.
+	var live bool
+	c.srv.fsm.read(func(t *tree.Tree) { _, live = t.Session(c.session) })
+	if !live {
+		return false // the client learns of the expiry when it reattaches
+	}
+	return true
+}
+
+func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
+	timeout := c.srv.sessions.Negotiate(time.Duration(req.TimeoutMs) * time.Millisecond)
+	password := make([]byte, 16)
+	_, _ = rand.Read(password)
+	txn := tree.Txn{
+		Type:      tree.TxnCreateSession,
+		Time:      time.Now().UnixMilli(),
+		Session:   c.srv.ids.Next(),
+		TimeoutMs: int32(timeout / time.Millisecond),
+		Password:  password,
+	}
+	if _, err := c.srv.write(c.ctx, &txn); err != nil {
+		return err
+	}
+	resp.SessionID, resp.Password, resp.TimeoutMs = txn.Session, txn.Password, txn.TimeoutMs
+	return nil
+}
+
+// caughtUp reports whether this member has applied lastZxidSeen, the
+// highest zxid the client has seen. A member behind it waits a little for
+// its log to catch up; if it does not, the client is sent elsewhere.
+func (c *conn) caughtUp(lastZxidSeen int64) bool {
+	if lastZxidSeen <= c.srv.fsm.lastZxid() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	err := c.srv.node.WaitApplied(ctx, uint64(lastZxidSeen))
+	cancel()
+	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid()
+}
+
+func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
+	var s tree.Session
+	var ok bool
+	c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
+	if !ok {
+		return wire.ErrSessionExpired
+	}
+	if subtle.ConstantTimeCompare(s.Password, req.Password) != 1 {
+		return wire.ErrBadPassword
+	}
+	c.srv.heardFrom(s.ID)
+	resp.SessionID, resp.Password, resp.TimeoutMs = s.ID, s.Password, s.TimeoutMs
+	return nil
+}
