@@ -1,5 +1,5 @@
 // Package recipes builds coordination on the client: Mutex, RWMutex,
-// Election, Semaphore, Barrier and DoubleBarrier. They use only the public
+// MultiLock, Election, Semaphore, Barrier and DoubleBarrier. They use only the public
 // API of package client, and they are herd-free: each contender makes an
 // ephemeral-sequential node and watches only the one node that must go
 // before it, so a release wakes exactly the contenders it lets through,

@@ -1,0 +1,93 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Two MultiLocks over the same locks, given in opposite orders, never
+// deadlock: they take the locks in one order.
+func TestMultiLocksInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	s := startServer(t)
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for _, parts := range [][]LockPart{{{Path: "/locks/m/a"}, {Path: "/locks/m/b"}}, {{Path: "/locks/m/b"}, {Path: "/locks/m/a"}}} {
+		m, err := NewMultiLock(s.dial(t), parts)
+		must(t, err)
+		wg.Go(func() {
+			for range 10 {
+				ctx := ctxWait(t)
+				if err := m.Lock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					errs <- errors.New("two MultiLocks hold together")
+				}
+				if m.Token("/locks/m/a") == 0 || m.Token("/locks/m/b") == 0 {
+					errs <- errors.New("a held lock without a token")
+				}
+				inside.Add(-1)
+				if err := m.Unlock(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A MultiLock that cannot have every lock before its deadline keeps none,
+// and a part is the same lock as a Mutex or an RWMutex on its path.
+func TestAMultiLockThatTimesOutReleasesWhatItTook(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	other := NewMutex(s.dial(t), "/locks/n/b")
+	must(t, other.Lock(ctx))
+	m, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/n/b"}, {Path: "/locks/n/a", Read: true}})
+	must(t, err)
+	short, cancel := context.WithTimeout(ctx, waitShort)
+	defer cancel()
+	if err := m.Lock(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a MultiLock past its deadline: %v", err)
+	}
+	c := s.dial(t)
+	if a, b := children(t, c, "/locks/n/a"), children(t, c, "/locks/n/b"); len(a) != 0 || len(b) != 1 {
+		t.Fatalf("after the timeout: %v on a, %v on b; want nothing on a and the Mutex on b", a, b)
+	}
+	if ok, err := m.TryLock(ctx); err != nil || ok {
+		t.Fatalf("TryLock with b held = %v, %v", ok, err)
+	}
+	must(t, other.Unlock(ctx))
+	must(t, m.Lock(ctx))
+	// Its read of a shares with readers and excludes writers.
+	if ok, err := NewRWMutex(s.dial(t), "/locks/n/a").TryRLock(ctx); err != nil || !ok {
+		t.Errorf("a reader beside the MultiLock's read = %v, %v", ok, err)
+	}
+	if ok, err := NewMutex(s.dial(t), "/locks/n/a").TryLock(ctx); err != nil || ok {
+		t.Errorf("a Mutex beside the MultiLock's read = %v, %v", ok, err)
+	}
+	if ok, err := NewRWMutex(s.dial(t), "/locks/n/b").TryRLock(ctx); err != nil || ok {
+		t.Errorf("a reader beside the MultiLock's exclusive hold = %v, %v", ok, err)
+	}
+	must(t, m.Unlock(ctx))
+}
+
+func TestAMultiLockNeedsDistinctPaths(t *testing.T) {
+	s := startServer(t)
+	c := s.dial(t)
+	if _, err := NewMultiLock(c, nil); err == nil {
+		t.Error("a MultiLock of nothing")
+	}
+	if _, err := NewMultiLock(c, []LockPart{{Path: "/a"}, {Path: "/a", Read: true}}); err == nil {
+		t.Error("a MultiLock naming a path twice")
+	}
+}
