@@ -1,9 +1,9 @@
 // Package recipes builds coordination on the client: Mutex, RWMutex,
-// MultiLock, Election, Semaphore, Barrier and DoubleBarrier. They use only the public
-// API of package client, and they are herd-free: each contender makes an
-// ephemeral-sequential node and watches only the one node that must go
-// before it, so a release wakes exactly the contenders it lets through,
-// however many wait.
+// MultiLock, Election, Semaphore, Barrier and DoubleBarrier. They use only
+// the public API of package client, and they are herd-free: each contender
+// makes an ephemeral-sequential node and watches only the one node that
+// must go before it, so a release wakes exactly the contenders it lets
+// through, however many wait.
 //
 //	m := recipes.NewMutex(c, "/locks/orders")
 //	if err := m.Lock(ctx); err != nil {
