@@ -169,13 +169,11 @@ func (e *env) setaclCommand() *cobra.Command {
 // first (each node is listed before its ACL changes, so a new ACL that
 // takes away read does not hide its children).
 func (e *env) setACLRecursive(ctx context.Context, c *client.Client, path string, acl []client.ACL) error {
-	err := e.walk(ctx, c, path, func(n walkNode) error {
+	err := e.walk(ctx, c, path, func(p string, _ client.Stat, _ []string) error {
 		rctx, cancel := e.req(ctx)
 		defer cancel()
-		if _, err := c.SetACL(rctx, n.Path, acl, -1); err != nil {
-			return describe(err, n.Path)
-		}
-		return nil
+		_, err := c.SetACL(rctx, p, acl, -1) // walk describes its error by p
+		return err
 	})
 	if err != nil {
 		return err

@@ -100,6 +100,27 @@ func TestACLCommands(t *testing.T) {
 			t.Errorf("set after taking w away: %v", r)
 		}
 	})
+	t.Run("a command over a subtree names the node a request was refused on", func(t *testing.T) {
+		must(t, addr, "create", "/walls")
+		must(t, addr, "create", "/walls/open")
+		must(t, addr, "create", "-a", "digest:"+alice+":cdrwa,world:anyone:r", "/walls/open/readonly")
+		must(t, addr, "create", "-a", "digest:"+alice+":cdrwa", "/walls/shut")
+		must(t, addr, "--auth", "digest:alice:secret", "create", "/walls/shut/in")
+		for _, tc := range []struct {
+			args []string
+			node string
+		}{
+			{[]string{"setacl", "-R", "/walls/open", "world:anyone:cdrwa"}, "/walls/open/readonly"}, // its setACL
+			{[]string{"ls", "-R", "/walls"}, "/walls/shut"},                                         // its children
+			{[]string{"ephemerals", "/walls"}, "/walls/shut"},
+			{[]string{"deleteall", "/walls"}, "/walls/shut"},
+		} {
+			want := "arbor: " + tc.node + ": not allowed by the ACL"
+			if r := arbor(t, addr, tc.args...); r.code != 1 || !strings.Contains(r.stderr, want) {
+				t.Errorf("%v: %v, want exit status 1 and %q", tc.args, r, want)
+			}
+		}
+	})
 	t.Run("JSON", func(t *testing.T) {
 		got := decode[jGetACL](t, must(t, addr, "-o", "json", "--auth", "digest:alice:secret", "getacl", "/private"))
 		if got.Path != "/private" || len(got.ACL) != 1 || got.ACL[0] != (jACL{"digest", alice, "cdrwa"}) || got.Stat.Aversion != 1 {

@@ -286,11 +286,11 @@ func (e *env) lsCommand() *cobra.Command {
 func (e *env) lsRecursive(ctx context.Context, c *client.Client, path string, withStat bool) error {
 	out := lsRecursiveJSON{Path: path, Paths: []string{}}
 	var st client.Stat
-	err := e.walk(ctx, c, path, func(n walkNode) error {
-		if n.Path == path {
-			st = n.Stat
+	err := e.walk(ctx, c, path, func(p string, pst client.Stat, _ []string) error {
+		if p == path {
+			st = pst
 		}
-		out.Paths = append(out.Paths, n.Path)
+		out.Paths = append(out.Paths, p)
 		return nil
 	})
 	if err != nil {

@@ -10,40 +10,19 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// walkNode is one node visited by walk.
-type walkNode struct {
-	Path     string
-	Depth    int // 0 for the node the walk started at
-	Stat     client.Stat
-	Children []string // names, sorted
+// walk runs client.Walk on path's subtree, each request bounded by
+// --timeout, and describes a request that failed by its node.
+func (e *env) walk(ctx context.Context, c *client.Client, path string, fn client.WalkFunc) error {
+	return describeAt(c.Walk(ctx, path, fn, client.WithRequestTimeout(e.timeout)), path)
 }
 
-// walk visits path and every node below it, depth first: a parent before
-// its children, children in name order. A node deleted during the walk is
-// skipped; a missing path is an error. Each request has its own deadline.
-func (e *env) walk(ctx context.Context, c *client.Client, path string, visit func(walkNode) error) error {
-	return e.walkFrom(ctx, c, path, 0, visit)
-}
-
-func (e *env) walkFrom(ctx context.Context, c *client.Client, path string, depth int, visit func(walkNode) error) error {
-	rctx, cancel := e.req(ctx)
-	names, st, err := c.Children(rctx, path)
-	cancel()
-	switch {
-	case depth > 0 && errors.Is(err, client.ErrNoNode):
-		return nil // deleted since its parent was listed
-	case err != nil:
-		return describe(err, path)
+// describeAt describes err by the node its request was on, else by path.
+func describeAt(err error, path string) error {
+	var oe *client.OpError
+	if errors.As(err, &oe) {
+		path = oe.Path
 	}
-	if err := visit(walkNode{Path: path, Depth: depth, Stat: st, Children: names}); err != nil {
-		return err
-	}
-	for _, name := range names {
-		if err := e.walkFrom(ctx, c, joinPath(path, name), depth+1, visit); err != nil {
-			return err
-		}
-	}
-	return nil
+	return describe(err, path)
 }
 
 // joinPath is the path of child name of parent.
@@ -73,9 +52,9 @@ func (e *env) deleteallCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
 			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
-				n, err := e.deleteTree(ctx, c, path, true)
+				n, err := c.DeleteAll(ctx, path, client.WithRequestTimeout(e.timeout))
 				if err != nil {
-					return err
+					return describeAt(err, path)
 				}
 				if e.json() {
 					return e.printJSON(deleteallJSON{Path: path, Deleted: n})
@@ -83,47 +62,6 @@ func (e *env) deleteallCommand() *cobra.Command {
 				return nil
 			})
 		},
-	}
-}
-
-// deleteTree deletes path and everything below it, deepest first, and
-// returns how many nodes it deleted. A missing path is an error only at
-// the top.
-func (e *env) deleteTree(ctx context.Context, c *client.Client, path string, top bool) (int, error) {
-	deleted := 0
-	for attempt := 0; ; attempt++ {
-		rctx, cancel := e.req(ctx)
-		names, _, err := c.Children(rctx, path)
-		cancel()
-		switch {
-		case !top && errors.Is(err, client.ErrNoNode):
-			return deleted, nil
-		case err != nil:
-			return deleted, describe(err, path)
-		}
-		for _, name := range names {
-			n, err := e.deleteTree(ctx, c, joinPath(path, name), false)
-			deleted += n
-			if err != nil {
-				return deleted, err
-			}
-		}
-		if path == "/" {
-			return deleted, nil
-		}
-		rctx, cancel = e.req(ctx)
-		err = c.Delete(rctx, path, -1)
-		cancel()
-		switch {
-		case err == nil:
-			return deleted + 1, nil
-		case errors.Is(err, client.ErrNoNode):
-			return deleted, nil
-		case errors.Is(err, client.ErrNotEmpty) && attempt < 10:
-			// a child was created meanwhile: delete it too
-		default:
-			return deleted, describe(err, path)
-		}
 	}
 }
 
@@ -162,9 +100,9 @@ func (e *env) ephemeralsCommand() *cobra.Command {
 						out.Ephemerals = append(out.Ephemerals, ephemeralJSON{Path: p, Owner: sessionHex(c.SessionID())})
 					}
 				} else {
-					err := e.walk(ctx, c, e.path(args[0]), func(n walkNode) error {
-						if n.Stat.EphemeralOwner != 0 {
-							out.Ephemerals = append(out.Ephemerals, ephemeralJSON{Path: n.Path, Owner: sessionHex(n.Stat.EphemeralOwner)})
+					err := e.walk(ctx, c, e.path(args[0]), func(p string, st client.Stat, _ []string) error {
+						if st.EphemeralOwner != 0 {
+							out.Ephemerals = append(out.Ephemerals, ephemeralJSON{Path: p, Owner: sessionHex(st.EphemeralOwner)})
 						}
 						return nil
 					})

@@ -1,8 +1,6 @@
 package client
 
 import (
-	"crypto/sha1"
-	"encoding/base64"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -60,10 +58,7 @@ func DigestACL(perms Perms, user, password string) ACL {
 // DigestID returns the id of the digest identity of user with password as
 // ZooKeeper computes it: user:base64(sha1(user:password)). It is also the
 // form of a superuser digest in the server's configuration.
-func DigestID(user, password string) string {
-	sum := sha1.Sum([]byte(user + ":" + password))
-	return user + ":" + base64.StdEncoding.EncodeToString(sum[:])
-}
+func DigestID(user, password string) string { return wire.DigestID(user, password) }
 
 // DigestCredential is the credential to authenticate with in scheme
 // "digest": "user:password".

@@ -206,7 +206,7 @@ func (c *Client) WhoAmI(ctx context.Context) ([]Identity, error) {
 // entry's hash, which the server hides from other callers.
 func (c *Client) GetACL(ctx context.Context, path string) ([]ACL, Stat, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return nil, Stat{}, fmt.Errorf("getACL %s: %w", path, err)
+		return nil, Stat{}, opError("getACL", path, err)
 	}
 	rep, err := c.do(ctx, "getACL", path, wire.Request{Op: wire.OpGetACL, Path: path}, nil)
 	if err != nil {
@@ -220,10 +220,10 @@ func (c *Client) GetACL(ctx context.Context, path string) ([]ACL, Stat, error) {
 // Stat. It needs PermAdmin. An empty acl fails with ErrInvalidACL.
 func (c *Client) SetACL(ctx context.Context, path string, acl []ACL, version int32) (Stat, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return Stat{}, fmt.Errorf("setACL %s: %w", path, err)
+		return Stat{}, opError("setACL", path, err)
 	}
 	if len(acl) == 0 {
-		return Stat{}, fmt.Errorf("setACL %s: %w: empty ACL", path, ErrInvalidACL)
+		return Stat{}, opError("setACL", path, fmt.Errorf("%w: empty ACL", ErrInvalidACL))
 	}
 	rep, err := c.do(ctx, "setACL", path, wire.Request{Op: wire.OpSetACL, Path: path, ACL: acl, Version: version}, nil)
 	if err != nil {

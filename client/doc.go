@@ -50,7 +50,25 @@
 // server answers them in the order they were sent, so the calls of one
 // goroutine take effect in order. Paths are checked before any round trip
 // (ErrInvalidPath). Errors wrap the sentinels of this package with the
-// operation and path ("get /x: no node"); compare them with errors.Is.
+// operation and path ("get /x: no node"); compare them with errors.Is, and
+// find the node with errors.As and *OpError.
+//
+// # Subtrees
+//
+// Walk visits a node and everything below it, depth first and in name
+// order (ZooKeeper's ZKUtil.visitSubTreeDFS, in the shape of fs.WalkDir:
+// return SkipChildren to leave a node's subtree out); DeleteAll deletes a
+// subtree, deepest nodes first, and counts what it deleted (zkCli's
+// deleteall). They take one request a node, and WithRequestTimeout bounds
+// each request rather than the whole call. Neither is atomic: a node
+// deleted by another client meanwhile is skipped, and DeleteAll empties
+// again a node that gets a new child meanwhile.
+//
+//	err := c.Walk(ctx, "/app", func(path string, st client.Stat, children []string) error {
+//		fmt.Println(path, st.DataLength)
+//		return nil
+//	})
+//	n, err := c.DeleteAll(ctx, "/app", client.WithRequestTimeout(5*time.Second))
 //
 // # Watches
 //

@@ -7,10 +7,11 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// Sentinel errors. Compare with errors.Is: the errors the client returns wrap
-// them with the operation and path ("get /x: no node"). Except ErrClosed,
-// they are the wire package's sentinels, so one table serves the server and
-// the client, and an error matches by its protocol code.
+// Sentinel errors. Compare with errors.Is: the errors the client returns
+// wrap them with the operation and path ("get /x: no node", an *OpError).
+// Except ErrClosed, they are the wire package's sentinels, so one table
+// serves the server and the client, and an error matches by its protocol
+// code.
 var (
 	// ErrNoNode: the node (or, for a create, its parent) does not exist.
 	ErrNoNode error = wire.ErrNoNode
@@ -108,3 +109,26 @@ func (e *MultiError) Error() string {
 
 // Unwrap returns the failed op's sentinel.
 func (e *MultiError) Unwrap() error { return e.Err }
+
+// OpError is the error of one operation: its name ("get", "delete",
+// "children", ...), the path it was on, and the cause, which matches a
+// sentinel of this package under errors.Is. Every method on a node returns
+// its errors as an *OpError, so that errors.As finds the node that failed,
+// which matters for Walk and DeleteAll, whose requests are on many nodes.
+// Path is empty, or what else the operation names (an auth scheme, a
+// member's id), for an operation on no node. Multi returns a *MultiError
+// instead.
+type OpError struct {
+	Op   string
+	Path string
+	Err  error
+}
+
+// Error reads "op path: cause", as "get /x: no node".
+func (e *OpError) Error() string { return e.Op + " " + e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opError returns err as the error of op on path.
+func opError(op, path string, err error) error { return &OpError{Op: op, Path: path, Err: err} }

@@ -32,7 +32,10 @@ type fakeServer struct {
 	badCreds map[string]bool // digest credentials refused by auth
 	keepConn bool            // keep a connection whose auth was refused (Arbor does; ZooKeeper closes it)
 	requests []wire.Request  // every request but pings, in arrival order
-	wg       sync.WaitGroup
+	// onRequest, when set, runs before each request but pings is handled:
+	// a change another client makes just then.
+	onRequest func(req *wire.Request)
+	wg        sync.WaitGroup
 }
 
 type fakeNode struct {
@@ -256,6 +259,9 @@ func (s *fakeServer) handleLocked(fc *fakeConn, req *wire.Request) bool {
 		return fc.reply(wire.OpPing, &wire.Reply{Xid: wire.XidPing, Zxid: s.zxid}) == nil
 	}
 	s.requests = append(s.requests, *req)
+	if s.onRequest != nil {
+		s.onRequest(req)
+	}
 	rep := wire.Reply{Xid: req.Xid}
 	switch req.Op {
 	case wire.OpGetData, wire.OpExists, wire.OpGetChildren:

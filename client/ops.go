@@ -38,7 +38,7 @@ func (c *Client) CreateTTL(ctx context.Context, path string, data []byte, mode C
 
 func (c *Client) create(ctx context.Context, op Op) (string, Stat, error) {
 	if err := op.check(); err != nil {
-		return "", Stat{}, fmt.Errorf("create %s: %w", op.req.Path, err)
+		return "", Stat{}, opError("create", op.req.Path, err)
 	}
 	rep, err := c.do(ctx, "create", op.req.Path, op.req, nil)
 	if err != nil {
@@ -62,7 +62,7 @@ func (c *Client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Ev
 
 func (c *Client) get(ctx context.Context, path string, watch bool) ([]byte, Stat, <-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return nil, Stat{}, nil, fmt.Errorf("get %s: %w", path, err)
+		return nil, Stat{}, nil, opError("get", path, err)
 	}
 	w := newWatch(path, watch)
 	rep, err := c.do(ctx, "get", path, wire.Request{Op: wire.OpGetData, Path: path, Watch: watch}, w)
@@ -88,7 +88,7 @@ func (c *Client) ExistsW(ctx context.Context, path string) (bool, Stat, <-chan E
 
 func (c *Client) exists(ctx context.Context, path string, watch bool) (bool, Stat, <-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return false, Stat{}, nil, fmt.Errorf("exists %s: %w", path, err)
+		return false, Stat{}, nil, opError("exists", path, err)
 	}
 	w := newWatch(path, watch)
 	rep, err := c.do(ctx, "exists", path, wire.Request{Op: wire.OpExists, Path: path, Watch: watch}, w)
@@ -117,7 +117,7 @@ func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-
 
 func (c *Client) children(ctx context.Context, path string, watch bool) ([]string, Stat, <-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return nil, Stat{}, nil, fmt.Errorf("children %s: %w", path, err)
+		return nil, Stat{}, nil, opError("children", path, err)
 	}
 	w := newWatch(path, watch)
 	rep, err := c.do(ctx, "children", path, wire.Request{Op: wire.OpGetChildren, Path: path, Watch: watch}, w)
@@ -132,7 +132,7 @@ func (c *Client) children(ctx context.Context, path string, watch bool) ([]strin
 func (c *Client) Set(ctx context.Context, path string, data []byte, version int32) (Stat, error) {
 	op := SetOp(path, data, version)
 	if err := op.check(); err != nil {
-		return Stat{}, fmt.Errorf("set %s: %w", path, err)
+		return Stat{}, opError("set", path, err)
 	}
 	rep, err := c.do(ctx, "set", path, op.req, nil)
 	if err != nil {
@@ -146,7 +146,7 @@ func (c *Client) Set(ctx context.Context, path string, data []byte, version int3
 func (c *Client) Delete(ctx context.Context, path string, version int32) error {
 	op := DeleteOp(path, version)
 	if err := op.check(); err != nil {
-		return fmt.Errorf("delete %s: %w", path, err)
+		return opError("delete", path, err)
 	}
 	_, err := c.do(ctx, "delete", path, op.req, nil)
 	return err
@@ -157,7 +157,7 @@ func (c *Client) Delete(ctx context.Context, path string, version int32) error {
 // them.
 func (c *Client) Sync(ctx context.Context, path string) error {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
+		return opError("sync", path, err)
 	}
 	_, err := c.do(ctx, "sync", path, wire.Request{Op: wire.OpSync, Path: path}, nil)
 	return err
@@ -172,7 +172,7 @@ func (c *Client) do(ctx context.Context, name, path string, req wire.Request, w 
 		err = rep.Err.Err()
 	}
 	if err != nil {
-		return rep, fmt.Errorf("%s %s: %w", name, path, err)
+		return rep, opError(name, path, err)
 	}
 	return rep, nil
 }
@@ -349,10 +349,10 @@ func multiError(ops []Op, rep *wire.Reply) error {
 // missed. Read the state again and add a new watch then.
 func (c *Client) AddWatch(ctx context.Context, path string, mode AddWatchMode) (<-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return nil, fmt.Errorf("addWatch %s: %w", path, err)
+		return nil, opError("addWatch", path, err)
 	}
 	if mode != WatchPersistent && mode != WatchPersistentRecursive {
-		return nil, fmt.Errorf("addWatch %s: %w: unknown mode %d", path, ErrBadArguments, mode)
+		return nil, opError("addWatch", path, fmt.Errorf("%w: unknown mode %d", ErrBadArguments, mode))
 	}
 	w := newLastingWatch(path, mode, DefaultWatchQueue)
 	if _, err := c.do(ctx, "addWatch", path, wire.Request{Op: wire.OpAddWatch, Path: path, AddWatchMode: mode}, w); err != nil {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -13,7 +12,7 @@ import (
 // all of them. prefix must be a valid path.
 func (c *Client) Ephemerals(ctx context.Context, prefix string) ([]string, error) {
 	if err := wire.ValidatePath(prefix, false); err != nil {
-		return nil, fmt.Errorf("ephemerals %s: %w", prefix, err)
+		return nil, opError("ephemerals", prefix, err)
 	}
 	rep, err := c.do(ctx, "ephemerals", prefix, wire.Request{Op: wire.OpGetEphemerals, Path: prefix}, nil)
 	if err != nil {
@@ -27,7 +26,7 @@ func (c *Client) Ephemerals(ctx context.Context, prefix string) ([]string, error
 // walks the subtree to count it.
 func (c *Client) CountDescendants(ctx context.Context, path string) (int, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
-		return 0, fmt.Errorf("count %s: %w", path, err)
+		return 0, opError("count", path, err)
 	}
 	rep, err := c.do(ctx, "count", path, wire.Request{Op: wire.OpGetAllChildrenNumber, Path: path}, nil)
 	if err != nil {

@@ -76,7 +76,8 @@ func (c *rawConn) must(req wire.Request) wire.Reply {
 }
 
 func TestDigestIdentityIsZooKeepers(t *testing.T) {
-	for cred, want := range map[string]string{"alice:secret": aliceDigest, "root:rootpw": rootDigest} {
+	for cred, want := range map[string]string{"alice:secret": aliceDigest, "root:rootpw": rootDigest,
+		"bob:pa:ss": "bob:ZLnpyJBWh1VZxyRoQkI2cRg/9PM="} { // the password is all after the first colon
 		if got, err := digestID(cred); err != nil || got != want {
 			t.Errorf("digestID(%q) = %q, %v; want %q", cred, got, err, want)
 		}

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/sha1"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"slices"
@@ -103,14 +101,14 @@ func (c *conn) addIdentities(scheme string, data []byte) error {
 }
 
 // digestID is ZooKeeper's digest identity for the credential
-// "user:password": user:base64(sha1("user:password")).
+// "user:password" (wire.DigestID). The password is what follows the first
+// colon, colons included.
 func digestID(cred string) (string, error) {
-	user, _, ok := strings.Cut(cred, ":")
+	user, password, ok := strings.Cut(cred, ":")
 	if !ok || user == "" {
 		return "", wire.Errorf(wire.CodeAuthFailed, "a digest credential is user:password")
 	}
-	sum := sha1.Sum([]byte(cred))
-	return user + ":" + base64.StdEncoding.EncodeToString(sum[:]), nil
+	return wire.DigestID(user, password), nil
 }
 
 // checkSuperDigest checks Config.SuperDigest's form, user:base64(sha1).

@@ -2,14 +2,13 @@ package tree
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 
+	"github.com/arbor-coord/arbor/internal/msgp"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -128,9 +127,10 @@ func (t *Tree) writeNode(sw *snapWriter, n *node) {
 const snapChunk = 64 << 10
 
 // snapWriter appends msgpack values to buf, each in its smallest format as
-// msgpack's Encoder writes them, writes buf to w in chunks and keeps the
-// first write error, so that the layout reads as a list. Appending by hand
-// rather than through an Encoder makes a snapshot several times faster.
+// msgpack's Encoder writes them (internal/msgp), writes buf to w in chunks
+// and keeps the first write error, so that the layout reads as a list.
+// Appending by hand rather than through an Encoder makes a snapshot several
+// times faster.
 type snapWriter struct {
 	w         io.Writer
 	buf       []byte
@@ -147,93 +147,14 @@ func (w *snapWriter) flush() {
 	w.buf = w.buf[:0]
 }
 
-func (w *snapWriter) array(n int) {
-	switch {
-	case n < 16:
-		w.buf = append(w.buf, 0x90|byte(n))
-	case n <= math.MaxUint16:
-		w.buf = binary.BigEndian.AppendUint16(append(w.buf, 0xdc), uint16(n))
-	default:
-		w.buf = binary.BigEndian.AppendUint32(append(w.buf, 0xdd), uint32(n))
-	}
-}
-
-func (w *snapWriter) uint(v uint64) {
-	switch {
-	case v <= 0x7f:
-		w.buf = append(w.buf, byte(v))
-	case v <= math.MaxUint8:
-		w.buf = append(w.buf, 0xcc, byte(v))
-	case v <= math.MaxUint16:
-		w.buf = binary.BigEndian.AppendUint16(append(w.buf, 0xcd), uint16(v))
-	case v <= math.MaxUint32:
-		w.buf = binary.BigEndian.AppendUint32(append(w.buf, 0xce), uint32(v))
-	default:
-		w.buf = binary.BigEndian.AppendUint64(append(w.buf, 0xcf), v)
-	}
-}
-
-func (w *snapWriter) int(v int64) {
-	switch {
-	case v >= 0:
-		w.uint(uint64(v))
-	case v >= -32:
-		w.buf = append(w.buf, byte(v))
-	case v >= math.MinInt8:
-		w.buf = append(w.buf, 0xd0, byte(v))
-	case v >= math.MinInt16:
-		w.buf = binary.BigEndian.AppendUint16(append(w.buf, 0xd1), uint16(v))
-	case v >= math.MinInt32:
-		w.buf = binary.BigEndian.AppendUint32(append(w.buf, 0xd2), uint32(v))
-	default:
-		w.buf = binary.BigEndian.AppendUint64(append(w.buf, 0xd3), uint64(v))
-	}
-}
-
-// strHeader and binHeader open a str and a bin of n bytes.
-func (w *snapWriter) strHeader(n int) {
-	switch {
-	case n < 32:
-		w.buf = append(w.buf, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		w.buf = append(w.buf, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		w.buf = binary.BigEndian.AppendUint16(append(w.buf, 0xda), uint16(n))
-	default:
-		w.buf = binary.BigEndian.AppendUint32(append(w.buf, 0xdb), uint32(n))
-	}
-}
-
-func (w *snapWriter) binHeader(n int) {
-	switch {
-	case n <= math.MaxUint8:
-		w.buf = append(w.buf, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		w.buf = binary.BigEndian.AppendUint16(append(w.buf, 0xc5), uint16(n))
-	default:
-		w.buf = binary.BigEndian.AppendUint32(append(w.buf, 0xc6), uint32(n))
-	}
-}
-
-func (w *snapWriter) str(s string) {
-	w.strHeader(len(s))
-	w.buf = append(w.buf, s...)
-}
-
-func (w *snapWriter) strBytes(s []byte) {
-	w.strHeader(len(s))
-	w.buf = append(w.buf, s...)
-}
+func (w *snapWriter) array(n int)       { w.buf = msgp.AppendArrayLen(w.buf, n) }
+func (w *snapWriter) uint(v uint64)     { w.buf = msgp.AppendUint(w.buf, v) }
+func (w *snapWriter) int(v int64)       { w.buf = msgp.AppendInt(w.buf, v) }
+func (w *snapWriter) str(s string)      { w.buf = msgp.AppendString(w.buf, s) }
+func (w *snapWriter) strBytes(s []byte) { w.buf = msgp.AppendStringBytes(w.buf, s) }
 
 // bytes writes b as a bin, or nil as msgpack's nil, as the Encoder does.
-func (w *snapWriter) bytes(b []byte) {
-	if b == nil {
-		w.buf = append(w.buf, 0xc0)
-		return
-	}
-	w.binHeader(len(b))
-	w.buf = append(w.buf, b...)
-}
+func (w *snapWriter) bytes(b []byte) { w.buf = msgp.AppendBytes(w.buf, b) }
 
 // Restore reads a snapshot written by WriteSnapshot and returns the tree it
 // holds. It checks the structure as it goes (parents before children, no

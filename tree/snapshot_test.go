@@ -2,7 +2,9 @@ package tree_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -352,5 +354,41 @@ func TestDigest(t *testing.T) {
 				t.Error("equal digests")
 			}
 		})
+	}
+}
+
+// goldenSnapshotSHA256 is the SHA-256 of pinnedSnapshotTree's snapshot.
+const goldenSnapshotSHA256 = "95a16baa520c33b589fa43ecf9954685afc85a409415169ef8fd8e15f9b8643d"
+
+// pinnedSnapshotTree is kitchenSink's tree and a node of each encoding the
+// kitchen sink lacks: an int16 and a uint8, an ACL, data in a bin16 and a
+// path in a str8.
+func pinnedSnapshotTree(t *testing.T) *tree.Tree {
+	tr := kitchenSink(t, false)
+	for _, txn := range []tree.Txn{
+		{Type: tree.TxnCreateSession, Session: -300, TimeoutMs: 200, Password: []byte("pw")}, // int16, uint8
+		{Type: wire.OpCreate, Path: "/secret", Data: []byte("s"), ACL: aliceACL(wire.PermAll)},
+		{Type: wire.OpCreate, Path: "/a/a-name-long-enough-for-a-str8-header", Data: bytes.Repeat([]byte{0xab}, 300)},
+	} {
+		zxid := tr.Zxid() + 1
+		txn.Time = timeOf(zxid)
+		if res, _ := tr.Apply(zxid, &txn); res.Err != nil {
+			t.Fatalf("%s: %v", txn.Path, res.Err)
+		}
+	}
+	return tr
+}
+
+// TestSnapshotBytesArePinned: a fixed tree writes fixed bytes, so that a
+// change to the snapshot's encoding is a deliberate edit here rather than
+// a side effect (members restore each other's snapshots, and equal trees
+// must give equal bytes).
+func TestSnapshotBytesArePinned(t *testing.T) {
+	b := snapshotBytes(t, pinnedSnapshotTree(t))
+	if got := fmt.Sprintf("%x", sha256.Sum256(b)); got != goldenSnapshotSHA256 {
+		t.Errorf("the snapshot's SHA-256 is %s, want %s (%d bytes)", got, goldenSnapshotSHA256, len(b))
+	}
+	if _, err := tree.Restore(bytes.NewReader(b)); err != nil {
+		t.Fatalf("Restore of the pinned snapshot: %v", err)
 	}
 }

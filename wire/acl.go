@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/sha1"
+	"encoding/base64"
 	"fmt"
 	"strings"
 )
@@ -55,6 +57,16 @@ next:
 type Identity struct {
 	Scheme string
 	ID     string
+}
+
+// DigestID returns the id of the digest identity of user with password, as
+// ZooKeeper's DigestAuthenticationProvider computes it:
+// user:base64(sha1(user:password)). It is the id of a digest ACL entry, the
+// identity a connection gets by authenticating with "user:password", and
+// the form of the server's superuser digest.
+func DigestID(user, password string) string {
+	sum := sha1.Sum([]byte(user + ":" + password))
+	return user + ":" + base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // ACL is one entry of a znode's access control list: the identities it

@@ -89,3 +89,21 @@ func FuzzParseACL(f *testing.F) {
 		}
 	})
 }
+
+func TestDigestIDIsZooKeepers(t *testing.T) {
+	// ZooKeeper's own tests configure the superuser
+	// "super:D/InIHSb7yEEbrWz8b9l71RjZJU=" with the comment that its
+	// password is "test", and its access control documentation derives
+	// user1:12345 with openssl; bob's, whose password has a colon, was
+	// derived with openssl too (printf 'bob:pa:ss' | openssl dgst -sha1
+	// -binary | base64).
+	for _, tc := range []struct{ user, password, want string }{
+		{"super", "test", "super:D/InIHSb7yEEbrWz8b9l71RjZJU="},
+		{"user1", "12345", "user1:+owfoSBn/am19roBPzR1/MfCblE="},
+		{"bob", "pa:ss", "bob:ZLnpyJBWh1VZxyRoQkI2cRg/9PM="},
+	} {
+		if got := wire.DigestID(tc.user, tc.password); got != tc.want {
+			t.Errorf("DigestID(%q, %q) = %q, want %q", tc.user, tc.password, got, tc.want)
+		}
+	}
+}

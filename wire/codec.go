@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/arbor-coord/arbor/internal/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -56,35 +57,13 @@ func (enc *encoder) array(n int) {
 }
 
 // int appends v in the smallest msgpack integer format, the bytes msgpack's
-// EncodeInt writes, but straight into the buffer: through the Encoder a
-// multi-byte integer costs two interface calls, and a reply with a Stat has
-// over a dozen integers.
+// EncodeInt writes, but straight into the buffer (internal/msgp): through
+// the Encoder a multi-byte integer costs two interface calls, and a reply
+// with a Stat has over a dozen integers.
 func (enc *encoder) int(v int64) {
-	if enc.err != nil {
-		return
+	if enc.err == nil {
+		enc.w.b = msgp.AppendInt(enc.w.b, v)
 	}
-	b := enc.w.b
-	switch {
-	case v >= 0 && v <= math.MaxInt8, v < 0 && v >= -32: // positive and negative fixint
-		b = append(b, byte(v))
-	case v >= 0 && v <= math.MaxUint8:
-		b = append(b, msgpcode.Uint8, byte(v))
-	case v >= 0 && v <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, msgpcode.Uint16), uint16(v))
-	case v >= 0 && v <= math.MaxUint32:
-		b = binary.BigEndian.AppendUint32(append(b, msgpcode.Uint32), uint32(v))
-	case v >= 0:
-		b = binary.BigEndian.AppendUint64(append(b, msgpcode.Uint64), uint64(v))
-	case v >= math.MinInt8:
-		b = append(b, msgpcode.Int8, byte(v))
-	case v >= math.MinInt16:
-		b = binary.BigEndian.AppendUint16(append(b, msgpcode.Int16), uint16(v))
-	case v >= math.MinInt32:
-		b = binary.BigEndian.AppendUint32(append(b, msgpcode.Int32), uint32(v))
-	default:
-		b = binary.BigEndian.AppendUint64(append(b, msgpcode.Int64), uint64(v))
-	}
-	enc.w.b = b
 }
 
 func (enc *encoder) bool(v bool) {

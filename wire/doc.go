@@ -12,7 +12,8 @@
 // Encoding never uses reflection: strings, arrays and booleans go through
 // msgpack's low-level Encoder and Decoder calls, and integers, byte strings
 // and skipped values are read and written on the byte slice directly (the
-// same msgpack formats), so that every length from the input is checked
+// same msgpack formats; integers are written by internal/msgp, which tree's
+// snapshots share), so that every length from the input is checked
 // against what is left before anything is allocated. The hot paths allocate
 // only the strings and byte slices a decoded message owns.
 package wire
