@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 
-	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
@@ -15,15 +14,20 @@ import (
 // and ZooKeeper's (zkCodec, zk.go) are the two; reads, writes through raft,
 // watches, sessions, ordering and metrics are the same for both.
 //
-// readConnect runs on the connection's reader goroutine before the others
-// start; decode on the reader; answer on the responder;
-// appendReply on whichever goroutine queues output (the responder for
-// replies, the apply path for notifications), never two at once for one
-// connection (the output lock is held).
+// A codec only translates: every op is run by the pipeline, whichever
+// protocol asked for it. The rules that differ between the protocols are the
+// codec's: which requests it refuses while decoding (which paths must be
+// valid, for one), and the optional abilities below (authFailureCloser).
 //
-// The methods that see a reply take (and answer returns) it by value:
-// through an interface call a pointer would escape, and every request's
-// reply, Arbor's too, would be allocated on the heap.
+// readConnect runs on the connection's reader goroutine before the others
+// start; decode on the reader; appendReply on whichever goroutine queues
+// output (the responder for replies, the reader for pings, the apply path
+// for notifications), never two at once for one connection (the output
+// lock is held).
+//
+// appendReply takes the reply by value: through an interface call a
+// pointer would escape, and every request's reply, Arbor's too, would be
+// allocated on the heap.
 type codec interface {
 	// readConnect reads and decodes the client's first frame. It reports
 	// false if the connection is to end (the codec logged why, or served
@@ -32,19 +36,23 @@ type codec interface {
 	// appendConnectResponse appends the answer to the handshake. A non-zero
 	// resp.Err refuses the session; the connection closes after it.
 	appendConnectResponse(dst []byte, resp *wire.ConnectResponse) []byte
-	// decode decodes a request frame body into r. An error ends the
-	// connection (a malformed frame); a request the codec can answer with
-	// an error and carry on has r.err set instead.
+	// decode decodes a request frame body into r and checks the paths it
+	// names (checkPaths, paths.go) as the protocol requires. An error ends
+	// the connection (a malformed frame); a request the codec can answer
+	// with an error and carry on has r.err set instead.
 	decode(body []byte, r *request) error
 	// appendReply appends reply, the answer to r; with r nil, reply is a
 	// notification (XidNotification) or the closing frame (XidClosing).
 	appendReply(dst []byte, r *request, reply wire.Reply) []byte
-	// answer answers a request of the codec's own (r.own), one the
-	// pipeline has no op for, under the fsm's read lock: it returns reply
-	// filled in.
-	answer(t *tree.Tree, r *request, reply wire.Reply) wire.Reply
 	// opName names r's op in metrics and in the cons four-letter word.
 	opName(r *request) string
+}
+
+// authFailureCloser is a codec whose protocol ends the connection once a
+// failed auth is answered (ZooKeeper's). Arbor's protocol carries on, and
+// the client may try again.
+type authFailureCloser interface {
+	closesOnAuthFailure()
 }
 
 // arborCodec is Arbor's own protocol, package wire.
@@ -72,7 +80,9 @@ func (arborCodec) appendConnectResponse(dst []byte, resp *wire.ConnectResponse) 
 	return wire.AppendConnectResponse(dst, resp)
 }
 
-func (arborCodec) decode(body []byte, r *request) error {
+// decode holds every path a request names to the same rules, getEphemerals'
+// prefix included (docs/protocol.md).
+func (a arborCodec) decode(body []byte, r *request) error {
 	if err := wire.DecodeRequest(body, &r.req); err != nil {
 		if !errors.Is(err, wire.ErrUnimplemented) {
 			return err
@@ -86,6 +96,9 @@ func (arborCodec) decode(body []byte, r *request) error {
 			"xid %d is reserved: a request's xid is 0 or more (-2 only for ping, -8 only for setWatches)", r.req.Xid)
 		r.refuseConn = true
 	}
+	if r.err == nil {
+		r.err = a.c.checkPaths(&r.req)
+	}
 	return nil
 }
 
@@ -96,8 +109,6 @@ func (arborCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	}
 	return wire.AppendReply(dst, op, &reply)
 }
-
-func (arborCodec) answer(_ *tree.Tree, _ *request, reply wire.Reply) wire.Reply { return reply }
 
 // opName names a request by its op; all unknown ops share one name, so
 // that a client cannot grow the metrics' label set without bound.

@@ -78,20 +78,26 @@ type request struct {
 	// against its session's limit until the reply.
 	ephemerals int
 
-	// Set by a codec that needs more than wire.Request (see codec): own
-	// marks an op of the codec's own, which codec.answer answers; ext is
-	// the codec's data for encoding the reply; endConn closes the
-	// connection once the reply is queued.
-	own     bool
-	ext     any
+	// codecData is the codec's own data about the request, to encode its
+	// reply (ZooKeeper's: the request as the client sent it); the pipeline
+	// never looks at it.
+	codecData any
+	// endConn closes the connection once the reply is queued.
 	endConn bool
-	// endOnAuthFailure makes a failed auth end the connection (ZooKeeper's
-	// codec: ZooKeeper closes it); Arbor's protocol carries on.
-	endOnAuthFailure bool
 	// refuseConn marks a request that gets no reply (one with a reserved
 	// xid): once the requests before it are answered, the connection ends
 	// with a closing frame that carries err's code.
 	refuseConn bool
+
+	// Two reads of ZooKeeper's have no op in wire; the pipeline runs them
+	// in these forms (see answerRead). batch, with req.Op zero, runs the
+	// reads in req.Ops (getData, getChildren) one after the other under
+	// one read lock, each answered on its own in batchReplies (multiRead).
+	// keepWatches makes a removeWatches check that there is such a watch
+	// without removing it (checkWatches).
+	batch        bool
+	batchReplies []wire.Reply
+	keepWatches  bool
 }
 
 // pipelineDepth caps the capacity of a connection's pipeline channels: the
@@ -182,16 +188,14 @@ func (c *conn) read(br *bufio.Reader) {
 			c.goodbye(wire.CodeMalformed)
 			return
 		}
-		if r.err == nil {
-			r.err = c.checkPaths(&r.req)
-		}
-		if r.err == nil && !r.own && !r.req.Op.Counts(wire.LimitOutstanding) {
+		if r.err == nil && !r.batch && !r.req.Op.Counts(wire.LimitOutstanding) {
 			// A ping (the op that waits behind nothing) is answered at
 			// once, ahead of the requests before it: its answer tells the
 			// client that its session lives, and must not wait behind a
 			// write that can take the whole request timeout (a proposal
 			// lost on its way to the leader). Clients tell a ping's answer
-			// by its reserved xid, not by its order.
+			// by its reserved xid, not by its order. (A batch of reads,
+			// ZooKeeper's multiRead, has no op of its own.)
 			reply := wire.Reply{Xid: r.req.Xid}
 			c.answer(r, &reply)
 			c.reply(r, &reply)

@@ -8,10 +8,11 @@ import (
 
 // checkPaths refuses a request that names a path over the length limits
 // (Config.MaxPath, Config.MaxName) or not valid (wire.ValidatePath). Every
-// path a request names (wire.Request.Paths) is checked here, when the
-// request is read, whichever the protocol and the op: the ops that leave
-// state behind without reading the tree (setWatches, addWatch) are held to
-// the same rules as a getData.
+// path a request names (wire.Request.Paths) is checked here, as the codec
+// decodes the request, whichever the protocol and the op: the ops that
+// leave state behind without reading the tree (setWatches, addWatch) are
+// held to the same rules as a getData. (ZooKeeper's protocol takes any
+// string as getEphemerals' prefix: its codec checks only the length.)
 func (c *conn) checkPaths(req *wire.Request) error {
 	for p, sequential := range req.Paths {
 		if err := c.checkPath(p, sequential); err != nil {

@@ -76,19 +76,25 @@ func (c *conn) reply(r *request, reply *wire.Reply) {
 	c.send(r, reply)
 }
 
-// answerRead answers a read or a watch op (wire.ClassRead, wire.ClassWatch)
-// or an op of the codec's own: the reply is queued under the same read lock
-// as the read, so that no notification of a later change can overtake it.
-// It reports false for any other request.
+// answerRead answers a read or a watch op (wire.ClassRead, wire.ClassWatch),
+// a batch of reads (multiRead) or a check of a watch: the reply is queued
+// under the same read lock as the read, so that no notification of a later
+// change can overtake it. It reports false for any other request.
 func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	req := &r.req
 	switch {
 	case r.err != nil:
 		return false
-	case r.own:
+	case r.batch:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
-			*reply = c.codec.answer(t, r, *reply)
+			r.batchReplies = c.readBatch(t, req.Ops)
+			c.reply(r, reply)
+		})
+	case r.keepWatches:
+		c.srv.fsm.read(func(*tree.Tree) {
+			reply.Zxid = c.srv.fsm.zxid
+			reply.Err = wire.CodeOf(c.srv.removeWatches(c, req, false))
 			c.reply(r, reply)
 		})
 	case req.Op == wire.OpSetWatches, req.Op == wire.OpSetWatches2:
@@ -144,7 +150,7 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 		reply.Zxid = c.srv.fsm.lastZxid()
 	case wire.OpAuth:
 		err := c.authenticate(req.AuthScheme, req.AuthData)
-		if err != nil && r.endOnAuthFailure {
+		if _, closes := c.codec.(authFailureCloser); err != nil && closes {
 			r.endConn = true
 		}
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
@@ -267,17 +273,13 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
 		}
 	case wire.OpRemoveWatches:
-		switch {
-		case req.WatcherType < wire.WatcherChildren || req.WatcherType > wire.WatcherPersistentRecursive:
-			err = wire.Errorf(wire.CodeBadArguments, "unknown watcher type %d", req.WatcherType)
-		case !s.watches.remove(req.WatcherType, req.Path, c):
-			err = wire.ErrNoWatcher
-		}
+		err = s.removeWatches(c, req, true)
 	case wire.OpGetEphemerals:
-		if err = wire.ValidatePath(req.Path, false); err == nil {
-			reply.Children = t.EphemeralsWithPrefix(c.session, req.Path)
-			err = s.checkListing(c, reply.Children)
-		}
+		// The prefix is matched as a string, not as a subtree ("/app"
+		// matches "/app2/x"): ZooKeeper's rule, for both protocols. What a
+		// prefix may be is each protocol's, checked as it was decoded.
+		reply.Children = t.EphemeralsWithPrefix(c.session, req.Path)
+		err = s.checkListing(c, reply.Children)
 	case wire.OpGetAllChildrenNumber:
 		if err = t.Check(req.Path, ids, wire.PermRead); err == nil {
 			var n int

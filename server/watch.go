@@ -176,6 +176,20 @@ func (w *watchRegistry) has(typ wire.WatcherType, path string, c *conn) bool {
 	return false
 }
 
+// removeWatches removes c's watches of req.WatcherType on req.Path
+// (removeWatches), or with remove false only checks that it holds one
+// (ZooKeeper's checkWatches): NoWatcher if it holds none.
+func (s *Server) removeWatches(c *conn, req *wire.Request, remove bool) error {
+	typ := req.WatcherType
+	switch {
+	case typ < wire.WatcherChildren || typ > wire.WatcherPersistentRecursive:
+		return wire.Errorf(wire.CodeBadArguments, "unknown watcher type %d", typ)
+	case remove && !s.watches.remove(typ, req.Path, c), !remove && !s.watches.has(typ, req.Path, c):
+		return wire.ErrNoWatcher
+	}
+	return nil
+}
+
 // summary counts the connections holding watches, the paths watched and
 // the watches (ZooKeeper's wchs).
 func (w *watchRegistry) summary() (conns, paths, watches int) {

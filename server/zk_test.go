@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -193,18 +194,6 @@ func TestZooKeeperHandshakeRefusals(t *testing.T) {
 	})
 }
 
-func TestZooKeeperCodesMapToZooKeepers(t *testing.T) {
-	for code, want := range map[wire.Code]int32{
-		wire.CodeOK: 0, wire.CodeNoNode: -101, wire.CodeNoWatcher: -121, codeReconfigDisabled: -123,
-		wire.CodeDataTooLarge: -8, wire.CodeNoQuorum: -4, wire.CodeNotCaughtUp: -4, wire.CodeShuttingDown: -4,
-		wire.CodeMalformed: -5, wire.CodeBadPassword: -115, wire.Code(-999): -1,
-	} {
-		if got := zkCode(code); got != want {
-			t.Errorf("zkCode(%d) = %d, want %d", code, got, want)
-		}
-	}
-}
-
 // FuzzZKFrames sends arbitrary bytes after a valid ZooKeeper handshake (or
 // instead of one) to a real server, and checks that it neither crashes nor
 // stops serving: a ZooKeeper client connected all along, and a new one, are
@@ -379,5 +368,60 @@ func TestZooKeeperACLOps(t *testing.T) {
 	}
 	if !other.closed() {
 		t.Error("the connection stayed open after a failed auth")
+	}
+}
+
+// getEphemerals is one op, run by the pipeline for both protocols: the
+// same session asks through each and gets the same paths for the same
+// prefix, matched as a string. Only what a prefix may be differs, each
+// protocol's own rule: ZooKeeper's takes any string (empty for all), Arbor's
+// a valid path.
+func TestGetEphemeralsAnswersBothProtocolsAlike(t *testing.T) {
+	s := startZKServer(t)
+	z, err := dialZK(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.nc.Close()
+	resp, err := z.connect(zkwire.ConnectRequest{TimeOut: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: "/r", ACL: zkwire.OpenACL})
+	for _, p := range []string{"/r/e1", "/r/e2", "/rx"} {
+		if r := z.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: p, ACL: zkwire.OpenACL, Flags: int32(wire.ModeEphemeral)}); r.Err != 0 {
+			t.Fatalf("create %s: %d", p, r.Err)
+		}
+	}
+	tests := []struct {
+		prefix   string
+		want     []string
+		arborErr wire.Code // Arbor's protocol refuses a prefix that is no path
+	}{
+		{"/r/e", []string{"/r/e1", "/r/e2"}, wire.CodeOK},
+		{"/r", []string{"/r/e1", "/r/e2", "/rx"}, wire.CodeOK},
+		{"/", []string{"/r/e1", "/r/e2", "/rx"}, wire.CodeOK},
+		{"/r/", []string{"/r/e1", "/r/e2"}, wire.CodeBadArguments},
+		{"", []string{"/r/e1", "/r/e2", "/rx"}, wire.CodeBadArguments},
+		{"r", nil, wire.CodeBadArguments},
+	}
+	for _, tt := range tests {
+		if r := z.call(t, zkwire.Request{Op: zkwire.OpGetEphemerals, Path: tt.prefix}); r.Err != 0 || !slices.Equal(r.Children, tt.want) {
+			t.Errorf("ZooKeeper's getEphemerals(%q) = %d %q, want %q", tt.prefix, r.Err, r.Children, tt.want)
+		}
+	}
+	a := dialRaw(t, s) // the same session, moved to Arbor's protocol
+	if r := a.connect(wire.ConnectRequest{SessionID: resp.SessionID, Password: resp.Passwd, TimeoutMs: 60000}); r.Err != wire.CodeOK {
+		t.Fatalf("reattach over Arbor's protocol: %s", r.Err)
+	}
+	for i, tt := range tests {
+		r := a.call(wire.Request{Xid: int32(i + 1), Op: wire.OpGetEphemerals, Path: tt.prefix})
+		want := tt.want
+		if tt.arborErr != wire.CodeOK {
+			want = nil
+		}
+		if r.Err != tt.arborErr || !slices.Equal(r.Children, want) {
+			t.Errorf("Arbor's getEphemerals(%q) = %s %q, want %s %q", tt.prefix, r.Err, r.Children, tt.arborErr, want)
+		}
 	}
 }
