@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -29,9 +30,11 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	case wire.OpMulti:
 		res.Multi, res.Err = t.multi(zxid, txn.Ops, txn.Identities)
 	case TxnCreateSession:
-		res.Err = t.createSession(txn)
+		res.Lease, res.Err = t.createSession(txn)
+	case TxnRenewLease:
+		res.Lease, res.Err = t.renewLease(txn)
 	case TxnCloseSession:
-		res.Err = t.closeSession(zxid, txn.Session)
+		res.Err = t.closeSession(zxid, txn.Session, txn.LeaseVersion)
 	case TxnReap:
 		t.reap(zxid, txn.Time)
 	default:
@@ -387,34 +390,82 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 	return results, failed
 }
 
-func (t *Tree) createSession(txn *Txn) error {
+func (t *Tree) createSession(txn *Txn) (Lease, error) {
 	if txn.Session == 0 {
-		return wire.Errorf(wire.CodeBadArguments, "session id 0 is reserved")
+		return Lease{}, wire.Errorf(wire.CodeBadArguments, "session id 0 is reserved")
 	}
 	if _, ok := t.sessions[txn.Session]; ok {
-		return wire.Errorf(wire.CodeBadArguments, "session id %#x is in use", txn.Session)
+		return Lease{}, wire.Errorf(wire.CodeBadArguments, "session id %#x is in use", txn.Session)
 	}
-	t.sessions[txn.Session] = &session{
-		timeoutMs:  txn.TimeoutMs,
-		password:   txn.Password,
-		ephemerals: map[string]struct{}{},
+	s := &session{timeoutMs: txn.TimeoutMs, password: txn.Password, ephemerals: map[string]struct{}{}}
+	if txn.LeaseTTL > 0 {
+		if p := txn.LeaseParent; p != 0 && (t.sessions[p] == nil || t.sessions[p].lease != nil) {
+			return Lease{}, wire.ErrSessionExpired // its session is gone (or is a lease)
+		}
+		s.lease = &Lease{TTLMs: txn.LeaseTTL, Expires: txn.Time + txn.LeaseTTL, Version: 1, Parent: txn.LeaseParent, Owner: txn.LeaseOwner}
 	}
-	t.digest += sessionDigest(txn.Session, txn.TimeoutMs, txn.Password)
-	return nil
+	t.addSession(txn.Session, s)
+	if s.lease == nil {
+		return Lease{}, nil
+	}
+	return *s.lease, nil
+}
+
+// addSession adds s, and indexes it under its parent if it is a lease.
+func (t *Tree) addSession(id int64, s *session) {
+	t.sessions[id] = s
+	t.digest += s.digest(id)
+	if s.lease != nil && s.lease.Parent != 0 {
+		if t.leases[s.lease.Parent] == nil {
+			t.leases[s.lease.Parent] = map[int64]struct{}{}
+		}
+		t.leases[s.lease.Parent][id] = struct{}{}
+	}
+}
+
+// renewLease keeps a lease for another TTL from the txn's time.
+func (t *Tree) renewLease(txn *Txn) (Lease, error) {
+	s, ok := t.sessions[txn.Session]
+	switch {
+	case !ok:
+		return Lease{}, wire.ErrSessionExpired // expired, or never was
+	case s.lease == nil:
+		return Lease{}, wire.Errorf(wire.CodeBadArguments, "session %#x is not a lease", txn.Session)
+	}
+	t.digest -= s.digest(txn.Session)
+	l := s.lease
+	if txn.LeaseTTL > 0 {
+		l.TTLMs = txn.LeaseTTL
+	}
+	l.Expires, l.Version = txn.Time+l.TTLMs, l.Version+1
+	t.digest += s.digest(txn.Session)
+	return *l, nil
 }
 
 // closeSession deletes the session's ephemerals, in path order, and the
-// session.
-func (t *Tree) closeSession(zxid int64, id int64) error {
+// session, after its leases. A lease is closed only at version (when it is
+// not 0): a renewal that committed after the version its closer saw keeps
+// it, and the close answers ErrBadVersion.
+func (t *Tree) closeSession(zxid int64, id int64, version int64) error {
 	s, ok := t.sessions[id]
 	if !ok {
 		return wire.ErrSessionExpired
+	}
+	if version != 0 && s.lease != nil && s.lease.Version != version {
+		return wire.ErrBadVersion
+	}
+	for _, lease := range slices.Sorted(maps.Keys(t.leases[id])) {
+		_ = t.closeSession(zxid, lease, 0)
 	}
 	for _, path := range sortedKeys(s.ephemerals) {
 		t.unlinkPath(zxid, path)
 	}
 	delete(t.sessions, id)
-	t.digest -= sessionDigest(id, s.timeoutMs, s.password)
+	delete(t.leases, id)
+	if s.lease != nil && s.lease.Parent != 0 {
+		delete(t.leases[s.lease.Parent], id)
+	}
+	t.digest -= s.digest(id)
 	return nil
 }
 

@@ -50,13 +50,24 @@ func (t *Tree) nodeDigest(path string, n *node) uint64 {
 	return d.Sum64()
 }
 
-func sessionDigest(id int64, timeoutMs int32, password []byte) uint64 {
+// digest is session id's part of the tree's digest: its id, timeout and
+// password, and for a lease all of its fields.
+func (s *session) digest(id int64) uint64 {
 	var buf [12]byte
 	binary.LittleEndian.PutUint64(buf[:], uint64(id))
-	binary.LittleEndian.PutUint32(buf[8:], uint32(timeoutMs))
+	binary.LittleEndian.PutUint32(buf[8:], uint32(s.timeoutMs))
 	var d xxhash.Digest
 	d.Reset()
 	_, _ = d.Write(buf[:])
-	_, _ = d.Write(password)
+	_, _ = d.Write(s.password)
+	if l := s.lease; l != nil {
+		var lb [32]byte
+		binary.LittleEndian.PutUint64(lb[:], uint64(l.TTLMs))
+		binary.LittleEndian.PutUint64(lb[8:], uint64(l.Expires))
+		binary.LittleEndian.PutUint64(lb[16:], uint64(l.Version))
+		binary.LittleEndian.PutUint64(lb[24:], uint64(l.Parent))
+		_, _ = d.Write(lb[:])
+		_, _ = d.WriteString(l.Owner)
+	}
 	return d.Sum64()
 }

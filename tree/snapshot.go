@@ -15,12 +15,13 @@ import (
 
 // Snapshot stream layout (msgpack values, one after another):
 //
-//	header   [magic "arbor-tree", version 2, zxid, znode count, session count, ACL count]
+//	header   [magic "arbor-tree", version 3, zxid, znode count, session count, ACL count]
 //	sessions [id, timeoutMs, password]                       (count times)
+//	         or, for a lease, [id, timeoutMs, password, ttlMs, expires, version, parent, owner]
 //	ACLs     [[perms, scheme, id], ...]                      (count times)
 //	znodes   [path, data, czxid, mzxid, pzxid, ctime, mtime,
 //	          version, cversion, aversion, owner, kind, ttl, acl] (count times, parents first)
-//	trailer  [digest, zxid]
+//	trailer  [digest, zxid, version]                         (version 2 and 1: [digest, zxid])
 //
 // Sessions come first so that ephemerals find their owner; each distinct
 // ACL other than the open one is written once, sorted, and a znode's acl
@@ -29,11 +30,12 @@ import (
 // equal bytes.
 //
 // Version 1, from before ACLs, has no ACL count, no ACLs and no acl field
-// in a znode: every znode of it is open. Restore reads both.
+// in a znode: every znode of it is open. Version 2 has no leases. Restore
+// reads all three.
 
 const (
 	snapshotMagic   = "arbor-tree"
-	snapshotVersion = 2
+	snapshotVersion = 3
 	nodeFields      = 14
 	nodeFieldsV1    = 13
 )
@@ -54,10 +56,21 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 	sw.int(int64(len(t.sessions)))
 	sw.int(int64(len(acls)))
 	for _, s := range t.Sessions() {
-		sw.array(3)
+		if l := s.Lease; l != nil {
+			sw.array(8)
+		} else {
+			sw.array(3)
+		}
 		sw.int(s.ID)
 		sw.int(int64(s.TimeoutMs))
 		sw.bytes(s.Password)
+		if l := s.Lease; l != nil {
+			sw.int(l.TTLMs)
+			sw.int(l.Expires)
+			sw.int(l.Version)
+			sw.int(l.Parent)
+			sw.str(l.Owner)
+		}
 	}
 	for _, acl := range acls {
 		sw.array(len(acl))
@@ -71,9 +84,10 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 	sw.positions = positions
 	sw.path = append(sw.path, '/')
 	t.writeNode(&sw, t.root)
-	sw.array(2)
+	sw.array(3)
 	sw.uint(t.digest)
-	sw.int(t.zxid) // again, as the digest does not cover the header's zxid
+	sw.int(t.zxid)          // again, as the digest does not cover the header's zxid
+	sw.int(snapshotVersion) // nor its version
 	sw.flush()
 	return sw.err
 }
@@ -187,18 +201,18 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 	if err != nil {
 		return fmt.Errorf("header: %w", err)
 	}
-	if magic != snapshotMagic || !(version == 1 && n == 5 || version == snapshotVersion && n == 6) {
+	if magic != snapshotMagic || !(version == 1 && n == 5 || (version == 2 || version == snapshotVersion) && n == 6) {
 		return fmt.Errorf("header: magic %q version %d with %d fields", magic, version, n)
 	}
 	t.zxid = zxid
 	for i := int64(0); i < nsessions; i++ {
-		var id, timeout int64
-		var password []byte
-		if err := decodeArray(dec, 3, &id, &timeout, &password); err != nil {
+		if err := t.restoreSession(dec, version); err != nil {
 			return fmt.Errorf("session %d: %w", i, err)
 		}
-		if err := t.createSession(&Txn{Session: id, TimeoutMs: int32(timeout), Password: password}); err != nil {
-			return fmt.Errorf("session %d: %w", i, err)
+	}
+	for parent := range t.leases {
+		if s := t.sessions[parent]; s == nil || s.lease != nil {
+			return fmt.Errorf("a lease of %#x, which is not a client session", parent)
 		}
 	}
 	var acls [][]wire.ACL
@@ -219,9 +233,18 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 		}
 	}
 	var digest uint64
-	var zxid2 int64
-	if err := decodeArray(dec, 2, &digest, &zxid2); err != nil {
+	var zxid2, version2 int64
+	if version < 3 {
+		err = decodeArray(dec, 2, &digest, &zxid2)
+		version2 = version
+	} else {
+		err = decodeArray(dec, 3, &digest, &zxid2, &version2)
+	}
+	if err != nil {
 		return fmt.Errorf("trailer: %w", err)
+	}
+	if version2 != version {
+		return fmt.Errorf("version %d in the header, %d in the trailer", version, version2)
 	}
 	if digest != t.digest {
 		return fmt.Errorf("digest %#x, contents hash to %#x", digest, t.digest)
@@ -308,6 +331,35 @@ func decodeArray(dec *msgpack.Decoder, want int, fields ...any) error {
 		return fmt.Errorf("array of %d, want %d", n, want)
 	}
 	return decodeFields(dec, fields...)
+}
+
+// restoreSession reads one session: a lease's has five more fields, from
+// version 3 on.
+func (t *Tree) restoreSession(dec *msgpack.Decoder, version int64) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n != 3 && (n != 8 || version < 3) {
+		return fmt.Errorf("array of %d", n)
+	}
+	var id, timeout int64
+	s := &session{ephemerals: map[string]struct{}{}}
+	if err := decodeFields(dec, &id, &timeout, &s.password); err != nil {
+		return err
+	}
+	s.timeoutMs = int32(timeout)
+	if n == 8 {
+		s.lease = &Lease{}
+		if err := decodeFields(dec, &s.lease.TTLMs, &s.lease.Expires, &s.lease.Version, &s.lease.Parent, &s.lease.Owner); err != nil {
+			return err
+		}
+	}
+	if _, ok := t.sessions[id]; ok || id == 0 {
+		return fmt.Errorf("session id %#x twice, or 0", id)
+	}
+	t.addSession(id, s)
+	return nil
 }
 
 // restoreACL reads one ACL of the snapshot's list: a valid, non-empty one

@@ -358,15 +358,16 @@ func TestDigest(t *testing.T) {
 }
 
 // goldenSnapshotSHA256 is the SHA-256 of pinnedSnapshotTree's snapshot.
-const goldenSnapshotSHA256 = "95a16baa520c33b589fa43ecf9954685afc85a409415169ef8fd8e15f9b8643d"
+const goldenSnapshotSHA256 = "86a0b8d551763b3c8e29c3dc6c29f9ec670e53c3bf2b405726f07754f83a1a75"
 
 // pinnedSnapshotTree is kitchenSink's tree and a node of each encoding the
-// kitchen sink lacks: an int16 and a uint8, an ACL, data in a bin16 and a
-// path in a str8.
+// kitchen sink lacks: an int16 and a uint8, a lease, an ACL, data in a
+// bin16 and a path in a str8.
 func pinnedSnapshotTree(t *testing.T) *tree.Tree {
 	tr := kitchenSink(t, false)
 	for _, txn := range []tree.Txn{
 		{Type: tree.TxnCreateSession, Session: -300, TimeoutMs: 200, Password: []byte("pw")}, // int16, uint8
+		{Type: tree.TxnCreateSession, Session: 301, Password: []byte("lease"), LeaseTTL: 10_000, LeaseParent: -300, LeaseOwner: "w1"},
 		{Type: wire.OpCreate, Path: "/secret", Data: []byte("s"), ACL: aliceACL(wire.PermAll)},
 		{Type: wire.OpCreate, Path: "/a/a-name-long-enough-for-a-str8-header", Data: bytes.Repeat([]byte{0xab}, 300)},
 	} {

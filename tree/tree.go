@@ -67,6 +67,7 @@ type session struct {
 	timeoutMs  int32
 	password   []byte
 	ephemerals map[string]struct{}
+	lease      *Lease // nil for a client's session
 }
 
 // Session describes a live session.
@@ -74,6 +75,20 @@ type Session struct {
 	ID        int64
 	TimeoutMs int32
 	Password  []byte
+	Lease     *Lease // nil for a client's session
+}
+
+// Lease is what makes a session a lease: a session without a connection,
+// kept alive not by a client's heartbeats but by renewals, each a txn. The
+// leader closes it, as it closes a silent session, once Expires passes
+// without a renewal; its ephemerals (the locks it holds) go with it. A
+// lease also ends with the session it belongs to (Parent).
+type Lease struct {
+	TTLMs   int64  // how long a renewal keeps it
+	Expires int64  // ms since the Unix epoch: the last renewal's time plus TTLMs
+	Version int64  // 1 at its creation, one more at each renewal
+	Parent  int64  // the client session it belongs to; 0 for an HTTP client's
+	Owner   string // who asked for it (an HTTP client's client_id)
 }
 
 // Tree is the znode tree and the sessions that own its ephemerals.
@@ -84,7 +99,8 @@ type Tree struct {
 	digest   uint64
 	maxData  int
 	sessions map[int64]*session
-	owners   map[*node]int64 // the owner session of each ephemeral
+	leases   map[int64]map[int64]struct{} // the leases of each client session that has some
+	owners   map[*node]int64              // the owner session of each ephemeral
 	acls     *aclTable
 
 	// Housekeeping indexes: paths of containers and of TTL nodes (with
@@ -109,6 +125,7 @@ func New(opts ...Option) *Tree {
 		count:      1,
 		maxData:    DefaultMaxDataSize,
 		sessions:   map[int64]*session{},
+		leases:     map[int64]map[int64]struct{}{},
 		owners:     map[*node]int64{},
 		acls:       newACLTable(),
 		containers: map[string]struct{}{},
@@ -211,14 +228,23 @@ func (t *Tree) Session(id int64) (Session, bool) {
 	if !ok {
 		return Session{}, false
 	}
-	return Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password}, true
+	return s.view(id), true
+}
+
+func (s *session) view(id int64) Session {
+	v := Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password}
+	if s.lease != nil {
+		l := *s.lease
+		v.Lease = &l
+	}
+	return v
 }
 
 // Sessions returns every live session, ordered by id.
 func (t *Tree) Sessions() []Session {
 	out := make([]Session, 0, len(t.sessions))
 	for id, s := range t.sessions {
-		out = append(out, Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password})
+		out = append(out, s.view(id))
 	}
 	slices.SortFunc(out, func(a, b Session) int { return cmp.Compare(a.ID, b.ID) })
 	return out

@@ -5,7 +5,8 @@ import "github.com/arbor-coord/arbor/wire"
 // Txn types beyond the client write ops (wire.OpCreate, OpDelete, OpSetData,
 // OpCheck, OpMulti), which Txn.Type also takes.
 const (
-	TxnCreateSession wire.Op = -10
+	TxnCreateSession wire.Op = -10 // a client's session, or with LeaseTTL a lease
+	TxnRenewLease    wire.Op = -12
 	TxnCloseSession  wire.Op = wire.OpClose
 	TxnReap          wire.Op = -50 // delete empty containers and expired TTL nodes
 )
@@ -28,6 +29,16 @@ type Txn struct {
 	TimeoutMs int32  // TxnCreateSession
 	Password  []byte // TxnCreateSession
 
+	// Leases. TxnCreateSession with LeaseTTL makes a lease (see Lease),
+	// which belongs to LeaseParent and was asked for by LeaseOwner;
+	// TxnRenewLease keeps one for LeaseTTL (its own TTL if 0) from Time; a
+	// TxnCloseSession with LeaseVersion closes a lease only if no renewal
+	// came after the version its proposer saw.
+	LeaseTTL     int64 // ms
+	LeaseParent  int64
+	LeaseOwner   string
+	LeaseVersion int64
+
 	Ops []Txn // wire.OpMulti
 
 	// ACL is a create's or setACL's ACL, already resolved and checked by
@@ -46,6 +57,7 @@ type Result struct {
 	Path  string          // create: the path created (with the sequence number)
 	Stat  wire.Stat       // create, setData: the node's new Stat
 	Multi []wire.OpResult // multi: one result per op
+	Lease Lease           // TxnCreateSession of a lease, TxnRenewLease: the lease after it
 }
 
 // Event is a change that fires watches: NodeCreated, NodeDeleted and

@@ -12,16 +12,18 @@ import (
 // A txn travels in the raft log as one msgpack array:
 //
 //	[type, time, session, path, data, version, mode, ttl, timeoutMs, password, ops,
-//	 acl, identities]
+//	 acl, identities, lease]
 //
 // where ops is an array of txns of the same layout (empty outside a multi),
-// acl an array of [perms, scheme, id] and identities an array of [scheme,
-// id]. Decoders skip fields appended by a later version. The last two came
-// with ACLs: a txn written before has neither, which decodes as the open
-// ACL and no identities, as everything was open then.
+// acl an array of [perms, scheme, id], identities an array of [scheme, id]
+// and lease [leaseTTL, leaseParent, leaseOwner, leaseVersion], or an empty
+// array when the txn has none of them. Decoders skip fields appended by a
+// later version. acl and identities came with ACLs: a txn written before
+// has neither, which decodes as the open ACL and no identities, as
+// everything was open then; lease came with leases.
 
 const (
-	txnFields    = 13
+	txnFields    = 14
 	txnFieldsMin = 11 // before ACLs
 )
 
@@ -71,6 +73,15 @@ func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
 		_ = enc.EncodeString(id.Scheme)
 		_ = enc.EncodeString(id.ID)
 	}
+	if txn.LeaseTTL == 0 && txn.LeaseParent == 0 && txn.LeaseOwner == "" && txn.LeaseVersion == 0 {
+		_ = enc.EncodeArrayLen(0)
+		return
+	}
+	_ = enc.EncodeArrayLen(4)
+	_ = enc.EncodeInt(txn.LeaseTTL)
+	_ = enc.EncodeInt(txn.LeaseParent)
+	_ = enc.EncodeString(txn.LeaseOwner)
+	_ = enc.EncodeInt(txn.LeaseVersion)
 }
 
 // DecodeTxn decodes a txn encoded by AppendTxn. A multi may not contain
@@ -139,12 +150,38 @@ func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error 
 			return err
 		}
 	}
+	if n > txnFieldsMin+2 {
+		if err := decodeLease(dec, txn); err != nil {
+			return err
+		}
+	}
 	for i := txnFields; i < n; i++ {
 		if err := dec.Skip(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func decodeLease(dec *msgpack.Decoder, txn *Txn) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n <= 0 {
+		return err
+	}
+	if n != 4 {
+		return fmt.Errorf("lease of %d fields", n)
+	}
+	if txn.LeaseTTL, err = dec.DecodeInt64(); err != nil {
+		return err
+	}
+	if txn.LeaseParent, err = dec.DecodeInt64(); err != nil {
+		return err
+	}
+	if txn.LeaseOwner, err = dec.DecodeString(); err != nil {
+		return err
+	}
+	txn.LeaseVersion, err = dec.DecodeInt64()
+	return err
 }
 
 func decodeACL(dec *msgpack.Decoder, r *bytes.Reader) ([]wire.ACL, error) {

@@ -1,0 +1,152 @@
+package tree_test
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+func leaseTxn(id, parent, ttl int64) tree.Txn {
+	return tree.Txn{Type: tree.TxnCreateSession, Session: id, Password: []byte("lease"), LeaseTTL: ttl, LeaseParent: parent, LeaseOwner: "w1"}
+}
+
+func renewTxn(id, ttl int64) tree.Txn {
+	return tree.Txn{Type: tree.TxnRenewLease, Session: id, LeaseTTL: ttl}
+}
+
+func TestLeases(t *testing.T) {
+	t.Run("a lease expires a TTL after its creation and is version 1", func(t *testing.T) {
+		f := newFixture(t)
+		res := f.must(tree.Txn{Type: tree.TxnCreateSession, Session: 7, LeaseTTL: 5000, LeaseOwner: "w1", Time: 1000})
+		want := tree.Lease{TTLMs: 5000, Expires: 6000, Version: 1, Owner: "w1"}
+		if res.Lease != want {
+			t.Errorf("created %+v, want %+v", res.Lease, want)
+		}
+		if s, ok := f.tr.Session(7); !ok || s.Lease == nil || *s.Lease != want {
+			t.Errorf("Session(7) = %+v, %v", s, ok)
+		}
+	})
+	t.Run("a renewal moves the expiry from its own time and counts a version", func(t *testing.T) {
+		f := newFixture(t)
+		f.must(leaseTxn(7, 0, 5000))
+		renew := renewTxn(7, 0)
+		renew.Time = 100_000
+		if res := f.must(renew); res.Lease.Expires != 105_000 || res.Lease.Version != 2 || res.Lease.TTLMs != 5000 {
+			t.Errorf("renewed %+v", res.Lease)
+		}
+		renew = renewTxn(7, 9000)
+		renew.Time = 200_000
+		if res := f.must(renew); res.Lease.Expires != 209_000 || res.Lease.Version != 3 || res.Lease.TTLMs != 9000 {
+			t.Errorf("renewed with a new TTL: %+v", res.Lease)
+		}
+	})
+	t.Run("renewing what is not a live lease fails", func(t *testing.T) {
+		f := newFixture(t)
+		f.openSession(1)
+		f.mustFail(renewTxn(1, 0), wire.ErrBadArguments)
+		f.mustFail(renewTxn(2, 0), wire.ErrSessionExpired)
+	})
+	t.Run("a close at the version seen closes; after a renewal it changes nothing", func(t *testing.T) {
+		f := newFixture(t)
+		f.must(leaseTxn(7, 0, 5000))
+		f.must(ephemeralTxn("/lock", 7))
+		f.must(renewTxn(7, 0)) // version 2
+		f.mustFail(tree.Txn{Type: tree.TxnCloseSession, Session: 7, LeaseVersion: 1}, wire.ErrBadVersion)
+		if !f.exists("/lock") {
+			t.Fatal("a stale close deleted the lease's ephemeral")
+		}
+		f.must(tree.Txn{Type: tree.TxnCloseSession, Session: 7, LeaseVersion: 2})
+		if f.exists("/lock") {
+			t.Error("the lease's ephemeral outlived it")
+		}
+	})
+	t.Run("a lease ends with its session, and its ephemerals with it", func(t *testing.T) {
+		f := newFixture(t)
+		f.openSession(1)
+		f.must(leaseTxn(7, 1, 5000))
+		f.must(leaseTxn(8, 1, 5000))
+		f.must(ephemeralTxn("/a", 7))
+		f.must(ephemeralTxn("/b", 8))
+		f.must(closeTxn(1))
+		for _, id := range []int64{7, 8} {
+			if _, ok := f.tr.Session(id); ok {
+				t.Errorf("lease %d outlived its session", id)
+			}
+		}
+		if f.exists("/a") || f.exists("/b") {
+			t.Error("the leases' ephemerals outlived them")
+		}
+	})
+	t.Run("a lease needs a live client session as its parent", func(t *testing.T) {
+		f := newFixture(t)
+		f.mustFail(leaseTxn(7, 1, 5000), wire.ErrSessionExpired)
+		f.must(leaseTxn(8, 0, 5000))
+		f.mustFail(leaseTxn(9, 8, 5000), wire.ErrSessionExpired) // a lease of a lease
+	})
+	t.Run("closing a lease leaves its session", func(t *testing.T) {
+		f := newFixture(t)
+		f.openSession(1)
+		f.must(leaseTxn(7, 1, 5000))
+		f.must(closeTxn(7))
+		f.must(closeTxn(1))
+		f.must(leaseTxn(7, 0, 5000)) // the id is free again, and not indexed under 1
+	})
+}
+
+func TestLeaseTxnsRoundTrip(t *testing.T) {
+	for _, txn := range []tree.Txn{
+		leaseTxn(7, 1, 5000),
+		renewTxn(7, 9000),
+		{Type: tree.TxnCloseSession, Session: 7, LeaseVersion: 3},
+	} {
+		got, err := tree.DecodeTxn(tree.AppendTxn(nil, &txn))
+		if err != nil || got.LeaseTTL != txn.LeaseTTL || got.LeaseParent != txn.LeaseParent ||
+			got.LeaseOwner != txn.LeaseOwner || got.LeaseVersion != txn.LeaseVersion || got.Type != txn.Type {
+			t.Errorf("%+v read back as %+v, %v", txn, got, err)
+		}
+	}
+}
+
+func TestLeasesSurviveASnapshot(t *testing.T) {
+	f := newFixture(t)
+	f.openSession(1)
+	f.must(leaseTxn(7, 1, 5000))
+	f.must(renewTxn(7, 0))
+	f.must(ephemeralTxn("/lock", 7))
+	restored, err := tree.Restore(bytes.NewReader(snapshotBytes(t, f.tr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := f.tr.Session(7)
+	b, ok := restored.Session(7)
+	if !ok || b.Lease == nil || *b.Lease != *a.Lease || restored.Digest() != f.tr.Digest() {
+		t.Fatalf("lease after a restore: %+v, want %+v (digests %#x, %#x)", b.Lease, a.Lease, restored.Digest(), f.tr.Digest())
+	}
+	// The restored lease still ends with its session.
+	restored.Apply(f.tr.Zxid()+1, &tree.Txn{Type: tree.TxnCloseSession, Session: 1})
+	if _, ok := restored.Session(7); ok {
+		t.Error("a restored lease outlived its session")
+	}
+}
+
+func TestRestoreReadsTheSnapshotFormatBeforeLeases(t *testing.T) {
+	b, err := os.ReadFile("testdata/snapshot-v2.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tree.Restore(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.Session(-300); !ok {
+		t.Error("the version 2 snapshot's session -300 is missing")
+	}
+	for _, s := range tr.Sessions() {
+		if s.Lease != nil {
+			t.Errorf("session %#x of a version 2 snapshot is a lease", s.ID)
+		}
+	}
+}
