@@ -66,8 +66,11 @@ func (s *Server) expiryLoop() {
 		for _, id := range expired {
 			at, ok := proposed[id]
 			if !ok || now.Sub(at) > s.cfg.RequestTimeout {
-				s.log.Info("session expired", zap.Int64("session", id))
-				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: now.UnixMilli()}, term)
+				// A lease is closed at the version seen: a renewal that
+				// commits first keeps it.
+				version, lease := s.sessions.LeaseVersion(id)
+				s.log.Info("session expired", zap.Int64("session", id), zap.Bool("lease", lease))
+				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, LeaseVersion: version, Time: now.UnixMilli()}, term)
 				at = now
 			}
 			live[id] = at

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -55,12 +56,19 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	f.mu.Unlock()
 
 	switch {
+	case txn.Type == tree.TxnCreateSession && res.Err == nil && res.Lease.Version > 0,
+		txn.Type == tree.TxnRenewLease && res.Err == nil:
+		f.sessions.SetLease(txn.Session, res.Lease.Version, time.UnixMilli(res.Lease.Expires))
 	case txn.Type == tree.TxnCreateSession && res.Err == nil:
 		f.sessions.Add(txn.Session, time.Duration(txn.TimeoutMs)*time.Millisecond, time.Now())
-	case txn.Type == tree.TxnCloseSession:
+	case txn.Type == tree.TxnCloseSession && !errors.Is(res.Err, wire.ErrBadVersion):
 		// Also when the close failed (the session was gone already): the
-		// leader must stop proposing it.
+		// leader must stop proposing it. A lease renewed after its close
+		// was decided stays; the leases of a closed session go with it.
 		f.sessions.Remove(txn.Session)
+		for _, l := range res.Closed {
+			f.sessions.Remove(l)
+		}
 		if res.Err == nil && f.onClose != nil {
 			f.onClose(txn.Session)
 		}
@@ -84,15 +92,19 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	if err != nil {
 		return err
 	}
-	sessions := map[int64]time.Duration{}
+	sessions, leases := map[int64]time.Duration{}, map[int64]session.Lease{}
 	for _, s := range t.Sessions() {
-		sessions[s.ID] = time.Duration(s.TimeoutMs) * time.Millisecond
+		if l := s.Lease; l != nil {
+			leases[s.ID] = session.Lease{Version: l.Version, Expires: time.UnixMilli(l.Expires)}
+		} else {
+			sessions[s.ID] = time.Duration(s.TimeoutMs) * time.Millisecond
+		}
 	}
 	f.mu.Lock()
 	f.tree = t
 	f.zxid = int64(index)
 	f.watches.restored(f.zxid)
-	f.sessions.Replace(sessions, time.Now())
+	f.sessions.Replace(sessions, leases, time.Now())
 	f.mu.Unlock()
 	if f.onRestore != nil {
 		f.onRestore()

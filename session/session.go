@@ -32,6 +32,7 @@ type Table struct {
 type entry struct {
 	timeout  time.Duration
 	deadline time.Time
+	lease    int64 // a lease's version; 0 for a client's session
 }
 
 // NewTable returns an empty table that negotiates timeouts within [min, max].
@@ -55,14 +56,39 @@ func (t *Table) Add(id int64, timeout time.Duration, now time.Time) {
 	t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout)}
 }
 
+// SetLease tracks a lease at version, with its deadline: a lease is not
+// kept by being heard from but by renewals, which are replicated, so its
+// deadline is the one its last renewal set (the proposer's clock), on
+// every member and under every leader.
+func (t *Table) SetLease(id, version int64, expires time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.sessions[id]; ok && e.lease > version {
+		return // a later renewal was tracked already
+	}
+	t.sessions[id] = &entry{deadline: expires, lease: version}
+}
+
+// LeaseVersion returns the version of a lease the table tracks; ok is
+// false for a client's session or an unknown id.
+func (t *Table) LeaseVersion(id int64) (version int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.sessions[id]
+	if !ok || e.lease == 0 {
+		return 0, false
+	}
+	return e.lease, true
+}
+
 // Touch records that a session was heard from at now: its deadline moves to
 // now plus its timeout. It reports false for a session the table does not
-// track (unknown or already removed).
+// track (unknown or already removed), and does nothing to a lease.
 func (t *Table) Touch(id int64, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.sessions[id]
-	if ok {
+	if ok && e.lease == 0 {
 		if d := now.Add(e.timeout); d.After(e.deadline) {
 			e.deadline = d
 		}
@@ -95,24 +121,36 @@ func (t *Table) Expired(now time.Time) []int64 {
 
 // ResetAll gives every session a full timeout from now. A new leader and a
 // restarted server call it so that no session expires for time it could
-// not have been heard from.
+// not have been heard from. Leases keep their deadlines: those are
+// replicated.
 func (t *Table) ResetAll(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range t.sessions {
-		e.deadline = now.Add(e.timeout)
+		if e.lease == 0 {
+			e.deadline = now.Add(e.timeout)
+		}
 	}
 }
 
-// Replace makes the table track exactly the given sessions (id -> timeout),
-// each with a full timeout from now: what a member does when it takes a
-// snapshot in place of its state.
-func (t *Table) Replace(sessions map[int64]time.Duration, now time.Time) {
+// Lease is a lease's version and deadline, for Replace.
+type Lease struct {
+	Version int64
+	Expires time.Time
+}
+
+// Replace makes the table track exactly the given sessions (id ->
+// timeout), each with a full timeout from now, and leases: what a member
+// does when it takes a snapshot in place of its state.
+func (t *Table) Replace(sessions map[int64]time.Duration, leases map[int64]Lease, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sessions = make(map[int64]*entry, len(sessions))
+	t.sessions = make(map[int64]*entry, len(sessions)+len(leases))
 	for id, timeout := range sessions {
 		t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout)}
+	}
+	for id, l := range leases {
+		t.sessions[id] = &entry{deadline: l.Expires, lease: l.Version}
 	}
 }
 

@@ -83,3 +83,32 @@ func TestIDsAreUniqueAndCarryTheServerID(t *testing.T) {
 		t.Fatal("a restart a millisecond later reuses ids")
 	}
 }
+
+func TestALeaseKeepsItsReplicatedDeadline(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tb := NewTable(time.Second, time.Minute)
+	tb.SetLease(7, 2, now.Add(5*time.Second))
+	if tb.Touch(7, now.Add(4*time.Second)); len(tb.Expired(now.Add(6*time.Second))) != 1 {
+		t.Error("a client's heartbeat kept a lease")
+	}
+	tb.ResetAll(now.Add(4 * time.Second))
+	if d, _ := tb.Deadline(7); !d.Equal(now.Add(5 * time.Second)) {
+		t.Errorf("a new leader moved a lease's deadline to %v", d)
+	}
+	tb.SetLease(7, 1, now.Add(time.Hour)) // an older renewal, applied late
+	if v, ok := tb.LeaseVersion(7); !ok || v != 2 {
+		t.Errorf("LeaseVersion = %d, %v; want 2", v, ok)
+	}
+	tb.SetLease(7, 3, now.Add(20*time.Second))
+	if ids := tb.Expired(now.Add(6 * time.Second)); len(ids) != 0 {
+		t.Errorf("a renewed lease expired: %v", ids)
+	}
+	tb.Add(8, 10*time.Second, now)
+	if _, ok := tb.LeaseVersion(8); ok {
+		t.Error("a client's session has a lease version")
+	}
+	tb.Replace(map[int64]time.Duration{8: 10 * time.Second}, map[int64]Lease{9: {Version: 4, Expires: now}}, now)
+	if v, ok := tb.LeaseVersion(9); !ok || v != 4 {
+		t.Errorf("a lease after Replace: %d, %v", v, ok)
+	}
+}

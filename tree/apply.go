@@ -34,7 +34,7 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	case TxnRenewLease:
 		res.Lease, res.Err = t.renewLease(txn)
 	case TxnCloseSession:
-		res.Err = t.closeSession(zxid, txn.Session, txn.LeaseVersion)
+		res.Closed, res.Err = t.closeSession(zxid, txn.Session, txn.LeaseVersion)
 	case TxnReap:
 		t.reap(zxid, txn.Time)
 	default:
@@ -443,19 +443,20 @@ func (t *Tree) renewLease(txn *Txn) (Lease, error) {
 }
 
 // closeSession deletes the session's ephemerals, in path order, and the
-// session, after its leases. A lease is closed only at version (when it is
-// not 0): a renewal that committed after the version its closer saw keeps
-// it, and the close answers ErrBadVersion.
-func (t *Tree) closeSession(zxid int64, id int64, version int64) error {
+// session, after its leases, whose ids it returns. A lease is closed only
+// at version (when it is not 0): a renewal that committed after the
+// version its closer saw keeps it, and the close answers ErrBadVersion.
+func (t *Tree) closeSession(zxid int64, id int64, version int64) ([]int64, error) {
 	s, ok := t.sessions[id]
 	if !ok {
-		return wire.ErrSessionExpired
+		return nil, wire.ErrSessionExpired
 	}
 	if version != 0 && s.lease != nil && s.lease.Version != version {
-		return wire.ErrBadVersion
+		return nil, wire.ErrBadVersion
 	}
-	for _, lease := range slices.Sorted(maps.Keys(t.leases[id])) {
-		_ = t.closeSession(zxid, lease, 0)
+	leases := slices.Sorted(maps.Keys(t.leases[id]))
+	for _, lease := range leases {
+		_, _ = t.closeSession(zxid, lease, 0)
 	}
 	for _, path := range sortedKeys(s.ephemerals) {
 		t.unlinkPath(zxid, path)
@@ -466,7 +467,7 @@ func (t *Tree) closeSession(zxid int64, id int64, version int64) error {
 		delete(t.leases[s.lease.Parent], id)
 	}
 	t.digest -= s.digest(id)
-	return nil
+	return leases, nil
 }
 
 // Reapable returns the paths TxnReap would delete at time now: containers

@@ -70,7 +70,9 @@ func TestLeases(t *testing.T) {
 		f.must(leaseTxn(8, 1, 5000))
 		f.must(ephemeralTxn("/a", 7))
 		f.must(ephemeralTxn("/b", 8))
-		f.must(closeTxn(1))
+		if res := f.must(closeTxn(1)); len(res.Closed) != 2 || res.Closed[0] != 7 || res.Closed[1] != 8 {
+			t.Errorf("the close reports leases %v closed with it, want [7 8]", res.Closed)
+		}
 		for _, id := range []int64{7, 8} {
 			if _, ok := f.tr.Session(id); ok {
 				t.Errorf("lease %d outlived its session", id)

@@ -58,6 +58,9 @@ type Result struct {
 	Stat  wire.Stat       // create, setData: the node's new Stat
 	Multi []wire.OpResult // multi: one result per op
 	Lease Lease           // TxnCreateSession of a lease, TxnRenewLease: the lease after it
+	// Closed is, for TxnCloseSession, the leases that ended with the
+	// session, in id order.
+	Closed []int64
 }
 
 // Event is a change that fires watches: NodeCreated, NodeDeleted and
