@@ -239,6 +239,7 @@ type CreateOption func(*createOptions)
 type createOptions struct {
 	acl    []ACL
 	aclSet bool
+	lease  int64
 }
 
 // WithACL gives the new node acl. Without it the node gets the server's

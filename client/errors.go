@@ -66,6 +66,7 @@ var (
 	ErrMalformed          error = wire.ErrMalformed
 	ErrShuttingDown       error = wire.ErrShuttingDown
 	ErrNotCaughtUp        error = wire.ErrNotCaughtUp
+	ErrLeaseExpired       error = wire.ErrLeaseExpired
 	ErrNoWatcher          error = wire.ErrNoWatcher
 
 	// ErrClosed: the Client was closed by Close. It has no protocol code.

@@ -226,7 +226,11 @@ func newCreate(path string, data []byte, mode CreateMode, ttl time.Duration, wit
 		for _, opt := range opts {
 			opt(&o)
 		}
-		op.req.ACL = o.acl
+		op.req.ACL, op.req.Lease = o.acl, o.lease
+		if o.lease != 0 && !mode.IsEphemeral() {
+			op.err = fmt.Errorf("%w: only an ephemeral node can be a lease's, not a %s one", ErrBadArguments, mode)
+			return op
+		}
 		if o.aclSet && len(o.acl) == 0 {
 			op.err = fmt.Errorf("%w: WithACL with no entries", ErrInvalidACL)
 			return op

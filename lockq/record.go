@@ -24,7 +24,7 @@ const MaxOwner = 256
 // Encode returns r as a lock node's data: a small JSON object, readable
 // with `arbor get`.
 func (r Record) Encode() []byte {
-	r.Owner, r.Holder = cut(r.Owner, MaxOwner), cut(r.Holder, MaxOwner)
+	r.Owner, r.Holder = TrimOwner(r.Owner), TrimOwner(r.Holder)
 	b, _ := json.Marshal(r) // two strings: never fails
 	return b
 }
@@ -35,16 +35,18 @@ func (r Record) Encode() []byte {
 func DecodeRecord(data []byte) Record {
 	var r Record
 	if len(data) > 0 && data[0] == '{' && json.Unmarshal(data, &r) == nil {
-		return Record{Owner: cut(r.Owner, MaxOwner), Holder: cut(r.Holder, MaxOwner)}
+		return Record{Owner: TrimOwner(r.Owner), Holder: TrimOwner(r.Holder)}
 	}
 	if utf8.Valid(data) {
-		return Record{Owner: cut(string(data), MaxOwner)}
+		return Record{Owner: TrimOwner(string(data))}
 	}
 	return Record{}
 }
 
-// cut shortens s to at most n bytes without splitting a character.
-func cut(s string, n int) string {
+// TrimOwner cuts an owner (or a holder id) to MaxOwner bytes, without
+// splitting a character.
+func TrimOwner(s string) string {
+	n := MaxOwner
 	if len(s) <= n {
 		return s
 	}

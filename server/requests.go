@@ -25,6 +25,13 @@ func (c *conn) propose(r *request) {
 		return
 	}
 	txn := tree.TxnFromRequest(&r.req, c.session, time.Now().UnixMilli(), ids)
+	if err := c.srv.leaseTxn(c.session, &r.req, &txn); err != nil {
+		r.err = err
+		return
+	}
+	if op := r.req.Op; op == wire.OpLeaseCreate || op == wire.OpLeaseRenew {
+		r.lease = txn.Session // the lease it makes or keeps
+	}
 	r.proposal = c.srv.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
 }
 
@@ -181,8 +188,11 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	}
 	res := o.Result.(*tree.Result)
 	reply.Zxid = int64(o.Index)
-	reply.Err = wire.CodeOf(res.Err)
+	reply.Err = wire.CodeOf(leaseError(&r.req, res.Err))
 	reply.Path, reply.Stat, reply.Results = res.Path, res.Stat, res.Multi
+	if res.Lease.Version > 0 {
+		reply.Lease = wire.Lease{ID: r.lease, TTLMs: res.Lease.TTLMs, Expires: res.Lease.Expires, Version: res.Lease.Version}
+	}
 }
 
 // writeError maps a raftnode or context error to the protocol error the

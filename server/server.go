@@ -414,15 +414,17 @@ func (s *Server) notify(c *conn, zxid int64, ev tree.Event) {
 // admit checks what a write can be refused for without a round through the
 // log: the paths and the data sizes. The tree checks them again on apply.
 func (s *Server) admit(r *wire.Request) error {
+	for p, sequential := range r.Paths {
+		if err := wire.ValidatePath(p, sequential); err != nil {
+			return err
+		}
+	}
 	ops := []wire.Request{*r}
 	if r.Op == wire.OpMulti {
 		ops = r.Ops
 	}
 	for i := range ops {
 		op := &ops[i]
-		if err := wire.ValidatePath(op.Path, op.Op == wire.OpCreate && op.Mode.IsSequential()); err != nil {
-			return err
-		}
 		if op.Op.Counts(wire.LimitDataSize) && len(op.Data) > s.cfg.MaxDataSize {
 			return wire.Errorf(wire.CodeDataTooLarge, "data of %d bytes is over the %d-byte limit", len(op.Data), s.cfg.MaxDataSize)
 		}

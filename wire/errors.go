@@ -45,6 +45,7 @@ const (
 	CodeMalformed          Code = -205 // a frame could not be decoded
 	CodeShuttingDown       Code = -206 // the server is stopping
 	CodeNotCaughtUp        Code = -207 // the server has not yet applied what the client has seen
+	CodeLeaseExpired       Code = -208 // the lease ended (expired, closed, or its session ended), or never was
 )
 
 // Error is an error with a protocol code. Two Errors match under errors.Is
@@ -102,6 +103,7 @@ var (
 	ErrMalformed               = newSentinel(CodeMalformed, "malformed frame")
 	ErrShuttingDown            = newSentinel(CodeShuttingDown, "server shutting down")
 	ErrNotCaughtUp             = newSentinel(CodeNotCaughtUp, "server is behind the client's last seen zxid")
+	ErrLeaseExpired            = newSentinel(CodeLeaseExpired, "lease expired")
 )
 
 var sentinels = map[Code]*Error{}
@@ -179,6 +181,7 @@ var codeNames = map[Code]string{
 	CodeMalformed:               "malformed",
 	CodeShuttingDown:            "shutting_down",
 	CodeNotCaughtUp:             "not_caught_up",
+	CodeLeaseExpired:            "lease_expired",
 }
 
 // Name returns a short stable name for c, such as "no_node", for metric

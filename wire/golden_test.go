@@ -62,9 +62,9 @@ var goldenRequests = []struct {
 }{
 	{"a setData request", "00000015" + "95" + "07" + "05" + "ab2f6170702f636f6e666967" + "c403763d32" + "01",
 		wire.Request{Xid: 7, Op: wire.OpSetData, Path: "/app/config", Data: []byte("v=2"), Version: 1}},
-	{"a multi request of a check and a create", "00000015" + "93" + "0a" + "0e" +
+	{"a multi request of a check and a create", "00000016" + "93" + "0a" + "0e" +
 		"92" + "930d" + "a22f61" + "01" + // [check, "/a", 1]
-		"9601" + "a42f612f62" + "c0" + "01" + "00" + "90", // [create, "/a/b", nil, ephemeral, ttl 0, no ACL]
+		"9701" + "a42f612f62" + "c0" + "01" + "00" + "90" + "00", // [create, "/a/b", nil, ephemeral, ttl 0, no ACL, no lease]
 		wire.Request{Xid: 10, Op: wire.OpMulti, Ops: []wire.Request{
 			{Op: wire.OpCheck, Path: "/a", Version: 1},
 			{Op: wire.OpCreate, Path: "/a/b", Mode: wire.ModeEphemeral},

@@ -164,6 +164,21 @@ type Request struct {
 	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove and
 	// memberPromote: ID.
 	Member Member
+
+	// Leases. leaseCreate: TTL (ms) and Owner, who asks (shown to
+	// operators); leaseRenew: Lease and TTL (0: the lease's own);
+	// leaseClose: Lease. create (optional): Lease makes an ephemeral the
+	// lease's rather than the session's.
+	Lease int64
+	Owner string
+}
+
+// Lease is a lease as a leaseCreate or leaseRenew reply gives it.
+type Lease struct {
+	ID      int64
+	TTLMs   int64
+	Expires int64 // ms since the Unix epoch, by the clock of the member that took the renewal
+	Version int64 // 1 at creation, one more at each renewal
 }
 
 // Member is a member of the cluster.
@@ -251,16 +266,21 @@ func requestFields(op Op) int {
 		return 3
 	case OpMemberRemove, OpMemberPromote:
 		return 1
+	case OpLeaseCreate, OpLeaseRenew:
+		return 2
+	case OpLeaseClose:
+		return 1
 	}
 	return -1
 }
 
 // optionalFields is the number of fields an encoder sends beyond the
-// requestFields a decoder requires: a create's ACL came later, so a decoder
-// still takes a create of four fields (which asks for the default ACL).
+// requestFields a decoder requires: a create's ACL and lease came later, so
+// a decoder still takes a create of four fields (which asks for the
+// default ACL) or five (no lease).
 func optionalFields(r *Request) int {
 	if r.Op == OpCreate {
-		return 1
+		return 2
 	}
 	return 0
 }
@@ -268,11 +288,15 @@ func optionalFields(r *Request) int {
 // optionalFields decodes the optional fields of r that are present (extra
 // is how many fields are left), and returns how many it read.
 func (dec *decoder) optionalFields(r *Request, extra int) int {
-	if r.Op == OpCreate && extra > 0 && dec.err == nil {
-		r.ACL = dec.acls()
+	if r.Op != OpCreate || extra <= 0 || dec.err != nil {
+		return 0
+	}
+	r.ACL = dec.acls()
+	if extra == 1 {
 		return 1
 	}
-	return 0
+	r.Lease = dec.int64()
+	return 2
 }
 
 func (enc *encoder) requestBody(r *Request) {
@@ -283,6 +307,7 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.int(int64(r.Mode))
 		enc.int(r.TTL)
 		enc.acls(r.ACL)
+		enc.int(r.Lease)
 	case OpDelete, OpCheck:
 		enc.str(r.Path)
 		enc.int(int64(r.Version))
@@ -331,6 +356,14 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.bool(r.Member.Learner)
 	case OpMemberRemove, OpMemberPromote:
 		enc.int(r.Member.ID)
+	case OpLeaseCreate:
+		enc.int(r.TTL)
+		enc.str(r.Owner)
+	case OpLeaseRenew:
+		enc.int(r.Lease)
+		enc.int(r.TTL)
+	case OpLeaseClose:
+		enc.int(r.Lease)
 	}
 }
 
@@ -402,6 +435,14 @@ func (dec *decoder) requestBody(r *Request) {
 		r.Member.Learner = dec.bool()
 	case OpMemberRemove, OpMemberPromote:
 		r.Member.ID = dec.int64()
+	case OpLeaseCreate:
+		r.TTL = dec.int64()
+		r.Owner = dec.str()
+	case OpLeaseRenew:
+		r.Lease = dec.int64()
+		r.TTL = dec.int64()
+	case OpLeaseClose:
+		r.Lease = dec.int64()
 	}
 }
 
@@ -423,6 +464,7 @@ type Reply struct {
 	Status      Status     // status
 	ACL         []ACL      // getACL (with the node's Stat in Stat)
 	Identities  []Identity // whoAmI: the connection's identities
+	Lease       Lease      // leaseCreate, leaseRenew
 
 	// Notification fields.
 	EventType EventType
@@ -446,13 +488,16 @@ func replyFields(op Op) int {
 	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew:
 		return 1
 	}
 	return 0
 }
 
-const statusFields = 8
+const (
+	statusFields = 8
+	leaseFields  = 4
+)
 
 // notificationFields is the number of body fields of a watch event;
 // nodeNotificationFields of one that carries the node's data and Stat
@@ -558,6 +603,13 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 			enc.str(m.Addr)
 			enc.bool(m.Learner)
 		}
+	case OpLeaseCreate, OpLeaseRenew:
+		l := &r.Lease
+		enc.array(leaseFields)
+		enc.int(l.ID)
+		enc.int(l.TTLMs)
+		enc.int(l.Expires)
+		enc.int(l.Version)
 	case OpStatus:
 		st := &r.Status
 		enc.array(statusFields)
@@ -697,6 +749,11 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 			r.Members = append(r.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
 			dec.skip(m - 3)
 		}
+	case OpLeaseCreate, OpLeaseRenew:
+		n := dec.array(leaseFields)
+		l := &r.Lease
+		l.ID, l.TTLMs, l.Expires, l.Version = dec.int64(), dec.int64(), dec.int64(), dec.int64()
+		dec.skip(n - leaseFields)
 	case OpStatus:
 		n := dec.array(statusFields)
 		st := &r.Status

@@ -48,6 +48,13 @@ const (
 	OpMemberRemove  Op = 202
 	OpMemberPromote Op = 203 // make a learner a voter
 	OpStatus        Op = 204 // the answering member's leader, term, applied index and digest
+
+	// Lease ops, Arbor's own. A lease is a session without a connection,
+	// kept by renewals; an ephemeral created with a lease is the lease's
+	// and goes when it ends (a lock bound to a lease).
+	OpLeaseCreate Op = 210 // a lease of the calling session, for a TTL
+	OpLeaseRenew  Op = 211 // keep one of the calling session's leases for another TTL
+	OpLeaseClose  Op = 212 // end one of them, and its ephemerals
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -161,6 +168,12 @@ var ops = map[Op]opInfo{
 	OpSync:   {name: "sync", class: ClassSession, leader: true, limits: LimitOutstanding},
 	OpAuth:   {name: "auth", class: ClassSession, limits: LimitOutstanding},
 	OpWhoAmI: {name: "whoAmI", class: ClassSession, limits: LimitOutstanding},
+
+	// Leases are writes: each is a txn, so a lease is the same on every
+	// member and outlives the one that granted it.
+	OpLeaseCreate: {name: "leaseCreate", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
+	OpLeaseRenew:  {name: "leaseRenew", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
+	OpLeaseClose:  {name: "leaseClose", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
 
 	// The cluster. Membership changes are raft configuration changes.
 	OpMembers:       {name: "members", class: ClassAdmin, limits: LimitOutstanding},

@@ -177,6 +177,10 @@ var requests = []struct {
 	{"a memberRemove carries the id", wire.Request{Xid: 32, Op: wire.OpMemberRemove, Member: wire.Member{ID: 3}}},
 	{"a memberPromote carries the id", wire.Request{Xid: 33, Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}}},
 	{"a status request has no fields", wire.Request{Xid: 34, Op: wire.OpStatus}},
+	{"a leaseCreate carries the TTL and the owner", wire.Request{Xid: 60, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "web-1:4242"}},
+	{"a leaseRenew carries the lease and a TTL", wire.Request{Xid: 61, Op: wire.OpLeaseRenew, Lease: 0x0123_4567_89ab_cdef, TTL: 10_000}},
+	{"a leaseClose carries the lease", wire.Request{Xid: 62, Op: wire.OpLeaseClose, Lease: 0x0123_4567_89ab_cdef}},
+	{"a create of a lease's ephemeral carries the lease", wire.Request{Xid: 63, Op: wire.OpCreate, Path: "/locks/a/n-", Mode: wire.ModeEphemeralSequential, Lease: 0x0123_4567_89ab_cdef}},
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
 	{"a getAllChildrenNumber carries the path", wire.Request{Xid: 37, Op: wire.OpGetAllChildrenNumber, Path: "/app"}},
@@ -298,6 +302,9 @@ var replies = []struct {
 	{"a memberAdd reply lists the new membership", wire.OpMemberAdd, wire.Reply{
 		Xid: 31, Zxid: 10, Members: []wire.Member{{ID: 1, Addr: "a:1"}},
 	}},
+	{"a leaseCreate reply carries the lease", wire.OpLeaseCreate, wire.Reply{Xid: 60, Zxid: 9, Lease: wire.Lease{ID: 0x0123_4567_89ab_cdef, TTLMs: 30_000, Expires: 1_700_000_030_000, Version: 1}}},
+	{"a leaseRenew reply carries the lease after it", wire.OpLeaseRenew, wire.Reply{Xid: 61, Zxid: 10, Lease: wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_040_000, Version: 2}}},
+	{"a leaseClose reply has no fields", wire.OpLeaseClose, wire.Reply{Xid: 62, Zxid: 11}},
 	{"a status reply carries the full digest", wire.OpStatus, wire.Reply{
 		Xid: 34, Zxid: 11, Status: wire.Status{ID: 2, Leader: 1, Term: 3, Applied: 12, Zxid: 11, Digest: math.MaxUint64 - 5, Sessions: 4, Znodes: 100},
 	}},

@@ -1,0 +1,63 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Lease is a lease of the client's session: a session without a
+// connection, kept alive not by the client's heartbeats but by renewals.
+// An ephemeral node created WithLease is the lease's: it goes when the
+// lease ends, because a renewal did not come in time (the leader ends it
+// then, as it ends a silent session), because it was closed, or because the
+// client's session ended. A lock node bound to a lease is so freed for the
+// next waiter when its holder stops renewing, even while the holder's
+// session lives (a stuck process whose heartbeat goes on).
+type Lease struct {
+	ID      int64
+	TTL     time.Duration // how long a renewal keeps it
+	Expires time.Time     // when it ends unless renewed, by the clock of the member that took the last renewal
+	Version int64         // 1 at creation, one more at each renewal
+}
+
+// WithLease makes the new node, which must be ephemeral, the lease's rather
+// than the session's (see Lease).
+func WithLease(id int64) CreateOption {
+	return func(o *createOptions) { o.lease = id }
+}
+
+// CreateLease makes a lease of the client's session for ttl (1 s to 1 h; 0
+// for the server's default, 30 s). owner names who holds it, for
+// operators.
+func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, owner string) (Lease, error) {
+	return c.lease(ctx, "createlease", owner, wire.Request{Op: wire.OpLeaseCreate, TTL: ttl.Milliseconds(), Owner: owner})
+}
+
+// RenewLease keeps lease id for another ttl from now (0: its own TTL). A
+// renewal of a lease that has ended fails with ErrLeaseExpired, and changes
+// nothing.
+func (c *Client) RenewLease(ctx context.Context, id int64, ttl time.Duration) (Lease, error) {
+	return c.lease(ctx, "renewlease", leaseName(id), wire.Request{Op: wire.OpLeaseRenew, Lease: id, TTL: ttl.Milliseconds()})
+}
+
+// CloseLease ends lease id now, and its ephemerals with it. Closing a
+// lease that has ended fails with ErrLeaseExpired.
+func (c *Client) CloseLease(ctx context.Context, id int64) error {
+	_, err := c.do(ctx, "closelease", leaseName(id), wire.Request{Op: wire.OpLeaseClose, Lease: id}, nil)
+	return err
+}
+
+// leaseName names a lease in errors, as a session id is named.
+func leaseName(id int64) string { return fmt.Sprintf("lease %#x", id) }
+
+func (c *Client) lease(ctx context.Context, name, what string, req wire.Request) (Lease, error) {
+	rep, err := c.do(ctx, name, what, req, nil)
+	if err != nil {
+		return Lease{}, err
+	}
+	l := rep.Lease
+	return Lease{ID: l.ID, TTL: time.Duration(l.TTLMs) * time.Millisecond, Expires: time.UnixMilli(l.Expires), Version: l.Version}, nil
+}
