@@ -114,7 +114,7 @@ func NewDoubleBarrier(c *client.Client, path string, n int, opts ...Option) *Dou
 // Enter joins the group and waits until n members have joined. When ctx
 // ends first, it leaves the group again.
 func (d *DoubleBarrier) Enter(ctx context.Context) error {
-	me, err := d.q.enqueue(ctx, lockq.Member, d.q.data)
+	me, err := d.q.enqueue(ctx, lockq.Member, d.q.data, 0)
 	if err != nil {
 		return opError("enter", d.path, err)
 	}

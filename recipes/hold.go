@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
@@ -29,16 +30,50 @@ type hold struct {
 	reentrant bool          // a second acquire counts (locks) or is a no-op (an election)
 	turnstile chan struct{} // capacity 1: one acquire or release at a time
 
+	lease time.Duration // a hold bound to a lease: its TTL (WithLease); 0: none
+	every time.Duration // how often the lease is renewed: a third of its TTL
+	owner string        // who holds, for the lease
+
 	mu    sync.Mutex // guards the fields below
 	t     ticket     // the held node; t.Name is "" when nothing is held
 	mode  lockq.Kind // what is held: t's kind, or what the hold changed to
 	count int
-	lost  chan struct{} // closed if the session ends during the hold
+	loss  *loss         // why the hold ended, if it did
+	lost  chan struct{} // closed if the hold ends by itself: loss.done
 	freed chan struct{} // closed at release: stops watching for the session's end
 }
 
 func newHold(q *queue, reentrant bool) *hold {
-	return &hold{q: q, reentrant: reentrant, turnstile: make(chan struct{}, 1), lost: make(chan struct{})}
+	l := newLoss()
+	return &hold{q: q, reentrant: reentrant, turnstile: make(chan struct{}, 1), loss: l, lost: l.done}
+}
+
+// loss is how a hold ended by itself: done is closed, and err says why,
+// once.
+type loss struct {
+	done chan struct{}
+	once sync.Once
+	err  error // set before done is closed
+}
+
+func newLoss() *loss { return &loss{done: make(chan struct{})} }
+
+// end records why the hold ended, if nothing did before.
+func (l *loss) end(err error) {
+	l.once.Do(func() {
+		l.err = err
+		close(l.done)
+	})
+}
+
+// reason is why the hold ended, or nil while it has not.
+func (l *loss) reason() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
 }
 
 func (h *hold) enter(ctx context.Context) error {
@@ -63,10 +98,8 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	h.mu.Lock()
 	if h.t.Name != "" {
 		defer h.mu.Unlock()
-		select {
-		case <-h.lost:
-			return false, h.q.c.Err() // the hold ended with the session
-		default:
+		if err := h.loss.reason(); err != nil {
+			return false, err // the hold ended by itself
 		}
 		if h.mode != kind {
 			return false, ErrHeldInOtherMode
@@ -78,9 +111,24 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	}
 	h.mu.Unlock()
 
-	t, err := h.q.enqueue(ctx, kind, data)
+	session := h.q.c.SessionID()
+	var lease int64
+	if h.lease > 0 {
+		l, err := h.q.c.CreateLease(ctx, h.lease, h.owner)
+		if err != nil {
+			return false, err
+		}
+		lease = l.ID
+	}
+	t, err := h.q.enqueue(ctx, kind, data, lease)
 	if err != nil {
+		if lease != 0 {
+			go h.q.closeLease(context.WithoutCancel(ctx), lease)
+		}
 		return false, err
+	}
+	if lease != 0 {
+		t.owner = session // its node's owner is the lease, which is the session's
 	}
 	if err := h.q.turn(ctx, t, wait); err != nil {
 		if rerr := h.q.giveUp(ctx, t); rerr != nil && ctx.Err() == nil {
@@ -95,8 +143,146 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.t, h.mode, h.count = t, kind, 1
-	h.lost, h.freed = watchSession(h.q.c, t.owner)
+	h.loss, h.freed = h.watch(t)
+	h.lost = h.loss.done
 	return true, nil
+}
+
+// watch returns the loss and freed channel of a new hold of t. The hold
+// is lost if, before freed is closed, its session ends, or, for a hold
+// bound to a lease, the lease ends (renewals, at a third of its TTL, stop
+// coming in time) or its node is deleted.
+func (h *hold) watch(t ticket) (*loss, chan struct{}) {
+	l, freed := newLoss(), make(chan struct{})
+	c := h.q.c
+	id, done := c.Session()
+	if id != t.owner {
+		l.end(c.Err()) // a renewed client: the node's session is over already
+		return l, freed
+	}
+	go func() {
+		select {
+		case <-done:
+			l.end(c.Err())
+		case <-freed:
+		}
+	}()
+	if t.lease != 0 {
+		// Watching the node costs a read and a notification a hold, so
+		// only a hold bound to a lease, whose loss the holder must learn
+		// of at once, watches it.
+		go h.watchNode(t, freed, l)
+		go h.renew(t.lease, h.every, freed, l)
+	}
+	return l, freed
+}
+
+// ErrNodeDeleted is the reason a hold is lost when its node was deleted by
+// someone else (an operator breaking the lock, say) while its session and
+// lease lived.
+var ErrNodeDeleted = errors.New("the hold's node was deleted")
+
+// watchNode ends the hold with ErrNodeDeleted if its node goes, or with
+// client.ErrLeaseExpired if it went because its lease ended.
+func (h *hold) watchNode(t ticket, freed chan struct{}, l *loss) {
+	c := h.q.c
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-freed:
+		case <-l.done:
+		}
+		cancel()
+	}()
+	for {
+		ok, _, ev, err := c.ExistsW(ctx, h.q.path(t.Entry))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if c.Err() != nil {
+				return // the session's end: the other watcher says so
+			}
+			continue
+		case ok:
+			select {
+			case e := <-ev:
+				if e.Type != client.EventNodeDeleted {
+					continue // a change of mode rewrote it, or a reconnect
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+		if isClosed(freed) {
+			return // its own release deleted it
+		}
+		if t.lease != 0 {
+			if _, err := c.RenewLease(ctx, t.lease, 0); errors.Is(err, client.ErrLeaseExpired) {
+				l.end(client.ErrLeaseExpired)
+				return
+			}
+		}
+		l.end(ErrNodeDeleted)
+		return
+	}
+}
+
+// renew renews lease every so often until freed is closed or the hold is
+// lost; a renewal the lease has not outlived ends the hold.
+func (h *hold) renew(lease int64, every time.Duration, freed chan struct{}, l *loss) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-freed:
+			return
+		case <-l.done:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		_, err := h.q.c.RenewLease(ctx, lease, 0)
+		cancel()
+		if errors.Is(err, client.ErrLeaseExpired) {
+			l.end(client.ErrLeaseExpired)
+			return
+		}
+		// Another error (a connection loss, a timeout) is tried again at
+		// the next tick: if they go on, the lease ends on the server, and
+		// the next renewal says so.
+	}
+}
+
+// renewNow renews the held lease at once and returns its new expiry.
+func (h *hold) renewNow(ctx context.Context) (time.Time, error) {
+	h.mu.Lock()
+	t, l := h.t, h.loss
+	h.mu.Unlock()
+	switch {
+	case t.Name == "":
+		return time.Time{}, ErrNotHeld
+	case t.lease == 0:
+		return time.Time{}, ErrNoLease
+	case l.reason() != nil:
+		return time.Time{}, l.reason()
+	}
+	lease, err := h.q.c.RenewLease(ctx, t.lease, 0)
+	if errors.Is(err, client.ErrLeaseExpired) {
+		l.end(client.ErrLeaseExpired)
+	}
+	return lease.Expires, err
+}
+
+// ErrNoLease is returned by Renew of a hold not bound to a lease.
+var ErrNoLease = errors.New("the hold is not bound to a lease (WithLease)")
+
+// lostReason is why the current hold ended by itself, or nil.
+func (h *hold) lostReason() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.loss.reason()
 }
 
 // change turns a hold of mode from into one of mode to without letting
@@ -114,7 +300,7 @@ func (h *hold) change(ctx context.Context, from, to lockq.Kind, data []byte) err
 	case t.Name == "" || mode != from:
 		return ErrNotHeld
 	case isClosed(lost):
-		return h.q.c.Err()
+		return h.lostReason()
 	}
 	t, err := h.q.change(ctx, t, to, data)
 	if err != nil {
@@ -172,15 +358,16 @@ func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 		h.mu.Unlock()
 		return nil
 	}
-	t, lost := h.t, h.lost
+	t, l := h.t, h.loss
 	h.t, h.mode, h.count = ticket{}, "", 0
 	close(h.freed)
 	h.mu.Unlock()
 
-	select {
-	case <-lost:
-		return h.q.c.Err()
-	default:
+	if err := l.reason(); err != nil {
+		if t.lease != 0 {
+			go h.q.closeLease(context.WithoutCancel(ctx), t.lease) // its node may be gone, not the lease
+		}
+		return err
 	}
 	return h.q.leave(ctx, t)
 }

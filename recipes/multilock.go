@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
@@ -49,7 +50,7 @@ func NewMultiLock(c *client.Client, parts []LockPart, opts ...Option) (*MultiLoc
 	o := newOptions(opts)
 	m := &MultiLock{parts: parts, data: o.lockRecord()}
 	for _, p := range parts {
-		m.holds = append(m.holds, newHold(newQueue(c, p.Path, o), true))
+		m.holds = append(m.holds, newLockHold(c, p.Path, o))
 	}
 	return m, nil
 }
@@ -121,3 +122,30 @@ func (m *MultiLock) Token(path string) int64 {
 // Lost returns a channel closed if the session ends while the locks are
 // held: from then on others may hold them. Read it after Lock.
 func (m *MultiLock) Lost() <-chan struct{} { return m.holds[0].lostChan() }
+
+// LostReason says why the locks were lost (see Mutex.LostReason): the
+// reason of the first part that was.
+func (m *MultiLock) LostReason() error {
+	for _, h := range m.holds {
+		if err := h.lostReason(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Renew renews the lease of every lock at once (WithLease), and returns
+// the earliest new expiry.
+func (m *MultiLock) Renew(ctx context.Context) (time.Time, error) {
+	var first time.Time
+	for i, h := range m.holds {
+		exp, err := h.renewNow(ctx)
+		if err != nil {
+			return time.Time{}, opError("renew", m.parts[i].Path, err)
+		}
+		if first.IsZero() || exp.Before(first) {
+			first = exp
+		}
+	}
+	return first, nil
+}

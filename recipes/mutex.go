@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
@@ -28,7 +29,7 @@ func NewMutex(c *client.Client, path string, opts ...Option) *Mutex {
 }
 
 func newMutex(c *client.Client, path string, o options) *Mutex {
-	return &Mutex{path: path, data: o.lockRecord(), h: newHold(newQueue(c, path, o), true)}
+	return &Mutex{path: path, data: o.lockRecord(), h: newLockHold(c, path, o)}
 }
 
 // Lock waits for the lock. When ctx ends first, the waiter's node is
@@ -69,3 +70,22 @@ func (m *Mutex) Lost() <-chan struct{} { return m.h.lostChan() }
 // Held reports whether the value holds the lock (and its session has not
 // ended).
 func (m *Mutex) Held() bool { return m.h.held() != "" }
+
+// LostReason says why the hold was lost, once Lost is closed (nil before):
+// an error matching client.ErrSessionExpired (the session ended), or, for
+// a hold WithLease, client.ErrLeaseExpired (its renewals stopped coming in
+// time) or ErrNodeDeleted (someone deleted its node: an operator broke the
+// lock). A hold without a lease does not watch its node, which would cost
+// a read and a notification per hold.
+func (m *Mutex) LostReason() error { return m.h.lostReason() }
+
+// Renew renews the hold's lease now (WithLease) and returns when it ends
+// unless renewed again. The value renews it by itself at a third of its
+// TTL; Renew is for a holder that wants to be sure before a long step. A
+// renewal never changes the fencing token. It fails with
+// client.ErrLeaseExpired once the lease has ended, ErrNoLease without
+// WithLease and ErrNotHeld without a hold.
+func (m *Mutex) Renew(ctx context.Context) (time.Time, error) {
+	exp, err := m.h.renewNow(ctx)
+	return exp, opError("renew", m.path, err)
+}

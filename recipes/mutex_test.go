@@ -248,11 +248,11 @@ func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
 func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
 	s := startServer(t)
 	old, c := s.dial(t), s.dial(t)
-	stale, err := newQueue(old, "/locks/stale", options{}).enqueue(ctxWait(t), lockq.Exclusive, nil)
+	stale, err := newQueue(old, "/locks/stale", options{}).enqueue(ctxWait(t), lockq.Exclusive, nil, 0)
 	must(t, err)
 	// A node with the same protected name in another session must not be
 	// taken as one's own.
-	e, _, err := newQueue(c, "/locks/stale", options{}).findOwn(ctxWait(t), stale.prefix)
+	e, _, err := newQueue(c, "/locks/stale", options{}).findOwn(ctxWait(t), stale.prefix, c.SessionID())
 	must(t, err)
 	if e.Name != "" {
 		t.Fatalf("adopted %s, a node of another session", e.Name)

@@ -22,6 +22,7 @@ type Option func(*options)
 type options struct {
 	data  []byte
 	owner string
+	lease time.Duration
 	acl   []client.CreateOption // client.WithACL, or none for the server's default ACL
 }
 
@@ -41,17 +42,41 @@ func WithOwner(owner string) Option {
 	return func(o *options) { o.owner = owner }
 }
 
+// WithLease binds each hold of a Mutex, an RWMutex or a MultiLock to a
+// lease of ttl (1 s to 1 h), which the value renews at a third of ttl while
+// it holds: if the renewals stop coming in time (a process stuck, or cut
+// off from the cluster, while its session's heartbeats go on), the lease
+// ends, the lock goes to the next waiter, whose token is higher, and Lost
+// is closed with LostReason client.ErrLeaseExpired. Renew renews at once.
+// Without it a hold lasts as long as the session.
+func WithLease(ttl time.Duration) Option {
+	return func(o *options) { o.lease = ttl }
+}
+
+// ownerName is who takes a lock: WithOwner's, WithData's as text, or
+// host:pid.
+func (o options) ownerName() string {
+	switch {
+	case o.owner != "":
+		return o.owner
+	case o.data != nil:
+		return string(o.data)
+	}
+	return defaultOwner
+}
+
 // lockRecord returns the data of a lock's nodes: the owner, and an id of
 // the holder, the value that holds, unique to it.
 func (o options) lockRecord() []byte {
-	owner := o.owner
-	switch {
-	case owner == "" && o.data != nil:
-		owner = string(o.data)
-	case owner == "":
-		owner = defaultOwner
-	}
-	return lockq.Record{Owner: owner, Holder: randomID()}.Encode()
+	return lockq.Record{Owner: o.ownerName(), Holder: randomID()}.Encode()
+}
+
+// newLockHold returns the hold of a lock on path: reentrant, bound to a
+// lease WithLease.
+func newLockHold(c *client.Client, path string, o options) *hold {
+	h := newHold(newQueue(c, path, o), true)
+	h.lease, h.every, h.owner = o.lease, o.lease/3, o.ownerName()
+	return h
 }
 
 // defaultOwner is this process: host:pid.
@@ -134,6 +159,7 @@ type ticket struct {
 	prefix string   // the names of the acquisition's nodes start with it: lockq.IDPrefix
 	czxid  int64    // the fencing token: the czxid of its latest node
 	owner  int64    // the session that created the node
+	lease  int64    // the lease its nodes are bound to; 0: the session's
 	// lossy says that a create's answer was lost: the server may still
 	// apply it after the retry, making a second node with prefix.
 	lossy bool
@@ -154,14 +180,14 @@ func (t *ticket) nodes() []string {
 	return append(names, t.Name)
 }
 
-// enqueue creates a node of kind with data, and the dir if it is missing.
-// A create whose answer was lost with the connection is found again by its
-// protected name.
-func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte) (ticket, error) {
+// enqueue creates a node of kind with data, bound to lease (if not 0), and
+// the dir if it is missing. A create whose answer was lost with the
+// connection is found again by its protected name.
+func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte, lease int64) (ticket, error) {
 	id := randomID()
-	t := ticket{prefix: lockq.IDPrefix(id)}
+	t := ticket{prefix: lockq.IDPrefix(id), lease: lease}
 	for {
-		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, q.acl...)
+		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, t.createOptions(q)...)
 		switch {
 		case err == nil:
 			t.Entry, _ = lockq.Parse(p[len(q.dir)+1:])
@@ -173,7 +199,7 @@ func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte) (tick
 			}
 		case errors.Is(err, client.ErrConnectionLoss):
 			t.lossy = true
-			e, st, err := q.findOwn(ctx, t.prefix)
+			e, st, err := q.findOwn(ctx, t.prefix, t.nodeOwner(q))
 			if err != nil || e.Name != "" {
 				t.Entry, t.czxid, t.owner = e, st.Czxid, st.EphemeralOwner
 				return t, err
@@ -184,11 +210,28 @@ func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte) (tick
 	}
 }
 
-// findOwn looks for a node named with prefix that this session created
-// and that is not one of known. A node with the prefix left by another
-// session (one that has expired and not yet been cleaned up) is deleted,
-// never adopted.
-func (q *queue) findOwn(ctx context.Context, prefix string, known ...string) (lockq.Entry, client.Stat, error) {
+// createOptions are the options of the creates of t's nodes: the queue's
+// ACL, and t's lease.
+func (t *ticket) createOptions(q *queue) []client.CreateOption {
+	if t.lease == 0 {
+		return q.acl
+	}
+	return append(slices.Clone(q.acl), client.WithLease(t.lease))
+}
+
+// nodeOwner is the ephemeral owner of t's nodes: its lease, or the session.
+func (t *ticket) nodeOwner(q *queue) int64 {
+	if t.lease != 0 {
+		return t.lease
+	}
+	return q.c.SessionID()
+}
+
+// findOwn looks for a node named with prefix that owner (this session, or
+// a lease of it) created and that is not one of known. A node with the
+// prefix left by another session (one that has expired and not yet been
+// cleaned up) is deleted, never adopted.
+func (q *queue) findOwn(ctx context.Context, prefix string, owner int64, known ...string) (lockq.Entry, client.Stat, error) {
 	es, err := q.entries(ctx)
 	if err != nil {
 		return lockq.Entry{}, client.Stat{}, err
@@ -200,12 +243,12 @@ func (q *queue) findOwn(ctx context.Context, prefix string, known ...string) (lo
 		ok, st, err := q.c.Exists(ctx, q.path(e))
 		switch {
 		case errors.Is(err, client.ErrConnectionLoss):
-			return q.findOwn(ctx, prefix, known...)
+			return q.findOwn(ctx, prefix, owner, known...)
 		case err != nil:
 			return lockq.Entry{}, client.Stat{}, err
 		case !ok:
 			continue
-		case st.EphemeralOwner != q.c.SessionID():
+		case st.EphemeralOwner != owner:
 			if err := q.remove(ctx, q.path(e)); err != nil {
 				return lockq.Entry{}, client.Stat{}, err
 			}
@@ -224,7 +267,7 @@ func (q *queue) change(ctx context.Context, t ticket, kind lockq.Kind, data []by
 	prefix := lockq.Prefix(t.ID, kind)
 	for {
 		res, err := q.c.Multi(ctx,
-			client.CreateOp(q.dir+"/"+prefix, data, client.EphemeralSequential, q.acl...),
+			client.CreateOp(q.dir+"/"+prefix, data, client.EphemeralSequential, t.createOptions(q)...),
 			client.SetOp(q.path(t.Entry), data, -1))
 		if err == nil {
 			t.more = append(slices.Clone(t.more), res[0].Path[len(q.dir)+1:])
@@ -235,7 +278,7 @@ func (q *queue) change(ctx context.Context, t ticket, kind lockq.Kind, data []by
 			return t, err
 		}
 		t.lossy = true
-		e, st, err := q.findOwn(ctx, prefix, append(t.more, t.Name)...)
+		e, st, err := q.findOwn(ctx, prefix, t.nodeOwner(q), append(t.more, t.Name)...)
 		if err != nil || e.Name != "" {
 			t.more = append(slices.Clone(t.more), e.Name)
 			t.czxid = st.Czxid
@@ -416,6 +459,9 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 		if err == nil && t.lossy {
 			err = q.sweep(bg, t)
 		}
+		if err == nil && t.lease != 0 {
+			err = q.closeLease(bg, t.lease)
+		}
 		done <- err
 	}()
 	select {
@@ -423,6 +469,21 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// closeLease ends lease, trying again through connection loss; a lease
+// already ended is fine.
+func (q *queue) closeLease(ctx context.Context, lease int64) error {
+	for {
+		err := q.c.CloseLease(ctx, lease)
+		switch {
+		case errors.Is(err, client.ErrConnectionLoss):
+			continue
+		case err == nil, errors.Is(err, client.ErrLeaseExpired), q.c.Err() != nil:
+			return nil
+		}
+		return err
 	}
 }
 

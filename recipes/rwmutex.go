@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
@@ -27,7 +28,7 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex on path for the session of c.
 func NewRWMutex(c *client.Client, path string, opts ...Option) *RWMutex {
 	o := newOptions(opts)
-	return &RWMutex{path: path, data: o.lockRecord(), h: newHold(newQueue(c, path, o), true)}
+	return &RWMutex{path: path, data: o.lockRecord(), h: newLockHold(c, path, o)}
 }
 
 // RLock waits for a read hold.
@@ -92,3 +93,12 @@ func (rw *RWMutex) Token() int64 { return rw.h.fencingToken() }
 // Lost returns a channel closed if the session ends during the current
 // hold (see Mutex.Lost).
 func (rw *RWMutex) Lost() <-chan struct{} { return rw.h.lostChan() }
+
+// LostReason says why the hold was lost (see Mutex.LostReason).
+func (rw *RWMutex) LostReason() error { return rw.h.lostReason() }
+
+// Renew renews the hold's lease now (see Mutex.Renew).
+func (rw *RWMutex) Renew(ctx context.Context) (time.Time, error) {
+	exp, err := rw.h.renewNow(ctx)
+	return exp, opError("renew", rw.path, err)
+}

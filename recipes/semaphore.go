@@ -63,7 +63,7 @@ func (s *Semaphore) acquire(ctx context.Context, wait bool) (*Lease, error) {
 	defer m.Unlock(context.WithoutCancel(ctx))
 
 	q := newQueue(s.c, s.leases, s.opts)
-	t, err := q.enqueue(ctx, lockq.Lease, s.opts.data)
+	t, err := q.enqueue(ctx, lockq.Lease, s.opts.data, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,145 @@
+package recipes
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+)
+
+// fenced is a resource that keeps the highest token it has seen and
+// refuses writes with a lower one.
+type fenced struct {
+	mu  sync.Mutex
+	max int64
+}
+
+func (f *fenced) write(token int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if token < f.max {
+		return false
+	}
+	f.max = token
+	return true
+}
+
+// A holder that stops renewing its lease (a stuck process whose session's
+// heartbeats go on) loses the lock to the next waiter, with a higher
+// token, and the resource refuses its late write.
+func TestAHolderThatStopsRenewingLosesTheLockWhileItsSessionLives(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	stuck := NewMutex(s.dial(t), "/locks/lease", WithLease(time.Second))
+	stuck.h.every = time.Hour // it will not renew
+	must(t, stuck.Lock(ctx))
+	var res fenced
+	if !res.write(stuck.Token()) {
+		t.Fatal("the first holder's write was refused")
+	}
+	next := NewMutex(s.dial(t), "/locks/lease")
+	must(t, next.Lock(ctx)) // once the lease has ended
+	if next.Token() <= stuck.Token() {
+		t.Fatalf("the next holder's token %d is not over %d", next.Token(), stuck.Token())
+	}
+	if !res.write(next.Token()) {
+		t.Fatal("the next holder's write was refused")
+	}
+	if res.write(stuck.Token()) {
+		t.Error("the resource took the stuck holder's late write")
+	}
+	select {
+	case <-stuck.Lost():
+	case <-ctx.Done():
+		t.Fatal("the stuck holder was never told it lost the lock")
+	}
+	if err := stuck.LostReason(); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Errorf("LostReason = %v, want ErrLeaseExpired", err)
+	}
+	if _, err := stuck.Renew(ctx); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Errorf("Renew after the lease ended: %v", err)
+	}
+	if err := stuck.Unlock(ctx); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Errorf("Unlock of a lost hold: %v, want the reason", err)
+	}
+	must(t, next.Unlock(ctx))
+}
+
+// A hold whose lease is renewed outlives its TTL, and a renewal never
+// changes its token.
+func TestARenewedLeaseKeepsTheLock(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	m := NewMutex(s.dial(t), "/locks/renewed", WithLease(time.Second))
+	if _, err := m.Renew(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Renew without a hold: %v", err)
+	}
+	must(t, m.Lock(ctx))
+	token := m.Token()
+	exp, err := m.Renew(ctx)
+	if err != nil || time.Until(exp) <= 0 {
+		t.Fatalf("Renew = %v, %v", exp, err)
+	}
+	other := NewMutex(s.dial(t), "/locks/renewed")
+	// Three TTLs: the value renews by itself meanwhile.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if ok, err := other.TryLock(ctx); err != nil || ok {
+			t.Fatalf("another took a renewed lock: %v, %v", ok, err)
+		}
+	}
+	if isClosed(m.Lost()) || m.Token() != token {
+		t.Fatalf("after renewals: lost %v (%v), token %d (was %d)", isClosed(m.Lost()), m.LostReason(), m.Token(), token)
+	}
+	must(t, m.Unlock(ctx))
+	if nodes := children(t, s.dial(t), "/locks/renewed"); len(nodes) != 0 {
+		t.Errorf("nodes left: %v", nodes)
+	}
+	if ok, err := other.TryLock(ctx); err != nil || !ok {
+		t.Fatalf("TryLock after the release = %v, %v", ok, err)
+	}
+	must(t, other.Unlock(ctx))
+}
+
+// A hold bound to a lease whose node someone deletes is lost with
+// ErrNodeDeleted, its lease and session alive.
+func TestAHoldWhoseNodeIsDeletedIsLost(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	m := NewMutex(s.dial(t), "/locks/deleted", WithLease(time.Minute))
+	must(t, m.Lock(ctx))
+	nodes := children(t, c, "/locks/deleted")
+	must(t, c.Delete(ctx, "/locks/deleted/"+nodes[0], -1))
+	select {
+	case <-m.Lost():
+	case <-ctx.Done():
+		t.Fatal("a hold whose node was deleted was never lost")
+	}
+	if err := m.LostReason(); !errors.Is(err, ErrNodeDeleted) {
+		t.Errorf("LostReason = %v, want ErrNodeDeleted", err)
+	}
+	if _, err := m.Renew(ctx); !errors.Is(err, ErrNodeDeleted) {
+		t.Errorf("Renew of a lost hold: %v", err)
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, ErrNodeDeleted) {
+		t.Errorf("Unlock of a lost hold: %v", err)
+	}
+}
+
+func TestAReleaseEndsTheLease(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	m := NewMutex(c, "/locks/ends", WithLease(time.Minute))
+	must(t, m.Lock(ctx))
+	lease := m.h.t.lease
+	must(t, m.Unlock(ctx))
+	if _, err := c.RenewLease(ctx, lease, 0); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Errorf("the lease of a released hold: %v, want ErrLeaseExpired", err)
+	}
+	if m.LostReason() != nil {
+		t.Errorf("a released hold has a lost reason: %v", m.LostReason())
+	}
+}
