@@ -67,6 +67,8 @@ type eventJSON struct {
 	*dataJSON        // omitted when nil
 }
 
+// sessionHex writes a session id (or a zxid) as zkCli does: 0x and the
+// unsigned hex of its 64 bits.
 func sessionHex(id int64) string { return "0x" + strconv.FormatUint(uint64(id), 16) }
 
 func (e *env) json() bool { return e.output == "json" }
@@ -95,7 +97,7 @@ func (e *env) printEvent(ev client.Event) error {
 // writeStat prints a Stat the way zkCli does, one field per line.
 func writeStat(w io.Writer, st client.Stat) {
 	ms := func(v int64) string { return time.UnixMilli(v).UTC().Format(time.RFC3339Nano) }
-	hex := func(v int64) string { return "0x" + strconv.FormatUint(uint64(v), 16) }
+	hex := sessionHex
 	fmt.Fprintf(w, "czxid = %s\nctime = %s\nmzxid = %s\nmtime = %s\npzxid = %s\n",
 		hex(st.Czxid), ms(st.Ctime), hex(st.Mzxid), ms(st.Mtime), hex(st.Pzxid))
 	fmt.Fprintf(w, "cversion = %d\ndataVersion = %d\naclVersion = %d\nephemeralOwner = %s\ndataLength = %d\nnumChildren = %d\n",

@@ -23,24 +23,15 @@ func TestRecipesGiveTheirNodesTheACL(t *testing.T) {
 	// checkTree checks the ACL of root and of every node below it.
 	checkTree := func(t *testing.T, root string) {
 		t.Helper()
-		paths := []string{root}
-		for len(paths) > 0 {
-			p := paths[0]
-			paths = paths[1:]
+		err := c.Walk(ctx, root, func(p string, _ client.Stat, _ []string) error {
 			got, _, err := c.GetACL(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, acl) {
+			if err == nil && !slices.Equal(got, acl) {
 				t.Errorf("%s has ACL %v, want %v", p, got, acl)
 			}
-			names, _, err := c.Children(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range names {
-				paths = append(paths, join(p, n))
-			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 

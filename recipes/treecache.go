@@ -200,35 +200,29 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// load reads the subtree, parents before children.
+// load reads the subtree, parents before children. A node deleted
+// meanwhile, or a root not there yet, is left out: its event follows.
 func (tc *TreeCache) load(ctx context.Context) (map[string]*cachedNode, error) {
 	nodes := map[string]*cachedNode{}
-	queue := []string{tc.root}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
+	err := tc.c.Walk(ctx, tc.root, func(p string, _ client.Stat, _ []string) error {
 		data, st, err := tc.c.Get(ctx, p)
 		if errors.Is(err, client.ErrNoNode) {
-			continue // deleted meanwhile: its event follows
+			return client.SkipChildren
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		names, _, err := tc.c.Children(ctx, p)
-		if errors.Is(err, client.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		n := &cachedNode{data: data, stat: st, children: map[string]struct{}{}}
-		nodes[p] = n
+		nodes[p] = &cachedNode{data: data, stat: st, children: map[string]struct{}{}}
 		if parent, ok := nodes[parentOf(p)]; ok && p != tc.root {
 			parent.children[baseOf(p)] = struct{}{}
 		}
-		for _, name := range names {
-			queue = append(queue, join(p, name))
-		}
+		return nil
+	})
+	if errors.Is(err, client.ErrNoNode) {
+		err = nil // the root's; Walk skips the others
+	}
+	if err != nil {
+		return nil, err
 	}
 	return nodes, nil
 }
@@ -382,10 +376,3 @@ func parentOf(p string) string {
 }
 
 func baseOf(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
-
-func join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
-}
