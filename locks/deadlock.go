@@ -1,0 +1,100 @@
+package locks
+
+import (
+	"slices"
+
+	"github.com/arbor-coord/arbor/tree"
+)
+
+// Wait is one edge of a deadlock: Waiter waits for Lock, which Holder
+// holds.
+type Wait struct {
+	Waiter Party
+	Lock   string
+	Holder Party
+}
+
+// Deadlocks returns every cycle of the wait-for graph, read with t: a
+// vertex is a holder (an owner and its holder id: a Mutex, an RWMutex or a
+// MultiLock value, or an HTTP client), and an edge goes from a waiter to
+// each holder of the lock it waits for. Each cycle is the waits around it,
+// starting with the one whose waiter began to wait last (the youngest
+// wait, the one to end to break it); cycles come in the order of their
+// first lock.
+func (x *Index) Deadlocks(t *tree.Tree) [][]Wait {
+	edges := map[string][]Wait{} // by waiter vertex
+	for _, p := range x.Paths("/") {
+		info, _ := x.Info(t, p)
+		for _, w := range info.Waiters {
+			for _, h := range info.Holders {
+				if h.vertex() != w.vertex() {
+					edges[w.vertex()] = append(edges[w.vertex()], Wait{Waiter: w, Lock: p, Holder: h})
+				}
+			}
+		}
+	}
+	var cycles [][]Wait
+	seen := map[string]bool{} // vertices of a cycle found already
+	for _, v := range sortedKeys(edges) {
+		if seen[v] {
+			continue
+		}
+		if c := cycleFrom(v, edges); c != nil {
+			for _, w := range c {
+				seen[w.Waiter.vertex()] = true
+			}
+			cycles = append(cycles, youngestFirst(c))
+		}
+	}
+	return cycles
+}
+
+// cycleFrom returns a cycle through start, following edges depth first,
+// or nil.
+func cycleFrom(start string, edges map[string][]Wait) []Wait {
+	var path []Wait
+	onPath := map[string]bool{start: true}
+	var visit func(v string) bool
+	visit = func(v string) bool {
+		for _, e := range edges[v] {
+			next := e.Holder.vertex()
+			path = append(path, e)
+			if next == start {
+				return true
+			}
+			if !onPath[next] {
+				onPath[next] = true
+				if visit(next) {
+					return true
+				}
+			}
+			path = path[:len(path)-1]
+		}
+		return false
+	}
+	if visit(start) {
+		return path
+	}
+	return nil
+}
+
+// youngestFirst rotates a cycle so that it starts at the wait that began
+// last.
+func youngestFirst(c []Wait) []Wait {
+	i := 0
+	for j, w := range c {
+		if w.Waiter.Since > c[i].Waiter.Since {
+			i = j
+		}
+	}
+	return append(slices.Clone(c[i:]), c[:i]...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,234 @@
+// Package locks is the server's view of every lock: the queues of lock
+// nodes (package lockq) under any path, whoever made them (a Go recipe, an
+// HTTP client, a ZooKeeper client using the same names). It is derived
+// from the tree and from the changes applied to it, the same on every
+// member, and answers who holds, who waits and since when, the recent hold
+// times, and which holders wait for each other (deadlocks). Index is
+// pure: the time of a change comes with its txn, and nothing here reads
+// the clock or starts a goroutine.
+package locks
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/arbor-coord/arbor/lockq"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Node is one node of a lock's queue.
+type Node struct {
+	Entry   lockq.Entry
+	Session int64 // its ephemeral owner: a session, or a lease
+	Token   int64 // its czxid, the fencing token of a hold it gives
+	Created int64 // ms since the Unix epoch: when it began to wait
+	Record  lockq.Record
+}
+
+// lock is one lock's queue and what the index remembers of it.
+type lock struct {
+	nodes []Node           // in sequence order
+	since map[string]int64 // acquisition id -> when it began to hold (ms)
+}
+
+// holds is how many recent hold times an Index keeps, for the estimated
+// wait.
+const holds = 64
+
+// Index is every lock of a tree. It is not safe for concurrent use: the
+// server changes it under its state machine's write lock and reads it
+// under the read lock, as it does the tree.
+type Index struct {
+	locks  map[string]*lock
+	recent []int64 // the last hold times (ms), a ring of at most holds
+	next   int     // where the next hold time goes in recent
+}
+
+// New returns an empty index.
+func New() *Index { return &Index{locks: map[string]*lock{}} }
+
+// Rebuild makes the index the locks of t, as after a restart or a
+// snapshot's restore: every lock node is ephemeral, so the sessions'
+// ephemerals are every lock node. Holders are taken to hold since their
+// node was created (when they began to wait, at the earliest), as nothing
+// older is known.
+func (x *Index) Rebuild(t *tree.Tree) {
+	x.locks = map[string]*lock{}
+	for _, s := range t.Sessions() {
+		for _, p := range t.Ephemerals(s.ID) {
+			data, st, err := t.Get(p)
+			if err == nil {
+				x.add(p, data, st)
+			}
+		}
+	}
+	for p, l := range x.locks {
+		slices.SortFunc(l.nodes, func(a, b Node) int { return cmp.Compare(a.Entry.Seq, b.Entry.Seq) })
+		x.settle(p, l, -1)
+	}
+}
+
+// Apply brings the index up to date with the events of one applied txn,
+// made at time (ms since the Unix epoch).
+func (x *Index) Apply(time int64, events []tree.Event) {
+	var changed []string
+	for _, ev := range events {
+		switch ev.Type {
+		case wire.EventNodeCreated:
+			if p, ok := x.add(ev.Path, ev.Data, ev.Stat); ok {
+				changed = append(changed, p)
+			}
+		case wire.EventNodeDeleted:
+			if p, ok := x.remove(ev.Path); ok {
+				changed = append(changed, p)
+			}
+		case wire.EventNodeDataChanged:
+			x.update(ev.Path, ev.Data)
+		}
+	}
+	for _, p := range changed {
+		if l, ok := x.locks[p]; ok {
+			x.settle(p, l, time)
+		}
+	}
+}
+
+// lockNode splits p into its lock's path and its entry, if it is a lock
+// node.
+func lockNode(p string) (dir string, e lockq.Entry, ok bool) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return "", lockq.Entry{}, false
+	}
+	e, ok = lockq.Parse(p[i+1:])
+	if !ok || !e.Kind.IsLock() {
+		return "", lockq.Entry{}, false
+	}
+	dir = p[:i]
+	if dir == "" {
+		dir = "/"
+	}
+	return dir, e, true
+}
+
+// add adds the node at p, if it is a lock node, and returns its lock.
+func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
+	dir, e, ok := lockNode(p)
+	if !ok || st.EphemeralOwner == 0 {
+		return "", false
+	}
+	l := x.locks[dir]
+	if l == nil {
+		l = &lock{since: map[string]int64{}}
+		x.locks[dir] = l
+	}
+	n := Node{Entry: e, Session: st.EphemeralOwner, Token: st.Czxid, Created: st.Ctime, Record: lockq.DecodeRecord(data)}
+	i, _ := slices.BinarySearchFunc(l.nodes, e.Seq, func(n Node, seq int64) int { return cmp.Compare(n.Entry.Seq, seq) })
+	l.nodes = slices.Insert(l.nodes, i, n)
+	return dir, true
+}
+
+// remove removes the node at p, if the index has it, and returns its lock.
+func (x *Index) remove(p string) (string, bool) {
+	dir, e, ok := lockNode(p)
+	if !ok {
+		return "", false
+	}
+	l := x.locks[dir]
+	if l == nil {
+		return "", false
+	}
+	i := slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.Name == e.Name })
+	if i < 0 {
+		return "", false
+	}
+	l.nodes = slices.Delete(l.nodes, i, i+1)
+	return dir, true
+}
+
+// update takes a lock node's new data (its record; a change of mode
+// rewrites it).
+func (x *Index) update(p string, data []byte) {
+	dir, e, ok := lockNode(p)
+	if !ok || x.locks[dir] == nil {
+		return
+	}
+	l := x.locks[dir]
+	if i := slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.Name == e.Name }); i >= 0 {
+		l.nodes[i].Record = lockq.DecodeRecord(data)
+	}
+}
+
+// settle records who holds the lock at dir after a change at time (-1: a
+// rebuild, when holders are taken to hold since their node's creation):
+// new holders hold since then, and the hold times of those that left go
+// into the recent hold times. An empty lock is forgotten.
+func (x *Index) settle(dir string, l *lock, time int64) {
+	es := entries(l.nodes)
+	holding := map[string]bool{}
+	for _, a := range lockq.Acquisitions(es) {
+		if !lockq.Holds(es, a.First.ID) {
+			continue
+		}
+		holding[a.First.ID] = true
+		if _, ok := l.since[a.First.ID]; !ok {
+			at := time
+			if at < 0 {
+				at = l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.ID == a.First.ID })].Created
+			}
+			l.since[a.First.ID] = at
+		}
+	}
+	for id, since := range l.since {
+		if !holding[id] {
+			delete(l.since, id)
+			if time >= 0 {
+				x.held(time - since)
+			}
+		}
+	}
+	if len(l.nodes) == 0 {
+		delete(x.locks, dir)
+	}
+}
+
+// held records a hold time.
+func (x *Index) held(ms int64) {
+	if len(x.recent) < holds {
+		x.recent = append(x.recent, ms)
+		return
+	}
+	x.recent[x.next] = ms
+	x.next = (x.next + 1) % holds
+}
+
+func entries(nodes []Node) []lockq.Entry {
+	es := make([]lockq.Entry, len(nodes))
+	for i, n := range nodes {
+		es[i] = n.Entry
+	}
+	return es
+}
+
+// Paths returns the paths of the locks under prefix (a path: the lock at
+// it and those below it), sorted.
+func (x *Index) Paths(prefix string) []string {
+	var out []string
+	for p := range x.locks {
+		if under(p, prefix) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// under reports whether p is prefix or below it.
+func under(p, prefix string) bool {
+	if prefix == "/" || p == prefix {
+		return true
+	}
+	return strings.HasPrefix(p, prefix+"/")
+}

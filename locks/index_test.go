@@ -1,0 +1,158 @@
+package locks
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/arbor-coord/arbor/lockq"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// world is a tree and its index, changed by txns applied at given times.
+type world struct {
+	t    *testing.T
+	tr   *tree.Tree
+	x    *Index
+	zxid int64
+}
+
+func newWorld(t *testing.T) *world {
+	return &world{t: t, tr: tree.New(), x: New()}
+}
+
+func (w *world) apply(time int64, txn tree.Txn) tree.Result {
+	w.t.Helper()
+	w.zxid++
+	txn.Time = time
+	res, events := w.tr.Apply(w.zxid, &txn)
+	if res.Err != nil {
+		w.t.Fatalf("%v: %v", txn.Type, res.Err)
+	}
+	w.x.Apply(time, events)
+	return res
+}
+
+func (w *world) session(id int64) {
+	w.apply(0, tree.Txn{Type: tree.TxnCreateSession, Session: id, TimeoutMs: 10_000})
+}
+
+// node makes a lock node of acquisition id and kind under dir, owned by
+// session, and returns its path.
+func (w *world) node(time int64, dir, id string, kind lockq.Kind, session int64, owner, holder string) string {
+	w.t.Helper()
+	res := w.apply(time, tree.Txn{Type: wire.OpCreate, Path: dir + "/" + lockq.Prefix(id, kind), Mode: wire.ModeEphemeralSequential,
+		Session: session, Data: lockq.Record{Owner: owner, Holder: holder}.Encode()})
+	return res.Path
+}
+
+func (w *world) del(time int64, p string) {
+	w.apply(time, tree.Txn{Type: wire.OpDelete, Path: p, Version: -1})
+}
+
+func TestTheIndexKnowsWhoHoldsWhoWaitsAndSinceWhen(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.session(2)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/locks"})
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/locks/a"})
+	a := w.node(1000, "/locks/a", "a1", lockq.Exclusive, 1, "web-1", "h1")
+	w.node(2000, "/locks/a", "b1", lockq.Read, 2, "web-2", "h2")
+	info, ok := w.x.Info(w.tr, "/locks/a")
+	if !ok || len(info.Holders) != 1 || len(info.Waiters) != 1 {
+		t.Fatalf("Info = %+v, %v", info, ok)
+	}
+	if h := info.Holders[0]; h.Owner != "web-1" || h.Session != 1 || h.Since != 1000 || h.Mode != lockq.Exclusive || h.Token == 0 {
+		t.Errorf("holder %+v", h)
+	}
+	if wt := info.Waiters[0]; wt.Owner != "web-2" || wt.Since != 2000 || wt.Mode != lockq.Read {
+		t.Errorf("waiter %+v", wt)
+	}
+	w.del(5000, a) // held for 4 s
+	info, _ = w.x.Info(w.tr, "/locks/a")
+	if len(info.Holders) != 1 || info.Holders[0].Owner != "web-2" || info.Holders[0].Since != 5000 {
+		t.Fatalf("after the release: %+v", info)
+	}
+	if info.EstimatedWaitMs != 4000 {
+		t.Errorf("estimated wait %d ms, want the one hold time seen, 4000", info.EstimatedWaitMs)
+	}
+	if got := w.x.Paths("/"); fmt.Sprint(got) != "[/locks/a]" {
+		t.Errorf("Paths = %v", got)
+	}
+	w.apply(6000, tree.Txn{Type: tree.TxnCloseSession, Session: 2})
+	if _, ok := w.x.Info(w.tr, "/locks/a"); ok || len(w.x.Paths("/")) != 0 {
+		t.Error("a lock with no node left is still known")
+	}
+}
+
+func TestTheIndexShowsALeaseAndItsSession(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.apply(1000, tree.Txn{Type: tree.TxnCreateSession, Session: 7, LeaseTTL: 10_000, LeaseParent: 1})
+	w.node(1000, "", "a", lockq.Exclusive, 7, "http-client", "")
+	info, ok := w.x.Info(w.tr, "/")
+	if !ok || len(info.Holders) != 1 {
+		t.Fatalf("Info = %+v, %v", info, ok)
+	}
+	if h := info.Holders[0]; h.Lease != 7 || h.Session != 1 || h.Expires != 11_000 {
+		t.Errorf("a leased holder %+v", h)
+	}
+}
+
+func TestARebuiltIndexIsTheSameAsOneKeptUpToDate(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.session(2)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/l"})
+	w.node(1000, "/l", "a", lockq.Read, 1, "o1", "h1")
+	w.node(2000, "/l", "b", lockq.Read, 2, "o2", "h2")
+	w.node(3000, "/l", "c", lockq.Write, 1, "o1", "h3")
+	x := New()
+	x.Rebuild(w.tr)
+	got, _ := x.Info(w.tr, "/l")
+	want, _ := w.x.Info(w.tr, "/l")
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rebuilt %+v\nkept    %+v", got, want)
+	}
+}
+
+func TestATwoHolderDeadlockIsACycle(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.session(2)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/a"})
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/b"})
+	w.node(1000, "/a", "x1", lockq.Exclusive, 1, "p1", "A")
+	w.node(1000, "/b", "y1", lockq.Exclusive, 2, "p2", "B")
+	if c := w.x.Deadlocks(w.tr); len(c) != 0 {
+		t.Fatalf("deadlocks before any wait: %+v", c)
+	}
+	w.node(2000, "/b", "x2", lockq.Exclusive, 1, "p1", "A") // A waits for B's lock
+	if c := w.x.Deadlocks(w.tr); len(c) != 0 {
+		t.Fatalf("a wait is not a deadlock: %+v", c)
+	}
+	w.node(3000, "/a", "y2", lockq.Exclusive, 2, "p2", "B") // B waits for A's: a cycle
+	cycles := w.x.Deadlocks(w.tr)
+	if len(cycles) != 1 || len(cycles[0]) != 2 {
+		t.Fatalf("deadlocks = %+v, want one cycle of two", cycles)
+	}
+	if first := cycles[0][0]; first.Waiter.Holder != "B" || first.Lock != "/a" || first.Holder.Holder != "A" {
+		t.Errorf("the cycle starts at %+v, want B's wait for /a, the youngest", first)
+	}
+	// Two holders of one owner that do not wait for each other are not a
+	// cycle, though they share the owner.
+	w2 := newWorld(t)
+	w2.session(1)
+	w2.node(1000, "", "x", lockq.Exclusive, 1, "proc", "h1")
+	w2.node(2000, "", "y", lockq.Exclusive, 1, "proc", "h2")
+	if c := w2.x.Deadlocks(w2.tr); len(c) != 0 {
+		t.Errorf("one owner's two holders, one waiting: %+v", c)
+	}
+	// But two holders of one owner that wait for each other are.
+	w2.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/b"})
+	w2.node(3000, "/b", "z", lockq.Exclusive, 1, "proc", "h2")
+	w2.node(4000, "/b", "v", lockq.Exclusive, 1, "proc", "h1")
+	if c := w2.x.Deadlocks(w2.tr); len(c) != 1 {
+		t.Errorf("one owner's two holders waiting for each other: %+v, want a cycle", c)
+	}
+}
