@@ -20,10 +20,11 @@ import (
 type Option func(*options)
 
 type options struct {
-	data  []byte
-	owner string
-	lease time.Duration
-	acl   []client.CreateOption // client.WithACL, or none for the server's default ACL
+	data   []byte
+	owner  string
+	holder string
+	lease  time.Duration
+	acl    []client.CreateOption // client.WithACL, or none for the server's default ACL
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
@@ -40,6 +41,16 @@ func WithData(data []byte) Option {
 // lockq.MaxOwner bytes.
 func WithOwner(owner string) Option {
 	return func(o *options) { o.owner = owner }
+}
+
+// WithHolder gives a Mutex, an RWMutex or a MultiLock the holder id id
+// (default: one of its own, random). The server's wait-for graph, which
+// finds deadlocks (Client.Deadlocks), has a vertex per holder: values that
+// act for one caller (the Mutexes one goroutine takes in turn, say) should
+// share an id, so that a wait of one and a hold of another are the same
+// vertex's.
+func WithHolder(id string) Option {
+	return func(o *options) { o.holder = id }
 }
 
 // WithLease binds each hold of a Mutex, an RWMutex or a MultiLock to a
@@ -68,7 +79,11 @@ func (o options) ownerName() string {
 // lockRecord returns the data of a lock's nodes: the owner, and an id of
 // the holder, the value that holds, unique to it.
 func (o options) lockRecord() []byte {
-	return lockq.Record{Owner: o.ownerName(), Holder: randomID()}.Encode()
+	holder := o.holder
+	if holder == "" {
+		holder = randomID()
+	}
+	return lockq.Record{Owner: o.ownerName(), Holder: holder}.Encode()
 }
 
 // newLockHold returns the hold of a lock on path: reentrant, bound to a

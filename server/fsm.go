@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/session"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -28,15 +29,16 @@ type fsm struct {
 	// onRestore is told, outside mu, that a snapshot replaced the tree.
 	onRestore func()
 
-	mu   sync.RWMutex
-	tree *tree.Tree // mu guards tree and zxid
-	zxid int64      // the index of the last txn applied
+	mu    sync.RWMutex
+	tree  *tree.Tree   // mu guards tree, locks and zxid
+	locks *locks.Index // every lock of the tree
+	zxid  int64        // the index of the last txn applied
 }
 
 func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData int) *fsm {
 	return &fsm{
 		log: log, watches: watches, sessions: sessions, maxData: maxData,
-		tree: tree.New(tree.WithMaxDataSize(maxData)),
+		tree: tree.New(tree.WithMaxDataSize(maxData)), locks: locks.New(),
 	}
 }
 
@@ -52,6 +54,7 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	f.mu.Lock()
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
+	f.locks.Apply(txn.Time, events)
 	f.watches.trigger(events, zxid)
 	f.mu.Unlock()
 
@@ -100,8 +103,10 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 			sessions[s.ID] = time.Duration(s.TimeoutMs) * time.Millisecond
 		}
 	}
+	x := locks.New()
+	x.Rebuild(t)
 	f.mu.Lock()
-	f.tree = t
+	f.tree, f.locks = t, x
 	f.zxid = int64(index)
 	f.watches.restored(f.zxid)
 	f.sessions.Replace(sessions, leases, time.Now())
@@ -119,4 +124,11 @@ func (f *fsm) read(fn func(t *tree.Tree)) int64 {
 	defer f.mu.RUnlock()
 	fn(f.tree)
 	return f.zxid
+}
+
+// readLocks runs fn with the tree and its lock index locked for reading.
+func (f *fsm) readLocks(fn func(t *tree.Tree, x *locks.Index)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.tree, f.locks)
 }

@@ -296,6 +296,10 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			n, err = t.Descendants(req.Path)
 			reply.Descendants = int32(min(n, math.MaxInt32))
 		}
+	case wire.OpLocks:
+		reply.Locks = lockInfos(t, s.fsm.locks, req.Path, ids)
+	case wire.OpDeadlocks:
+		reply.Deadlocks = deadlocks(t, s.fsm.locks, ids)
 	}
 	if err != nil {
 		reply.Data, reply.Children = nil, nil

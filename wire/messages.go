@@ -254,13 +254,13 @@ func requestFields(op Op) int {
 		return 2
 	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
 		return 2
-	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL:
+	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks:
 		return 1
 	case OpSetACL:
 		return 3
 	case OpAuth:
 		return 2
-	case OpPing, OpClose, OpMembers, OpStatus, OpWhoAmI:
+	case OpPing, OpClose, OpMembers, OpStatus, OpWhoAmI, OpDeadlocks:
 		return 0
 	case OpMemberAdd:
 		return 3
@@ -318,7 +318,7 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		enc.str(r.Path)
 		enc.bool(r.Watch)
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks:
 		enc.str(r.Path)
 	case OpSetACL:
 		enc.str(r.Path)
@@ -384,7 +384,7 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		r.Path = dec.str()
 		r.Watch = dec.bool()
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks:
 		r.Path = dec.str()
 	case OpSetACL:
 		r.Path = dec.str()
@@ -465,6 +465,8 @@ type Reply struct {
 	ACL         []ACL      // getACL (with the node's Stat in Stat)
 	Identities  []Identity // whoAmI: the connection's identities
 	Lease       Lease      // leaseCreate, leaseRenew
+	Locks       []LockInfo // locks
+	Deadlocks   [][]LockWait
 
 	// Notification fields.
 	EventType EventType
@@ -488,7 +490,7 @@ func replyFields(op Op) int {
 	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks:
 		return 1
 	}
 	return 0
@@ -603,6 +605,10 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 			enc.str(m.Addr)
 			enc.bool(m.Learner)
 		}
+	case OpLocks:
+		enc.lockInfos(r.Locks)
+	case OpDeadlocks:
+		enc.deadlocks(r.Deadlocks)
 	case OpLeaseCreate, OpLeaseRenew:
 		l := &r.Lease
 		enc.array(leaseFields)
@@ -749,6 +755,10 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 			r.Members = append(r.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
 			dec.skip(m - 3)
 		}
+	case OpLocks:
+		r.Locks = dec.lockInfos()
+	case OpDeadlocks:
+		r.Deadlocks = dec.deadlocks()
 	case OpLeaseCreate, OpLeaseRenew:
 		n := dec.array(leaseFields)
 		l := &r.Lease

@@ -55,6 +55,11 @@ const (
 	OpLeaseCreate Op = 210 // a lease of the calling session, for a TTL
 	OpLeaseRenew  Op = 211 // keep one of the calling session's leases for another TTL
 	OpLeaseClose  Op = 212 // end one of them, and its ephemerals
+
+	// Lock ops, Arbor's own: the server's view of the locks (queues of
+	// lock nodes, package lockq) and of who waits for whom.
+	OpLocks     Op = 213 // the locks at or under a path, with their holders and waiters
+	OpDeadlocks Op = 214 // the cycles of the wait-for graph
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -174,6 +179,11 @@ var ops = map[Op]opInfo{
 	OpLeaseCreate: {name: "leaseCreate", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
 	OpLeaseRenew:  {name: "leaseRenew", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
 	OpLeaseClose:  {name: "leaseClose", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
+
+	// The locks, as this member's state shows them (a sync before asks
+	// for the latest).
+	OpLocks:     {name: "locks", class: ClassRead, limits: LimitOutstanding},
+	OpDeadlocks: {name: "deadlocks", class: ClassRead, limits: LimitOutstanding},
 
 	// The cluster. Membership changes are raft configuration changes.
 	OpMembers:       {name: "members", class: ClassAdmin, limits: LimitOutstanding},

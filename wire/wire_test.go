@@ -180,6 +180,8 @@ var requests = []struct {
 	{"a leaseCreate carries the TTL and the owner", wire.Request{Xid: 60, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "web-1:4242"}},
 	{"a leaseRenew carries the lease and a TTL", wire.Request{Xid: 61, Op: wire.OpLeaseRenew, Lease: 0x0123_4567_89ab_cdef, TTL: 10_000}},
 	{"a leaseClose carries the lease", wire.Request{Xid: 62, Op: wire.OpLeaseClose, Lease: 0x0123_4567_89ab_cdef}},
+	{"a locks request carries the path", wire.Request{Xid: 64, Op: wire.OpLocks, Path: "/locks"}},
+	{"a deadlocks request has no fields", wire.Request{Xid: 65, Op: wire.OpDeadlocks}},
 	{"a create of a lease's ephemeral carries the lease", wire.Request{Xid: 63, Op: wire.OpCreate, Path: "/locks/a/n-", Mode: wire.ModeEphemeralSequential, Lease: 0x0123_4567_89ab_cdef}},
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
@@ -305,6 +307,17 @@ var replies = []struct {
 	{"a leaseCreate reply carries the lease", wire.OpLeaseCreate, wire.Reply{Xid: 60, Zxid: 9, Lease: wire.Lease{ID: 0x0123_4567_89ab_cdef, TTLMs: 30_000, Expires: 1_700_000_030_000, Version: 1}}},
 	{"a leaseRenew reply carries the lease after it", wire.OpLeaseRenew, wire.Reply{Xid: 61, Zxid: 10, Lease: wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_040_000, Version: 2}}},
 	{"a leaseClose reply has no fields", wire.OpLeaseClose, wire.Reply{Xid: 62, Zxid: 11}},
+	{"a locks reply carries each lock's holders and waiters", wire.OpLocks, wire.Reply{Xid: 64, Zxid: 12, Locks: []wire.LockInfo{
+		{Path: "/locks/a", Holders: []wire.LockParty{{Node: "_c_ab-read-0000000001", Mode: "read", Owner: "web-1:42", Holder: "h1",
+			Session: 0x0123_4567_89ab_cdef, Lease: 7, Token: 300, Since: 1_700_000_000_000, Expires: 1_700_000_030_000}},
+			Waiters:         []wire.LockParty{{Node: "_c_cd-write-0000000002", Mode: "write", Owner: "web-2:43", Session: 9, Token: 301, Since: 1_700_000_001_000}},
+			EstimatedWaitMs: 1500},
+		{Path: "/locks/b"},
+	}}},
+	{"a deadlocks reply carries each cycle's waits", wire.OpDeadlocks, wire.Reply{Xid: 65, Zxid: 13, Deadlocks: [][]wire.LockWait{{
+		{Waiter: wire.LockParty{Owner: "p2", Holder: "B"}, Lock: "/a", Holder: wire.LockParty{Owner: "p1", Holder: "A"}},
+		{Waiter: wire.LockParty{Owner: "p1", Holder: "A"}, Lock: "/b", Holder: wire.LockParty{Owner: "p2", Holder: "B"}},
+	}}}},
 	{"a status reply carries the full digest", wire.OpStatus, wire.Reply{
 		Xid: 34, Zxid: 11, Status: wire.Status{ID: 2, Leader: 1, Term: 3, Applied: 12, Zxid: 11, Digest: math.MaxUint64 - 5, Sessions: 4, Znodes: 100},
 	}},

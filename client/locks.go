@@ -1,0 +1,60 @@
+package client
+
+import (
+	"context"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// LockInfo is one lock as the server sees it: the queue of lock nodes
+// (package lockq) under its path, whoever made them. See Locks.
+type LockInfo = wire.LockInfo
+
+// LockParty is a holder or a waiter of a lock.
+type LockParty = wire.LockParty
+
+// LockWait is one edge of a deadlock: Waiter waits for Lock, which Holder
+// holds.
+type LockWait = wire.LockWait
+
+// Locks returns every lock at or under path that the client may read (READ
+// on the lock's path), sorted by path: its holders (owner, session, token,
+// since when, lease expiry), its waiters in queue order (since when they
+// wait) and the wait a new waiter could expect from recent hold times. It
+// reads the state of the server the client is connected to; with
+// linearizable it syncs first, so that no holder that has left shows.
+func (c *Client) Locks(ctx context.Context, path string, linearizable bool) ([]LockInfo, error) {
+	if err := c.syncFirst(ctx, path, linearizable); err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, "locks", path, wire.Request{Op: wire.OpLocks, Path: path}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Locks, nil
+}
+
+// Deadlocks returns every cycle of the server's wait-for graph among the
+// locks the client may read: holders (a lock value, or an HTTP client)
+// that each wait for a lock another in the cycle holds. Each cycle starts
+// with its youngest wait, the one to end to break it.
+func (c *Client) Deadlocks(ctx context.Context, linearizable bool) ([][]LockWait, error) {
+	if err := c.syncFirst(ctx, "/", linearizable); err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, "deadlocks", "", wire.Request{Op: wire.OpDeadlocks}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Deadlocks, nil
+}
+
+// syncFirst syncs the connection's server with the leader when asked: a
+// read after it, on the same connection, sees every write committed
+// before it.
+func (c *Client) syncFirst(ctx context.Context, path string, do bool) error {
+	if !do {
+		return nil
+	}
+	return c.Sync(ctx, path)
+}
