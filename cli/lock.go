@@ -8,13 +8,10 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/arbor-coord/arbor/client"
-	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/recipes"
 )
 
@@ -200,73 +197,4 @@ func (e *env) followLeaders(ctx context.Context, c *client.Client, el *recipes.E
 		return c.Err() // the session ended
 	}
 	return nil
-}
-
-// contenderJSON is one node that locks prints.
-type contenderJSON struct {
-	Node    string `json:"node"`
-	Kind    string `json:"kind"`
-	Role    string `json:"role"` // "holder" or "waiter"; "-" for kinds a queue cannot tell
-	Session string `json:"session"`
-	Ctime   int64  `json:"ctime"` // ms since the Unix epoch
-	AgeMs   int64  `json:"ageMs"`
-	Owner   string `json:"owner,omitempty"`  // a lock's: who holds or waits
-	Holder  string `json:"holder,omitempty"` // a lock's: which holder of the owner
-	dataJSON
-}
-
-func role(ct recipes.Contender) string {
-	switch {
-	case ct.Holds:
-		return "holder"
-	case lockq.Kind(ct.Kind).Ordered():
-		return "waiter"
-	}
-	return "-"
-}
-
-func (e *env) locksCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "locks PATH",
-		Short: "Show who holds and who waits for a lock or an election",
-		Long: "List the contenders of the lock, read/write lock or election at PATH in queue\n" +
-			"order: each one's role (holder or waiter), kind (lock, read, write, or n for a\n" +
-			"candidate), session id, age and owner (a lock's owner, host:pid unless its\n" +
-			"client named another; a candidate's value).",
-		Example:           "  arbor locks /locks/deploy\n  arbor locks -o json /service/leader",
-		Args:              e.pathArgs(),
-		ValidArgsFunction: e.completePathArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			path := e.pathArg(args)
-			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				cts, err := recipes.Contenders(ctx, c, path)
-				if err != nil {
-					return describe(err, path)
-				}
-				now := time.Now()
-				if e.json() {
-					out := make([]contenderJSON, len(cts))
-					for i, ct := range cts {
-						out[i] = contenderJSON{
-							Node: ct.Node, Kind: ct.Kind, Role: role(ct), Session: sessionHex(ct.Session),
-							Ctime: ct.Created.UnixMilli(), AgeMs: now.Sub(ct.Created).Milliseconds(),
-							Owner: ct.Owner, Holder: ct.Holder, dataJSON: dataOf(ct.Data),
-						}
-					}
-					return e.printJSON(out)
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ROLE\tKIND\tSESSION\tAGE\tOWNER\tNODE")
-				for _, ct := range cts {
-					owner := ct.Owner
-					if !lockq.Kind(ct.Kind).IsLock() {
-						owner = preview(ct.Data) // a candidate's value
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", role(ct), ct.Kind, sessionHex(ct.Session),
-						now.Sub(ct.Created).Round(time.Second), owner, ct.Node)
-				}
-				return tw.Flush()
-			})
-		},
-	}
 }

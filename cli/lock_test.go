@@ -57,15 +57,15 @@ func TestLockHoldsUntilInterruptedAndLocksShowsIt(t *testing.T) {
 	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired /locks/hold (token ") })
 	waiter := start(t, addr, "lock", "-o", "json", "/locks/hold")
 	waitFor(t, "the waiter to queue", func() bool {
-		return strings.Count(must(t, addr, "locks", "/locks/hold"), "\n") == 3
+		return strings.Count(must(t, addr, "locks", "queue", "/locks/hold"), "\n") == 3
 	})
-	out := must(t, addr, "locks", "/locks/hold")
+	out := must(t, addr, "locks", "queue", "/locks/hold")
 	rows := strings.Split(strings.TrimSpace(out), "\n")
 	if !strings.HasPrefix(rows[0], "ROLE") || !strings.HasPrefix(rows[1], "holder  lock") ||
 		!strings.HasPrefix(rows[2], "waiter  lock") || !strings.Contains(rows[1], fmt.Sprintf(":%d ", holder.cmd.Process.Pid)) {
 		t.Errorf("locks printed:\n%s", out)
 	}
-	cts := decode[[]contenderJSON](t, must(t, addr, "locks", "-o", "json", "/locks/hold"))
+	cts := decode[[]contenderJSON](t, must(t, addr, "locks", "queue", "-o", "json", "/locks/hold"))
 	if len(cts) != 2 || cts[0].Role != "holder" || cts[1].Role != "waiter" || !strings.HasPrefix(cts[0].Session, "0x") ||
 		!strings.HasSuffix(cts[1].Owner, fmt.Sprintf(":%d", waiter.cmd.Process.Pid)) || cts[1].Holder == "" || cts[0].Holder == cts[1].Holder {
 		t.Errorf("locks -o json: %+v", cts)
@@ -85,7 +85,7 @@ func TestLockHoldsUntilInterruptedAndLocksShowsIt(t *testing.T) {
 	if code := waiter.stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("waiter: exit %d", code)
 	}
-	if out := must(t, addr, "locks", "/locks/hold"); strings.Count(out, "\n") != 1 {
+	if out := must(t, addr, "locks", "queue", "/locks/hold"); strings.Count(out, "\n") != 1 {
 		t.Errorf("after both left, locks printed:\n%s", out)
 	}
 }
@@ -96,7 +96,7 @@ func TestElectAndFollowTheLeader(t *testing.T) {
 	a := start(t, addr, "elect", "/svc/leader", "10.0.0.1:80")
 	waitFor(t, "a to be elected", func() bool { return strings.HasPrefix(a.stdout.String(), "elected /svc/leader") })
 	b := start(t, addr, "elect", "-o", "json", "/svc/leader", "10.0.0.2:80")
-	waitFor(t, "b to queue", func() bool { return strings.Count(must(t, addr, "locks", "/svc/leader"), "\n") == 3 })
+	waitFor(t, "b to queue", func() bool { return strings.Count(must(t, addr, "locks", "queue", "/svc/leader"), "\n") == 3 })
 	if b.stdout.String() != "" {
 		t.Fatalf("b printed %q while a leads", b.stdout)
 	}
@@ -120,7 +120,7 @@ func TestLockAndElectUsage(t *testing.T) {
 	addr, _ := startServer(t)
 	for _, args := range [][]string{
 		{"lock"}, {"lock", "/a", "/b"}, {"lock", "/a", "--"}, {"lock", "--", "true"},
-		{"elect", "/a"}, {"elect", "-l", "/a", "v"}, {"locks"},
+		{"elect", "/a"}, {"elect", "-l", "/a", "v"}, {"locks", "/a", "/b"}, {"locks", "queue"}, {"locks", "deadlocks", "/a"},
 	} {
 		if r := arbor(t, addr, args...); r.code != 2 {
 			t.Errorf("arbor %v: %v, want exit 2", args, r)

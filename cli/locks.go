@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
+	"github.com/arbor-coord/arbor/recipes"
+)
+
+// partyJSON is a holder or a waiter that locks prints.
+type partyJSON struct {
+	Node    string `json:"node"`
+	Mode    string `json:"mode"`
+	Owner   string `json:"owner"`
+	Holder  string `json:"holder,omitempty"`
+	Session string `json:"session"`
+	Lease   string `json:"lease,omitempty"`
+	Token   int64  `json:"token"`
+	Since   int64  `json:"since"` // ms since the Unix epoch: holding, or waiting, since
+	ForMs   int64  `json:"forMs"` // how long it has held, or waited
+	Expires int64  `json:"expires,omitempty"`
+}
+
+// lockJSON is one lock that locks prints.
+type lockJSON struct {
+	Path            string      `json:"path"`
+	Holders         []partyJSON `json:"holders"`
+	Waiters         []partyJSON `json:"waiters"`
+	HeldForMs       int64       `json:"heldForMs"`    // the longest hold now
+	OldestWaitMs    int64       `json:"oldestWaitMs"` // the longest wait now
+	EstimatedWaitMs int64       `json:"estimatedWaitMs"`
+	Flags           []string    `json:"flags"` // "long-hold", "long-queue"
+}
+
+func party(p client.LockParty, now time.Time) partyJSON {
+	j := partyJSON{Node: p.Node, Mode: p.Mode, Owner: p.Owner, Holder: p.Holder, Session: sessionHex(p.Session),
+		Token: p.Token, Since: p.Since, ForMs: now.Sub(time.UnixMilli(p.Since)).Milliseconds(), Expires: p.Expires}
+	if p.Lease != 0 {
+		j.Lease = sessionHex(p.Lease)
+	}
+	return j
+}
+
+// doctor is what locks prints of one lock, with the flags the thresholds
+// raise.
+func doctor(l client.LockInfo, now time.Time, holdOver time.Duration, queueOver int) lockJSON {
+	j := lockJSON{Path: l.Path, Holders: []partyJSON{}, Waiters: []partyJSON{}, EstimatedWaitMs: l.EstimatedWaitMs, Flags: []string{}}
+	for _, p := range l.Holders {
+		h := party(p, now)
+		j.Holders, j.HeldForMs = append(j.Holders, h), max(j.HeldForMs, h.ForMs)
+	}
+	for _, p := range l.Waiters {
+		w := party(p, now)
+		j.Waiters, j.OldestWaitMs = append(j.Waiters, w), max(j.OldestWaitMs, w.ForMs)
+	}
+	if time.Duration(j.HeldForMs)*time.Millisecond > holdOver {
+		j.Flags = append(j.Flags, "long-hold")
+	}
+	if len(j.Waiters) > queueOver {
+		j.Flags = append(j.Flags, "long-queue")
+	}
+	return j
+}
+
+func (e *env) locksCommand() *cobra.Command {
+	var holdOver time.Duration
+	var queueOver int
+	cmd := &cobra.Command{
+		Use:   "locks [PATH]",
+		Short: "The lock doctor: every lock, who holds it, for how long, and who waits",
+		Long: "List every lock at or under PATH (default: every lock the server knows),\n" +
+			"whoever took it (a Go recipe, an HTTP client): its holders (owner, mode, for how\n" +
+			"long), the length of its queue and its oldest wait. A hold longer than\n" +
+			"--hold-over is flagged long-hold, a queue longer than --queue-over long-queue.\n" +
+			"It reads linearizably: no holder that has left shows.",
+		Example: "  arbor locks\n  arbor locks /locks/payments --hold-over 1m\n  arbor locks -o json",
+		Args:    usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "/"
+			if len(args) == 1 {
+				path = e.path(args[0])
+			}
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				locks, err := c.Locks(ctx, path, true)
+				if err != nil {
+					return describe(err, path)
+				}
+				now := time.Now()
+				out := make([]lockJSON, len(locks))
+				for i, l := range locks {
+					out[i] = doctor(l, now, holdOver, queueOver)
+				}
+				if e.json() {
+					return e.printJSON(out)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PATH\tMODE\tHOLDER\tHELD FOR\tQUEUE\tOLDEST WAIT\tFLAGS")
+				for _, l := range out {
+					mode, holder := "-", "-"
+					if len(l.Holders) > 0 {
+						mode, holder = l.Holders[0].Mode, l.Holders[0].Owner
+						if n := len(l.Holders); n > 1 {
+							holder += fmt.Sprintf(" (+%d)", n-1)
+						}
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", l.Path, mode, holder, ms(l.HeldForMs),
+						len(l.Waiters), ms(l.OldestWaitMs), strings.Join(l.Flags, ","))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&holdOver, "hold-over", 5*time.Minute, "flag holds longer than this")
+	cmd.Flags().IntVar(&queueOver, "queue-over", 100, "flag queues longer than this")
+	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand())
+	return cmd
+}
+
+// ms shows a duration in ms rounded to the second, "-" for none.
+func ms(v int64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return (time.Duration(v) * time.Millisecond).Round(time.Second).String()
+}
+
+// waitJSON is one wait of a deadlock that deadlocks prints.
+type waitJSON struct {
+	Waiter partyJSON `json:"waiter"`
+	Lock   string    `json:"lock"`
+	Holder partyJSON `json:"holder"`
+}
+
+func (e *env) deadlocksCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "deadlocks",
+		Short: "Print every cycle of holders that wait for each other's locks",
+		Long: "Print every deadlock: holders (an owner's Mutex, RWMutex or MultiLock value,\n" +
+			"or an HTTP client) each waiting for a lock another of the cycle holds. Each\n" +
+			"cycle starts with its youngest wait, the one to end to break it. Exits 0 with\n" +
+			"no cycles, 1 with some.",
+		Example: "  arbor locks deadlocks\n  arbor locks deadlocks -o json",
+		Args:    usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var found bool
+			err := e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				cycles, err := c.Deadlocks(ctx, true)
+				if err != nil {
+					return err
+				}
+				found = len(cycles) > 0
+				now := time.Now()
+				out := make([][]waitJSON, len(cycles))
+				for i, cycle := range cycles {
+					for _, w := range cycle {
+						out[i] = append(out[i], waitJSON{Waiter: party(w.Waiter, now), Lock: w.Lock, Holder: party(w.Holder, now)})
+					}
+				}
+				if e.json() {
+					return e.printJSON(map[string]any{"cycles": out})
+				}
+				for i, cycle := range out {
+					fmt.Fprintf(e.stdout, "cycle %d:\n", i+1)
+					for _, w := range cycle {
+						fmt.Fprintf(e.stdout, "  %s waits %s for %s, held by %s\n",
+							who(w.Waiter), ms(w.Waiter.ForMs), w.Lock, who(w.Holder))
+					}
+				}
+				if !found {
+					fmt.Fprintln(e.stdout, "no deadlocks")
+				}
+				return nil
+			})
+			if err == nil && found {
+				return errDeadlocks
+			}
+			return err
+		},
+	}
+}
+
+// errDeadlocks makes deadlocks exit 1 when it found some.
+var errDeadlocks = errors.New("deadlocks found")
+
+// who names a party: its owner, and its holder id when it has one.
+func who(p partyJSON) string {
+	if p.Holder == "" {
+		return p.Owner
+	}
+	return p.Owner + " (holder " + p.Holder + ")"
+}
+
+// contenderJSON is one node that locks queue prints.
+type contenderJSON struct {
+	Node    string `json:"node"`
+	Kind    string `json:"kind"`
+	Role    string `json:"role"` // "holder" or "waiter"; "-" for kinds a queue cannot tell
+	Session string `json:"session"`
+	Ctime   int64  `json:"ctime"` // ms since the Unix epoch
+	AgeMs   int64  `json:"ageMs"`
+	Owner   string `json:"owner,omitempty"`  // a lock's: who holds or waits
+	Holder  string `json:"holder,omitempty"` // a lock's: which holder of the owner
+	dataJSON
+}
+
+func role(ct recipes.Contender) string {
+	switch {
+	case ct.Holds:
+		return "holder"
+	case lockq.Kind(ct.Kind).Ordered():
+		return "waiter"
+	}
+	return "-"
+}
+
+func (e *env) locksQueueCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "queue PATH",
+		Short: "Show the queue of a lock or an election, node by node",
+		Long: "List the contenders of the lock, read/write lock or election at PATH in queue\n" +
+			"order: each one's role (holder or waiter), kind (lock, read, write, or n for a\n" +
+			"candidate), session id, age and owner (a lock's owner, host:pid unless its\n" +
+			"client named another; a candidate's value).",
+		Example:           "  arbor locks queue /locks/deploy\n  arbor locks queue -o json /service/leader",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.pathArg(args)
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				cts, err := recipes.Contenders(ctx, c, path)
+				if err != nil {
+					return describe(err, path)
+				}
+				now := time.Now()
+				if e.json() {
+					out := make([]contenderJSON, len(cts))
+					for i, ct := range cts {
+						out[i] = contenderJSON{
+							Node: ct.Node, Kind: ct.Kind, Role: role(ct), Session: sessionHex(ct.Session),
+							Ctime: ct.Created.UnixMilli(), AgeMs: now.Sub(ct.Created).Milliseconds(),
+							Owner: ct.Owner, Holder: ct.Holder, dataJSON: dataOf(ct.Data),
+						}
+					}
+					return e.printJSON(out)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ROLE\tKIND\tSESSION\tAGE\tOWNER\tNODE")
+				for _, ct := range cts {
+					owner := ct.Owner
+					if !lockq.Kind(ct.Kind).IsLock() {
+						owner = preview(ct.Data) // a candidate's value
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", role(ct), ct.Kind, sessionHex(ct.Session),
+						now.Sub(ct.Created).Round(time.Second), owner, ct.Node)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}

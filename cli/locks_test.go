@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/recipes"
+)
+
+func TestTheLockDoctorShowsHoldsQueuesAndFlags(t *testing.T) {
+	addr, _ := startServer(t)
+	holder := start(t, addr, "lock", "/locks/doc")
+	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
+	waiter := start(t, addr, "lock", "/locks/doc")
+	waitFor(t, "the waiter to queue", func() bool {
+		ls := decode[[]lockJSON](t, must(t, addr, "locks", "-o", "json", "/locks"))
+		return len(ls) == 1 && len(ls[0].Waiters) == 1
+	})
+	ls := decode[[]lockJSON](t, must(t, addr, "locks", "-o", "json", "--hold-over", "1h"))
+	if len(ls) != 1 || ls[0].Path != "/locks/doc" || len(ls[0].Holders) != 1 || len(ls[0].Flags) != 0 {
+		t.Fatalf("locks -o json = %+v", ls)
+	}
+	if h := ls[0].Holders[0]; h.Mode != "lock" || h.Token <= 0 || !strings.HasSuffix(h.Owner, ":"+strconv.Itoa(holder.cmd.Process.Pid)) {
+		t.Errorf("holder %+v", h)
+	}
+	ls = decode[[]lockJSON](t, must(t, addr, "locks", "-o", "json", "--hold-over", "1ns", "--queue-over", "0"))
+	if got := strings.Join(ls[0].Flags, ","); got != "long-hold,long-queue" {
+		t.Errorf("flags %q, want long-hold,long-queue", got)
+	}
+	out := must(t, addr, "locks", "--hold-over", "1ns")
+	if rows := strings.Split(strings.TrimSpace(out), "\n"); len(rows) != 2 || !strings.HasPrefix(rows[0], "PATH") ||
+		!strings.HasPrefix(rows[1], "/locks/doc") || !strings.Contains(rows[1], "long-hold") {
+		t.Errorf("locks printed:\n%s", out)
+	}
+	if ls := decode[[]lockJSON](t, must(t, addr, "locks", "-o", "json", "/elsewhere")); len(ls) != 0 {
+		t.Errorf("locks of a path with none: %+v", ls)
+	}
+	holder.stop(t, syscall.SIGINT)
+	waiter.stop(t, syscall.SIGINT)
+}
+
+func TestDeadlocksPrintsACycleAndExitsOne(t *testing.T) {
+	addr, _ := startServer(t)
+	if out := must(t, addr, "locks", "deadlocks"); out != "no deadlocks\n" {
+		t.Errorf("deadlocks with none: %q", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c1, c2 := dial(t, addr), dial(t, addr)
+	a1 := recipes.NewMutex(c1, "/dl/a", recipes.WithOwner("p1"), recipes.WithHolder("g1"))
+	b2 := recipes.NewMutex(c2, "/dl/b", recipes.WithOwner("p2"), recipes.WithHolder("g2"))
+	if err := a1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go recipes.NewMutex(c1, "/dl/b", recipes.WithOwner("p1"), recipes.WithHolder("g1")).Lock(ctx)
+	go recipes.NewMutex(c2, "/dl/a", recipes.WithOwner("p2"), recipes.WithHolder("g2")).Lock(ctx)
+	var r result
+	waitFor(t, "the deadlock to show", func() bool { r = arbor(t, addr, "locks", "deadlocks", "-o", "json"); return r.code == 1 })
+	got := decode[map[string][][]waitJSON](t, r.stdout)["cycles"]
+	if len(got) != 1 || len(got[0]) != 2 {
+		t.Fatalf("deadlocks -o json = %+v", got)
+	}
+	out := arbor(t, addr, "locks", "deadlocks")
+	if out.code != 1 || !strings.Contains(out.stdout, "cycle 1:") || !strings.Contains(out.stdout, "p1 (holder g1) waits") {
+		t.Errorf("deadlocks printed %v", out)
+	}
+}
