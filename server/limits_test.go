@@ -283,27 +283,54 @@ func (s *Server) connOf(t *testing.T, rc *rawConn) *conn {
 
 func TestEphemeralsPerSessionAreLimited(t *testing.T) {
 	s := startServer(t, "", func(c *Config) { c.MaxEphemerals = 2 })
-	c := dialRaw(t, s)
-	c.connect(wire.ConnectRequest{})
 	t.Run("pipelined creates count those in flight", func(t *testing.T) {
+		c := dialRaw(t, s)
+		c.connect(wire.ConnectRequest{})
 		var frames []byte
 		for i := range 5 {
-			frames = wire.AppendRequest(frames, &wire.Request{Xid: int32(i + 1), Op: wire.OpCreate, Path: fmt.Sprintf("/e%d", i), Mode: wire.ModeEphemeral})
+			frames = wire.AppendRequest(frames, &wire.Request{Xid: int32(i + 1), Op: wire.OpCreate, Path: fmt.Sprintf("/p%d", i), Mode: wire.ModeEphemeral})
 		}
 		c.write(frames)
 		var got []wire.Code
+		served := 0
 		for range 5 {
 			r, err := c.reply(wire.OpCreate)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, r.Err)
+			switch r.Err {
+			case wire.CodeOK:
+				served++
+			case wire.CodeQuotaExceeded:
+			default:
+				t.Fatalf("replies %v: want only ok and quota exceeded", got)
+			}
 		}
-		want := []wire.Code{wire.CodeOK, wire.CodeOK, wire.CodeQuotaExceeded, wire.CodeQuotaExceeded, wire.CodeQuotaExceeded}
-		if !slices.Equal(got, want) {
-			t.Fatalf("replies %v, want %v", got, want)
+		// The count errs on the side of refusing (a create applied and
+		// not yet answered counts twice), so on a loaded machine fewer
+		// than two may go through; more never may.
+		if got[0] != wire.CodeOK || served > 2 {
+			t.Fatalf("replies %v, want the first served and at most 2 in all", got)
 		}
 	})
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	// call sends req and, once it is answered, waits until the server has
+	// no ephemeral create of c in flight: the next create would otherwise
+	// count the one just answered twice, as the limit allows.
+	call := func(req wire.Request) wire.Reply {
+		t.Helper()
+		r := c.call(req)
+		sc := s.connOf(t, c)
+		waitFor(t, "the answered creates to leave the in-flight count", func() bool { return sc.ephemeralsInFlight.Load() == 0 })
+		return r
+	}
+	for i, p := range []string{"/e0", "/e1"} {
+		if r := call(wire.Request{Xid: int32(i + 1), Op: wire.OpCreate, Path: p, Mode: wire.ModeEphemeral}); r.Err != wire.CodeOK {
+			t.Fatalf("create %s under the limit: %v", p, r.Err)
+		}
+	}
 	for _, tt := range []struct {
 		name string
 		req  wire.Request
@@ -319,7 +346,7 @@ func TestEphemeralsPerSessionAreLimited(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.req.Xid = 10
-			if r := c.call(tt.req); r.Err != tt.want {
+			if r := call(tt.req); r.Err != tt.want {
 				t.Fatalf("%s: %v, want %v", tt.req.Op, r.Err, tt.want)
 			}
 		})
