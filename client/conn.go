@@ -73,7 +73,8 @@ func (r *request) wait(ctx context.Context) (*wire.Reply, error) {
 // writer goroutine writes queued frames in order, batching them into one
 // flush, and pings when idle; its reader goroutine matches replies to the
 // pending requests (replies come in request order) and dispatches
-// notifications. Either one, or the client, breaks the connection with fail.
+// notifications. Either one, the reader's timer for a silent server, or the
+// client breaks the connection with fail.
 type conn struct {
 	c           *Client
 	nc          net.Conn
