@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/arbor-coord/arbor/internal/clock"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -92,7 +93,7 @@ func (c *Client) AddAuth(ctx context.Context, scheme string, credential []byte) 
 // closes the session, which cannot go on without it, and returns an error
 // for which isRefusedAuth is true.
 func (c *Client) open(ctx context.Context, addr string, limit time.Duration) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	ctx, cancel := clock.WithTimeout(ctx, c.clock, limit)
 	defer cancel()
 	cn, err := c.connect(ctx, addr, limit)
 	if err != nil {
@@ -122,7 +123,7 @@ func (c *Client) giveUp(cn *conn, addr string) {
 	}
 	cn.fail(ErrClosed)
 	cn.wait()
-	ctx, cancel := context.WithTimeout(c.runCtx, c.attemptLimit())
+	ctx, cancel := clock.WithTimeout(c.runCtx, c.clock, c.attemptLimit())
 	defer cancel()
 	again, err := c.connect(ctx, addr, c.attemptLimit())
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/arbor-coord/arbor/internal/clock"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -96,6 +97,7 @@ type options struct {
 	tls      *tls.Config // nil: plaintext
 	maxFrame int
 	auths    []authInfo
+	clock    clock.Clock // nil: the real clock; tests set a manual one
 }
 
 // WithSessionTimeout sets the session timeout asked of the server (default
@@ -135,7 +137,8 @@ type Client struct {
 	servers []string
 	opts    options
 	log     *zap.Logger
-	born    time.Time // base of lastAlive and request send times, for a monotonic clock
+	clock   clock.Clock // every time the client reads or waits for: session, pings, backoff, attempt and close limits
+	born    time.Time   // base of lastAlive and request send times, for a monotonic clock
 
 	lastZxid  atomic.Int64 // highest zxid in a reply: sent on reattach
 	lastAlive atomic.Int64 // since() of the latest send that a server then answered (see alive)
@@ -192,11 +195,15 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error
 	if o.maxFrame <= 0 {
 		o.maxFrame = DefaultMaxFrame
 	}
+	if o.clock == nil {
+		o.clock = clock.Real
+	}
 	c := &Client{
 		servers: slices.Clone(servers),
 		opts:    o,
 		log:     o.log,
-		born:    time.Now(),
+		clock:   o.clock,
+		born:    o.clock.Now(),
 		changed: make(chan struct{}),
 		timeout: o.timeout,
 		states:  make(chan State, stateBuffer),
@@ -240,7 +247,7 @@ func (c *Client) dialFirst(ctx context.Context) (*conn, error) {
 			last = err
 			c.log.Info("arbor: connect failed", zap.String("server", addr), zap.Error(err))
 		}
-		if err := sleepCtx(ctx, b.next()); err != nil {
+		if err := clock.Sleep(ctx, c.clock, b.next()); err != nil {
 			if last == nil {
 				return nil, fmt.Errorf("dial: %w", err)
 			}
@@ -345,7 +352,7 @@ func (c *Client) Close() error {
 
 // closeSession sends OpClose on cn and waits up to wait for the answer.
 func (c *Client) closeSession(cn *conn, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := clock.WithTimeout(context.Background(), c.clock, wait)
 	defer cancel()
 	r := newRequest(wire.Request{Op: wire.OpClose}, nil)
 	if err := cn.send(r); err != nil {
@@ -424,7 +431,7 @@ func (c *Client) sessionHex() string {
 }
 
 // since is the client's monotonic clock.
-func (c *Client) since() time.Duration { return time.Since(c.born) }
+func (c *Client) since() time.Duration { return c.clock.Now().Sub(c.born) }
 
 // alive records that a server answered a request or ping sent at sent (a
 // since() reading). The server heard from the session after sent, so the
@@ -498,17 +505,6 @@ func (b *backoff) next() time.Duration {
 	d := b.d
 	b.d = min(2*b.d, maxBackoff)
 	return d/2 + rand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // isFatal reports whether a refused handshake means the session is lost.

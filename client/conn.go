@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/arbor-coord/arbor/internal/clock"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -73,7 +73,8 @@ func (r *request) wait(ctx context.Context) (*wire.Reply, error) {
 // writer goroutine writes queued frames in order, batching them into one
 // flush, and pings when idle; its reader goroutine matches replies to the
 // pending requests (replies come in request order) and dispatches
-// notifications. Either one, or the client, breaks the connection with fail.
+// notifications. Either one, the reader's timer for a silent server, or the
+// client breaks the connection with fail.
 type conn struct {
 	c           *Client
 	nc          net.Conn
@@ -99,7 +100,7 @@ type conn struct {
 // connect dials addr and performs the handshake within limit (and ctx),
 // attaching the client's session (a new one when it has none yet).
 func (c *Client) connect(ctx context.Context, addr string, limit time.Duration) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	ctx, cancel := clock.WithTimeout(ctx, c.clock, limit)
 	defer cancel()
 	start := c.since()
 	nc, err := c.opts.dial(ctx, addr)
@@ -282,7 +283,7 @@ func (cn *conn) wait() { cn.wg.Wait() }
 func (cn *conn) writeLoop() {
 	defer cn.wg.Done()
 	bw := bufio.NewWriterSize(cn.nc, writeBufSize)
-	idle := time.NewTimer(cn.pingEvery)
+	idle := cn.c.clock.NewTimer(cn.pingEvery)
 	defer idle.Stop()
 	var batch []*request
 	var buf []byte
@@ -292,7 +293,7 @@ func (cn *conn) writeLoop() {
 		case <-cn.done:
 			return
 		case <-cn.wake:
-		case <-idle.C:
+		case <-idle.C():
 			ping = true
 		}
 		if ping {
@@ -325,24 +326,23 @@ func (cn *conn) writeLoop() {
 
 // readLoop reads and handles frames until the connection breaks. With no
 // frame for readTimeout (pings are answered, so a live server always sends
-// something), it gives the server up.
+// something), it gives the server up: a timer on the client's clock, and
+// not a deadline on the socket, so that a test can drive it.
 func (cn *conn) readLoop() {
 	defer cn.wg.Done()
+	silent := cn.c.clock.AfterFunc(cn.readTimeout, func() {
+		cn.fail(connLoss(fmt.Errorf("no frame from the server for %v", cn.readTimeout)))
+	})
+	defer silent.Stop()
 	br := bufio.NewReaderSize(cn.nc, readBufSize)
 	var buf []byte
 	for {
-		if err := cn.nc.SetReadDeadline(time.Now().Add(cn.readTimeout)); err != nil {
-			cn.fail(connLoss(err))
-			return
-		}
 		body, err := wire.ReadFrame(br, buf, cn.c.opts.maxFrame)
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				err = fmt.Errorf("no frame from the server for %v", cn.readTimeout)
-			}
 			cn.fail(connLoss(err))
 			return
 		}
+		silent.Reset(cn.readTimeout)
 		if err := cn.handle(body); err != nil {
 			cn.fail(err)
 			return

@@ -240,13 +240,16 @@ func TestAnExpiredSessionFailsEverything(t *testing.T) {
 
 func TestTheSessionExpiresLocallyWhenNoServerCanBeReached(t *testing.T) {
 	s := newFakeServer(t)
-	c := dialFake(t, []string{s.listen()}, WithSessionTimeout(400*time.Millisecond))
+	m := newClock()
+	start := m.Now() // the handshake: the server was last heard from then
+	c := dialFake(t, []string{s.listen()}, WithSessionTimeout(400*time.Millisecond), withClock(m))
 	s.stopListening()
-	start := time.Now()
 	s.dropConns()
-	waitState(t, c, StateExpired)
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("expired after %v, want about the 400ms timeout", d)
+	// The client retries with backoff, each wait and attempt cut to the
+	// session's time left, and expires the session once it is all gone.
+	advanceUntil(t, m, "the session to expire", func() bool { return c.State() == StateExpired })
+	if d := m.Now().Sub(start); d != 400*time.Millisecond {
+		t.Errorf("expired %v after the server was last heard from, want the 400ms timeout", d)
 	}
 }
 

@@ -3,9 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/arbor-coord/arbor/internal/clock"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -264,12 +263,45 @@ func waitState(t *testing.T, c *Client, s State) {
 	}
 }
 
-// noFrame checks that the client sends nothing for a while.
-func (p *peer) noFrame(d time.Duration) {
-	p.t.Helper()
-	p.nc.SetReadDeadline(time.Now().Add(d))
-	_, err := p.br.Peek(1)
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		p.t.Fatalf("the client sent a frame (or the pipe broke: %v)", err)
+// withClock makes the client read and wait for all its time on clk: a
+// test's manual clock, which moves only when the test advances it.
+func withClock(clk clock.Clock) Option { return func(o *options) { o.clock = clk } }
+
+// newClock returns a manual clock for a client under test.
+func newClock() *clock.Manual { return clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
+
+// waitTimers waits until at least n timers are set on m: the client is
+// waiting for its time to come.
+func waitTimers(t *testing.T, m *clock.Manual, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := m.WaitForTimers(ctx, n); err != nil {
+		t.Fatalf("the client set %d timers, want %d", m.Pending(), n)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after testWait.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testWait); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s", what)
+		}
+	}
+}
+
+// advanceUntil moves m from timer to timer, firing the earliest whenever
+// one is set and otherwise letting the client act, until cond holds.
+func advanceUntil(t *testing.T, m *clock.Manual, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for i := 0; !cond(); i++ {
+		if i > 100_000 || time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s, at %v on the test's clock", what, m.Now())
+		}
+		if !m.AdvanceToNext() {
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

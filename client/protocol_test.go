@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/arbor-coord/arbor/internal/clock"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -66,13 +67,21 @@ func TestDialTriesTheServersUntilOneAccepts(t *testing.T) {
 
 func TestDialGivesUpWhenItsContextEnds(t *testing.T) {
 	ps := newPipes(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	m := newClock()
+	// The caller's deadline is on the test's clock too: it ends while the
+	// client waits to try again, after the server's refusal.
+	ctx, cancel := clock.WithTimeout(context.Background(), m, 200*time.Millisecond)
 	defer cancel()
 	done := async(func() error {
-		_, err := Dial(ctx, []string{"s1"}, WithDialer(ps.dial))
+		_, err := Dial(ctx, []string{"s1"}, WithDialer(ps.dial), withClock(m))
 		return err
 	})
 	ps.accept().handshake(wire.ConnectResponse{Err: wire.CodeShuttingDown})
+	waitUntil(t, "the client to back off after the refusal", func() bool {
+		timers := m.Timers() // the backoff, due before the caller's deadline
+		return len(timers) == 2 && timers[0] <= minBackoff && timers[1] == 200*time.Millisecond
+	})
+	m.Advance(200 * time.Millisecond)
 	err := wait(t, done)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, wire.ErrShuttingDown) {
 		t.Errorf("Dial: %v, want the deadline and the last server's refusal", err)
@@ -139,17 +148,16 @@ func TestAReplyOutOfOrderBreaksTheConnection(t *testing.T) {
 
 func TestInFlightRequestsFailAtOnceWhenTheConnectionBreaks(t *testing.T) {
 	ps := newPipes(t)
-	c, p := dialPipe(t, ps)
+	m := newClock()
+	c, p := dialPipe(t, ps, withClock(m))
 	done := async(func() error { return c.Delete(context.Background(), "/x", -1) })
 	p.expect(wire.OpDelete, "/x")
-	start := time.Now()
 	p.nc.Close()
+	// The client's clock stands still: the request fails on the break
+	// itself, not on any timeout.
 	err := wait(t, done)
 	if !errors.Is(err, ErrConnectionLoss) {
 		t.Fatalf("delete: %v, want connection loss", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("the request failed after %v, want at once", d)
 	}
 	if want := "delete /x: connection lost"; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
 		t.Errorf("error %q, want it to start with %q", err, want)
@@ -223,15 +231,18 @@ func TestACancelledCallReturnsAndItsLateReplyIsDropped(t *testing.T) {
 
 func TestAnIdleClientPingsAndAnswersKeepTheConnection(t *testing.T) {
 	ps := newPipes(t)
-	c, p := dialPipe(t, ps, WithSessionTimeout(900*time.Millisecond))
-	for range 2 {
-		start := time.Now()
+	m := newClock()
+	c, p := dialPipe(t, ps, WithSessionTimeout(900*time.Millisecond), withClock(m))
+	// Each round goes a third of the timeout on: the writer's idle timer
+	// fires, and the reader, answered each time, gives the server two
+	// thirds of the timeout again from the answer.
+	for range 3 {
+		want := []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} // the ping, the server's silence
+		waitUntil(t, fmt.Sprintf("the client to wait %v", want), func() bool { return slices.Equal(m.Timers(), want) })
+		m.Advance(300 * time.Millisecond)
 		req := p.next()
 		if req.Xid != wire.XidPing || req.Op != wire.OpPing {
 			t.Fatalf("got %s xid %d, want a ping", req.Op, req.Xid)
-		}
-		if d := time.Since(start); d > 600*time.Millisecond {
-			t.Errorf("ping after %v, want about a third of the 900ms timeout", d)
 		}
 		p.reply(wire.OpPing, wire.Reply{Xid: wire.XidPing})
 	}
@@ -242,11 +253,14 @@ func TestAnIdleClientPingsAndAnswersKeepTheConnection(t *testing.T) {
 
 func TestTheSessionIsCountedFromTheSendOfTheLastAnsweredRequest(t *testing.T) {
 	ps := newPipes(t)
-	c, p := dialPipe(t, ps, WithSessionTimeout(5*time.Second))
+	m := newClock()
+	c, p := dialPipe(t, ps, WithSessionTimeout(5*time.Second), withClock(m))
+	const before = time.Second
+	m.Advance(before) // the request is sent a second into the session
 	pending := async(func() error { _, _, err := c.Get(context.Background(), "/x"); return err })
 	req := p.expect(wire.OpGetData, "/x")
 	const delay = 300 * time.Millisecond
-	time.Sleep(delay) // the server sits on the request before answering
+	m.Advance(delay) // the server sits on the request before answering
 	p.reply(wire.OpGetData, wire.Reply{Xid: req.Xid})
 	if err := wait(t, pending); err != nil {
 		t.Fatal(err)
@@ -254,27 +268,35 @@ func TestTheSessionIsCountedFromTheSendOfTheLastAnsweredRequest(t *testing.T) {
 	// The server heard from the session when the request arrived, which
 	// may have been just after it was sent: the session may end a timeout
 	// after the send, not after the answer.
-	if left := c.sessionLeft(); left > c.SessionTimeout()-delay {
-		t.Errorf("session left %v after an answer that took %v, want at most %v",
-			left, delay, c.SessionTimeout()-delay)
+	if left, want := c.sessionLeft(), c.SessionTimeout()-delay; left != want {
+		t.Errorf("session left %v after an answer that took %v, want %v", left, delay, want)
 	}
 }
 
 func TestAPingAnsweredWithoutQuorumSendsTheClientElsewhere(t *testing.T) {
 	ps := newPipes(t)
-	c, p := dialPipe(t, ps, WithSessionTimeout(600*time.Millisecond))
+	m := newClock()
+	c, p := dialPipe(t, ps, WithSessionTimeout(600*time.Millisecond), withClock(m))
+	waitTimers(t, m, 2)
+	m.AdvanceToNext() // the writer's idle timer: a ping
 	if req := p.next(); req.Xid != wire.XidPing {
 		t.Fatalf("got %s, want a ping", req.Op)
 	}
 	p.reply(wire.OpPing, wire.Reply{Xid: wire.XidPing, Err: wire.CodeNoQuorum})
 	waitState(t, c, StateDisconnected)
+	// The reconnect begins with a backoff: the old connection's timers
+	// are stopped, so the one timer set is the backoff's.
+	waitTimers(t, m, 1)
+	m.AdvanceToNext()
 	ps.accept().handshake(wire.ConnectResponse{})
 	waitState(t, c, StateConnected)
 }
 
 func TestASilentServerIsGivenUpAndTheSessionExpiresLocally(t *testing.T) {
 	ps := newPipes(t)
-	c, p := dialPipe(t, ps, WithSessionTimeout(300*time.Millisecond))
+	m := newClock()
+	start := m.Now() // the handshake: the server was last heard from then
+	c, p := dialPipe(t, ps, WithSessionTimeout(300*time.Millisecond), withClock(m))
 	// The server reads but never answers: after 2/3 of the timeout the
 	// client gives it up, and with no server answering the handshake, the
 	// session expires a full timeout after the server was last heard from.
@@ -285,21 +307,28 @@ func TestASilentServerIsGivenUpAndTheSessionExpiresLocally(t *testing.T) {
 			}
 		}
 	}()
-	start := time.Now()
-	waitState(t, c, StateDisconnected)
+	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
 		for {
 			select {
 			case q := <-ps.peers:
 				defer q.nc.Close() // accept and never answer
-			case <-time.After(testWait):
+			case <-stop:
 				return
 			}
 		}
 	}()
-	waitState(t, c, StateExpired)
-	if d := time.Since(start); d < 200*time.Millisecond || d > 3*time.Second {
-		t.Errorf("expired after %v, want about the 300ms session timeout", d)
+	waitTimers(t, m, 2) // the ping and the server's silence
+	m.Advance(199 * time.Millisecond)
+	if s := c.State(); s != StateConnected {
+		t.Fatalf("state %s before 2/3 of the timeout, want connected", s)
+	}
+	m.Advance(time.Millisecond)
+	waitState(t, c, StateDisconnected)
+	advanceUntil(t, m, "the session to expire", func() bool { return c.State() == StateExpired })
+	if d := m.Now().Sub(start); d != 300*time.Millisecond {
+		t.Errorf("expired %v after the server was last heard from, want the 300ms session timeout", d)
 	}
 	if _, _, err := c.Get(context.Background(), "/x"); !errors.Is(err, ErrSessionExpired) {
 		t.Errorf("get after expiry: %v, want ErrSessionExpired", err)
@@ -375,7 +404,14 @@ func TestInvalidPathsFailWithoutARoundTrip(t *testing.T) {
 	if _, err := c.Multi(ctx, CheckOp("/a", 1), DeleteOp("a", -1)); !errors.As(err, &me) || me.Index != 1 {
 		t.Errorf("multi: %v, want a MultiError for op 1", err)
 	}
-	p.noFrame(50 * time.Millisecond)
+	// None of them reached the server: the next frame it gets is a valid
+	// call's.
+	done := async(func() error { _, _, err := c.Exists(ctx, "/valid"); return err })
+	req := p.expect(wire.OpExists, "/valid")
+	p.reply(wire.OpExists, wire.Reply{Xid: req.Xid})
+	if err := wait(t, done); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestASequentialCreateMayEndInASlash(t *testing.T) {
@@ -556,11 +592,16 @@ func TestCloseEndsTheSession(t *testing.T) {
 
 func TestCloseFailsRequestsStillInFlight(t *testing.T) {
 	ps := newPipes(t)
-	c, p := dialPipe(t, ps, WithSessionTimeout(3*time.Second))
+	m := newClock()
+	c, p := dialPipe(t, ps, WithSessionTimeout(3*time.Second), withClock(m))
 	pending := async(func() error { _, _, err := c.Get(context.Background(), "/x"); return err })
 	p.expect(wire.OpGetData, "/x")
 	closed := async(c.Close)
 	p.expect(wire.OpClose, "") // and never answer: Close waits only briefly
+	// Close's wait (1s), the ping (a third of 3s) and the server's silence.
+	want := []time.Duration{closeWait, time.Second, 2 * time.Second}
+	waitUntil(t, fmt.Sprintf("the client to wait %v", want), func() bool { return slices.Equal(m.Timers(), want) })
+	m.Advance(closeWait)
 	if err := wait(t, closed); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/arbor-coord/arbor/internal/clock"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -66,7 +67,7 @@ func (c *Client) reconnect() (*conn, error) {
 	var b backoff
 	for {
 		delay := min(b.next(), max(c.sessionLeft(), 0))
-		if sleepCtx(c.runCtx, delay) != nil {
+		if clock.Sleep(c.runCtx, c.clock, delay) != nil {
 			return nil, ErrClosed
 		}
 		for _, addr := range c.shuffled() {

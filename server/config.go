@@ -94,6 +94,11 @@ type Config struct {
 	DefaultACL []wire.ACL
 
 	Logger *zap.Logger
+
+	// writeTimeout is how long a client may take to accept what is
+	// written to it before the server drops it (0: writeTimeout, 10s).
+	// Tests shorten it, or lengthen it to rule that drop out.
+	writeTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -136,6 +141,9 @@ func (c *Config) setDefaults() {
 	c.setLimitDefaults()
 	if c.HTTPIdleTimeout == 0 {
 		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+	}
+	if c.writeTimeout == 0 {
+		c.writeTimeout = writeTimeout
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second

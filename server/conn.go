@@ -304,7 +304,7 @@ func (c *conn) waitForRoom() {
 }
 
 // writeTimeout is how long a client may take to accept what is written to
-// it before the server gives up on it.
+// it before the server gives up on it (Config.writeTimeout's default).
 const writeTimeout = 10 * time.Second
 
 // flush writes queued output to the socket until the connection closes,
@@ -332,7 +332,7 @@ func (c *conn) flush() {
 		case c.drained <- struct{}{}:
 		default:
 		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.writeTimeout))
 		_, err := c.nc.Write(b)
 		c.srv.memory.replies.Add(-int64(len(b)))
 		if err != nil {

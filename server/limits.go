@@ -378,9 +378,12 @@ func (c *conn) admitEphemerals(r *request) error {
 	if n == 0 {
 		return nil
 	}
-	var held int
-	c.srv.fsm.read(func(t *tree.Tree) { held = t.SessionEphemeralCount(c.session) })
-	held += int(c.ephemeralsInFlight.Load())
+	// In flight first, then the tree: a create leaves the in-flight count
+	// only after it is in the tree, so read in this order it is counted
+	// once or twice, never missed (the other order missed a create that
+	// moved between the two reads, and let a session past its limit).
+	held := int(c.ephemeralsInFlight.Load())
+	c.srv.fsm.read(func(t *tree.Tree) { held += t.SessionEphemeralCount(c.session) })
 	if over(held+n, limit) {
 		return c.srv.limits.refuse(c.log, limitEphemerals, wire.CodeQuotaExceeded,
 			"session %#x owns %d ephemeral nodes, or is creating them, and may own %d", c.session, held, limit)

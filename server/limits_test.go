@@ -59,8 +59,10 @@ func TestBudgetBoundsCountAndBytes(t *testing.T) {
 					t.Fatal("could not take what fits")
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
+			// A request that does not fit waits until its context ends:
+			// here it has ended already.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
 			limit, _, ok := b.take(ctx, tt.n)
 			if limit != tt.wantLimit || ok != tt.wantLetThough {
 				t.Fatalf("take(%d) = %q, %v; want %q, %v", tt.n, limit, ok, tt.wantLimit, tt.wantLetThough)
@@ -69,15 +71,29 @@ func TestBudgetBoundsCountAndBytes(t *testing.T) {
 	}
 }
 
+// waitingCtx tells, by closing waiting, when a take first selects on its
+// Done: it has found the budget spent and waits.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
 func TestBudgetGiveLetsAWaitingTakeThrough(t *testing.T) {
 	b := newBudget(1, 100)
 	b.take(context.Background(), 10)
+	parent, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx := &waitingCtx{Context: parent, waiting: make(chan struct{})}
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		<-ctx.waiting
 		b.give(10)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	limit, waited, ok := b.take(ctx, 10)
 	if !ok || limit != limitOutstanding || waited <= 0 {
 		t.Fatalf("take = %q, %v, %v; want to wait for outstanding_requests and go through", limit, waited, ok)
@@ -188,7 +204,7 @@ func TestConnectionsPerIPAreLimited(t *testing.T) {
 	}
 	t.Run("a closed connection makes room", func(t *testing.T) {
 		b.nc.Close()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			again := dialRaw(t, s)
 			resp := again.connect(wire.ConnectRequest{})
 			if resp.Err == wire.CodeOK {
@@ -267,27 +283,54 @@ func (s *Server) connOf(t *testing.T, rc *rawConn) *conn {
 
 func TestEphemeralsPerSessionAreLimited(t *testing.T) {
 	s := startServer(t, "", func(c *Config) { c.MaxEphemerals = 2 })
-	c := dialRaw(t, s)
-	c.connect(wire.ConnectRequest{})
 	t.Run("pipelined creates count those in flight", func(t *testing.T) {
+		c := dialRaw(t, s)
+		c.connect(wire.ConnectRequest{})
 		var frames []byte
 		for i := range 5 {
-			frames = wire.AppendRequest(frames, &wire.Request{Xid: int32(i + 1), Op: wire.OpCreate, Path: fmt.Sprintf("/e%d", i), Mode: wire.ModeEphemeral})
+			frames = wire.AppendRequest(frames, &wire.Request{Xid: int32(i + 1), Op: wire.OpCreate, Path: fmt.Sprintf("/p%d", i), Mode: wire.ModeEphemeral})
 		}
 		c.write(frames)
 		var got []wire.Code
+		served := 0
 		for range 5 {
 			r, err := c.reply(wire.OpCreate)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, r.Err)
+			switch r.Err {
+			case wire.CodeOK:
+				served++
+			case wire.CodeQuotaExceeded:
+			default:
+				t.Fatalf("replies %v: want only ok and quota exceeded", got)
+			}
 		}
-		want := []wire.Code{wire.CodeOK, wire.CodeOK, wire.CodeQuotaExceeded, wire.CodeQuotaExceeded, wire.CodeQuotaExceeded}
-		if !slices.Equal(got, want) {
-			t.Fatalf("replies %v, want %v", got, want)
+		// The count errs on the side of refusing (a create applied and
+		// not yet answered counts twice), so on a loaded machine fewer
+		// than two may go through; more never may.
+		if got[0] != wire.CodeOK || served > 2 {
+			t.Fatalf("replies %v, want the first served and at most 2 in all", got)
 		}
 	})
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	// call sends req and, once it is answered, waits until the server has
+	// no ephemeral create of c in flight: the next create would otherwise
+	// count the one just answered twice, as the limit allows.
+	call := func(req wire.Request) wire.Reply {
+		t.Helper()
+		r := c.call(req)
+		sc := s.connOf(t, c)
+		waitFor(t, "the answered creates to leave the in-flight count", func() bool { return sc.ephemeralsInFlight.Load() == 0 })
+		return r
+	}
+	for i, p := range []string{"/e0", "/e1"} {
+		if r := call(wire.Request{Xid: int32(i + 1), Op: wire.OpCreate, Path: p, Mode: wire.ModeEphemeral}); r.Err != wire.CodeOK {
+			t.Fatalf("create %s under the limit: %v", p, r.Err)
+		}
+	}
 	for _, tt := range []struct {
 		name string
 		req  wire.Request
@@ -303,7 +346,7 @@ func TestEphemeralsPerSessionAreLimited(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.req.Xid = 10
-			if r := c.call(tt.req); r.Err != tt.want {
+			if r := call(tt.req); r.Err != tt.want {
 				t.Fatalf("%s: %v, want %v", tt.req.Op, r.Err, tt.want)
 			}
 		})
@@ -445,13 +488,14 @@ func TestOutstandingRequestsAreThrottledNotRefused(t *testing.T) {
 // requests sent and how many were not answered OK. It runs on a goroutine
 // of its own: it reports failures instead of failing the test.
 type noisyClient struct {
-	c    *rawConn
-	path string
+	c        *rawConn
+	path     string
+	answered atomic.Int64 // replies read
 }
 
 func newNoisyClient(t *testing.T, s *Server, id int) *noisyClient {
 	c := dialRaw(t, s)
-	_ = c.nc.SetDeadline(time.Now().Add(30 * time.Second))
+	_ = c.nc.SetDeadline(time.Now().Add(time.Minute))
 	c.connect(wire.ConnectRequest{})
 	path := fmt.Sprintf("/noisy%d", id)
 	c.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: path})
@@ -466,7 +510,7 @@ func (nc *noisyClient) request(i int) wire.Request {
 }
 
 func (nc *noisyClient) run(n int, stop <-chan struct{}) (sent, failed int) {
-	var written, read atomic.Int64 // requests whose frames are written; replies read
+	var written atomic.Int64 // requests whose frames are written
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -476,7 +520,7 @@ func (nc *noisyClient) run(n int, stop <-chan struct{}) (sent, failed int) {
 				return
 			default:
 			}
-			if written.Load()-read.Load() > maxUnread {
+			if written.Load()-nc.answered.Load() > maxUnread {
 				// Past the server's budget already: more would only wait
 				// in the sockets' buffers, and outlast stop.
 				time.Sleep(time.Millisecond)
@@ -513,7 +557,7 @@ func (nc *noisyClient) run(n int, stop <-chan struct{}) (sent, failed int) {
 		if r.Xid != req.Xid || r.Err != wire.CodeOK {
 			failed++
 		}
-		read.Store(int64(i + 1))
+		nc.answered.Store(int64(i + 1))
 	}
 }
 
@@ -532,7 +576,11 @@ func readReply(br io.Reader, op wire.Op) (wire.Reply, error) {
 }
 
 // The issue's test: clients that flood requests or watches are throttled
-// or refused while another client's latency stays bounded.
+// or refused while another client is served alongside them. What it
+// checks is counted, not timed: the flood goes on until the quiet client
+// is done, and while one of the quiet client's gets is in flight the
+// noisy clients get few replies, fewer than the requests one of them may
+// hold in the server: the quiet get does not wait behind their backlog.
 func TestANoisyClientDoesNotStarveTheOthers(t *testing.T) {
 	s := startServer(t, "", func(c *Config) { c.MaxWatches = 1000 })
 	quiet := dialRaw(t, s)
@@ -545,9 +593,17 @@ func TestANoisyClientDoesNotStarveTheOthers(t *testing.T) {
 	}
 	flood := dialRaw(t, s)
 	flood.connect(wire.ConnectRequest{})
+	answered := func() (n int64) {
+		for _, nc := range noisy {
+			n += nc.answered.Load()
+		}
+		return n
+	}
 
-	stop := make(chan struct{})
-	time.AfterFunc(3*time.Second, func() { close(stop) })
+	// The flood stops when the quiet client is done (or, if it never is,
+	// after the noisy clients' connections' deadline).
+	stopCtx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var sent, failed int
@@ -556,7 +612,7 @@ func TestANoisyClientDoesNotStarveTheOthers(t *testing.T) {
 		flooding.Add(1)
 		wg.Go(func() {
 			defer flooding.Add(-1)
-			s, f := nc.run(20_000, stop)
+			s, f := nc.run(math.MaxInt32-2, stopCtx.Done())
 			mu.Lock()
 			sent, failed = sent+s, failed+f
 			mu.Unlock()
@@ -579,27 +635,39 @@ func TestANoisyClientDoesNotStarveTheOthers(t *testing.T) {
 		}
 	})
 
-	time.Sleep(200 * time.Millisecond) // let the flood build up
+	waitFor(t, "the flood to build up", func() bool {
+		for _, nc := range noisy {
+			if nc.answered.Load() < maxUnread {
+				return false
+			}
+		}
+		return true
+	})
+	var during []int64 // the noisy clients' replies while each quiet get was in flight
 	var took []time.Duration
 	for i := range 200 {
-		start := time.Now()
+		before, start := answered(), time.Now()
 		r := quiet.call(wire.Request{Xid: int32(2 + i), Op: wire.OpGetData, Path: "/quiet"})
 		took = append(took, time.Since(start))
+		during = append(during, answered()-before)
 		if r.Err != wire.CodeOK || string(r.Data) != "q" {
 			t.Fatalf("quiet get %d: %v %q", i, r.Err, r.Data)
 		}
 	}
-	if flooding.Load() == 0 {
-		t.Error("the flood was over before the quiet client's gets were: they were not measured under load")
+	if n := flooding.Load(); n != int32(len(noisy)) {
+		t.Errorf("%d of the %d noisy clients stopped before the quiet client's gets were done", len(noisy)-int(n), len(noisy))
 	}
+	stop()
 	wg.Wait()
 
 	slices.Sort(took)
-	p99 := took[len(took)*99/100-1]
-	t.Logf("quiet client: median %v, p99 %v, max %v; noisy clients sent %d requests and were throttled %v times",
-		took[len(took)/2], p99, took[len(took)-1], sent, metric(t, s, `arbor_throttled_total{limit="outstanding_requests"}`))
-	if p99 > time.Second {
-		t.Errorf("the quiet client's p99 is %v while others flood, over the generous bound of 1s", p99)
+	slices.Sort(during)
+	p99 := during[len(during)*99/100-1]
+	t.Logf("quiet client: median %v, p99 %v, max %v; noisy replies during a quiet get: median %d, p99 %d, max %d; noisy clients sent %d requests and were throttled %v times",
+		took[len(took)/2], took[len(took)*99/100-1], took[len(took)-1], during[len(during)/2], p99, during[len(during)-1],
+		sent, metric(t, s, `arbor_throttled_total{limit="outstanding_requests"}`))
+	if p99 >= DefaultMaxOutstanding {
+		t.Errorf("p99 of the noisy replies during a quiet get is %d, as many as the %d requests a noisy client may hold in the server: the quiet client waits behind them", p99, DefaultMaxOutstanding)
 	}
 	if failed != 0 {
 		t.Errorf("%d of the noisy clients' %d requests failed: they should be slowed, not refused", failed, sent)

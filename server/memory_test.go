@@ -103,34 +103,37 @@ func TestAWriteIsRefusedWhenTheMembersRequestMemoryStaysFull(t *testing.T) {
 
 // A watcher that does not read is dropped, with a warning, once its
 // notifications pile up over the high-water mark while the member's reply
-// memory is spent: notifications cannot wait for room as replies do.
+// memory is spent: notifications cannot wait for room as replies do. The
+// write timeout, which would drop it too, is an hour here: only the
+// notifications can.
 func TestAWatcherThatDoesNotReadIsDroppedWithAWarning(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	s := startServer(t, "", func(c *Config) {
 		c.MemoryBudget = 4 << 20 // 1 MiB for replies: the staller spends it
 		c.Logger = zap.New(core)
+		c.writeTimeout = time.Hour
 	})
-	staller := stallingClient(t, s, 100, 0, wire.Request{Xid: 1, Op: wire.OpExists, Path: "/watched", Watch: true})
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.memory.repliesFull() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the staller's replies never filled the member's share: %d bytes", s.memory.replies.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	staller := stallingClient(t, s, 100, time.Minute,
+		wire.Request{Xid: 1000, Op: wire.OpCreate, Path: "/watched"},
+		wire.Request{Xid: 1001, Op: wire.OpAddWatch, Path: "/watched", AddWatchMode: wire.AddWatchPersistent})
+	waitFor(t, "the staller's replies to fill the member's share", s.memory.repliesFull)
+	// Each change notifies the staller; one that finds its queue over the
+	// high-water mark (it is, once its replies wait for room) drops it.
 	other := dialRaw(t, s)
 	other.connect(wire.ConnectRequest{})
-	if r := other.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/watched"}); r.Err != wire.CodeOK {
-		t.Fatalf("create: %v", r.Err)
+	msg := "closing connection: client is not reading its replies"
+	for i := 0; logs.FilterMessage(msg).Len() == 0; i++ {
+		if i == 10_000 {
+			t.Fatalf("the server never logged %q; it logged %v", msg, logs.All())
+		}
+		if r := other.call(wire.Request{Xid: int32(i + 1), Op: wire.OpSetData, Path: "/watched", Version: -1}); r.Err != wire.CodeOK {
+			t.Fatalf("setData: %v", r.Err)
+		}
 	}
-	// Sooner than the write timeout, which would drop it too.
-	waitLogFor(t, logs, "closing connection: client is not reading its replies", writeTimeout/2)
 	// The connection closes: what was queued is dropped, not kept.
-	_ = staller.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = staller.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.Copy(io.Discard, staller.nc); err != nil {
 		t.Fatalf("the dropped watcher's connection did not close: %v", err)
 	}
-	if held := s.memory.replies.Load(); held != 0 {
-		t.Fatalf("%d bytes of replies still held for a dropped connection", held)
-	}
+	waitFor(t, "the dropped watcher's replies to be let go", func() bool { return s.memory.replies.Load() == 0 })
 }

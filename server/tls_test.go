@@ -24,15 +24,15 @@ import (
 
 // tlsServer is a server with TLS on both client ports, requiring client
 // certificates from ca, and the log it wrote.
-func tlsServer(t *testing.T, ca *testcerts.CA) (*Server, *observer.ObservedLogs) {
+func tlsServer(t *testing.T, ca *testcerts.CA, mod ...func(*Config)) (*Server, *observer.ObservedLogs) {
 	t.Helper()
 	files := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	core, logs := observer.New(zapcore.InfoLevel)
-	s := startServer(t, "", func(cfg *Config) {
+	s := startServer(t, "", append([]func(*Config){func(cfg *Config) {
 		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = files.Cert, files.Key, ca.File
 		cfg.ZKListen = "127.0.0.1:0"
 		cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
-	})
+	}}, mod...)...)
 	return s, logs
 }
 
@@ -257,19 +257,22 @@ func TestATLSClientWithoutAGoodCertificateIsRefused(t *testing.T) {
 
 func TestASilentClientOnATLSPortDoesNotHoldUpClose(t *testing.T) {
 	ca := testcerts.NewCA(t, "arbor CA")
-	s, _ := tlsServer(t, ca)
+	s, _ := tlsServer(t, ca, func(c *Config) { c.HandshakeTimeout, c.ShortHandshakeTimeout = time.Hour, time.Hour })
 	nc, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	// The silent client holds a connection goroutine until Close, which
-	// must not wait the handshake timeout out.
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	s.Close()
-	if d := time.Since(start); d > s.cfg.HandshakeTimeout/2 {
-		t.Fatalf("Close took %v with a silent TLS client", d)
+	// The silent client holds a connection goroutine in its TLS
+	// handshake until Close, which must not wait the handshake timeout
+	// (an hour) out.
+	waitFor(t, "the silent client to be in its handshake", func() bool { return s.limits.handshakes.count() == 1 })
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waits for a silent TLS client")
 	}
 }
 
