@@ -331,13 +331,22 @@ func (c *conn) admitRequest(r *request, size int) bool {
 	return ok
 }
 
-// finished gives back what r held against the connection's limits, once
-// its reply is queued: its place in the budget, and its ephemeral creates,
-// which are in the local tree now if they succeeded.
-func (c *conn) finished(r *request) {
+// applied stops counting r's ephemeral creates in flight once its outcome
+// is known, before its reply is queued: they are in the local tree now if
+// they succeeded, and a create the client sends on seeing the reply must
+// not find them counted in both.
+func (c *conn) applied(r *request) {
 	if r.ephemerals > 0 {
 		c.ephemeralsInFlight.Add(-int64(r.ephemerals))
+		r.ephemerals = 0
 	}
+}
+
+// finished gives back what r held against the connection's limits, once
+// its reply is queued: its place in the budget, and its ephemeral creates
+// if applied did not.
+func (c *conn) finished(r *request) {
+	c.applied(r)
 	if r.size > 0 {
 		c.budget.give(r.size)
 	}
@@ -365,10 +374,12 @@ func (c *conn) admitWrite(r *request) error {
 // this member's tree and the ephemeral creates this connection has
 // proposed and not yet seen answered. A session lives on one connection,
 // so the count is exact but for two cases, where it errs on the side of
-// refusing: a create answered an instant ago may be counted twice (in the
-// tree and in flight), and a create that will fail (the node exists) is
-// counted until it does. It is not exact across a move of the session: the
-// creates still in flight on the connection it left are not counted.
+// refusing: a create applied an instant ago whose outcome its connection
+// has not yet taken (applied) is counted twice (in the tree and in
+// flight), which a client that waits for its replies never sees, and a
+// create that will fail (the node exists) is counted until it does. It is
+// not exact across a move of the session: the creates still in flight on
+// the connection it left are not counted.
 func (c *conn) admitEphemerals(r *request) error {
 	limit := c.srv.cfg.MaxEphemerals
 	if limit < 0 || !r.req.Op.Counts(wire.LimitEphemerals) {

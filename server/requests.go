@@ -45,6 +45,7 @@ func (c *conn) respond() {
 			c.closeRefused(r)
 		case !c.answerRead(r, &reply):
 			c.answer(r, &reply)
+			c.applied(r)
 			c.reply(r, &reply)
 		}
 		if r.answered != nil {
