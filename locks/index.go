@@ -44,6 +44,20 @@ type Index struct {
 	locks  map[string]*lock
 	recent []int64 // the last hold times (ms), a ring of at most holds
 	next   int     // where the next hold time goes in recent
+
+	// Observe, if set, is told of each acquisition that began to hold
+	// (and how long it waited), each hold that ended (and how long it
+	// lasted) and each wait that ended without a hold (a timeout, a
+	// cancel, its session's or lease's end), as changes apply; not
+	// during a Rebuild.
+	Observe Observer
+}
+
+// Observer is what an Index tells of the changes it applies, for metrics.
+type Observer struct {
+	Acquired func(waitedMs int64)
+	Released func(heldMs int64)
+	GaveUp   func()
 }
 
 // New returns an empty index.
@@ -145,6 +159,11 @@ func (x *Index) remove(p string) (string, bool) {
 		return "", false
 	}
 	l.nodes = slices.Delete(l.nodes, i, i+1)
+	_, holding := l.since[e.ID]
+	last := !slices.ContainsFunc(l.nodes, func(n Node) bool { return n.Entry.ID == e.ID })
+	if !holding && last && x.Observe.GaveUp != nil {
+		x.Observe.GaveUp()
+	}
 	return dir, true
 }
 
@@ -174,11 +193,15 @@ func (x *Index) settle(dir string, l *lock, time int64) {
 		}
 		holding[a.First.ID] = true
 		if _, ok := l.since[a.First.ID]; !ok {
-			at := time
-			if at < 0 {
-				at = l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.ID == a.First.ID })].Created
+			created := l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.ID == a.First.ID })].Created
+			if time < 0 {
+				l.since[a.First.ID] = created
+				continue
 			}
-			l.since[a.First.ID] = at
+			l.since[a.First.ID] = time
+			if x.Observe.Acquired != nil {
+				x.Observe.Acquired(time - created)
+			}
 		}
 	}
 	for id, since := range l.since {
@@ -186,6 +209,9 @@ func (x *Index) settle(dir string, l *lock, time int64) {
 			delete(l.since, id)
 			if time >= 0 {
 				x.held(time - since)
+				if x.Observe.Released != nil {
+					x.Observe.Released(time - since)
+				}
 			}
 		}
 	}
@@ -231,4 +257,27 @@ func under(p, prefix string) bool {
 		return true
 	}
 	return strings.HasPrefix(p, prefix+"/")
+}
+
+// Queue is a lock and the length of its queue (its waiters).
+type Queue struct {
+	Path    string
+	Waiters int
+}
+
+// Longest returns the n locks with the most waiters (the longest queues
+// first, then by path), and how many locks there are.
+func (x *Index) Longest(n int) ([]Queue, int) {
+	qs := make([]Queue, 0, len(x.locks))
+	for p, l := range x.locks {
+		es := entries(l.nodes)
+		qs = append(qs, Queue{Path: p, Waiters: len(lockq.Acquisitions(es)) - len(l.since)})
+	}
+	slices.SortFunc(qs, func(a, b Queue) int {
+		if c := cmp.Compare(b.Waiters, a.Waiters); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	return qs[:min(n, len(qs))], len(qs)
 }

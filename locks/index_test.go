@@ -156,3 +156,44 @@ func TestATwoHolderDeadlockIsACycle(t *testing.T) {
 		t.Errorf("one owner's two holders waiting for each other: %+v, want a cycle", c)
 	}
 }
+
+func TestTheIndexReportsAcquisitionsReleasesAndGiveUps(t *testing.T) {
+	w := newWorld(t)
+	var waited, held []int64
+	gaveUp := 0
+	w.x.Observe = Observer{
+		Acquired: func(ms int64) { waited = append(waited, ms) },
+		Released: func(ms int64) { held = append(held, ms) },
+		GaveUp:   func() { gaveUp++ },
+	}
+	w.session(1)
+	a := w.node(1000, "", "a", lockq.Exclusive, 1, "o", "h1")
+	b := w.node(1500, "", "b", lockq.Exclusive, 1, "o", "h2")
+	c := w.node(1600, "", "c", lockq.Exclusive, 1, "o", "h3")
+	w.del(1700, b) // gives up
+	w.del(4000, a) // held 3 s; c waited 2.4 s
+	w.del(4500, c)
+	if fmt.Sprint(waited) != "[0 2400]" || fmt.Sprint(held) != "[3000 500]" || gaveUp != 1 {
+		t.Errorf("waited %v, held %v, gave up %d; want [0 2400], [3000 500], 1", waited, held, gaveUp)
+	}
+	if qs, n := w.x.Longest(5); len(qs) != 0 || n != 0 {
+		t.Errorf("Longest of no lock = %v, %d", qs, n)
+	}
+}
+
+func TestLongestListsTheLongestQueuesFirst(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	for _, dir := range []string{"/a", "/b", "/c"} {
+		w.apply(0, tree.Txn{Type: wire.OpCreate, Path: dir})
+	}
+	for i, n := range map[string]int{"/a": 1, "/b": 3, "/c": 2} {
+		for j := range n {
+			w.node(1000, i, fmt.Sprintf("%s%d", i[1:], j), lockq.Exclusive, 1, "o", "")
+		}
+	}
+	qs, n := w.x.Longest(2)
+	if n != 3 || fmt.Sprint(qs) != "[{/b 2} {/c 1}]" {
+		t.Errorf("Longest(2) = %v, %d", qs, n)
+	}
+}

@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // The server knows every lock a recipe takes: its holders and waiters,
@@ -75,4 +76,47 @@ func TestATwoOwnerDeadlockIsReported(t *testing.T) {
 	if cycles, err := c1.Deadlocks(ctx, true); err != nil || len(cycles) != 0 {
 		t.Errorf("Deadlocks once the waits ended = %v, %v", cycles, err)
 	}
+}
+
+// The server's lock metrics follow the locks: holds and waits as they end,
+// the queues, leases that expire and deadlocks.
+func TestTheServersLockMetricsFollowTheLocks(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c1, c2 := s.dial(t), s.dial(t)
+	a1 := NewMutex(c1, "/m/a", WithHolder("g1"))
+	must(t, a1.Lock(ctx))
+	a2 := NewMutex(c2, "/m/a", WithHolder("g2"))
+	w := waiting(t, s, "/m/a", 2, func() error { return a2.Lock(ctx) })
+	if got := s.metric(t, `arbor_lock_queue_length{lock="/m/a"} `); got != 1 {
+		t.Errorf("the queue of /m/a: %d, want 1", got)
+	}
+	if got := s.metric(t, "arbor_lock_max_queue_length "); got != 1 {
+		t.Errorf("the longest queue: %d", got)
+	}
+	must(t, a1.Unlock(ctx))
+	must(t, <-w)
+	if hold, acquire := s.metric(t, "arbor_lock_hold_seconds_count "), s.metric(t, "arbor_lock_acquire_seconds_count "); hold != 1 || acquire != 2 {
+		t.Errorf("holds ended %d, acquisitions %d; want 1 and 2", hold, acquire)
+	}
+
+	// A wait given up, a deadlock, and a lease that expires.
+	short, cancel := context.WithTimeout(ctx, waitShort)
+	if err := NewMutex(c1, "/m/a").Lock(short); err == nil {
+		t.Fatal("a Lock of a held lock did not time out")
+	}
+	cancel()
+	waitFor(t, "the wait timeout to count", func() bool { return s.metric(t, "arbor_lock_wait_timeouts_total ") == 1 })
+	b1 := NewMutex(c1, "/m/b", WithHolder("g1"))
+	must(t, b1.Lock(ctx))
+	stuck, stop := context.WithCancel(ctx)
+	defer stop()
+	go NewMutex(c1, "/m/a", WithHolder("g1")).Lock(stuck)
+	go NewMutex(c2, "/m/b", WithHolder("g2")).Lock(stuck)
+	waitFor(t, "the deadlock to count", func() bool { return s.metric(t, "arbor_lock_deadlocks_total ") == 1 })
+	stop()
+	l := NewMutex(c1, "/m/c", WithLease(time.Second))
+	l.h.every = time.Hour // no renewal
+	must(t, l.Lock(ctx))
+	waitFor(t, "the lease expiry to count", func() bool { return s.metric(t, "arbor_lock_lease_expiries_total ") == 1 })
 }

@@ -28,6 +28,8 @@ type fsm struct {
 	onClose func(id int64)
 	// onRestore is told, outside mu, that a snapshot replaced the tree.
 	onRestore func()
+	// onLeaseExpired is told, outside mu, of each lease its expiry closed.
+	onLeaseExpired func()
 
 	mu    sync.RWMutex
 	tree  *tree.Tree   // mu guards tree, locks and zxid
@@ -75,6 +77,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		if res.Err == nil && f.onClose != nil {
 			f.onClose(txn.Session)
 		}
+		if res.Err == nil && txn.LeaseVersion != 0 && f.onLeaseExpired != nil {
+			f.onLeaseExpired() // only the leader's expiry closes at a version
+		}
 	}
 	return &res
 }
@@ -106,6 +111,7 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	x := locks.New()
 	x.Rebuild(t)
 	f.mu.Lock()
+	x.Observe = f.locks.Observe
 	f.tree, f.locks = t, x
 	f.zxid = int64(index)
 	f.watches.restored(f.zxid)

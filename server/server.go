@@ -31,6 +31,8 @@ type Server struct {
 	limits   *limiter
 	memory   *memory
 
+	lockMetrics *lockMetrics
+
 	transport *raftnode.TCPTransport // nil for a single node
 	ln        net.Listener
 	zkLn      net.Listener // ZooKeeper's protocol; nil unless Config.ZKListen is set
@@ -90,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 	s.limits = newLimiter(&s.cfg, s.metrics.reg)
 	s.memory = newMemory(cfg.MemoryBudget)
 	s.memory.register(s.metrics.reg)
+	s.lockMetrics = newLockMetrics(s, s.metrics.reg)
+	s.fsm.locks.Observe = s.lockMetrics.observer()
+	s.fsm.onLeaseExpired = s.lockMetrics.expiries.Inc
 	tlsConf, err := clientTLSConfig(&cfg)
 	if err != nil {
 		return nil, err
@@ -123,10 +128,11 @@ func New(cfg Config) (*Server, error) {
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
 	s.memory.node = s.node
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.acceptLoop(s.ln, newArborCodec)
 	go s.expiryLoop()
 	go s.watchMemory()
+	go s.watchDeadlocks()
 	if s.zkLn != nil {
 		s.wg.Add(1)
 		go s.acceptLoop(s.zkLn, newZKCodec)

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/arbor-coord/arbor/locks"
+	"github.com/arbor-coord/arbor/tree"
+)
+
+// longestQueues is how many locks arbor_lock_queue_length shows, by the
+// length of their queues: a bounded label set, whatever the number of
+// locks.
+const longestQueues = 10
+
+// deadlockInterval is how often every member looks for deadlocks: one is
+// reported within this (and a commit) of forming.
+const deadlockInterval = time.Second
+
+// lockMetrics are the lock service's metrics.
+type lockMetrics struct {
+	acquire   prometheus.Histogram
+	hold      prometheus.Histogram
+	timeouts  prometheus.Counter
+	expiries  prometheus.Counter
+	deadlocks prometheus.Counter
+}
+
+func newLockMetrics(s *Server, reg prometheus.Registerer) *lockMetrics {
+	m := &lockMetrics{
+		acquire: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "arbor_lock_acquire_seconds", Help: "Time from a lock node's creation to its hold, as the applied changes show it.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+		}),
+		hold: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "arbor_lock_hold_seconds", Help: "How long holds lasted.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 24),
+		}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_lock_wait_timeouts_total", Help: "Waits that ended without a hold: a timeout, a cancel, or the waiter's session or lease ending.",
+		}),
+		expiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_lock_lease_expiries_total", Help: "Leases ended by their expiry (renewals did not come in time).",
+		}),
+		deadlocks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_lock_deadlocks_total", Help: "Cycles of the wait-for graph this member found.",
+		}),
+	}
+	reg.MustRegister(m.acquire, m.hold, m.timeouts, m.expiries, m.deadlocks, queueCollector{s})
+	return m
+}
+
+// observer feeds the metrics from the lock index.
+func (m *lockMetrics) observer() locks.Observer {
+	return locks.Observer{
+		Acquired: func(ms int64) { m.acquire.Observe(float64(ms) / 1000) },
+		Released: func(ms int64) { m.hold.Observe(float64(ms) / 1000) },
+		GaveUp:   m.timeouts.Inc,
+	}
+}
+
+// queueCollector shows the locks' queues: the longest few by lock, the
+// longest of all, and how many locks there are.
+type queueCollector struct{ s *Server }
+
+var (
+	queueLengthDesc = prometheus.NewDesc("arbor_lock_queue_length",
+		"Waiters of the locks with the longest queues (the 10 longest).", []string{"lock"}, nil)
+	maxQueueDesc = prometheus.NewDesc("arbor_lock_max_queue_length", "Waiters of the lock with the longest queue.", nil, nil)
+	locksDesc    = prometheus.NewDesc("arbor_locks", "Locks: paths with lock nodes under them.", nil, nil)
+)
+
+func (queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueLengthDesc
+	ch <- maxQueueDesc
+	ch <- locksDesc
+}
+
+func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
+	var qs []locks.Queue
+	var n int
+	c.s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) { qs, n = x.Longest(longestQueues) })
+	longest := 0
+	for _, q := range qs {
+		ch <- prometheus.MustNewConstMetric(queueLengthDesc, prometheus.GaugeValue, float64(q.Waiters), q.Path)
+		longest = max(longest, q.Waiters)
+	}
+	ch <- prometheus.MustNewConstMetric(maxQueueDesc, prometheus.GaugeValue, float64(longest))
+	ch <- prometheus.MustNewConstMetric(locksDesc, prometheus.GaugeValue, float64(n))
+}
+
+// watchDeadlocks looks for cycles of the wait-for graph every
+// deadlockInterval, and logs and counts each new one.
+func (s *Server) watchDeadlocks() {
+	defer s.wg.Done()
+	tick := time.NewTicker(deadlockInterval)
+	defer tick.Stop()
+	seen := map[string]bool{}
+	for {
+		select {
+		case <-tick.C:
+		case <-s.stopc:
+			return
+		}
+		var cycles [][]locks.Wait
+		s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = x.Deadlocks(t) })
+		now := map[string]bool{}
+		for _, c := range cycles {
+			key := cycleKey(c)
+			now[key] = true
+			if !seen[key] {
+				s.lockMetrics.deadlocks.Inc()
+				s.log.Warn("deadlock: holders wait for each other's locks", zap.String("cycle", key))
+			}
+		}
+		seen = now
+	}
+}
+
+// cycleKey names a cycle by its waits, the same whichever wait it starts
+// at: "p1 (holder g1) waits for /a; p2 (holder g2) waits for /b".
+func cycleKey(c []locks.Wait) string {
+	waits := make([]string, len(c))
+	for i, w := range c {
+		waits[i] = w.Waiter.Owner + " (holder " + w.Waiter.Holder + ") waits for " + w.Lock
+	}
+	slices.Sort(waits)
+	return strings.Join(waits, "; ")
+}
