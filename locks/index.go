@@ -281,3 +281,18 @@ func (x *Index) Longest(n int) ([]Queue, int) {
 	})
 	return qs[:min(n, len(qs))], len(qs)
 }
+
+// OldestHold returns when the oldest hold of every lock began (ms since
+// the Unix epoch), and false if nothing is held.
+func (x *Index) OldestHold() (int64, bool) {
+	var oldest int64
+	found := false
+	for _, l := range x.locks {
+		for _, since := range l.since {
+			if !found || since < oldest {
+				oldest, found = since, true
+			}
+		}
+	}
+	return oldest, found
+}

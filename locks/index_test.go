@@ -65,6 +65,9 @@ func TestTheIndexKnowsWhoHoldsWhoWaitsAndSinceWhen(t *testing.T) {
 	if h := info.Holders[0]; h.Owner != "web-1" || h.Session != 1 || h.Since != 1000 || h.Mode != lockq.Exclusive || h.Token == 0 {
 		t.Errorf("holder %+v", h)
 	}
+	if oldest, held := w.x.OldestHold(); !held || oldest != 1000 {
+		t.Errorf("OldestHold = %d, %v; want 1000", oldest, held)
+	}
 	if wt := info.Waiters[0]; wt.Owner != "web-2" || wt.Since != 2000 || wt.Mode != lockq.Read {
 		t.Errorf("waiter %+v", wt)
 	}
@@ -175,6 +178,9 @@ func TestTheIndexReportsAcquisitionsReleasesAndGiveUps(t *testing.T) {
 	w.del(4500, c)
 	if fmt.Sprint(waited) != "[0 2400]" || fmt.Sprint(held) != "[3000 500]" || gaveUp != 1 {
 		t.Errorf("waited %v, held %v, gave up %d; want [0 2400], [3000 500], 1", waited, held, gaveUp)
+	}
+	if _, held := w.x.OldestHold(); held {
+		t.Error("OldestHold with nothing held")
 	}
 	if qs, n := w.x.Longest(5); len(qs) != 0 || n != 0 {
 		t.Errorf("Longest of no lock = %v, %d", qs, n)

@@ -94,6 +94,9 @@ func TestTheServersLockMetricsFollowTheLocks(t *testing.T) {
 	if got := s.metric(t, "arbor_lock_max_queue_length "); got != 1 {
 		t.Errorf("the longest queue: %d", got)
 	}
+	if got := s.metric(t, "arbor_locks "); got != 1 {
+		t.Errorf("arbor_locks = %d, want 1", got)
+	}
 	must(t, a1.Unlock(ctx))
 	must(t, <-w)
 	if hold, acquire := s.metric(t, "arbor_lock_hold_seconds_count "), s.metric(t, "arbor_lock_acquire_seconds_count "); hold != 1 || acquire != 2 {

@@ -72,18 +72,30 @@ var (
 		"Waiters of the locks with the longest queues (the 10 longest).", []string{"lock"}, nil)
 	maxQueueDesc = prometheus.NewDesc("arbor_lock_max_queue_length", "Waiters of the lock with the longest queue.", nil, nil)
 	locksDesc    = prometheus.NewDesc("arbor_locks", "Locks: paths with lock nodes under them.", nil, nil)
+	oldestDesc   = prometheus.NewDesc("arbor_lock_oldest_hold_seconds", "How long the oldest hold of any lock has lasted; 0 if nothing is held.", nil, nil)
 )
 
 func (queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueLengthDesc
 	ch <- maxQueueDesc
 	ch <- locksDesc
+	ch <- oldestDesc
 }
 
 func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	var qs []locks.Queue
 	var n int
-	c.s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) { qs, n = x.Longest(longestQueues) })
+	var oldest int64
+	var held bool
+	c.s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+		qs, n = x.Longest(longestQueues)
+		oldest, held = x.OldestHold()
+	})
+	var age float64
+	if held {
+		age = max(0, time.Since(time.UnixMilli(oldest)).Seconds())
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
 	longest := 0
 	for _, q := range qs {
 		ch <- prometheus.MustNewConstMetric(queueLengthDesc, prometheus.GaugeValue, float64(q.Waiters), q.Path)
