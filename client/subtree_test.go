@@ -253,6 +253,13 @@ func TestWithRequestTimeoutBoundsEachRequest(t *testing.T) {
 	c := dial(t, addr) // its session outlives the test
 	makeTree(t, c, appTree...)
 	s.Close()
+	// A request sent before the client saw the close would fail with the
+	// connection instead.
+	for deadline := time.Now().Add(subtreeWait); c.State() == client.StateConnected; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client never saw its server close")
+		}
+	}
 	// No deadline on the calls: only the request timeout can end them
 	// while no server answers.
 	err := c.Walk(context.Background(), "/app", func(string, client.Stat, []string) error { return nil },
