@@ -85,8 +85,9 @@ func (x *Index) Rebuild(t *tree.Tree) {
 }
 
 // Apply brings the index up to date with the events of one applied txn,
-// made at time (ms since the Unix epoch).
-func (x *Index) Apply(time int64, events []tree.Event) {
+// made at time (ms since the Unix epoch), and returns the paths of the
+// locks whose queues changed.
+func (x *Index) Apply(time int64, events []tree.Event) []string {
 	var changed []string
 	for _, ev := range events {
 		switch ev.Type {
@@ -107,6 +108,7 @@ func (x *Index) Apply(time int64, events []tree.Event) {
 			x.settle(p, l, time)
 		}
 	}
+	return changed
 }
 
 // lockNode splits p into its lock's path and its entry, if it is a lock

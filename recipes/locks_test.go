@@ -2,6 +2,9 @@ package recipes
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,4 +125,43 @@ func TestTheServersLockMetricsFollowTheLocks(t *testing.T) {
 	l.h.every = time.Hour // no renewal
 	must(t, l.Lock(ctx))
 	waitFor(t, "the lease expiry to count", func() bool { return s.metric(t, "arbor_lock_lease_expiries_total ") == 1 })
+}
+
+// httpAcquire takes the lock NAME (at /locks/NAME) through the server's
+// HTTP lock API, trying once, and returns the status.
+func httpAcquire(t *testing.T, s *testServer, name, mode string) int {
+	t.Helper()
+	base := strings.TrimSuffix(s.metrics, "/metrics")
+	body := fmt.Sprintf(`{"client_id":"http","mode":%q}`, mode)
+	resp, err := http.Post(base+"/api/v1/locks/"+name+"/acquire", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A Go recipe and an HTTP client on the same lock exclude each other, in
+// every mode.
+func TestGoAndHTTPLocksExcludeEachOther(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	m := NewMutex(c, "/locks/shared")
+	must(t, m.Lock(ctx))
+	for _, mode := range []string{"exclusive", "read", "write"} {
+		if code := httpAcquire(t, s, "shared", mode); code != http.StatusConflict {
+			t.Errorf("an HTTP %s acquire while a Mutex holds: %d, want 409", mode, code)
+		}
+	}
+	must(t, m.Unlock(ctx))
+	if code := httpAcquire(t, s, "shared", "read"); code != http.StatusOK {
+		t.Fatalf("an HTTP read acquire of a free lock: %d", code)
+	}
+	if ok, err := NewRWMutex(c, "/locks/shared").TryRLock(ctx); err != nil || !ok {
+		t.Errorf("a Go reader beside an HTTP reader = %v, %v", ok, err)
+	}
+	if ok, err := m.TryLock(ctx); err != nil || ok {
+		t.Errorf("a Mutex while an HTTP client reads = %v, %v", ok, err)
+	}
 }

@@ -80,6 +80,11 @@ type Config struct {
 	// that idle connections filling the cap are shed quickly.
 	HandshakeTimeout, ShortHandshakeTimeout time.Duration
 
+	// LockRoot is where the HTTP lock API's locks live: the lock NAME is
+	// the path LockRoot/NAME, the same lock a Go recipe takes there
+	// (default /locks).
+	LockRoot string
+
 	// Limits of the HTTP listener (see http.go and docs/security.md).
 	HTTPMaxConns    int           // open HTTP connections at most (default 1024; NoLimit turns it off)
 	HTTPIdleTimeout time.Duration // how long a keep-alive HTTP connection may wait for its next request (default and at most 60s)
@@ -139,6 +144,9 @@ func (c *Config) setDefaults() {
 		c.ShortHandshakeTimeout = 2 * time.Second
 	}
 	c.setLimitDefaults()
+	if c.LockRoot == "" {
+		c.LockRoot = DefaultLockRoot
+	}
 	if c.HTTPIdleTimeout == 0 {
 		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
 	}

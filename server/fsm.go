@@ -30,6 +30,8 @@ type fsm struct {
 	onRestore func()
 	// onLeaseExpired is told, outside mu, of each lease its expiry closed.
 	onLeaseExpired func()
+	// lockChanged wakes what waits on a lock's queue (lockWatch).
+	lockChanged func(paths []string)
 
 	mu    sync.RWMutex
 	tree  *tree.Tree   // mu guards tree, locks and zxid
@@ -56,9 +58,12 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	f.mu.Lock()
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
-	f.locks.Apply(txn.Time, events)
+	changed := f.locks.Apply(txn.Time, events)
 	f.watches.trigger(events, zxid)
 	f.mu.Unlock()
+	if len(changed) > 0 && f.lockChanged != nil {
+		f.lockChanged(changed)
+	}
 
 	switch {
 	case txn.Type == tree.TxnCreateSession && res.Err == nil && res.Lease.Version > 0,

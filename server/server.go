@@ -32,6 +32,7 @@ type Server struct {
 	memory   *memory
 
 	lockMetrics *lockMetrics
+	lockWatch   *lockWatch
 
 	transport *raftnode.TCPTransport // nil for a single node
 	ln        net.Listener
@@ -87,7 +88,10 @@ func New(cfg Config) (*Server, error) {
 	s.watches.maxPerConn = cfg.MaxWatches
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
 	s.fsm.onClose = s.sessionClosed
-	s.fsm.onRestore = func() { s.dropAllConns(wire.CodeConnectionLoss) }
+	s.fsm.onRestore = func() {
+		s.dropAllConns(wire.CodeConnectionLoss)
+		s.lockWatch.changed(nil)
+	}
 	s.metrics = newMetrics(s)
 	s.limits = newLimiter(&s.cfg, s.metrics.reg)
 	s.memory = newMemory(cfg.MemoryBudget)
@@ -95,6 +99,8 @@ func New(cfg Config) (*Server, error) {
 	s.lockMetrics = newLockMetrics(s, s.metrics.reg)
 	s.fsm.locks.Observe = s.lockMetrics.observer()
 	s.fsm.onLeaseExpired = s.lockMetrics.expiries.Inc
+	s.lockWatch = newLockWatch()
+	s.fsm.lockChanged = s.lockWatch.changed
 	tlsConf, err := clientTLSConfig(&cfg)
 	if err != nil {
 		return nil, err

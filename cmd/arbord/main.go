@@ -49,6 +49,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.HTTPIdleTimeout, "http-idle-timeout", server.DefaultHTTPIdleTimeout,
 		fmt.Sprintf("how long a keep-alive connection on --http may wait for its next request before it is closed (more than 0, at most %v)", server.MaxHTTPIdleTimeout))
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
+	fs.StringVar(&cfg.LockRoot, "lock-root", server.DefaultLockRoot, "the path under which the HTTP lock API's lock NAME lives, as NAME's own node")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients (who may make them is unchanged: see --admin-identities)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the --http listener")

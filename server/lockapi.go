@@ -1,0 +1,576 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arbor-coord/arbor/lockq"
+	"github.com/arbor-coord/arbor/locks"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// The HTTP lock API, under /api/v1/ on the --http port of every member
+// (docs/locks.md). A lock NAME is the path Config.LockRoot/NAME: the same
+// lock a Go recipe takes there, by the same rules (package lockq). Each
+// acquisition is bound to a lease of its own (a session without a
+// connection, owned by no session), which the HTTP client renews; when it
+// stops, the lease ends and the lock goes to the next waiter. Requests run
+// through the same checks as the binary protocol's: the lock's ACL, with
+// the caller's identities (ip, digest from HTTP basic auth, x509 from a
+// client certificate), and writes through the raft log.
+
+// DefaultLockRoot is where the HTTP lock API's locks live by default.
+const DefaultLockRoot = "/locks"
+
+// maxAPIBody is the largest JSON body the lock API reads.
+const maxAPIBody = 64 << 10
+
+// maxLockWait is the longest an acquire may wait.
+const maxLockWait = time.Hour
+
+// handleLockAPI adds the lock API's endpoints to mux. Every answer under
+// /api/v1/ is JSON, a 404 or a 405 too.
+func (s *Server) handleLockAPI(mux *http.ServeMux) {
+	for _, e := range []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
+		{"POST", "/api/v1/locks/{name}/acquire", s.apiAcquire},
+		{"POST", "/api/v1/locks/{name}/renew", s.apiRenew},
+		{"POST", "/api/v1/locks/{name}/release", s.apiRelease},
+		{"GET", "/api/v1/locks/{name}", s.apiLock},
+		{"GET", "/api/v1/locks", s.apiLocks},
+		{"GET", "/api/v1/deadlocks", s.apiDeadlocks},
+	} {
+		mux.HandleFunc(e.method+" "+e.path, e.h)
+		mux.HandleFunc(e.path, methodNotAllowed(e.method))
+	}
+	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, nil, &apiError{http.StatusNotFound, "no such endpoint: " + r.URL.Path})
+	})
+}
+
+// methodNotAllowed answers a method an endpoint does not serve.
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if allow == "GET" {
+			allow = "GET, HEAD"
+		}
+		w.Header().Set("Allow", allow)
+		writeJSON(w, nil, &apiError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; " + allow + " is"})
+	}
+}
+
+// apiError is an error answer: its status and message.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// writeJSON answers with v, or with err as {"error": ...} and the status
+// it maps to.
+func writeJSON(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		status := http.StatusInternalServerError
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae):
+			status = ae.status
+		case errors.Is(err, wire.ErrNoAuth):
+			status = http.StatusForbidden
+		case errors.Is(err, wire.ErrNoQuorum), errors.Is(err, wire.ErrShuttingDown),
+			errors.Is(err, wire.ErrOperationTimeout), errors.Is(err, wire.ErrThrottled):
+			status = http.StatusServiceUnavailable
+		case errors.Is(err, wire.ErrBadArguments):
+			status = http.StatusBadRequest
+		}
+		w.WriteHeader(status)
+		v = map[string]string{"error": err.Error()}
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody reads r's JSON body into v: one object of known fields, at
+// most maxAPIBody bytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("the body is not a JSON object of this request: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("the body has more than one JSON value")
+	}
+	return nil
+}
+
+// lockPath is the path of the lock named in r, checked.
+func (s *Server) lockPath(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	p := strings.TrimSuffix(s.cfg.LockRoot, "/") + "/" + name
+	if err := wire.ValidatePath(p, false); err != nil || name == "" {
+		return "", badRequest("%q is not a lock name: a lock name is one segment of a path", name)
+	}
+	return p, nil
+}
+
+// httpIdentities are the identities an HTTP request proves: its ip, a
+// digest identity from HTTP basic auth (user and password, as an auth
+// request's "user:password"), and an x509 identity from a verified client
+// certificate.
+func (s *Server) httpIdentities(r *http.Request) []wire.Identity {
+	host := r.RemoteAddr
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = strings.Trim(host[:i], "[]")
+	}
+	ids := []wire.Identity{{Scheme: "ip", ID: host}}
+	if user, password, ok := r.BasicAuth(); ok && user != "" {
+		id := wire.DigestID(user, password)
+		ids = append(ids, wire.Identity{Scheme: "digest", ID: id})
+		if s.cfg.SuperDigest != "" && id == s.cfg.SuperDigest {
+			ids = append(ids, wire.Identity{Scheme: tree.SuperScheme, ID: user})
+		}
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		ids = append(ids, wire.Identity{Scheme: "x509", ID: r.TLS.PeerCertificates[0].Subject.String()})
+	}
+	return ids
+}
+
+// needQuorum refuses what this member cannot do without a leader: grant,
+// renew or release a lock.
+func (s *Server) needQuorum() error {
+	if s.node.Leader() == 0 {
+		return &apiError{http.StatusServiceUnavailable, "this member cannot reach a quorum: it grants, renews and releases no lock"}
+	}
+	return nil
+}
+
+// acquireRequest is the body of an acquire.
+type acquireRequest struct {
+	ClientID      string `json:"client_id"`
+	TTLMs         int64  `json:"ttl_ms"`
+	WaitTimeoutMs int64  `json:"wait_timeout_ms"`
+	Mode          string `json:"mode"`
+}
+
+// heldResponse answers an acquire or a renew that holds.
+type heldResponse struct {
+	Acquired     bool   `json:"acquired,omitempty"`
+	FencingToken int64  `json:"fencing_token"`
+	ExpiresAt    string `json:"expires_at"`
+	LeaseID      string `json:"lease_id"`
+}
+
+// apiModes maps the API's modes to kinds of lock node.
+var apiModes = map[string]lockq.Kind{"": lockq.Exclusive, "exclusive": lockq.Exclusive, "read": lockq.Read, "write": lockq.Write}
+
+func (s *Server) apiAcquire(w http.ResponseWriter, r *http.Request) {
+	v, err := s.acquire(r.Context(), w, r)
+	writeJSON(w, v, err)
+}
+
+func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		return nil, err
+	}
+	var req acquireRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	kind, ok := apiModes[req.Mode]
+	switch {
+	case !ok:
+		return nil, badRequest("mode %q is not exclusive, read or write", req.Mode)
+	case req.ClientID == "" || len(req.ClientID) > lockq.MaxOwner:
+		return nil, badRequest("client_id is required, at most %d bytes", lockq.MaxOwner)
+	case req.WaitTimeoutMs < 0 || time.Duration(req.WaitTimeoutMs)*time.Millisecond > maxLockWait:
+		return nil, badRequest("wait_timeout_ms is 0 (try once) to %d", maxLockWait.Milliseconds())
+	}
+	ttl, err := leaseTTL(req.TTLMs, DefaultLeaseTTL)
+	if err != nil {
+		return nil, badRequest("ttl_ms: %v", err)
+	}
+	if err := s.needQuorum(); err != nil {
+		return nil, err
+	}
+	ids := s.httpIdentities(r)
+	if err := s.makeLockDirs(ctx, path, ids); err != nil {
+		return nil, err
+	}
+	lease := s.ids.Next()
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCreateSession, Session: lease, Time: time.Now().UnixMilli(),
+		LeaseTTL: ttl, LeaseOwner: req.ClientID}); err != nil {
+		return nil, err
+	}
+	node, err := s.createLockNode(ctx, path, kind, lease, req.ClientID, ids)
+	if err != nil {
+		s.closeLease(lease)
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Duration(req.WaitTimeoutMs)*time.Millisecond)
+	defer cancel()
+	held, err := s.waitTurn(wait, path, node)
+	if err != nil || !held {
+		s.closeLease(lease) // and its node with it: nothing is left behind
+		if err == nil || ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, &apiError{http.StatusConflict, "timeout"}
+		}
+		return nil, err
+	}
+	return s.heldAnswer(path, lease, true)
+}
+
+// makeLockDirs creates the lock's path and its missing ancestors as
+// containers, as the recipes do.
+func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Identity) error {
+	for i := 1; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		req := wire.Request{Op: wire.OpCreate, Path: path[:i], Mode: wire.ModeContainer}
+		if err := s.resolveACLs(&req, ids); err != nil {
+			return err
+		}
+		txn := tree.TxnFromRequest(&req, 0, time.Now().UnixMilli(), ids)
+		if _, err := s.write(ctx, &txn); err != nil && !errors.Is(err, wire.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// createLockNode creates the lock node of an HTTP acquisition, bound to
+// lease, and returns its entry.
+func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, lease int64, client string, ids []wire.Identity) (lockq.Entry, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(hex.EncodeToString(b[:]), kind),
+		Mode: wire.ModeEphemeralSequential, Data: lockq.Record{Owner: client, Holder: client}.Encode()}
+	if err := s.resolveACLs(&req, ids); err != nil {
+		return lockq.Entry{}, err
+	}
+	txn := tree.TxnFromRequest(&req, lease, time.Now().UnixMilli(), ids)
+	res, err := s.write(ctx, &txn)
+	if err != nil {
+		return lockq.Entry{}, err
+	}
+	e, _ := lockq.Parse(res.Path[len(path)+1:])
+	return e, nil
+}
+
+// waitTurn waits until the acquisition of node holds the lock at path, or
+// ctx ends (then it reports false). An acquisition whose node is gone (its
+// lease ended) fails.
+func (s *Server) waitTurn(ctx context.Context, path string, node lockq.Entry) (bool, error) {
+	for {
+		changed := s.lockWatch.next(path)
+		var names []string
+		var err error
+		s.fsm.read(func(t *tree.Tree) { names, _, err = t.Children(path) })
+		if err != nil {
+			return false, err
+		}
+		es := lockq.Sort(names)
+		switch {
+		case !containsNode(es, node):
+			return false, &apiError{http.StatusGone, "the lock's lease ended while it waited"}
+		case lockq.Holds(es, node.ID):
+			return true, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+func containsNode(es []lockq.Entry, node lockq.Entry) bool {
+	for _, e := range es {
+		if e.Name == node.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// closeLease ends lease, and its node with it, whatever the caller's
+// context: an acquire that gave up leaves nothing behind.
+func (s *Server) closeLease(lease int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	_, _ = s.write(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: lease, Time: time.Now().UnixMilli()})
+}
+
+// heldAnswer is the answer of an acquire or renew by lease of the lock at
+// path: its token and the lease's expiry.
+func (s *Server) heldAnswer(path string, lease int64, acquired bool) (heldResponse, error) {
+	var answer heldResponse
+	var found bool
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		info, ok := x.Info(t, path)
+		if !ok {
+			return
+		}
+		for _, h := range info.Holders {
+			if h.Lease == lease {
+				answer = heldResponse{Acquired: acquired, FencingToken: h.Token, LeaseID: leaseID(lease),
+					ExpiresAt: time.UnixMilli(h.Expires).UTC().Format(time.RFC3339Nano)}
+				found = true
+			}
+		}
+	})
+	if !found {
+		return heldResponse{}, &apiError{http.StatusGone, "the lease no longer holds the lock"}
+	}
+	return answer, nil
+}
+
+func leaseID(lease int64) string { return fmt.Sprintf("%016x", uint64(lease)) }
+
+// leaseRequest names the hold a renew or release acts on: its lease, or
+// its client and fencing token.
+type leaseRequest struct {
+	LeaseID      string `json:"lease_id"`
+	ClientID     string `json:"client_id"`
+	FencingToken int64  `json:"fencing_token"`
+	TTLMs        int64  `json:"ttl_ms"` // renew only
+}
+
+// lease is the lease req names, 0 if it names its hold by client and
+// token instead.
+func (req *leaseRequest) lease() (int64, error) {
+	switch {
+	case req.LeaseID != "":
+		v, err := strconv.ParseUint(req.LeaseID, 16, 64)
+		if err != nil {
+			return 0, badRequest("lease_id %q is not a lease id", req.LeaseID)
+		}
+		return int64(v), nil
+	case req.ClientID == "" || req.FencingToken == 0:
+		return 0, badRequest("name the hold by lease_id, or by client_id and fencing_token")
+	}
+	return 0, nil
+}
+
+// holdOf finds the lease of the hold req names on the lock at path: by
+// lease_id, or by client_id and fencing_token. held says whether it holds
+// the lock now (rather than waits for it); 0 means no such lease.
+func (s *Server) holdOf(path string, req leaseRequest) (lease int64, held bool, err error) {
+	want, err := req.lease()
+	if err != nil {
+		return 0, false, err
+	}
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		info, ok := x.Info(t, path)
+		if !ok {
+			return
+		}
+		for i, p := range append(info.Holders, info.Waiters...) {
+			match := p.Lease != 0 && (p.Lease == want || want == 0 && p.Owner == req.ClientID && p.Token == req.FencingToken)
+			if match {
+				lease, held = p.Lease, i < len(info.Holders)
+				return
+			}
+		}
+	})
+	return lease, held, nil
+}
+
+func (s *Server) apiRenew(w http.ResponseWriter, r *http.Request) {
+	v, err := s.renew(r.Context(), w, r)
+	writeJSON(w, v, err)
+}
+
+func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	path, req, err := s.leaseBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := leaseTTL(req.TTLMs, 0)
+	if err != nil {
+		return nil, badRequest("ttl_ms: %v", err)
+	}
+	if err := s.allowed(path, r, wire.PermCreate); err != nil {
+		return nil, err
+	}
+	lease, held, err := s.holdOf(path, req)
+	switch {
+	case err != nil:
+		return nil, err
+	case lease == 0 || !held:
+		return nil, &apiError{http.StatusGone, "the lease has expired, or the lock was broken, or it does not hold this lock"}
+	}
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnRenewLease, Session: lease, Time: time.Now().UnixMilli(), LeaseTTL: ttl}); err != nil {
+		if errors.Is(err, wire.ErrSessionExpired) {
+			return nil, &apiError{http.StatusGone, "the lease has expired"}
+		}
+		return nil, err
+	}
+	return s.heldAnswer(path, lease, false)
+}
+
+func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
+	v, err := s.release(r.Context(), w, r)
+	writeJSON(w, v, err)
+}
+
+func (s *Server) release(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	path, req, err := s.leaseBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if req.TTLMs != 0 {
+		return nil, badRequest("a release takes no ttl_ms")
+	}
+	if err := s.allowed(path, r, wire.PermDelete); err != nil {
+		return nil, err
+	}
+	lease, held, err := s.holdOf(path, req)
+	switch {
+	case err != nil:
+		return nil, err
+	case lease == 0 || !held:
+		return nil, &apiError{http.StatusConflict, "that lease does not hold the lock"}
+	}
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: lease, Time: time.Now().UnixMilli()}); err != nil {
+		if errors.Is(err, wire.ErrSessionExpired) {
+			return nil, &apiError{http.StatusConflict, "that lease does not hold the lock"}
+		}
+		return nil, err
+	}
+	return map[string]bool{"released": true}, nil
+}
+
+// leaseBody reads the lock's path and the body of a renew or release, and
+// checks that this member can change it.
+func (s *Server) leaseBody(w http.ResponseWriter, r *http.Request) (string, leaseRequest, error) {
+	var req leaseRequest
+	path, err := s.lockPath(r)
+	if err == nil {
+		err = decodeBody(w, r, &req)
+	}
+	if err == nil {
+		_, err = req.lease()
+	}
+	if err == nil {
+		err = s.needQuorum()
+	}
+	return path, req, err
+}
+
+// allowed checks that r's identities have perm on the lock at path.
+func (s *Server) allowed(path string, r *http.Request, perm wire.Perms) error {
+	var err error
+	ids := s.httpIdentities(r)
+	s.fsm.read(func(t *tree.Tree) { err = t.Check(path, ids, perm) })
+	if errors.Is(err, wire.ErrNoNode) {
+		return &apiError{http.StatusNotFound, "no lock " + path}
+	}
+	return err
+}
+
+// lockJSON is a lock as the API shows it.
+type lockJSON struct {
+	Path            string      `json:"path"`
+	Holders         []partyJSON `json:"holders"`
+	Waiters         []partyJSON `json:"waiters"`
+	EstimatedWaitMs int64       `json:"estimated_wait_ms"`
+}
+
+// partyJSON is a holder or a waiter as the API shows it.
+type partyJSON struct {
+	ClientID     string `json:"client_id"` // its owner
+	Holder       string `json:"holder,omitempty"`
+	Mode         string `json:"mode"`
+	Session      string `json:"session"`
+	LeaseID      string `json:"lease_id,omitempty"`
+	FencingToken int64  `json:"fencing_token"`
+	Since        string `json:"since"`
+	ExpiresAt    string `json:"expires_at,omitempty"`
+}
+
+func apiParties(ps []wire.LockParty) []partyJSON {
+	out := []partyJSON{}
+	for _, p := range ps {
+		j := partyJSON{ClientID: p.Owner, Holder: p.Holder, Mode: p.Mode, Session: leaseID(p.Session), FencingToken: p.Token,
+			Since: time.UnixMilli(p.Since).UTC().Format(time.RFC3339Nano)}
+		if p.Lease != 0 {
+			j.LeaseID = leaseID(p.Lease)
+			j.ExpiresAt = time.UnixMilli(p.Expires).UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func apiLock(l wire.LockInfo) lockJSON {
+	return lockJSON{Path: l.Path, Holders: apiParties(l.Holders), Waiters: apiParties(l.Waiters), EstimatedWaitMs: l.EstimatedWaitMs}
+}
+
+func (s *Server) apiLock(w http.ResponseWriter, r *http.Request) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		writeJSON(w, nil, err)
+		return
+	}
+	var infos []wire.LockInfo
+	ids := s.httpIdentities(r)
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { infos = lockInfos(t, x, path, ids) })
+	if len(infos) == 0 || infos[0].Path != path {
+		writeJSON(w, nil, &apiError{http.StatusNotFound, "no lock " + path})
+		return
+	}
+	writeJSON(w, apiLock(infos[0]), nil)
+}
+
+func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {
+	var infos []wire.LockInfo
+	ids := s.httpIdentities(r)
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { infos = lockInfos(t, x, "/", ids) })
+	out := []lockJSON{}
+	for _, l := range infos {
+		out = append(out, apiLock(l))
+	}
+	writeJSON(w, map[string]any{"locks": out}, nil)
+}
+
+func (s *Server) apiDeadlocks(w http.ResponseWriter, r *http.Request) {
+	var cycles [][]wire.LockWait
+	ids := s.httpIdentities(r)
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = deadlocks(t, x, ids) })
+	type edge struct {
+		ClientID string `json:"client_id"`
+		Holder   string `json:"holder,omitempty"`
+		Lock     string `json:"lock"`
+		HeldBy   string `json:"held_by"`
+	}
+	out := [][]edge{}
+	for _, c := range cycles {
+		var es []edge
+		for _, w := range c {
+			es = append(es, edge{ClientID: w.Waiter.Owner, Holder: w.Waiter.Holder, Lock: w.Lock, HeldBy: w.Holder.Owner})
+		}
+		out = append(out, es)
+	}
+	writeJSON(w, map[string]any{"cycles": out}, nil)
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// api calls the lock API of s: method on path with body (JSON unless a
+// string), and returns the status and the decoded answer.
+func api(t *testing.T, s *Server, method, path string, body any, auth ...string) (int, map[string]any) {
+	t.Helper()
+	code, out, err := tryAPI(s, method, path, body, auth...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, out
+}
+
+// tryAPI is api for a goroutine other than the test's: it returns its
+// failure.
+func tryAPI(s *Server, method, path string, body any, auth ...string) (int, map[string]any, error) {
+	var b []byte
+	switch v := body.(type) {
+	case nil:
+	case string:
+		b = []byte(v)
+	default:
+		b, _ = json.Marshal(v)
+	}
+	req, err := http.NewRequest(method, "http://"+s.HTTPAddr().String()+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(auth) == 2 {
+		req.SetBasicAuth(auth[0], auth[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, nil, fmt.Errorf("%s %s: answered %d with no JSON object: %v", method, path, resp.StatusCode, err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		return 0, nil, fmt.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	return resp.StatusCode, out, nil
+}
+
+func token(t *testing.T, v map[string]any) int64 {
+	t.Helper()
+	f, ok := v["fencing_token"].(float64)
+	if !ok {
+		t.Fatalf("no fencing_token in %v", v)
+	}
+	return int64(f)
+}
+
+// holdersAndWaiters reads the lock at name through the API.
+func holdersAndWaiters(t *testing.T, s *Server, name string) (holders, waiters int) {
+	t.Helper()
+	code, v := api(t, s, "GET", "/api/v1/locks/"+name, nil)
+	if code == http.StatusNotFound {
+		return 0, 0
+	}
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", name, code, v)
+	}
+	return len(v["holders"].([]any)), len(v["waiters"].([]any))
+}
+
+func TestHTTPClientsTakeTurnsWithTokensThatGrow(t *testing.T) {
+	s := startServer(t, "")
+	code, first := api(t, s, "POST", "/api/v1/locks/job/acquire", map[string]any{"client_id": "w1", "ttl_ms": 10_000})
+	if code != http.StatusOK || first["acquired"] != true || first["lease_id"] == "" {
+		t.Fatalf("acquire: %d %v", code, first)
+	}
+	if exp, err := time.Parse(time.RFC3339Nano, first["expires_at"].(string)); err != nil || time.Until(exp) < 5*time.Second {
+		t.Errorf("expires_at %v (%v), want about 10 s from now", first["expires_at"], err)
+	}
+	// Try once: busy, and nothing left behind.
+	code, busy := api(t, s, "POST", "/api/v1/locks/job/acquire", map[string]any{"client_id": "w2", "wait_timeout_ms": 0})
+	if code != http.StatusConflict || busy["error"] != "timeout" {
+		t.Fatalf("a second acquire that tries once: %d %v", code, busy)
+	}
+	if h, w := holdersAndWaiters(t, s, "job"); h != 1 || w != 0 {
+		t.Fatalf("after a refused try: %d holders, %d waiters", h, w)
+	}
+	// A waiter gets the lock when the holder releases it.
+	got := make(chan map[string]any, 1)
+	go func() {
+		code, v, err := tryAPI(s, "POST", "/api/v1/locks/job/acquire", map[string]any{"client_id": "w2", "wait_timeout_ms": 10_000})
+		if err != nil || code != http.StatusOK {
+			t.Errorf("a waiting acquire: %d %v %v", code, v, err)
+		}
+		got <- v
+	}()
+	waitFor(t, "the waiter to queue", func() bool { _, w := holdersAndWaiters(t, s, "job"); return w == 1 })
+	if code, v := api(t, s, "POST", "/api/v1/locks/job/renew", map[string]any{"lease_id": first["lease_id"], "ttl_ms": 20_000}); code != http.StatusOK || token(t, v) != token(t, first) {
+		t.Fatalf("renew: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/job/renew", map[string]any{"client_id": "w1", "fencing_token": token(t, first)}); code != http.StatusOK {
+		t.Fatalf("renew by client and token: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/job/release", map[string]any{"client_id": "w1", "fencing_token": token(t, first) + 1}); code != http.StatusConflict {
+		t.Fatalf("release by a token that does not hold: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/job/release", map[string]any{"lease_id": first["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("release: %d %v", code, v)
+	}
+	second := <-got
+	if token(t, second) <= token(t, first) {
+		t.Errorf("the second holder's token %d is not over the first's %d", token(t, second), token(t, first))
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/job/renew", map[string]any{"lease_id": first["lease_id"]}); code != http.StatusGone {
+		t.Errorf("renew of a released lease: %d %v, want 410", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/job/release", map[string]any{"lease_id": first["lease_id"]}); code != http.StatusConflict {
+		t.Errorf("a second release: %d %v, want 409", code, v)
+	}
+}
+
+// A holder that stops renewing loses the lock to the next waiter.
+func TestAnHTTPHolderThatStopsRenewingLosesTheLock(t *testing.T) {
+	s := startServer(t, "")
+	code, first := api(t, s, "POST", "/api/v1/locks/lease/acquire", map[string]any{"client_id": "stuck", "ttl_ms": 1000})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, first)
+	}
+	code, next := api(t, s, "POST", "/api/v1/locks/lease/acquire", map[string]any{"client_id": "next", "wait_timeout_ms": 10_000})
+	if code != http.StatusOK || token(t, next) <= token(t, first) {
+		t.Fatalf("the next holder: %d %v", code, next)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/lease/renew", map[string]any{"lease_id": first["lease_id"]}); code != http.StatusGone {
+		t.Errorf("renew of an expired lease: %d %v, want 410", code, v)
+	}
+}
+
+func TestTheLockAPIRefusesBadInputAndChangesNothing(t *testing.T) {
+	s := startServer(t, "")
+	for _, tt := range []struct {
+		name, path string
+		body       any
+	}{
+		{"malformed JSON", "/api/v1/locks/a/acquire", `{"client_id":`},
+		{"an unknown field", "/api/v1/locks/a/acquire", `{"client_id":"w","colour":"red"}`},
+		{"two values", "/api/v1/locks/a/acquire", `{"client_id":"w"} {}`},
+		{"no client_id", "/api/v1/locks/a/acquire", map[string]any{"ttl_ms": 5000}},
+		{"a TTL too short", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "ttl_ms": 10}},
+		{"a TTL too long", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "ttl_ms": 7_200_000}},
+		{"a negative wait", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "wait_timeout_ms": -1}},
+		{"an unknown mode", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "mode": "shared"}},
+		{"a name with a NUL", "/api/v1/locks/a%00b/acquire", map[string]any{"client_id": "w"}},
+		{"a name with a control character", "/api/v1/locks/a%01b/acquire", map[string]any{"client_id": "w"}},
+		{"an oversize body", "/api/v1/locks/a/acquire", `{"client_id":"` + strings.Repeat("x", maxAPIBody) + `"}`},
+		{"a lease id that is not one", "/api/v1/locks/a/renew", map[string]any{"lease_id": "zz"}},
+		{"a renew naming no hold", "/api/v1/locks/a/renew", map[string]any{}},
+		{"a release with a TTL", "/api/v1/locks/a/release", map[string]any{"lease_id": "01", "ttl_ms": 1000}},
+	} {
+		code, v := api(t, s, "POST", tt.path, tt.body)
+		if code != http.StatusBadRequest {
+			t.Errorf("%s: %d %v, want 400", tt.name, code, v)
+		}
+		if msg, _ := v["error"].(string); msg == "" {
+			t.Errorf("%s: no error message in %v", tt.name, v)
+		}
+	}
+	var count int
+	s.fsm.read(func(tr *tree.Tree) { count = tr.Count() })
+	if count != 1 || len(s.sessions.Expired(time.Now().Add(time.Hour))) != 0 {
+		t.Errorf("bad requests left %d znodes (want the root only) or a lease", count)
+	}
+}
+
+func TestTheLockAPIKeepsTheLocksACL(t *testing.T) {
+	s := startServer(t, "")
+	alice := wire.Identity{Scheme: "digest", ID: wire.DigestID("alice", "secret")}
+	for _, p := range []string{"/locks", "/locks/private"} {
+		txn := tree.Txn{Type: wire.OpCreate, Path: p, ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "digest", ID: alice.ID}}, Identities: []wire.Identity{alice}}
+		if _, err := s.write(t.Context(), &txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/private/acquire", map[string]any{"client_id": "mallory"}); code != http.StatusForbidden {
+		t.Errorf("an acquire without alice's credentials: %d %v, want 403", code, v)
+	}
+	if code, v := api(t, s, "GET", "/api/v1/locks/private", nil, "mallory", "guess"); code != http.StatusNotFound {
+		t.Errorf("a read of a lock one may not read: %d %v, want 404", code, v)
+	}
+	code, v := api(t, s, "POST", "/api/v1/locks/private/acquire", map[string]any{"client_id": "alice"}, "alice", "secret")
+	if code != http.StatusOK {
+		t.Fatalf("alice's acquire: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/private/release", map[string]any{"lease_id": v["lease_id"]}, "mallory", "guess"); code != http.StatusForbidden {
+		t.Errorf("mallory's release of alice's lock: %d %v, want 403", code, v)
+	}
+}
+
+func TestTheLockAPIShowsLocksAndDeadlocks(t *testing.T) {
+	s := startServer(t, "")
+	for _, name := range []string{"a", "b"} {
+		if code, v := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "c-" + name}); code != http.StatusOK {
+			t.Fatalf("acquire %s: %d %v", name, code, v)
+		}
+	}
+	code, v := api(t, s, "GET", "/api/v1/locks", nil)
+	if ls, _ := v["locks"].([]any); code != http.StatusOK || len(ls) != 2 {
+		t.Fatalf("GET /api/v1/locks: %d %v", code, v)
+	}
+	// c-a waits for b while c-b waits for a: a cycle.
+	for _, w := range []struct{ client, lock string }{{"c-a", "b"}, {"c-b", "a"}} {
+		go tryAPI(s, "POST", "/api/v1/locks/"+w.lock+"/acquire", map[string]any{"client_id": w.client, "wait_timeout_ms": 3000})
+	}
+	waitFor(t, "the deadlock", func() bool {
+		_, v := api(t, s, "GET", "/api/v1/deadlocks", nil)
+		cycles, _ := v["cycles"].([]any)
+		return len(cycles) == 1 && len(cycles[0].([]any)) == 2
+	})
+	if code, v := api(t, s, "GET", "/api/v1/locks/none", nil); code != http.StatusNotFound {
+		t.Errorf("a lock with no holder: %d %v", code, v)
+	}
+	if code, _ := api(t, s, "DELETE", "/api/v1/locks/a/acquire", nil); code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE on acquire: %d, want 405", code)
+	}
+}
