@@ -29,8 +29,9 @@ type Node struct {
 
 // lock is one lock's queue and what the index remembers of it.
 type lock struct {
-	nodes []Node           // in sequence order
-	since map[string]int64 // acquisition id -> when it began to hold (ms)
+	nodes    []Node           // in sequence order
+	since    map[string]int64 // acquisition id -> when it began to hold (ms)
+	modified int64            // the zxid of its last change (0 after a rebuild: unknown)
 }
 
 // holds is how many recent hold times an Index keeps, for the estimated
@@ -84,10 +85,10 @@ func (x *Index) Rebuild(t *tree.Tree) {
 	}
 }
 
-// Apply brings the index up to date with the events of one applied txn,
-// made at time (ms since the Unix epoch), and returns the paths of the
-// locks whose queues changed.
-func (x *Index) Apply(time int64, events []tree.Event) []string {
+// Apply brings the index up to date with the events of the txn applied at
+// zxid, made at time (ms since the Unix epoch), and returns the paths of
+// the locks whose queues changed.
+func (x *Index) Apply(zxid, time int64, events []tree.Event) []string {
 	var changed []string
 	for _, ev := range events {
 		switch ev.Type {
@@ -105,10 +106,21 @@ func (x *Index) Apply(time int64, events []tree.Event) []string {
 	}
 	for _, p := range changed {
 		if l, ok := x.locks[p]; ok {
+			l.modified = zxid
 			x.settle(p, l, time)
 		}
 	}
 	return changed
+}
+
+// Modified returns the zxid of the last change of the lock at p: 0 if
+// there is no lock there, or if it has not changed since this member
+// restarted or restored a snapshot.
+func (x *Index) Modified(p string) int64 {
+	if l := x.locks[p]; l != nil {
+		return l.modified
+	}
+	return 0
 }
 
 // lockNode splits p into its lock's path and its entry, if it is a lock

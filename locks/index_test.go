@@ -29,7 +29,7 @@ func (w *world) apply(time int64, txn tree.Txn) tree.Result {
 	if res.Err != nil {
 		w.t.Fatalf("%v: %v", txn.Type, res.Err)
 	}
-	w.x.Apply(time, events)
+	w.x.Apply(w.zxid, time, events)
 	return res
 }
 

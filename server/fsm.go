@@ -58,7 +58,7 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	f.mu.Lock()
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
-	changed := f.locks.Apply(txn.Time, events)
+	changed := f.locks.Apply(zxid, txn.Time, events)
 	f.watches.trigger(events, zxid)
 	f.mu.Unlock()
 	if len(changed) > 0 && f.lockChanged != nil {

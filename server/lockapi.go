@@ -49,6 +49,7 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		{"POST", "/api/v1/locks/{name}/renew", s.apiRenew},
 		{"POST", "/api/v1/locks/{name}/release", s.apiRelease},
 		{"GET", "/api/v1/locks/{name}", s.apiLock},
+		{"GET", "/api/v1/locks/{name}/events", s.apiLockEvents},
 		{"GET", "/api/v1/locks", s.apiLocks},
 		{"GET", "/api/v1/deadlocks", s.apiDeadlocks},
 	} {
@@ -491,6 +492,7 @@ func (s *Server) allowed(path string, r *http.Request, perm wire.Perms) error {
 
 // lockJSON is a lock as the API shows it.
 type lockJSON struct {
+	Index           int64       `json:"index"` // the zxid of its last change, for a long poll (0: unknown since a restart)
 	Path            string      `json:"path"`
 	Holders         []partyJSON `json:"holders"`
 	Waiters         []partyJSON `json:"waiters"`
@@ -527,20 +529,135 @@ func apiLock(l wire.LockInfo) lockJSON {
 	return lockJSON{Path: l.Path, Holders: apiParties(l.Holders), Waiters: apiParties(l.Waiters), EstimatedWaitMs: l.EstimatedWaitMs}
 }
 
+// Long polls: how long a GET of a lock with ?index waits for a change,
+// unless ?wait says, and at most.
+const (
+	defaultLockPoll = 5 * time.Minute
+	maxLockPoll     = 10 * time.Minute
+)
+
+// lockState reads the lock at path for r: the lock (ok false if nobody
+// holds or waits, or r may not read it) and the zxid of its last change.
+func (s *Server) lockState(r *http.Request, path string) (l lockJSON, ok bool) {
+	ids := s.httpIdentities(r)
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		infos := lockInfos(t, x, path, ids)
+		if ok = len(infos) > 0 && infos[0].Path == path; ok {
+			l = apiLock(infos[0])
+			l.Index = x.Modified(path)
+		}
+	})
+	return l, ok
+}
+
+// apiLock answers the lock NAME. With ?index=N it is a long poll (as
+// Consul's blocking queries): it answers once the lock has changed past
+// the zxid N (its "index"), or ?wait (default 5m, at most 10m) has passed.
 func (s *Server) apiLock(w http.ResponseWriter, r *http.Request) {
 	path, err := s.lockPath(r)
 	if err != nil {
 		writeJSON(w, nil, err)
 		return
 	}
-	var infos []wire.LockInfo
-	ids := s.httpIdentities(r)
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { infos = lockInfos(t, x, path, ids) })
-	if len(infos) == 0 || infos[0].Path != path {
+	index, wait, err := pollParams(r)
+	if err != nil {
+		writeJSON(w, nil, err)
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		changed := s.lockWatch.next(path)
+		l, ok := s.lockState(r, path)
+		if index < 0 || l.Index > index {
+			answerLock(w, l, ok, path)
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			answerLock(w, l, ok, path)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func answerLock(w http.ResponseWriter, l lockJSON, ok bool, path string) {
+	if !ok {
 		writeJSON(w, nil, &apiError{http.StatusNotFound, "no lock " + path})
 		return
 	}
-	writeJSON(w, apiLock(infos[0]), nil)
+	w.Header().Set("X-Arbor-Index", strconv.FormatInt(l.Index, 10))
+	writeJSON(w, l, nil)
+}
+
+// pollParams reads a long poll's ?index (-1 without one) and ?wait.
+func pollParams(r *http.Request) (index int64, wait time.Duration, err error) {
+	index, wait = -1, defaultLockPoll
+	if v := r.URL.Query().Get("index"); v != "" {
+		if index, err = strconv.ParseInt(v, 10, 64); err != nil || index < 0 {
+			return 0, 0, badRequest("index %q is not a zxid", v)
+		}
+	}
+	if v := r.URL.Query().Get("wait"); v != "" {
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 || wait > maxLockPoll {
+			return 0, 0, badRequest("wait %q is not a duration up to %v", v, maxLockPoll)
+		}
+	}
+	return index, wait, nil
+}
+
+// eventsKeepAlive is how often an idle event stream sends a comment, so
+// that proxies keep it open.
+const eventsKeepAlive = 15 * time.Second
+
+// apiLockEvents streams the lock NAME's state as server-sent events: one
+// "lock" event at once, and one at each change ("data" is what GET of the
+// lock answers; {} when nobody holds or waits), until the client goes.
+func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		writeJSON(w, nil, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeJSON(w, nil, errors.New("this connection cannot stream"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	keepAlive := time.NewTicker(eventsKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		changed := s.lockWatch.next(path)
+		var data []byte
+		if l, ok := s.lockState(r, path); ok {
+			data, _ = json.Marshal(l)
+		} else {
+			data = []byte("{}")
+		}
+		if _, err := fmt.Fprintf(w, "event: lock\ndata: %s\n\n", data); err != nil {
+			return
+		}
+		flusher.Flush()
+	wait:
+		for {
+			select {
+			case <-changed:
+				break wait
+			case <-keepAlive.C:
+				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+					return
+				}
+				flusher.Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
 }
 
 func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {

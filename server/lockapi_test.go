@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -231,5 +232,93 @@ func TestTheLockAPIShowsLocksAndDeadlocks(t *testing.T) {
 	}
 	if code, _ := api(t, s, "DELETE", "/api/v1/locks/a/acquire", nil); code != http.StatusMethodNotAllowed {
 		t.Errorf("DELETE on acquire: %d, want 405", code)
+	}
+}
+
+// A long poll answers once the lock changed past the index it names.
+func TestALongPollAnswersWhenTheLockChanges(t *testing.T) {
+	s := startServer(t, "")
+	code, held := api(t, s, "POST", "/api/v1/locks/poll/acquire", map[string]any{"client_id": "w1"})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, held)
+	}
+	code, v := api(t, s, "GET", "/api/v1/locks/poll", nil)
+	index, _ := v["index"].(float64)
+	if code != http.StatusOK || index == 0 {
+		t.Fatalf("GET: %d %v", code, v)
+	}
+	// Nothing changes: the poll answers at its wait, with the same index.
+	start := time.Now()
+	if code, v := api(t, s, "GET", fmt.Sprintf("/api/v1/locks/poll?index=%d&wait=200ms", int64(index)), nil); code != http.StatusOK || v["index"] != index {
+		t.Fatalf("a poll with no change: %d %v", code, v)
+	} else if time.Since(start) < 200*time.Millisecond {
+		t.Errorf("a poll with no change answered before its wait")
+	}
+	got := make(chan map[string]any, 1)
+	go func() {
+		_, v, err := tryAPI(s, "GET", fmt.Sprintf("/api/v1/locks/poll?index=%d&wait=1m", int64(index)), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	if code, v := api(t, s, "POST", "/api/v1/locks/poll/acquire", map[string]any{"client_id": "w2", "wait_timeout_ms": 0}); code != http.StatusConflict {
+		t.Fatalf("a second acquire: %d %v", code, v)
+	}
+	v = <-got // the second's node came and went: changes
+	if next, _ := v["index"].(float64); next <= index {
+		t.Errorf("the poll answered with index %v, not past %v", next, index)
+	}
+	if code, v := api(t, s, "GET", "/api/v1/locks/poll?wait=forever", nil); code != http.StatusBadRequest {
+		t.Errorf("a bad wait: %d %v", code, v)
+	}
+}
+
+// The event stream sends the lock's state at once and at each change.
+func TestTheEventStreamFollowsALock(t *testing.T) {
+	s := startServer(t, "")
+	resp, err := http.Get("http://" + s.HTTPAddr().String() + "/api/v1/locks/ev/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+		close(events)
+	}()
+	next := func() map[string]any {
+		t.Helper()
+		select {
+		case e := <-events:
+			var v map[string]any
+			if err := json.Unmarshal([]byte(e), &v); err != nil {
+				t.Fatalf("event %q: %v", e, err)
+			}
+			return v
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+			return nil
+		}
+	}
+	if v := next(); len(v) != 0 {
+		t.Fatalf("the first event of a free lock: %v, want {}", v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/ev/acquire", map[string]any{"client_id": "w1"}); code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, v)
+	}
+	for {
+		v := next()
+		if hs, _ := v["holders"].([]any); len(hs) == 1 && hs[0].(map[string]any)["client_id"] == "w1" {
+			break
+		}
 	}
 }
