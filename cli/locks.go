@@ -120,7 +120,7 @@ func (e *env) locksCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&holdOver, "hold-over", 5*time.Minute, "flag holds longer than this")
 	cmd.Flags().IntVar(&queueOver, "queue-over", 100, "flag queues longer than this")
-	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand())
+	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand(), e.breakCommand())
 	return cmd
 }
 
@@ -265,4 +265,35 @@ func (e *env) locksQueueCommand() *cobra.Command {
 			})
 		},
 	}
+}
+
+func (e *env) breakCommand() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "break PATH",
+		Short: "Free a stuck lock: its holders' nodes go, the next waiter holds",
+		Long: "Free the lock at PATH: delete the nodes of whoever holds it, so that the next\n" +
+			"waiter holds, with a higher fencing token. A holder bound to a lease is told\n" +
+			"(LostReason: the node was deleted); the server logs who broke the lock and\n" +
+			"--reason. It needs ADMIN and DELETE on PATH (docs/locks.md).",
+		Example:           "  arbor locks break /locks/deploy --reason 'build-3 hung since 09:12'",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.pathArg(args)
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				nodes, err := c.BreakLock(ctx, path, reason)
+				if err != nil {
+					return describe(err, path)
+				}
+				if e.json() {
+					return e.printJSON(map[string]any{"path": path, "broken": nodes})
+				}
+				_, err = fmt.Fprintf(e.stdout, "broke %s: %s\n", path, strings.Join(nodes, ", "))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the server's log")
+	return cmd
 }

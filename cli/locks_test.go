@@ -72,3 +72,17 @@ func TestDeadlocksPrintsACycleAndExitsOne(t *testing.T) {
 		t.Errorf("deadlocks printed %v", out)
 	}
 }
+
+func TestBreakFreesALockForTheNextWaiter(t *testing.T) {
+	addr, _ := startServer(t)
+	holder := start(t, addr, "lock", "/locks/brk")
+	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
+	out := must(t, addr, "locks", "break", "/locks/brk", "--reason", "hung")
+	if !strings.HasPrefix(out, "broke /locks/brk: _c_") {
+		t.Errorf("break printed %q", out)
+	}
+	if r := arbor(t, addr, "locks", "break", "/locks/brk"); r.code != 1 {
+		t.Errorf("a break of a free lock: %v, want exit 1", r)
+	}
+	holder.stop(t, syscall.SIGINT)
+}

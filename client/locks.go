@@ -58,3 +58,17 @@ func (c *Client) syncFirst(ctx context.Context, path string, do bool) error {
 	}
 	return c.Sync(ctx, path)
 }
+
+// BreakLock frees the lock at path, for reason (which the server logs):
+// the nodes of every acquisition that holds it are deleted, so the next
+// waiter holds, with a higher token. A holder bound to a lease is told
+// (recipes' LostReason: ErrNodeDeleted). It needs ADMIN and DELETE on the
+// lock's path; a lock nobody holds is ErrNoNode. It returns the nodes it
+// deleted.
+func (c *Client) BreakLock(ctx context.Context, path, reason string) ([]string, error) {
+	rep, err := c.do(ctx, "breaklock", path, wire.Request{Op: wire.OpLockBreak, Path: path, Reason: reason}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Children, nil
+}

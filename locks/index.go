@@ -310,3 +310,28 @@ func (x *Index) OldestHold() (int64, bool) {
 	}
 	return oldest, found
 }
+
+// HolderNodes returns the names of every node of the acquisitions that
+// hold the lock at p, each acquisition's first node last (the order to
+// delete them in).
+func (x *Index) HolderNodes(p string) []string {
+	l := x.locks[p]
+	if l == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range sortedKeys(l.since) {
+		var first string
+		for _, n := range l.nodes {
+			switch {
+			case n.Entry.ID != id:
+			case first == "":
+				first = n.Entry.Name
+			default:
+				out = append(out, n.Entry.Name)
+			}
+		}
+		out = append(out, first)
+	}
+	return out
+}

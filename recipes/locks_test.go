@@ -2,11 +2,14 @@ package recipes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arbor-coord/arbor/client"
 )
 
 // The server knows every lock a recipe takes: its holders and waiters,
@@ -164,4 +167,48 @@ func TestGoAndHTTPLocksExcludeEachOther(t *testing.T) {
 	if ok, err := m.TryLock(ctx); err != nil || ok {
 		t.Errorf("a Mutex while an HTTP client reads = %v, %v", ok, err)
 	}
+}
+
+// Breaking a lock under contention frees it for the next waiter, with a
+// higher token, and tells a holder bound to a lease.
+func TestABreakUnderContentionHandsTheLockOn(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	admin := s.dial(t)
+	stuck := NewMutex(s.dial(t), "/locks/brk", WithLease(time.Minute))
+	must(t, stuck.Lock(ctx))
+	next := NewMutex(s.dial(t), "/locks/brk")
+	w := waiting(t, s, "/locks/brk", 2, func() error { return next.Lock(ctx) })
+	nodes, err := admin.BreakLock(ctx, "/locks/brk", "stuck in a test")
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("BreakLock = %v, %v", nodes, err)
+	}
+	must(t, <-w)
+	if next.Token() <= stuck.Token() {
+		t.Errorf("the next holder's token %d is not over %d", next.Token(), stuck.Token())
+	}
+	select {
+	case <-stuck.Lost():
+	case <-ctx.Done():
+		t.Fatal("the broken holder was never told")
+	}
+	if err := stuck.LostReason(); !errors.Is(err, ErrNodeDeleted) {
+		t.Errorf("LostReason = %v, want ErrNodeDeleted", err)
+	}
+	if got := s.metric(t, "arbor_lock_breaks_total "); got != 1 {
+		t.Errorf("arbor_lock_breaks_total = %d", got)
+	}
+	must(t, next.Unlock(ctx))
+	if _, err := admin.BreakLock(ctx, "/locks/brk", ""); !errors.Is(err, client.ErrNoNode) {
+		t.Errorf("breaking a free lock: %v, want ErrNoNode", err)
+	}
+	// Breaking needs ADMIN on the lock.
+	must(t, next.Lock(ctx))
+	if _, err := admin.SetACL(ctx, "/locks/brk", []client.ACL{{Perms: client.PermRead | client.PermCreate | client.PermDelete, Scheme: "world", ID: "anyone"}}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.BreakLock(ctx, "/locks/brk", ""); !errors.Is(err, client.ErrNoAuth) {
+		t.Errorf("breaking without ADMIN: %v, want ErrNoAuth", err)
+	}
+	must(t, next.Unlock(ctx))
 }

@@ -78,7 +78,8 @@ type request struct {
 	// against its session's limit until the reply.
 	ephemerals int
 
-	lease int64 // leaseCreate, leaseRenew: the lease's id, for the reply
+	lease  int64    // leaseCreate, leaseRenew: the lease's id, for the reply
+	broken []string // lockBreak: the nodes it deletes, for the reply
 
 	// codecData is the codec's own data about the request, to encode its
 	// reply (ZooKeeper's: the request as the client sent it); the pipeline

@@ -48,6 +48,7 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		{"POST", "/api/v1/locks/{name}/acquire", s.apiAcquire},
 		{"POST", "/api/v1/locks/{name}/renew", s.apiRenew},
 		{"POST", "/api/v1/locks/{name}/release", s.apiRelease},
+		{"POST", "/api/v1/locks/{name}/break", s.apiBreak},
 		{"GET", "/api/v1/locks/{name}", s.apiLock},
 		{"GET", "/api/v1/locks/{name}/events", s.apiLockEvents},
 		{"GET", "/api/v1/locks", s.apiLocks},
@@ -460,6 +461,42 @@ func (s *Server) release(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return nil, err
 	}
 	return map[string]bool{"released": true}, nil
+}
+
+func (s *Server) apiBreak(w http.ResponseWriter, r *http.Request) {
+	v, err := s.breakLock(r.Context(), w, r)
+	writeJSON(w, v, err)
+}
+
+// breakLock frees the lock NAME, as `arbor locks break` does: its holders'
+// nodes go, the next waiter holds. It needs ADMIN and DELETE on the lock.
+func (s *Server) breakLock(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		return nil, err
+	}
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.needQuorum(); err != nil {
+		return nil, err
+	}
+	txn := tree.Txn{Time: time.Now().UnixMilli()}
+	nodes, err := s.breakTxn(s.httpIdentities(r), &wire.Request{Op: wire.OpLockBreak, Path: path, Reason: req.Reason}, &txn)
+	if errors.Is(err, wire.ErrNoNode) {
+		return nil, &apiError{http.StatusNotFound, err.Error()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.write(ctx, &txn); err != nil {
+		return nil, err
+	}
+	s.lockMetrics.breaks.Inc()
+	return map[string]any{"broken": nodes}, nil
 }
 
 // leaseBody reads the lock's path and the body of a renew or release, and

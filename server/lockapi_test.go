@@ -322,3 +322,20 @@ func TestTheEventStreamFollowsALock(t *testing.T) {
 		}
 	}
 }
+
+func TestABreakOverHTTPFreesTheLock(t *testing.T) {
+	s := startServer(t, "")
+	if code, v := api(t, s, "POST", "/api/v1/locks/brk/acquire", map[string]any{"client_id": "stuck"}); code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, v)
+	}
+	code, v := api(t, s, "POST", "/api/v1/locks/brk/break", map[string]any{"reason": "stuck"})
+	if broken, _ := v["broken"].([]any); code != http.StatusOK || len(broken) != 1 {
+		t.Fatalf("break: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/brk/acquire", map[string]any{"client_id": "next"}); code != http.StatusOK {
+		t.Fatalf("acquire after the break: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/none/break", map[string]any{}); code != http.StatusNotFound {
+		t.Errorf("break of a lock nobody holds: %d %v", code, v)
+	}
+}

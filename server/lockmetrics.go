@@ -28,6 +28,7 @@ type lockMetrics struct {
 	timeouts  prometheus.Counter
 	expiries  prometheus.Counter
 	deadlocks prometheus.Counter
+	breaks    prometheus.Counter
 }
 
 func newLockMetrics(s *Server, reg prometheus.Registerer) *lockMetrics {
@@ -49,8 +50,11 @@ func newLockMetrics(s *Server, reg prometheus.Registerer) *lockMetrics {
 		deadlocks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "arbor_lock_deadlocks_total", Help: "Cycles of the wait-for graph this member found.",
 		}),
+		breaks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "arbor_lock_breaks_total", Help: "Locks broken through this member (their holders' nodes deleted by an admin).",
+		}),
 	}
-	reg.MustRegister(m.acquire, m.hold, m.timeouts, m.expiries, m.deadlocks, queueCollector{s})
+	reg.MustRegister(m.acquire, m.hold, m.timeouts, m.expiries, m.deadlocks, m.breaks, queueCollector{s})
 	return m
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"go.uber.org/zap"
+
 	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -50,4 +52,34 @@ func lockParties(ps []locks.Party) []wire.LockParty {
 func lockParty(p locks.Party) wire.LockParty {
 	return wire.LockParty{Node: p.Node, Mode: string(p.Mode), Owner: p.Owner, Holder: p.Holder,
 		Session: p.Session, Lease: p.Lease, Token: p.Token, Since: p.Since, Expires: p.Expires}
+}
+
+// breakTxn turns txn into the break of the lock req names, asked by ids:
+// a multi that deletes every node of each acquisition that holds it now,
+// so that the next waiter holds (with a higher token). It needs ADMIN on
+// the lock's path, and the deletes DELETE, checked as the txn applies. It
+// returns the nodes it deletes; a lock nobody holds is NoNode.
+func (s *Server) breakTxn(ids []wire.Identity, req *wire.Request, txn *tree.Txn) ([]string, error) {
+	var nodes []string
+	var err error
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		if err = t.Check(req.Path, ids, wire.PermAdmin); err != nil {
+			return
+		}
+		nodes = x.HolderNodes(req.Path)
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nodes) == 0:
+		return nil, wire.Errorf(wire.CodeNoNode, "nobody holds %s", req.Path)
+	}
+	ops := make([]tree.Txn, len(nodes))
+	for i, n := range nodes {
+		ops[i] = tree.Txn{Type: wire.OpDelete, Path: req.Path + "/" + n, Version: -1, Time: txn.Time}
+	}
+	*txn = tree.Txn{Type: wire.OpMulti, Time: txn.Time, Session: txn.Session, Ops: ops, Identities: ids}
+	s.log.Warn("breaking a lock", zap.String("lock", req.Path), zap.Strings("nodes", nodes),
+		zap.String("reason", req.Reason), zap.Any("by", whoAmI(ids)))
+	return nodes, nil
 }

@@ -29,6 +29,11 @@ func (c *conn) propose(r *request) {
 		r.err = err
 		return
 	}
+	if r.req.Op == wire.OpLockBreak {
+		if r.broken, r.err = c.srv.breakTxn(ids, &r.req, &txn); r.err != nil {
+			return
+		}
+	}
 	if op := r.req.Op; op == wire.OpLeaseCreate || op == wire.OpLeaseRenew {
 		r.lease = txn.Session // the lease it makes or keeps
 	}
@@ -191,6 +196,10 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	reply.Zxid = int64(o.Index)
 	reply.Err = wire.CodeOf(leaseError(&r.req, res.Err))
 	reply.Path, reply.Stat, reply.Results = res.Path, res.Stat, res.Multi
+	if r.req.Op == wire.OpLockBreak && res.Err == nil {
+		reply.Children = r.broken
+		c.srv.lockMetrics.breaks.Inc()
+	}
 	if res.Lease.Version > 0 {
 		reply.Lease = wire.Lease{ID: r.lease, TTLMs: res.Lease.TTLMs, Expires: res.Lease.Expires, Version: res.Lease.Version}
 	}

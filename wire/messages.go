@@ -171,6 +171,8 @@ type Request struct {
 	// lease's rather than the session's.
 	Lease int64
 	Owner string
+
+	Reason string // lockBreak: why the lock is broken, for the log
 }
 
 // Lease is a lease as a leaseCreate or leaseRenew reply gives it.
@@ -258,7 +260,7 @@ func requestFields(op Op) int {
 		return 1
 	case OpSetACL:
 		return 3
-	case OpAuth:
+	case OpAuth, OpLockBreak:
 		return 2
 	case OpPing, OpClose, OpMembers, OpStatus, OpWhoAmI, OpDeadlocks:
 		return 0
@@ -327,6 +329,9 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpAuth:
 		enc.str(r.AuthScheme)
 		enc.bytes(r.AuthData)
+	case OpLockBreak:
+		enc.str(r.Path)
+		enc.str(r.Reason)
 	case OpMulti:
 		enc.array(len(r.Ops))
 		for i := range r.Ops {
@@ -393,6 +398,9 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpAuth:
 		r.AuthScheme = dec.str()
 		r.AuthData = dec.bytes()
+	case OpLockBreak:
+		r.Path = dec.str()
+		r.Reason = dec.str()
 	case OpMulti:
 		n := dec.array(0)
 		if n > 0 {
@@ -457,7 +465,7 @@ type Reply struct {
 	Path        string   // create: the created path; sync: the path
 	Data        []byte   // getData; a NodeCreated or NodeDataChanged notification with the node
 	Stat        Stat     // create, setData, exists, getData, getChildren; a notification with the node
-	Children    []string // getChildren: the names, sorted; getEphemerals: the full paths, sorted
+	Children    []string // getChildren: the names, sorted; getEphemerals: the full paths, sorted; lockBreak: the nodes deleted
 	Descendants int32    // getAllChildrenNumber: the node's descendants, the node itself not counted
 	Results     []OpResult
 	Members     []Member   // members and the member ops: the membership after the change
@@ -490,7 +498,7 @@ func replyFields(op Op) int {
 	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak:
 		return 1
 	}
 	return 0
@@ -605,6 +613,8 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 			enc.str(m.Addr)
 			enc.bool(m.Learner)
 		}
+	case OpLockBreak:
+		enc.strs(r.Children)
 	case OpLocks:
 		enc.lockInfos(r.Locks)
 	case OpDeadlocks:
@@ -755,6 +765,8 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 			r.Members = append(r.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
 			dec.skip(m - 3)
 		}
+	case OpLockBreak:
+		r.Children = dec.strs()
 	case OpLocks:
 		r.Locks = dec.lockInfos()
 	case OpDeadlocks:

@@ -60,6 +60,7 @@ const (
 	// lock nodes, package lockq) and of who waits for whom.
 	OpLocks     Op = 213 // the locks at or under a path, with their holders and waiters
 	OpDeadlocks Op = 214 // the cycles of the wait-for graph
+	OpLockBreak Op = 215 // free a lock: delete its holders' nodes (ADMIN on the lock's path)
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -184,6 +185,9 @@ var ops = map[Op]opInfo{
 	// for the latest).
 	OpLocks:     {name: "locks", class: ClassRead, limits: LimitOutstanding},
 	OpDeadlocks: {name: "deadlocks", class: ClassRead, limits: LimitOutstanding},
+	// A break is a write: the delete of the holders' nodes, decided by the
+	// member that takes it from the lock's state there, as a multi.
+	OpLockBreak: {name: "lockBreak", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
 
 	// The cluster. Membership changes are raft configuration changes.
 	OpMembers:       {name: "members", class: ClassAdmin, limits: LimitOutstanding},

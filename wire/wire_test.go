@@ -182,6 +182,7 @@ var requests = []struct {
 	{"a leaseClose carries the lease", wire.Request{Xid: 62, Op: wire.OpLeaseClose, Lease: 0x0123_4567_89ab_cdef}},
 	{"a locks request carries the path", wire.Request{Xid: 64, Op: wire.OpLocks, Path: "/locks"}},
 	{"a deadlocks request has no fields", wire.Request{Xid: 65, Op: wire.OpDeadlocks}},
+	{"a lockBreak carries the path and the reason", wire.Request{Xid: 66, Op: wire.OpLockBreak, Path: "/locks/a", Reason: "stuck since noon"}},
 	{"a create of a lease's ephemeral carries the lease", wire.Request{Xid: 63, Op: wire.OpCreate, Path: "/locks/a/n-", Mode: wire.ModeEphemeralSequential, Lease: 0x0123_4567_89ab_cdef}},
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
@@ -314,6 +315,7 @@ var replies = []struct {
 			EstimatedWaitMs: 1500},
 		{Path: "/locks/b"},
 	}}},
+	{"a lockBreak reply carries the nodes deleted", wire.OpLockBreak, wire.Reply{Xid: 66, Zxid: 14, Children: []string{"_c_ab-lock-0000000001"}}},
 	{"a deadlocks reply carries each cycle's waits", wire.OpDeadlocks, wire.Reply{Xid: 65, Zxid: 13, Deadlocks: [][]wire.LockWait{{
 		{Waiter: wire.LockParty{Owner: "p2", Holder: "B"}, Lock: "/a", Holder: wire.LockParty{Owner: "p1", Holder: "A"}},
 		{Waiter: wire.LockParty{Owner: "p1", Holder: "A"}, Lock: "/b", Holder: wire.LockParty{Owner: "p2", Holder: "B"}},
