@@ -43,7 +43,8 @@ func TestLeaderLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	var acked []string
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
+	const writers = 4
+	for w := 0; w < writers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -72,9 +73,11 @@ func TestLeaderLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	c.stop(old)
 	lead := c.leader()
 	t.Logf("member %d took over %v after member %d stopped", lead, time.Since(killed), old)
+	// Each writer has one write in flight: past before+writers
+	// acknowledgements, a write made after the loss was acknowledged.
 	before := count()
-	waitUntil(t, fmt.Sprintf("a write acknowledged after the leader's loss (%d before)", before), patience,
-		func() bool { return count() > before })
+	waitUntil(t, fmt.Sprintf("a write made after the leader's loss acknowledged (%d before)", before), patience,
+		func() bool { return count() > before+writers })
 	close(stop)
 	wg.Wait()
 	c.start(old)
