@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited 30s for %s", what)
 		}
+	}
+}
+
+// recv takes the next value from ch, failing the test after 30s.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing arrived in 30s")
+		var zero T
+		return zero
 	}
 }
 
@@ -147,7 +161,7 @@ func TestAMemberOffTheNetworkIsReportedUnreachable(t *testing.T) {
 	// A restarted member takes its place and gets what is sent to it.
 	c := joinEnd(t, nw, 2)
 	a.send(2, raftpb.MsgHeartbeat, 1)
-	if m := <-c.got; m.Index != 1 {
+	if m := recv(t, c.got); m.Index != 1 {
 		t.Fatalf("the restarted member got %+v", m)
 	}
 }
@@ -157,16 +171,16 @@ func TestASnapshotsSenderHearsWhetherItWasDelivered(t *testing.T) {
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
 	a.tr.Send([]raftpb.Message{{Type: raftpb.MsgSnap, From: 1, To: 2, Snapshot: &raftpb.Snapshot{Data: []byte("state")}}})
-	if m := <-b.got; string(m.Snapshot.Data) != "state" {
+	if m := recv(t, b.got); string(m.Snapshot.Data) != "state" {
 		t.Fatalf("snapshot delivered as %+v", m.Snapshot)
 	}
-	if r := <-a.reports; r != (report{2, true, raft.SnapshotFinish}) {
+	if r := recv(t, a.reports); r != (report{2, true, raft.SnapshotFinish}) {
 		t.Fatalf("report %+v, want the snapshot finished", r)
 	}
 	nw.Partition([]uint64{1}, []uint64{2})
 	a.tr.Send([]raftpb.Message{{Type: raftpb.MsgSnap, From: 1, To: 2, Snapshot: &raftpb.Snapshot{Data: []byte("state")}}})
 	want := []report{{2, false, 0}, {2, true, raft.SnapshotFailure}}
-	if got := []report{<-a.reports, <-a.reports}; !slices.Equal(got, want) {
+	if got := []report{recv(t, a.reports), recv(t, a.reports)}; !slices.Equal(got, want) {
 		t.Fatalf("reports %+v, want %+v", got, want)
 	}
 }
@@ -177,7 +191,7 @@ func TestTheReceiverGetsItsOwnCopyOfAMessage(t *testing.T) {
 	b := joinEnd(t, nw, 2)
 	data := []byte("entry")
 	a.tr.Send([]raftpb.Message{{Type: raftpb.MsgApp, From: 1, To: 2, Entries: []raftpb.Entry{{Index: 1, Data: data}}}})
-	m := <-b.got
+	m := recv(t, b.got)
 	data[0] = 'X'
 	if string(m.Entries[0].Data) != "entry" {
 		t.Fatalf("the receiver's entry changed with the sender's memory: %q", m.Entries[0].Data)
@@ -189,7 +203,7 @@ func TestTouchesReachTheMembersHandler(t *testing.T) {
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
 	a.tr.SendTouches(2, []int64{7, 8})
-	if ids := <-b.touched; !slices.Equal(ids, []int64{7, 8}) {
+	if ids := recv(t, b.touched); !slices.Equal(ids, []int64{7, 8}) {
 		t.Fatalf("touched %v, want [7 8]", ids)
 	}
 }
@@ -205,7 +219,7 @@ func TestADelayedLinkDeliversInOrderAfterItsDelay(t *testing.T) {
 		a.send(2, raftpb.MsgApp, i)
 	}
 	for i := uint64(1); i <= 10; i++ {
-		if m := <-b.got; m.Index != i {
+		if m := recv(t, b.got); m.Index != i {
 			t.Fatalf("message %d arrived in place %d", m.Index, i)
 		}
 	}
@@ -249,6 +263,8 @@ func TestAPartitionIsInEffectWhenItReturns(t *testing.T) {
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
 	entered, gate := make(chan struct{}), make(chan struct{})
+	var open sync.Once
+	t.Cleanup(func() { open.Do(func() { close(gate) }) }) // before the transports close
 	b.step = func(m raftpb.Message) error {
 		if m.Index == 1 {
 			close(entered)
@@ -259,7 +275,7 @@ func TestAPartitionIsInEffectWhenItReturns(t *testing.T) {
 	}
 	a.send(2, raftpb.MsgApp, 1)
 	a.send(2, raftpb.MsgApp, 2)
-	<-entered // message 1 is being delivered, 2 waits behind it
+	recv(t, entered) // message 1 is being delivered, 2 waits behind it
 	parted := make(chan struct{})
 	go func() {
 		nw.Partition([]uint64{1}, []uint64{2})
@@ -279,9 +295,9 @@ func TestAPartitionIsInEffectWhenItReturns(t *testing.T) {
 		t.Fatal("Partition returned while a delivery was under way")
 	default:
 	}
-	close(gate)
-	<-parted
-	if m := <-b.got; m.Index != 1 {
+	open.Do(func() { close(gate) })
+	recv(t, parted)
+	if m := recv(t, b.got); m.Index != 1 {
 		t.Fatalf("delivered %d first, want 1", m.Index)
 	}
 	if _, r := a.next(t); r == nil || r.to != 2 {
