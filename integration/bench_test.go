@@ -95,7 +95,7 @@ func BenchmarkCluster3(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		for _, op := range []string{"setData", "getData"} {
 			b.Run(fmt.Sprintf("%s/callers=%d", op, callers), func(b *testing.B) {
-				c := startCluster(b, 3, quiet)
+				c := startCluster(b, 3, quiet, overTCP)
 				ctx := context.Background()
 				member := c.follower()
 				if os.Getenv("BENCH_LEADER") != "" {
@@ -133,7 +133,7 @@ func BenchmarkMutexHandoff(b *testing.B) {
 		benchHandoffs(b, contenders, []string{s.Addr().String()})
 	})
 	b.Run("nodes=3", func(b *testing.B) {
-		benchHandoffs(b, contenders, startCluster(b, 3, quiet).addrs())
+		benchHandoffs(b, contenders, startCluster(b, 3, quiet, overTCP).addrs())
 	})
 }
 

@@ -6,14 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/server"
 	"go.uber.org/zap/zaptest"
 )
 
-// cluster is n in-process members on loopback, each with its own data dir,
-// client port and peer port, that can be stopped, restarted and partitioned.
+// cluster is n in-process members, each with its own data dir and client
+// port on loopback, that can be stopped, restarted and partitioned. Their
+// raft traffic goes over an in-memory network (raftnode.MemNetwork) whose
+// faults the tests set, or over TCP on loopback peer ports for the tests
+// of the TCP transport itself (peer TLS, overTCP).
 type cluster struct {
 	t        testing.TB
+	net      *raftnode.MemNetwork // nil: the members talk over TCP
 	cfgs     map[uint64]server.Config
 	servers  map[uint64]*server.Server // nil while stopped
 	newPeers map[uint64]string         // peer addresses of members added later
@@ -22,22 +27,37 @@ type cluster struct {
 // clusterTick is the raft tick of test clusters: elections after 10 ticks.
 const clusterTick = 20 * time.Millisecond
 
+// patience is how long a cluster test waits for a condition (a leader, a
+// member caught up) before it fails: far more than a loaded machine needs,
+// as it only bounds a wait that ends as soon as the condition holds.
+const patience = 30 * time.Second
+
+// overTCP is a config change that puts a cluster's raft traffic on TCP, as
+// in production, instead of the in-memory network.
+func overTCP(cfg *server.Config) { cfg.PeerNetwork = nil }
+
 func startCluster(t testing.TB, n int, mod ...func(*server.Config)) *cluster {
 	t.Helper()
 	peers := map[uint64]string{}
 	for id := uint64(1); id <= uint64(n); id++ {
 		peers[id] = freePort(t)
 	}
-	c := &cluster{t: t, cfgs: map[uint64]server.Config{}, servers: map[uint64]*server.Server{}}
+	c := &cluster{t: t, net: raftnode.NewMemNetwork(), cfgs: map[uint64]server.Config{}, servers: map[uint64]*server.Server{}}
 	for id := uint64(1); id <= uint64(n); id++ {
 		cfg := server.Config{
-			ID: id, Listen: freePort(t), HTTP: "-", DataDir: t.TempDir(), Peers: peers,
+			ID: id, Listen: freePort(t), HTTP: "-", DataDir: t.TempDir(), Peers: peers, PeerNetwork: c.net,
 			MinSessionTimeout: 200 * time.Millisecond, TickInterval: clusterTick,
 			RequestTimeout: 3 * time.Second,
 			Logger:         zaptest.NewLogger(t).Named(fmt.Sprintf("n%d", id)),
 		}
 		for _, m := range mod {
 			m(&cfg)
+		}
+		if cfg.PeerTLSCert != "" {
+			cfg.PeerNetwork = nil // peer TLS is the TCP transport's
+		}
+		if cfg.PeerNetwork == nil {
+			c.net = nil
 		}
 		c.cfgs[id] = cfg
 		c.start(id)
@@ -81,7 +101,7 @@ func (c *cluster) addrs() []string {
 // leader waits until every running member agrees on one running leader.
 func (c *cluster) leader() uint64 {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		var lead uint64
 		agree := true
@@ -96,7 +116,7 @@ func (c *cluster) leader() uint64 {
 			return lead
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatal("the cluster agreed on no leader within 10s")
+			c.t.Fatalf("the cluster agreed on no leader within %v", patience)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -115,20 +135,36 @@ func (c *cluster) follower() uint64 {
 }
 
 // partition cuts raft traffic between the groups; members in no group are
-// left alone.
+// left alone. On the in-memory network the cut is in effect when it
+// returns.
 func (c *cluster) partition(groups ...[]uint64) {
+	if c.net != nil {
+		c.net.Partition(groups...)
+		return
+	}
 	group := map[uint64]int{}
 	for i, g := range groups {
 		for _, id := range g {
 			group[id] = i
 		}
 	}
+	pass := func(from, to uint64) bool {
+		gf, inF := group[from]
+		gt, inT := group[to]
+		return !inF || !inT || gf == gt
+	}
 	for _, s := range c.servers {
-		s.SetPeerFilter(func(from, to uint64) bool { return group[from] == group[to] })
+		s.SetPeerFilter(pass)
 	}
 }
 
+// heal lifts the partition, and on the in-memory network every other
+// fault as well.
 func (c *cluster) heal() {
+	if c.net != nil {
+		c.net.Heal()
+		return
+	}
 	for _, s := range c.servers {
 		s.SetPeerFilter(nil)
 	}
@@ -138,7 +174,7 @@ func (c *cluster) heal() {
 // has the same tree digest.
 func (c *cluster) converged() {
 	c.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		var sts []server.Status
 		for _, s := range c.servers {

@@ -58,7 +58,7 @@ func (pc *processCluster) status(id uint64) (server.Status, error) {
 // leader waits until the running members agree on a running leader.
 func (pc *processCluster) leader() uint64 {
 	pc.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var lead uint64
 		agree := true
 		for id := range pc.procs {
@@ -72,7 +72,7 @@ func (pc *processCluster) leader() uint64 {
 			return lead
 		}
 	}
-	pc.t.Fatal("no agreed leader within 10s")
+	pc.t.Fatalf("no agreed leader within %v", patience)
 	return 0
 }
 
@@ -80,7 +80,7 @@ func (pc *processCluster) leader() uint64 {
 func (pc *processCluster) converged() server.Status {
 	pc.t.Helper()
 	var sts []server.Status
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		sts = sts[:0]
 		for id := range pc.procs {
 			if st, err := pc.status(id); err == nil {
@@ -118,7 +118,8 @@ func TestKill9OfTheLeaderUnderLoadLosesNothing(t *testing.T) {
 	acked := map[string]bool{}
 	loadCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
+	const writers = 8
+	for w := 0; w < writers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -133,18 +134,18 @@ func TestKill9OfTheLeaderUnderLoadLosesNothing(t *testing.T) {
 		}()
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	time.Sleep(time.Second)
+	waitUntil(t, "writes acknowledged under load", patience, func() bool { return count() >= 50 })
 	lead := pc.leader()
 	pc.procs[lead].kill()
 	delete(pc.procs, lead)
 	killedAt := count()
 	newLead := pc.leader()
-	time.Sleep(time.Second)
+	// Each writer has one write in flight: past killedAt+writers
+	// acknowledgements, a write made after the kill was acknowledged.
+	waitUntil(t, fmt.Sprintf("a write made after the leader's kill -9 acknowledged (%d before)", killedAt), patience,
+		func() bool { return count() > killedAt+writers })
 	stop()
 	wg.Wait()
-	if count() <= killedAt {
-		t.Fatalf("no write acknowledged after the leader's kill -9 (%d before)", killedAt)
-	}
 	pc.procs[lead] = startProcess(t, pc.dirs[lead], pc.addrs[lead], pc.https[lead], pc.args(lead)...)
 	st := pc.converged()
 	t.Logf("leader %d killed at %d acknowledged writes; %d led next; %d in all; converged at applied %d digest %s",

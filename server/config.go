@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/session"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -20,6 +21,13 @@ type Config struct {
 	Peers    map[uint64]string // every member's id -> peer address, this one included; empty for a single node
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
 	Join     bool              // a new member of a running cluster (added with memberAdd): do not bootstrap
+
+	// PeerNetwork, for tests, carries the raft traffic of the members of
+	// an in-process cluster over this in-memory network instead of TCP,
+	// with the faults the test injects into it. Peers still names the
+	// members; their peer addresses are not listened on. Peer TLS needs
+	// TCP. Nil (always, outside tests): TCP.
+	PeerNetwork *raftnode.MemNetwork
 
 	// TLS of the client ports (Listen and ZKListen alike): the server's
 	// PEM certificate and key files; with a CA file, clients must present a

@@ -34,7 +34,7 @@ type Server struct {
 	lockMetrics *lockMetrics
 	lockWatch   *lockWatch
 
-	transport *raftnode.TCPTransport // nil for a single node
+	transport peerTransport // nil for a single node
 	ln        net.Listener
 	zkLn      net.Listener // ZooKeeper's protocol; nil unless Config.ZKListen is set
 	httpLn    net.Listener
@@ -174,11 +174,7 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)
 		}
 		rc.Peers, rc.Join = cfg.Peers, cfg.Join
-		opts, err := peerTLSOptions(&cfg)
-		if err != nil {
-			return nil, err
-		}
-		tr, err := raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"), opts...)
+		tr, err := s.newTransport()
 		if err != nil {
 			return nil, err
 		}
@@ -195,6 +191,34 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		s.transport.Attach(node, s.touchSessions)
 	}
 	return node, nil
+}
+
+// peerTransport is what a member needs of its raft transport: a
+// raftnode.TCPTransport, or a raftnode.MemTransport in tests.
+type peerTransport interface {
+	raftnode.Transport
+	Attach(n *raftnode.Node, touch func(ids []int64))
+	SendTouches(to uint64, ids []int64)
+	SetFilter(f raftnode.Filter)
+	SetDelay(d time.Duration)
+	Close() error
+}
+
+// newTransport makes the member's peer transport: TCP on PeerAddr, or a
+// place on Config.PeerNetwork.
+func (s *Server) newTransport() (peerTransport, error) {
+	cfg := &s.cfg
+	if cfg.PeerNetwork != nil {
+		if cfg.PeerTLSCert != "" || cfg.PeerTLSKey != "" || cfg.PeerTLSCA != "" {
+			return nil, errors.New("peer TLS needs the TCP peer transport, not Config.PeerNetwork")
+		}
+		return cfg.PeerNetwork.NewTransport(cfg.ID), nil
+	}
+	opts, err := peerTLSOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return raftnode.NewTCPTransport(cfg.ID, cfg.PeerAddr, cfg.Peers, s.log.Named("peers"), opts...)
 }
 
 // Addr is the client listener's address.
