@@ -127,6 +127,12 @@ func TestTheServersLockMetricsFollowTheLocks(t *testing.T) {
 	l := NewMutex(c1, "/m/c", WithLease(time.Second))
 	l.h.every = time.Hour // no renewal
 	must(t, l.Lock(ctx))
+	if _, err := l.Renew(ctx); err != nil { // one, by hand
+		t.Fatal(err)
+	}
+	if got := s.metric(t, "arbor_lock_renewal_seconds_count "); got != 1 {
+		t.Errorf("renewals seen: %d, want 1", got)
+	}
 	waitFor(t, "the lease expiry to count", func() bool { return s.metric(t, "arbor_lock_lease_expiries_total ") == 1 })
 }
 

@@ -30,6 +30,10 @@ type fsm struct {
 	onRestore func()
 	// onLeaseExpired is told, outside mu, of each lease its expiry closed.
 	onLeaseExpired func()
+	// onRenewal is told, outside mu, of each renewal of a lease: how late
+	// it came (ms; negative when early) after it was due, a third of the
+	// lease's TTL after the one before.
+	onRenewal func(lateMs int64)
 	// lockChanged wakes what waits on a lock's queue (lockWatch).
 	lockChanged func(paths []string)
 
@@ -56,6 +60,12 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	}
 	zxid := int64(index)
 	f.mu.Lock()
+	var due int64 // a renewal's: when it was due
+	if txn.Type == tree.TxnRenewLease {
+		if s, ok := f.tree.Session(txn.Session); ok && s.Lease != nil {
+			due = s.Lease.Expires - s.Lease.TTLMs + s.Lease.TTLMs/3
+		}
+	}
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
 	changed := f.locks.Apply(zxid, txn.Time, events)
@@ -69,6 +79,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	case txn.Type == tree.TxnCreateSession && res.Err == nil && res.Lease.Version > 0,
 		txn.Type == tree.TxnRenewLease && res.Err == nil:
 		f.sessions.SetLease(txn.Session, res.Lease.Version, time.UnixMilli(res.Lease.Expires))
+		if due != 0 && f.onRenewal != nil {
+			f.onRenewal(txn.Time - due)
+		}
 	case txn.Type == tree.TxnCreateSession && res.Err == nil:
 		f.sessions.Add(txn.Session, time.Duration(txn.TimeoutMs)*time.Millisecond, time.Now())
 	case txn.Type == tree.TxnCloseSession && !errors.Is(res.Err, wire.ErrBadVersion):

@@ -29,6 +29,7 @@ type lockMetrics struct {
 	expiries  prometheus.Counter
 	deadlocks prometheus.Counter
 	breaks    prometheus.Counter
+	renewals  prometheus.Histogram
 }
 
 func newLockMetrics(s *Server, reg prometheus.Registerer) *lockMetrics {
@@ -53,9 +54,19 @@ func newLockMetrics(s *Server, reg prometheus.Registerer) *lockMetrics {
 		breaks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "arbor_lock_breaks_total", Help: "Locks broken through this member (their holders' nodes deleted by an admin).",
 		}),
+		renewals: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "arbor_lock_renewal_seconds",
+			Help:    "How late lease renewals commit after they are due (a third of the TTL after the renewal before; 0 for one on time or early).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+		}),
 	}
-	reg.MustRegister(m.acquire, m.hold, m.timeouts, m.expiries, m.deadlocks, m.breaks, queueCollector{s})
+	reg.MustRegister(m.acquire, m.hold, m.timeouts, m.expiries, m.deadlocks, m.breaks, m.renewals, queueCollector{s})
 	return m
+}
+
+// renewed records how late (ms) a renewal committed after it was due.
+func (m *lockMetrics) renewed(lateMs int64) {
+	m.renewals.Observe(float64(max(lateMs, 0)) / 1000)
 }
 
 // observer feeds the metrics from the lock index.

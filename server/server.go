@@ -99,6 +99,7 @@ func New(cfg Config) (*Server, error) {
 	s.lockMetrics = newLockMetrics(s, s.metrics.reg)
 	s.fsm.locks.Observe = s.lockMetrics.observer()
 	s.fsm.onLeaseExpired = s.lockMetrics.expiries.Inc
+	s.fsm.onRenewal = s.lockMetrics.renewed
 	s.lockWatch = newLockWatch()
 	s.fsm.lockChanged = s.lockWatch.changed
 	tlsConf, err := clientTLSConfig(&cfg)
