@@ -17,10 +17,20 @@ import (
 // next waiter when its holder stops renewing, even while the holder's
 // session lives (a stuck process whose heartbeat goes on).
 type Lease struct {
-	ID      int64
-	TTL     time.Duration // how long a renewal keeps it
-	Expires time.Time     // when it ends unless renewed, by the clock of the member that took the last renewal
-	Version int64         // 1 at creation, one more at each renewal
+	ID       int64
+	TTL      time.Duration // how long a renewal keeps it
+	Expires  time.Time     // when it ends unless renewed, by the clock of the member that took the last renewal
+	Version  int64         // 1 at creation, one more at each renewal
+	MaxUntil time.Time     // when it ends whatever its renewals (MaxHold); zero: never
+}
+
+// LeaseOption is an option of CreateLease.
+type LeaseOption func(*wire.Request)
+
+// MaxHold makes no renewal keep the lease past d from its creation (1 s to
+// 7 days): a hold that renewals would otherwise keep alive forever ends.
+func MaxHold(d time.Duration) LeaseOption {
+	return func(r *wire.Request) { r.MaxHold = d.Milliseconds() }
 }
 
 // WithLease makes the new node, which must be ephemeral, the lease's rather
@@ -32,8 +42,12 @@ func WithLease(id int64) CreateOption {
 // CreateLease makes a lease of the client's session for ttl (1 s to 1 h; 0
 // for the server's default, 30 s). owner names who holds it, for
 // operators.
-func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, owner string) (Lease, error) {
-	return c.lease(ctx, "createlease", owner, wire.Request{Op: wire.OpLeaseCreate, TTL: ttl.Milliseconds(), Owner: owner})
+func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, owner string, opts ...LeaseOption) (Lease, error) {
+	req := wire.Request{Op: wire.OpLeaseCreate, TTL: ttl.Milliseconds(), Owner: owner}
+	for _, opt := range opts {
+		opt(&req)
+	}
+	return c.lease(ctx, "createlease", owner, req)
 }
 
 // RenewLease keeps lease id for another ttl from now (0: its own TTL). A
@@ -59,5 +73,9 @@ func (c *Client) lease(ctx context.Context, name, what string, req wire.Request)
 		return Lease{}, err
 	}
 	l := rep.Lease
-	return Lease{ID: l.ID, TTL: time.Duration(l.TTLMs) * time.Millisecond, Expires: time.UnixMilli(l.Expires), Version: l.Version}, nil
+	lease := Lease{ID: l.ID, TTL: time.Duration(l.TTLMs) * time.Millisecond, Expires: time.UnixMilli(l.Expires), Version: l.Version}
+	if l.MaxUntil != 0 {
+		lease.MaxUntil = time.UnixMilli(l.MaxUntil)
+	}
+	return lease, nil
 }

@@ -117,6 +117,12 @@ func TestLeaseArgumentsAreChecked(t *testing.T) {
 	if _, err := c.Create(ctx, "/p", nil, client.Persistent, client.WithLease(l.ID)); !errors.Is(err, client.ErrBadArguments) {
 		t.Errorf("a persistent node on a lease: %v, want ErrBadArguments", err)
 	}
+	if _, err := c.CreateLease(ctx, time.Minute, "", client.MaxHold(time.Millisecond)); !errors.Is(err, client.ErrBadArguments) {
+		t.Errorf("a maximum hold of 1 ms: %v, want ErrBadArguments", err)
+	}
+	if l, err := c.CreateLease(ctx, time.Minute, "", client.MaxHold(time.Hour)); err != nil || l.MaxUntil.Sub(l.Expires) < 58*time.Minute {
+		t.Errorf("a lease with a maximum hold of an hour: %+v, %v", l, err)
+	}
 	if _, err := c.RenewLease(ctx, c.SessionID(), 0); !errors.Is(err, client.ErrLeaseExpired) {
 		t.Errorf("renewing a session as a lease: %v, want ErrLeaseExpired", err)
 	}

@@ -30,9 +30,10 @@ type hold struct {
 	reentrant bool          // a second acquire counts (locks) or is a no-op (an election)
 	turnstile chan struct{} // capacity 1: one acquire or release at a time
 
-	lease time.Duration // a hold bound to a lease: its TTL (WithLease); 0: none
-	every time.Duration // how often the lease is renewed: a third of its TTL
-	owner string        // who holds, for the lease
+	lease   time.Duration // a hold bound to a lease: its TTL (WithLease); 0: none
+	every   time.Duration // how often the lease is renewed: a third of its TTL
+	maxHold time.Duration // no renewal keeps the lease past this (WithMaxHold); 0: none
+	owner   string        // who holds, for the lease
 
 	mu    sync.Mutex // guards the fields below
 	t     ticket     // the held node; t.Name is "" when nothing is held
@@ -114,7 +115,11 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	session := h.q.c.SessionID()
 	var lease int64
 	if h.lease > 0 {
-		l, err := h.q.c.CreateLease(ctx, h.lease, h.owner)
+		var opts []client.LeaseOption
+		if h.maxHold > 0 {
+			opts = append(opts, client.MaxHold(h.maxHold))
+		}
+		l, err := h.q.c.CreateLease(ctx, h.lease, h.owner, opts...)
 		if err != nil {
 			return false, err
 		}

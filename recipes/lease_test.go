@@ -143,3 +143,23 @@ func TestAReleaseEndsTheLease(t *testing.T) {
 		t.Errorf("a released hold has a lost reason: %v", m.LostReason())
 	}
 }
+
+// A hold that keeps renewing ends at its maximum hold, and the lock goes
+// to the next waiter.
+func TestAHoldEndsAtItsMaximumHoldWhateverItsRenewals(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	m := NewMutex(s.dial(t), "/locks/max", WithLease(time.Second), WithMaxHold(1500*time.Millisecond))
+	must(t, m.Lock(ctx))
+	next := NewMutex(s.dial(t), "/locks/max")
+	must(t, next.Lock(ctx)) // once the maximum hold has passed, renewals or not
+	select {
+	case <-m.Lost():
+	case <-ctx.Done():
+		t.Fatal("the holder was never told")
+	}
+	if err := m.LostReason(); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Errorf("LostReason = %v, want ErrLeaseExpired", err)
+	}
+	must(t, next.Unlock(ctx))
+}

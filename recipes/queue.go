@@ -20,11 +20,12 @@ import (
 type Option func(*options)
 
 type options struct {
-	data   []byte
-	owner  string
-	holder string
-	lease  time.Duration
-	acl    []client.CreateOption // client.WithACL, or none for the server's default ACL
+	data    []byte
+	owner   string
+	holder  string
+	lease   time.Duration
+	maxHold time.Duration
+	acl     []client.CreateOption // client.WithACL, or none for the server's default ACL
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
@@ -64,6 +65,20 @@ func WithLease(ttl time.Duration) Option {
 	return func(o *options) { o.lease = ttl }
 }
 
+// WithMaxHold ends each hold of a Mutex, an RWMutex or a MultiLock d
+// after it began to wait (1 s to 7 days), however it is renewed: the lock
+// goes to the next waiter, and Lost closes with LostReason
+// client.ErrLeaseExpired. A hold that renewals would keep alive forever
+// (a holder stuck in a loop that still renews) so ends. It binds the hold
+// to a lease (WithLease; of 30 s unless WithLease says).
+func WithMaxHold(d time.Duration) Option {
+	return func(o *options) { o.maxHold = d }
+}
+
+// defaultLeaseTTL is the TTL of a hold's lease WithMaxHold without
+// WithLease.
+const defaultLeaseTTL = 30 * time.Second
+
 // ownerName is who takes a lock: WithOwner's, WithData's as text, or
 // host:pid.
 func (o options) ownerName() string {
@@ -90,7 +105,10 @@ func (o options) lockRecord() []byte {
 // lease WithLease.
 func newLockHold(c *client.Client, path string, o options) *hold {
 	h := newHold(newQueue(c, path, o), true)
-	h.lease, h.every, h.owner = o.lease, o.lease/3, o.ownerName()
+	if o.maxHold > 0 && o.lease == 0 {
+		o.lease = defaultLeaseTTL
+	}
+	h.lease, h.every, h.maxHold, h.owner = o.lease, o.lease/3, o.maxHold, o.ownerName()
 	return h
 }
 

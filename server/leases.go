@@ -27,8 +27,12 @@ func (s *Server) leaseTxn(session int64, req *wire.Request, txn *tree.Txn) error
 		if err != nil {
 			return err
 		}
+		maxHold, err := leaseMaxHold(req.MaxHold)
+		if err != nil {
+			return err
+		}
 		*txn = tree.Txn{Type: tree.TxnCreateSession, Session: s.ids.Next(), Time: txn.Time,
-			LeaseTTL: ttl, LeaseParent: session, LeaseOwner: lockq.TrimOwner(req.Owner)}
+			LeaseTTL: ttl, LeaseParent: session, LeaseOwner: lockq.TrimOwner(req.Owner), LeaseMaxHold: maxHold}
 	case wire.OpLeaseRenew:
 		ttl, err := leaseTTL(req.TTL, 0)
 		if err != nil {
@@ -85,6 +89,17 @@ func (s *Server) ownLease(session, lease int64) error {
 		return wire.Errorf(wire.CodeNoAuth, "lease %#x is not this session's", lease)
 	}
 	return nil
+}
+
+// MaxLeaseHold is the longest maximum hold a lease may ask for.
+const MaxLeaseHold = 7 * 24 * time.Hour
+
+// leaseMaxHold checks a lease's maximum hold asked for, in ms (0: none).
+func leaseMaxHold(ms int64) (int64, error) {
+	if hold := time.Duration(ms) * time.Millisecond; ms != 0 && (hold < MinLeaseTTL || hold > MaxLeaseHold) {
+		return 0, wire.Errorf(wire.CodeBadArguments, "a lease's maximum hold is %v to %v, not %v", MinLeaseTTL, MaxLeaseHold, hold)
+	}
+	return ms, nil
 }
 
 // leaseTTL checks a TTL asked for, in ms; 0 gets def.

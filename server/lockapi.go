@@ -171,6 +171,7 @@ type acquireRequest struct {
 	TTLMs         int64  `json:"ttl_ms"`
 	WaitTimeoutMs int64  `json:"wait_timeout_ms"`
 	Mode          string `json:"mode"`
+	MaxHoldMs     int64  `json:"max_hold_ms"` // no renewal keeps the hold past this; 0: none
 }
 
 // heldResponse answers an acquire or a renew that holds.
@@ -211,6 +212,10 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err != nil {
 		return nil, badRequest("ttl_ms: %v", err)
 	}
+	maxHold, err := leaseMaxHold(req.MaxHoldMs)
+	if err != nil {
+		return nil, badRequest("max_hold_ms: %v", err)
+	}
 	if err := s.needQuorum(); err != nil {
 		return nil, err
 	}
@@ -220,7 +225,7 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	lease := s.ids.Next()
 	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCreateSession, Session: lease, Time: time.Now().UnixMilli(),
-		LeaseTTL: ttl, LeaseOwner: req.ClientID}); err != nil {
+		LeaseTTL: ttl, LeaseOwner: req.ClientID, LeaseMaxHold: maxHold}); err != nil {
 		return nil, err
 	}
 	node, err := s.createLockNode(ctx, path, kind, lease, req.ClientID, ids)

@@ -161,6 +161,7 @@ func TestTheLockAPIRefusesBadInputAndChangesNothing(t *testing.T) {
 		{"a TTL too long", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "ttl_ms": 7_200_000}},
 		{"a negative wait", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "wait_timeout_ms": -1}},
 		{"an unknown mode", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "mode": "shared"}},
+		{"a maximum hold too short", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "max_hold_ms": 5}},
 		{"a name with a NUL", "/api/v1/locks/a%00b/acquire", map[string]any{"client_id": "w"}},
 		{"a name with a control character", "/api/v1/locks/a%01b/acquire", map[string]any{"client_id": "w"}},
 		{"an oversize body", "/api/v1/locks/a/acquire", `{"client_id":"` + strings.Repeat("x", maxAPIBody) + `"}`},

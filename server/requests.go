@@ -201,7 +201,7 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 		c.srv.lockMetrics.breaks.Inc()
 	}
 	if res.Lease.Version > 0 {
-		reply.Lease = wire.Lease{ID: r.lease, TTLMs: res.Lease.TTLMs, Expires: res.Lease.Expires, Version: res.Lease.Version}
+		reply.Lease = wire.Lease{ID: r.lease, TTLMs: res.Lease.TTLMs, Expires: res.Lease.Expires, Version: res.Lease.Version, MaxUntil: res.Lease.MaxUntil}
 	}
 }
 

@@ -403,6 +403,10 @@ func (t *Tree) createSession(txn *Txn) (Lease, error) {
 			return Lease{}, wire.ErrSessionExpired // its session is gone (or is a lease)
 		}
 		s.lease = &Lease{TTLMs: txn.LeaseTTL, Expires: txn.Time + txn.LeaseTTL, Version: 1, Parent: txn.LeaseParent, Owner: txn.LeaseOwner}
+		if txn.LeaseMaxHold > 0 {
+			s.lease.MaxUntil = txn.Time + txn.LeaseMaxHold
+			s.lease.Expires = min(s.lease.Expires, s.lease.MaxUntil)
+		}
 	}
 	t.addSession(txn.Session, s)
 	if s.lease == nil {
@@ -438,6 +442,9 @@ func (t *Tree) renewLease(txn *Txn) (Lease, error) {
 		l.TTLMs = txn.LeaseTTL
 	}
 	l.Expires, l.Version = txn.Time+l.TTLMs, l.Version+1
+	if l.MaxUntil > 0 {
+		l.Expires = min(l.Expires, l.MaxUntil)
+	}
 	t.digest += s.digest(txn.Session)
 	return *l, nil
 }

@@ -61,11 +61,12 @@ func (s *session) digest(id int64) uint64 {
 	_, _ = d.Write(buf[:])
 	_, _ = d.Write(s.password)
 	if l := s.lease; l != nil {
-		var lb [32]byte
+		var lb [40]byte
 		binary.LittleEndian.PutUint64(lb[:], uint64(l.TTLMs))
 		binary.LittleEndian.PutUint64(lb[8:], uint64(l.Expires))
 		binary.LittleEndian.PutUint64(lb[16:], uint64(l.Version))
 		binary.LittleEndian.PutUint64(lb[24:], uint64(l.Parent))
+		binary.LittleEndian.PutUint64(lb[32:], uint64(l.MaxUntil))
 		_, _ = d.Write(lb[:])
 		_, _ = d.WriteString(l.Owner)
 	}

@@ -43,6 +43,18 @@ func TestLeases(t *testing.T) {
 			t.Errorf("renewed with a new TTL: %+v", res.Lease)
 		}
 	})
+	t.Run("no renewal keeps a lease past its maximum hold", func(t *testing.T) {
+		f := newFixture(t)
+		res := f.must(tree.Txn{Type: tree.TxnCreateSession, Session: 7, LeaseTTL: 5000, LeaseMaxHold: 8000, Time: 1000})
+		if res.Lease.MaxUntil != 9000 || res.Lease.Expires != 6000 {
+			t.Fatalf("created %+v", res.Lease)
+		}
+		renew := renewTxn(7, 0)
+		renew.Time = 5000
+		if res := f.must(renew); res.Lease.Expires != 9000 {
+			t.Errorf("a renewal near the maximum expires at %d, want the maximum 9000", res.Lease.Expires)
+		}
+	})
 	t.Run("renewing what is not a live lease fails", func(t *testing.T) {
 		f := newFixture(t)
 		f.openSession(1)
@@ -99,14 +111,17 @@ func TestLeases(t *testing.T) {
 }
 
 func TestLeaseTxnsRoundTrip(t *testing.T) {
+	withMax := leaseTxn(8, 1, 5000)
+	withMax.LeaseMaxHold = 60_000
 	for _, txn := range []tree.Txn{
 		leaseTxn(7, 1, 5000),
+		withMax,
 		renewTxn(7, 9000),
 		{Type: tree.TxnCloseSession, Session: 7, LeaseVersion: 3},
 	} {
 		got, err := tree.DecodeTxn(tree.AppendTxn(nil, &txn))
 		if err != nil || got.LeaseTTL != txn.LeaseTTL || got.LeaseParent != txn.LeaseParent ||
-			got.LeaseOwner != txn.LeaseOwner || got.LeaseVersion != txn.LeaseVersion || got.Type != txn.Type {
+			got.LeaseOwner != txn.LeaseOwner || got.LeaseVersion != txn.LeaseVersion || got.LeaseMaxHold != txn.LeaseMaxHold || got.Type != txn.Type {
 			t.Errorf("%+v read back as %+v, %v", txn, got, err)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 //
 //	header   [magic "arbor-tree", version 3, zxid, znode count, session count, ACL count]
 //	sessions [id, timeoutMs, password]                       (count times)
-//	         or, for a lease, [id, timeoutMs, password, ttlMs, expires, version, parent, owner]
+//	         or, for a lease, [id, timeoutMs, password, ttlMs, expires, version, parent, owner, maxUntil]
 //	ACLs     [[perms, scheme, id], ...]                      (count times)
 //	znodes   [path, data, czxid, mzxid, pzxid, ctime, mtime,
 //	          version, cversion, aversion, owner, kind, ttl, acl] (count times, parents first)
@@ -57,7 +57,7 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 	sw.int(int64(len(acls)))
 	for _, s := range t.Sessions() {
 		if l := s.Lease; l != nil {
-			sw.array(8)
+			sw.array(9)
 		} else {
 			sw.array(3)
 		}
@@ -70,6 +70,7 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 			sw.int(l.Version)
 			sw.int(l.Parent)
 			sw.str(l.Owner)
+			sw.int(l.MaxUntil)
 		}
 	}
 	for _, acl := range acls {
@@ -333,14 +334,14 @@ func decodeArray(dec *msgpack.Decoder, want int, fields ...any) error {
 	return decodeFields(dec, fields...)
 }
 
-// restoreSession reads one session: a lease's has five more fields, from
+// restoreSession reads one session: a lease's has six more fields, from
 // version 3 on.
 func (t *Tree) restoreSession(dec *msgpack.Decoder, version int64) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
 	}
-	if n != 3 && (n != 8 || version < 3) {
+	if n != 3 && (n != 9 || version < 3) {
 		return fmt.Errorf("array of %d", n)
 	}
 	var id, timeout int64
@@ -349,9 +350,9 @@ func (t *Tree) restoreSession(dec *msgpack.Decoder, version int64) error {
 		return err
 	}
 	s.timeoutMs = int32(timeout)
-	if n == 8 {
+	if n == 9 {
 		s.lease = &Lease{}
-		if err := decodeFields(dec, &s.lease.TTLMs, &s.lease.Expires, &s.lease.Version, &s.lease.Parent, &s.lease.Owner); err != nil {
+		if err := decodeFields(dec, &s.lease.TTLMs, &s.lease.Expires, &s.lease.Version, &s.lease.Parent, &s.lease.Owner, &s.lease.MaxUntil); err != nil {
 			return err
 		}
 	}

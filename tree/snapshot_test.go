@@ -358,7 +358,7 @@ func TestDigest(t *testing.T) {
 }
 
 // goldenSnapshotSHA256 is the SHA-256 of pinnedSnapshotTree's snapshot.
-const goldenSnapshotSHA256 = "86a0b8d551763b3c8e29c3dc6c29f9ec670e53c3bf2b405726f07754f83a1a75"
+const goldenSnapshotSHA256 = "2e2e1d607d1faa2337f2ca8050d9c470b94ec813ffab601ac24c99b354a303e0"
 
 // pinnedSnapshotTree is kitchenSink's tree and a node of each encoding the
 // kitchen sink lacks: an int16 and a uint8, a lease, an ACL, data in a
@@ -367,7 +367,7 @@ func pinnedSnapshotTree(t *testing.T) *tree.Tree {
 	tr := kitchenSink(t, false)
 	for _, txn := range []tree.Txn{
 		{Type: tree.TxnCreateSession, Session: -300, TimeoutMs: 200, Password: []byte("pw")}, // int16, uint8
-		{Type: tree.TxnCreateSession, Session: 301, Password: []byte("lease"), LeaseTTL: 10_000, LeaseParent: -300, LeaseOwner: "w1"},
+		{Type: tree.TxnCreateSession, Session: 301, Password: []byte("lease"), LeaseTTL: 10_000, LeaseParent: -300, LeaseOwner: "w1", LeaseMaxHold: 60_000},
 		{Type: wire.OpCreate, Path: "/secret", Data: []byte("s"), ACL: aliceACL(wire.PermAll)},
 		{Type: wire.OpCreate, Path: "/a/a-name-long-enough-for-a-str8-header", Data: bytes.Repeat([]byte{0xab}, 300)},
 	} {

@@ -89,6 +89,9 @@ type Lease struct {
 	Version int64  // 1 at its creation, one more at each renewal
 	Parent  int64  // the client session it belongs to; 0 for an HTTP client's
 	Owner   string // who asked for it (an HTTP client's client_id)
+	// MaxUntil (ms since the Unix epoch; 0: none) is when the lease ends
+	// whatever its renewals: a hold's maximum, which no renewal passes.
+	MaxUntil int64
 }
 
 // Tree is the znode tree and the sessions that own its ephemerals.

@@ -38,6 +38,7 @@ type Txn struct {
 	LeaseParent  int64
 	LeaseOwner   string
 	LeaseVersion int64
+	LeaseMaxHold int64 // TxnCreateSession of a lease: ms after which no renewal keeps it (0: none)
 
 	Ops []Txn // wire.OpMulti
 

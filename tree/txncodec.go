@@ -16,8 +16,8 @@ import (
 //
 // where ops is an array of txns of the same layout (empty outside a multi),
 // acl an array of [perms, scheme, id], identities an array of [scheme, id]
-// and lease [leaseTTL, leaseParent, leaseOwner, leaseVersion], or an empty
-// array when the txn has none of them. Decoders skip fields appended by a
+// and lease [leaseTTL, leaseParent, leaseOwner, leaseVersion,
+// leaseMaxHold], or an empty array when the txn has none of them. Decoders skip fields appended by a
 // later version. acl and identities came with ACLs: a txn written before
 // has neither, which decodes as the open ACL and no identities, as
 // everything was open then; lease came with leases.
@@ -73,15 +73,16 @@ func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
 		_ = enc.EncodeString(id.Scheme)
 		_ = enc.EncodeString(id.ID)
 	}
-	if txn.LeaseTTL == 0 && txn.LeaseParent == 0 && txn.LeaseOwner == "" && txn.LeaseVersion == 0 {
+	if txn.LeaseTTL == 0 && txn.LeaseParent == 0 && txn.LeaseOwner == "" && txn.LeaseVersion == 0 && txn.LeaseMaxHold == 0 {
 		_ = enc.EncodeArrayLen(0)
 		return
 	}
-	_ = enc.EncodeArrayLen(4)
+	_ = enc.EncodeArrayLen(5)
 	_ = enc.EncodeInt(txn.LeaseTTL)
 	_ = enc.EncodeInt(txn.LeaseParent)
 	_ = enc.EncodeString(txn.LeaseOwner)
 	_ = enc.EncodeInt(txn.LeaseVersion)
+	_ = enc.EncodeInt(txn.LeaseMaxHold)
 }
 
 // DecodeTxn decodes a txn encoded by AppendTxn. A multi may not contain
@@ -168,7 +169,7 @@ func decodeLease(dec *msgpack.Decoder, txn *Txn) error {
 	if err != nil || n <= 0 {
 		return err
 	}
-	if n != 4 {
+	if n != 5 {
 		return fmt.Errorf("lease of %d fields", n)
 	}
 	if txn.LeaseTTL, err = dec.DecodeInt64(); err != nil {
@@ -180,7 +181,10 @@ func decodeLease(dec *msgpack.Decoder, txn *Txn) error {
 	if txn.LeaseOwner, err = dec.DecodeString(); err != nil {
 		return err
 	}
-	txn.LeaseVersion, err = dec.DecodeInt64()
+	if txn.LeaseVersion, err = dec.DecodeInt64(); err != nil {
+		return err
+	}
+	txn.LeaseMaxHold, err = dec.DecodeInt64()
 	return err
 }
 

@@ -168,19 +168,22 @@ type Request struct {
 	// Leases. leaseCreate: TTL (ms) and Owner, who asks (shown to
 	// operators); leaseRenew: Lease and TTL (0: the lease's own);
 	// leaseClose: Lease. create (optional): Lease makes an ephemeral the
-	// lease's rather than the session's.
-	Lease int64
-	Owner string
+	// lease's rather than the session's. leaseCreate (optional): MaxHold
+	// (ms), after which no renewal keeps the lease (0: none).
+	Lease   int64
+	Owner   string
+	MaxHold int64
 
 	Reason string // lockBreak: why the lock is broken, for the log
 }
 
 // Lease is a lease as a leaseCreate or leaseRenew reply gives it.
 type Lease struct {
-	ID      int64
-	TTLMs   int64
-	Expires int64 // ms since the Unix epoch, by the clock of the member that took the renewal
-	Version int64 // 1 at creation, one more at each renewal
+	ID       int64
+	TTLMs    int64
+	Expires  int64 // ms since the Unix epoch, by the clock of the member that took the renewal
+	Version  int64 // 1 at creation, one more at each renewal
+	MaxUntil int64 // ms since the Unix epoch: when it ends whatever its renewals; 0: never
 }
 
 // Member is a member of the cluster.
@@ -281,8 +284,11 @@ func requestFields(op Op) int {
 // a decoder still takes a create of four fields (which asks for the
 // default ACL) or five (no lease).
 func optionalFields(r *Request) int {
-	if r.Op == OpCreate {
+	switch r.Op {
+	case OpCreate:
 		return 2
+	case OpLeaseCreate:
+		return 1 // maxHold, which came with it
 	}
 	return 0
 }
@@ -290,15 +296,22 @@ func optionalFields(r *Request) int {
 // optionalFields decodes the optional fields of r that are present (extra
 // is how many fields are left), and returns how many it read.
 func (dec *decoder) optionalFields(r *Request, extra int) int {
-	if r.Op != OpCreate || extra <= 0 || dec.err != nil {
+	if extra <= 0 || dec.err != nil {
 		return 0
 	}
-	r.ACL = dec.acls()
-	if extra == 1 {
+	switch r.Op {
+	case OpLeaseCreate:
+		r.MaxHold = dec.int64()
 		return 1
+	case OpCreate:
+		r.ACL = dec.acls()
+		if extra == 1 {
+			return 1
+		}
+		r.Lease = dec.int64()
+		return 2
 	}
-	r.Lease = dec.int64()
-	return 2
+	return 0
 }
 
 func (enc *encoder) requestBody(r *Request) {
@@ -364,6 +377,7 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpLeaseCreate:
 		enc.int(r.TTL)
 		enc.str(r.Owner)
+		enc.int(r.MaxHold)
 	case OpLeaseRenew:
 		enc.int(r.Lease)
 		enc.int(r.TTL)
@@ -506,7 +520,7 @@ func replyFields(op Op) int {
 
 const (
 	statusFields = 8
-	leaseFields  = 4
+	leaseFields  = 5
 )
 
 // notificationFields is the number of body fields of a watch event;
@@ -626,6 +640,7 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.int(l.TTLMs)
 		enc.int(l.Expires)
 		enc.int(l.Version)
+		enc.int(l.MaxUntil)
 	case OpStatus:
 		st := &r.Status
 		enc.array(statusFields)
@@ -774,7 +789,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 	case OpLeaseCreate, OpLeaseRenew:
 		n := dec.array(leaseFields)
 		l := &r.Lease
-		l.ID, l.TTLMs, l.Expires, l.Version = dec.int64(), dec.int64(), dec.int64(), dec.int64()
+		l.ID, l.TTLMs, l.Expires, l.Version, l.MaxUntil = dec.int64(), dec.int64(), dec.int64(), dec.int64(), dec.int64()
 		dec.skip(n - leaseFields)
 	case OpStatus:
 		n := dec.array(statusFields)

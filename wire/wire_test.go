@@ -178,6 +178,7 @@ var requests = []struct {
 	{"a memberPromote carries the id", wire.Request{Xid: 33, Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}}},
 	{"a status request has no fields", wire.Request{Xid: 34, Op: wire.OpStatus}},
 	{"a leaseCreate carries the TTL and the owner", wire.Request{Xid: 60, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "web-1:4242"}},
+	{"a leaseCreate may carry a maximum hold", wire.Request{Xid: 67, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "w", MaxHold: 600_000}},
 	{"a leaseRenew carries the lease and a TTL", wire.Request{Xid: 61, Op: wire.OpLeaseRenew, Lease: 0x0123_4567_89ab_cdef, TTL: 10_000}},
 	{"a leaseClose carries the lease", wire.Request{Xid: 62, Op: wire.OpLeaseClose, Lease: 0x0123_4567_89ab_cdef}},
 	{"a locks request carries the path", wire.Request{Xid: 64, Op: wire.OpLocks, Path: "/locks"}},
@@ -305,7 +306,7 @@ var replies = []struct {
 	{"a memberAdd reply lists the new membership", wire.OpMemberAdd, wire.Reply{
 		Xid: 31, Zxid: 10, Members: []wire.Member{{ID: 1, Addr: "a:1"}},
 	}},
-	{"a leaseCreate reply carries the lease", wire.OpLeaseCreate, wire.Reply{Xid: 60, Zxid: 9, Lease: wire.Lease{ID: 0x0123_4567_89ab_cdef, TTLMs: 30_000, Expires: 1_700_000_030_000, Version: 1}}},
+	{"a leaseCreate reply carries the lease", wire.OpLeaseCreate, wire.Reply{Xid: 60, Zxid: 9, Lease: wire.Lease{ID: 0x0123_4567_89ab_cdef, TTLMs: 30_000, Expires: 1_700_000_030_000, Version: 1, MaxUntil: 1_700_000_600_000}}},
 	{"a leaseRenew reply carries the lease after it", wire.OpLeaseRenew, wire.Reply{Xid: 61, Zxid: 10, Lease: wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_040_000, Version: 2}}},
 	{"a leaseClose reply has no fields", wire.OpLeaseClose, wire.Reply{Xid: 62, Zxid: 11}},
 	{"a locks reply carries each lock's holders and waiters", wire.OpLocks, wire.Reply{Xid: 64, Zxid: 12, Locks: []wire.LockInfo{
