@@ -1,18 +1,12 @@
 package locks
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
 )
-
-// Wait is one edge of a deadlock: Waiter waits for Lock, which Holder
-// holds.
-type Wait struct {
-	Waiter Party
-	Lock   string
-	Holder Party
-}
 
 // Deadlocks returns every cycle of the wait-for graph, read with t: a
 // vertex is a holder (an owner and its holder id: a Mutex, an RWMutex or a
@@ -21,27 +15,27 @@ type Wait struct {
 // starting with the one whose waiter began to wait last (the youngest
 // wait, the one to end to break it); cycles come in the order of their
 // first lock.
-func (x *Index) Deadlocks(t *tree.Tree) [][]Wait {
-	edges := map[string][]Wait{} // by waiter vertex
+func (x *Index) Deadlocks(t *tree.Tree) [][]wire.LockWait {
+	edges := map[string][]wire.LockWait{} // by waiter vertex
 	for _, p := range x.Paths("/") {
 		info, _ := x.Info(t, p)
 		for _, w := range info.Waiters {
 			for _, h := range info.Holders {
-				if h.vertex() != w.vertex() {
-					edges[w.vertex()] = append(edges[w.vertex()], Wait{Waiter: w, Lock: p, Holder: h})
+				if vertex(h) != vertex(w) {
+					edges[vertex(w)] = append(edges[vertex(w)], wire.LockWait{Waiter: w, Lock: p, Holder: h})
 				}
 			}
 		}
 	}
-	var cycles [][]Wait
+	var cycles [][]wire.LockWait
 	seen := map[string]bool{} // vertices of a cycle found already
-	for _, v := range sortedKeys(edges) {
+	for _, v := range slices.Sorted(maps.Keys(edges)) {
 		if seen[v] {
 			continue
 		}
 		if c := cycleFrom(v, edges); c != nil {
 			for _, w := range c {
-				seen[w.Waiter.vertex()] = true
+				seen[vertex(w.Waiter)] = true
 			}
 			cycles = append(cycles, youngestFirst(c))
 		}
@@ -51,13 +45,13 @@ func (x *Index) Deadlocks(t *tree.Tree) [][]Wait {
 
 // cycleFrom returns a cycle through start, following edges depth first,
 // or nil.
-func cycleFrom(start string, edges map[string][]Wait) []Wait {
-	var path []Wait
+func cycleFrom(start string, edges map[string][]wire.LockWait) []wire.LockWait {
+	var path []wire.LockWait
 	onPath := map[string]bool{start: true}
 	var visit func(v string) bool
 	visit = func(v string) bool {
 		for _, e := range edges[v] {
-			next := e.Holder.vertex()
+			next := vertex(e.Holder)
 			path = append(path, e)
 			if next == start {
 				return true
@@ -80,7 +74,7 @@ func cycleFrom(start string, edges map[string][]Wait) []Wait {
 
 // youngestFirst rotates a cycle so that it starts at the wait that began
 // last.
-func youngestFirst(c []Wait) []Wait {
+func youngestFirst(c []wire.LockWait) []wire.LockWait {
 	i := 0
 	for j, w := range c {
 		if w.Waiter.Since > c[i].Waiter.Since {
@@ -88,13 +82,4 @@ func youngestFirst(c []Wait) []Wait {
 		}
 	}
 	return append(slices.Clone(c[i:]), c[:i]...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

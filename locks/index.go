@@ -10,6 +10,7 @@ package locks
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -320,7 +321,7 @@ func (x *Index) HolderNodes(p string) []string {
 		return nil
 	}
 	var out []string
-	for _, id := range sortedKeys(l.since) {
+	for _, id := range slices.Sorted(maps.Keys(l.since)) {
 		var first string
 		for _, n := range l.nodes {
 			switch {

@@ -62,13 +62,13 @@ func TestTheIndexKnowsWhoHoldsWhoWaitsAndSinceWhen(t *testing.T) {
 	if !ok || len(info.Holders) != 1 || len(info.Waiters) != 1 {
 		t.Fatalf("Info = %+v, %v", info, ok)
 	}
-	if h := info.Holders[0]; h.Owner != "web-1" || h.Session != 1 || h.Since != 1000 || h.Mode != lockq.Exclusive || h.Token == 0 {
+	if h := info.Holders[0]; h.Owner != "web-1" || h.Session != 1 || h.Since != 1000 || h.Mode != string(lockq.Exclusive) || h.Token == 0 {
 		t.Errorf("holder %+v", h)
 	}
 	if oldest, held := w.x.OldestHold(); !held || oldest != 1000 {
 		t.Errorf("OldestHold = %d, %v; want 1000", oldest, held)
 	}
-	if wt := info.Waiters[0]; wt.Owner != "web-2" || wt.Since != 2000 || wt.Mode != lockq.Read {
+	if wt := info.Waiters[0]; wt.Owner != "web-2" || wt.Since != 2000 || wt.Mode != string(lockq.Read) {
 		t.Errorf("waiter %+v", wt)
 	}
 	w.del(5000, a) // held for 4 s

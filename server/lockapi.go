@@ -45,10 +45,10 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		method, path string
 		h            http.HandlerFunc
 	}{
-		{"POST", "/api/v1/locks/{name}/acquire", s.apiAcquire},
-		{"POST", "/api/v1/locks/{name}/renew", s.apiRenew},
-		{"POST", "/api/v1/locks/{name}/release", s.apiRelease},
-		{"POST", "/api/v1/locks/{name}/break", s.apiBreak},
+		{"POST", "/api/v1/locks/{name}/acquire", answering(s.acquire)},
+		{"POST", "/api/v1/locks/{name}/renew", answering(s.renew)},
+		{"POST", "/api/v1/locks/{name}/release", answering(s.release)},
+		{"POST", "/api/v1/locks/{name}/break", answering(s.breakLock)},
 		{"GET", "/api/v1/locks/{name}", s.apiLock},
 		{"GET", "/api/v1/locks/{name}/events", s.apiLockEvents},
 		{"GET", "/api/v1/locks", s.apiLocks},
@@ -60,6 +60,15 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, &apiError{http.StatusNotFound, "no such endpoint: " + r.URL.Path})
 	})
+}
+
+// answering makes a handler of f, whose answer (or error) it writes as
+// JSON.
+func answering(f func(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := f(r.Context(), w, r)
+		writeJSON(w, v, err)
+	}
 }
 
 // methodNotAllowed answers a method an endpoint does not serve.
@@ -184,11 +193,6 @@ type heldResponse struct {
 
 // apiModes maps the API's modes to kinds of lock node.
 var apiModes = map[string]lockq.Kind{"": lockq.Exclusive, "exclusive": lockq.Exclusive, "read": lockq.Read, "write": lockq.Write}
-
-func (s *Server) apiAcquire(w http.ResponseWriter, r *http.Request) {
-	v, err := s.acquire(r.Context(), w, r)
-	writeJSON(w, v, err)
-}
 
 func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, err := s.lockPath(r)
@@ -403,11 +407,6 @@ func (s *Server) holdOf(path string, req leaseRequest) (lease int64, held bool, 
 	return lease, held, nil
 }
 
-func (s *Server) apiRenew(w http.ResponseWriter, r *http.Request) {
-	v, err := s.renew(r.Context(), w, r)
-	writeJSON(w, v, err)
-}
-
 func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, req, err := s.leaseBody(w, r)
 	if err != nil {
@@ -436,11 +435,6 @@ func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	return s.heldAnswer(path, lease, false)
 }
 
-func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
-	v, err := s.release(r.Context(), w, r)
-	writeJSON(w, v, err)
-}
-
 func (s *Server) release(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, req, err := s.leaseBody(w, r)
 	if err != nil {
@@ -466,11 +460,6 @@ func (s *Server) release(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return nil, err
 	}
 	return map[string]bool{"released": true}, nil
-}
-
-func (s *Server) apiBreak(w http.ResponseWriter, r *http.Request) {
-	v, err := s.breakLock(r.Context(), w, r)
-	writeJSON(w, v, err)
 }
 
 // breakLock frees the lock NAME, as `arbor locks break` does: its holders'

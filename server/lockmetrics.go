@@ -10,6 +10,7 @@ import (
 
 	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
 )
 
 // longestQueues is how many locks arbor_lock_queue_length shows, by the
@@ -133,7 +134,7 @@ func (s *Server) watchDeadlocks() {
 		case <-s.stopc:
 			return
 		}
-		var cycles [][]locks.Wait
+		var cycles [][]wire.LockWait
 		s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = x.Deadlocks(t) })
 		now := map[string]bool{}
 		for _, c := range cycles {
@@ -150,7 +151,7 @@ func (s *Server) watchDeadlocks() {
 
 // cycleKey names a cycle by its waits, the same whichever wait it starts
 // at: "p1 (holder g1) waits for /a; p2 (holder g2) waits for /b".
-func cycleKey(c []locks.Wait) string {
+func cycleKey(c []wire.LockWait) string {
 	waits := make([]string, len(c))
 	for i, w := range c {
 		waits[i] = w.Waiter.Owner + " (holder " + w.Waiter.Holder + ") waits for " + w.Lock

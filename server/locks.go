@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"go.uber.org/zap"
 
 	"github.com/arbor-coord/arbor/locks"
@@ -14,11 +16,10 @@ import (
 func lockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity) []wire.LockInfo {
 	var out []wire.LockInfo
 	for _, p := range x.Paths(prefix) {
-		if t.Check(p, ids, wire.PermRead) != nil {
-			continue
+		if t.Check(p, ids, wire.PermRead) == nil {
+			info, _ := x.Info(t, p)
+			out = append(out, info)
 		}
-		info, _ := x.Info(t, p)
-		out = append(out, wire.LockInfo{Path: p, Holders: lockParties(info.Holders), Waiters: lockParties(info.Waiters), EstimatedWaitMs: info.EstimatedWaitMs})
 	}
 	return out
 }
@@ -26,32 +27,14 @@ func lockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity)
 // deadlocks is the cycles of the wait-for graph whose every lock ids may
 // read. The caller holds the fsm's read lock.
 func deadlocks(t *tree.Tree, x *locks.Index, ids []wire.Identity) [][]wire.LockWait {
+	hidden := func(w wire.LockWait) bool { return t.Check(w.Lock, ids, wire.PermRead) != nil }
 	var out [][]wire.LockWait
-cycles:
 	for _, c := range x.Deadlocks(t) {
-		waits := make([]wire.LockWait, len(c))
-		for i, w := range c {
-			if t.Check(w.Lock, ids, wire.PermRead) != nil {
-				continue cycles
-			}
-			waits[i] = wire.LockWait{Waiter: lockParty(w.Waiter), Lock: w.Lock, Holder: lockParty(w.Holder)}
+		if !slices.ContainsFunc(c, hidden) {
+			out = append(out, c)
 		}
-		out = append(out, waits)
 	}
 	return out
-}
-
-func lockParties(ps []locks.Party) []wire.LockParty {
-	var out []wire.LockParty
-	for _, p := range ps {
-		out = append(out, lockParty(p))
-	}
-	return out
-}
-
-func lockParty(p locks.Party) wire.LockParty {
-	return wire.LockParty{Node: p.Node, Mode: string(p.Mode), Owner: p.Owner, Holder: p.Holder,
-		Session: p.Session, Lease: p.Lease, Token: p.Token, Since: p.Since, Expires: p.Expires}
 }
 
 // breakTxn turns txn into the break of the lock req names, asked by ids:
