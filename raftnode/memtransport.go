@@ -210,10 +210,17 @@ func (t *MemTransport) SetFilter(f Filter) {
 	t.filter = f
 }
 
-// SetDelay delays this member's outgoing messages by d: it is
-// Delay(id, AnyMember, d) of its network (and Heal lifts it too).
+// SetDelay delays this member's outgoing messages by d, as
+// TCPTransport.SetDelay does: it is Delay(id, AnyMember, d) of its
+// network, and 0 removes that rule (Heal lifts it too).
 func (t *MemTransport) SetDelay(d time.Duration) {
-	t.nw.Delay(t.id, AnyMember, d)
+	t.nw.change(func() {
+		if d == 0 {
+			delete(t.nw.delay, memLink{t.id, AnyMember})
+		} else {
+			t.nw.delay[memLink{t.id, AnyMember}] = d
+		}
+	})
 }
 
 // Send queues raft messages for their members; it never blocks. Raft hears

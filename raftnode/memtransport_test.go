@@ -229,6 +229,24 @@ func TestADelayedLinkDeliversInOrderAfterItsDelay(t *testing.T) {
 	}
 }
 
+// SetDelay(0) takes the member's own delay away, as on TCP, and leaves the
+// network's wider one in place.
+func TestAMembersDelayRemovedLeavesTheNetworksDelay(t *testing.T) {
+	nw := NewMemNetwork()
+	a := joinEnd(t, nw, 1)
+	b := joinEnd(t, nw, 2)
+	const d = 50 * time.Millisecond
+	nw.Delay(AnyMember, AnyMember, d)
+	a.tr.SetDelay(time.Hour)
+	a.tr.SetDelay(0)
+	sent := time.Now()
+	a.send(2, raftpb.MsgApp, 1)
+	recv(t, b.got) // not an hour later
+	if took := time.Since(sent); took < d {
+		t.Fatalf("the message arrived after %v, before the network's delay of %v", took, d)
+	}
+}
+
 func TestALossyLinkDropsAboutItsShare(t *testing.T) {
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
