@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
 )
 
 func TestALeaseIsRenewedAndClosedWithItsNodes(t *testing.T) {
@@ -125,5 +129,30 @@ func TestLeaseArgumentsAreChecked(t *testing.T) {
 	}
 	if _, err := c.RenewLease(ctx, c.SessionID(), 0); !errors.Is(err, client.ErrLeaseExpired) {
 		t.Errorf("renewing a session as a lease: %v, want ErrLeaseExpired", err)
+	}
+}
+
+// A session's leases and their nodes count against its ephemeral limit.
+func TestLeasesCountAgainstTheEphemeralLimit(t *testing.T) {
+	s, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), MaxEphemerals: 2,
+		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := dial(t, s.Addr().String())
+	ctx := testContext(t)
+	l, err := c.CreateLease(ctx, time.Minute, "") // one
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, "/a", nil, client.Ephemeral, client.WithLease(l.ID)); err != nil { // two
+		t.Fatal(err)
+	}
+	if _, err := c.CreateLease(ctx, time.Minute, ""); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Errorf("a lease past the limit: %v, want ErrQuotaExceeded", err)
+	}
+	if _, err := c.Create(ctx, "/b", nil, client.Ephemeral, client.WithLease(l.ID)); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Errorf("a lease's node past the limit: %v, want ErrQuotaExceeded", err)
 	}
 }

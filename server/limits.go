@@ -412,8 +412,8 @@ func ephemeralCreates(req *wire.Request) int {
 	}
 	n := 0
 	for i := range ops {
-		if ops[i].Op == wire.OpCreate && ops[i].Mode.IsEphemeral() {
-			n++
+		if ops[i].Op == wire.OpCreate && ops[i].Mode.IsEphemeral() || ops[i].Op == wire.OpLeaseCreate {
+			n++ // a lease counts as one of the session's ephemerals, and its nodes too
 		}
 	}
 	return n

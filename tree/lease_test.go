@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func leaseTxn(id, parent, ttl int64) tree.Txn {
@@ -164,6 +165,27 @@ func TestRestoreReadsTheSnapshotFormatBeforeLeases(t *testing.T) {
 	for _, s := range tr.Sessions() {
 		if s.Lease != nil {
 			t.Errorf("session %#x of a version 2 snapshot is a lease", s.ID)
+		}
+	}
+}
+
+// A lease of four fields (before maximum holds) and one of more (from a
+// later version) both decode.
+func TestALeaseFieldOfAnotherVersionDecodes(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lease []any
+	}{
+		{"four fields", []any{5000, 1, "w1", 3}},
+		{"a field appended", []any{5000, 1, "w1", 3, 60_000, "later"}},
+	} {
+		b, err := msgpack.Marshal([]any{int(tree.TxnCloseSession), 10, 7, "", nil, 0, 0, 0, 0, nil, []any{}, []any{}, []any{}, tt.lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn, err := tree.DecodeTxn(b)
+		if err != nil || txn.LeaseTTL != 5000 || txn.LeaseParent != 1 || txn.LeaseOwner != "w1" || txn.LeaseVersion != 3 {
+			t.Errorf("%s: %+v, %v", tt.name, txn, err)
 		}
 	}
 }

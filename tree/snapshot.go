@@ -334,14 +334,15 @@ func decodeArray(dec *msgpack.Decoder, want int, fields ...any) error {
 	return decodeFields(dec, fields...)
 }
 
-// restoreSession reads one session: a lease's has six more fields, from
-// version 3 on.
+// restoreSession reads one session: a lease's has five or six more
+// fields, from version 3 on (and a later version may append more, which
+// it skips).
 func (t *Tree) restoreSession(dec *msgpack.Decoder, version int64) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
 	}
-	if n != 3 && (n != 9 || version < 3) {
+	if n != 3 && (n < 8 || version < 3) {
 		return fmt.Errorf("array of %d", n)
 	}
 	var id, timeout int64
@@ -350,10 +351,20 @@ func (t *Tree) restoreSession(dec *msgpack.Decoder, version int64) error {
 		return err
 	}
 	s.timeoutMs = int32(timeout)
-	if n == 9 {
+	if n >= 8 {
 		s.lease = &Lease{}
-		if err := decodeFields(dec, &s.lease.TTLMs, &s.lease.Expires, &s.lease.Version, &s.lease.Parent, &s.lease.Owner, &s.lease.MaxUntil); err != nil {
+		if err := decodeFields(dec, &s.lease.TTLMs, &s.lease.Expires, &s.lease.Version, &s.lease.Parent, &s.lease.Owner); err != nil {
 			return err
+		}
+		if n >= 9 { // from maximum holds on
+			if err := decodeFields(dec, &s.lease.MaxUntil); err != nil {
+				return err
+			}
+		}
+		for range n - 9 { // fields a later version appended
+			if err := dec.Skip(); err != nil {
+				return err
+			}
 		}
 	}
 	if _, ok := t.sessions[id]; ok || id == 0 {

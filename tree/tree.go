@@ -271,13 +271,19 @@ func (t *Tree) EphemeralCount() int {
 	return n
 }
 
-// SessionEphemeralCount is the number of ephemeral nodes session id owns.
+// SessionEphemeralCount is the number of ephemeral nodes session id owns,
+// counting its leases and their ephemerals as its own: what the
+// per-session ephemeral limit holds.
 func (t *Tree) SessionEphemeralCount(id int64) int {
 	s, ok := t.sessions[id]
 	if !ok {
 		return 0
 	}
-	return len(s.ephemerals)
+	n := len(s.ephemerals)
+	for lease := range t.leases[id] {
+		n += 1 + len(t.sessions[lease].ephemerals)
+	}
+	return n
 }
 
 // EphemeralsWithPrefix returns the paths of a session's ephemeral nodes

@@ -169,7 +169,7 @@ func decodeLease(dec *msgpack.Decoder, txn *Txn) error {
 	if err != nil || n <= 0 {
 		return err
 	}
-	if n != 5 {
+	if n < 4 {
 		return fmt.Errorf("lease of %d fields", n)
 	}
 	if txn.LeaseTTL, err = dec.DecodeInt64(); err != nil {
@@ -181,11 +181,18 @@ func decodeLease(dec *msgpack.Decoder, txn *Txn) error {
 	if txn.LeaseOwner, err = dec.DecodeString(); err != nil {
 		return err
 	}
-	if txn.LeaseVersion, err = dec.DecodeInt64(); err != nil {
+	if txn.LeaseVersion, err = dec.DecodeInt64(); err != nil || n == 4 {
+		return err // four fields: written before maximum holds
+	}
+	if txn.LeaseMaxHold, err = dec.DecodeInt64(); err != nil {
 		return err
 	}
-	txn.LeaseMaxHold, err = dec.DecodeInt64()
-	return err
+	for range n - 5 { // fields a later version appended
+		if err := dec.Skip(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func decodeACL(dec *msgpack.Decoder, r *bytes.Reader) ([]wire.ACL, error) {

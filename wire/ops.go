@@ -177,7 +177,7 @@ var ops = map[Op]opInfo{
 
 	// Leases are writes: each is a txn, so a lease is the same on every
 	// member and outlives the one that granted it.
-	OpLeaseCreate: {name: "leaseCreate", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
+	OpLeaseCreate: {name: "leaseCreate", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding | LimitEphemerals},
 	OpLeaseRenew:  {name: "leaseRenew", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
 	OpLeaseClose:  {name: "leaseClose", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},
 

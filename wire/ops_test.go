@@ -69,7 +69,7 @@ var opRows = []opRow{
 
 	{op: wire.OpMembers, name: "members", class: wire.ClassAdmin, limits: []wire.Limit{outstanding}},
 	{op: wire.OpStatus, name: "status", class: wire.ClassAdmin, limits: []wire.Limit{outstanding}},
-	{op: wire.OpLeaseCreate, name: "leaseCreate", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpLeaseCreate, name: "leaseCreate", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding, ephemerals}},
 	{op: wire.OpLeaseRenew, name: "leaseRenew", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpLeaseClose, name: "leaseClose", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpLocks, name: "locks", class: wire.ClassRead, limits: []wire.Limit{outstanding}},
