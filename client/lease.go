@@ -43,6 +43,9 @@ func WithLease(id int64) CreateOption {
 // for the server's default, 30 s). owner names who holds it, for
 // operators.
 func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, owner string, opts ...LeaseOption) (Lease, error) {
+	if ttl < 0 || ttl > 0 && ttl < time.Millisecond {
+		return Lease{}, opError("createlease", owner, fmt.Errorf("%w: a lease's TTL of %v", ErrBadArguments, ttl))
+	}
 	req := wire.Request{Op: wire.OpLeaseCreate, TTL: ttl.Milliseconds(), Owner: owner}
 	for _, opt := range opts {
 		opt(&req)

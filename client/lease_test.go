@@ -109,7 +109,7 @@ func TestLeaseArgumentsAreChecked(t *testing.T) {
 	_, addr := startServer(t)
 	c := dial(t, addr)
 	ctx := testContext(t)
-	for _, ttl := range []time.Duration{time.Millisecond, 2 * time.Hour} {
+	for _, ttl := range []time.Duration{5, time.Millisecond, 2 * time.Hour} {
 		if _, err := c.CreateLease(ctx, ttl, ""); !errors.Is(err, client.ErrBadArguments) {
 			t.Errorf("a lease of %v: %v, want ErrBadArguments", ttl, err)
 		}

@@ -233,11 +233,12 @@ func blocker(es []Entry, gs []group, me int) int {
 }
 
 // Holds reports whether the acquisition id holds the lock (or leads the
-// election) queued as es. It is false for waiters, and for leases and
-// members, whose holders the queue alone does not tell.
+// election) queued as es: it goes ahead, or it is upgrading (it holds its
+// read while it waits for the write). It is false for waiters, and for
+// leases and members, whose holders the queue alone does not tell.
 func Holds(es []Entry, id string) bool {
 	gs, me := groups(es, id)
-	return me >= 0 && gs[me].kind.Ordered() && blocker(es, gs, me) < 0
+	return me >= 0 && gs[me].kind.Ordered() && (gs[me].upgrade > 0 || blocker(es, gs, me) < 0)
 }
 
 // UpgradeRefused reports whether the acquisition id asked to upgrade after

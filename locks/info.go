@@ -24,7 +24,12 @@ func (x *Index) Info(t *tree.Tree, p string) (wire.LockInfo, bool) {
 	for _, a := range lockq.Acquisitions(es) {
 		n := l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.Name == a.First.Name })]
 		party := wire.LockParty{Node: n.Entry.Name, Mode: string(a.Kind), Owner: n.Record.Owner, Holder: n.Record.Holder,
-			Session: n.Session, Token: n.Token, Since: n.Created}
+			Session: n.Session, Since: n.Created}
+		for _, m := range l.nodes {
+			if m.Entry.ID == a.First.ID {
+				party.Token = m.Token // its latest node's, as the recipes' Token: a change of mode takes a higher one
+			}
+		}
 		if s, ok := t.Session(n.Session); ok && s.Lease != nil {
 			party.Lease, party.Session, party.Expires = n.Session, s.Lease.Parent, s.Lease.Expires
 		}

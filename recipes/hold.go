@@ -113,29 +113,29 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	h.mu.Unlock()
 
 	session := h.q.c.SessionID()
-	var lease int64
-	if h.lease > 0 {
-		var opts []client.LeaseOption
-		if h.maxHold > 0 {
-			opts = append(opts, client.MaxHold(h.maxHold))
-		}
-		l, err := h.q.c.CreateLease(ctx, h.lease, h.owner, opts...)
-		if err != nil {
-			return false, err
-		}
-		lease = l.ID
-	}
-	t, err := h.q.enqueue(ctx, kind, data, lease)
+	l, freed := newLoss(), make(chan struct{}) // the new hold's, from its lease on
+	lease, waitCtx, err := h.startLease(ctx, l, freed)
 	if err != nil {
+		return false, err
+	}
+	t, err := h.q.enqueue(waitCtx, kind, data, lease)
+	if err != nil {
+		close(freed)
 		if lease != 0 {
 			go h.q.closeLease(context.WithoutCancel(ctx), lease)
 		}
-		return false, err
+		return false, reason(l, err)
 	}
 	if lease != 0 {
 		t.owner = session // its node's owner is the lease, which is the session's
 	}
-	if err := h.q.turn(ctx, t, wait); err != nil {
+	err = h.q.turn(waitCtx, t, wait)
+	if err == nil && l.reason() != nil {
+		err = l.reason() // the lease ended while it waited: its node is gone
+	}
+	if err != nil {
+		close(freed)
+		err = reason(l, err)
 		if rerr := h.q.giveUp(ctx, t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
@@ -148,22 +148,62 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.t, h.mode, h.count = t, kind, 1
-	h.loss, h.freed = h.watch(t)
-	h.lost = h.loss.done
+	h.loss, h.freed, h.lost = l, freed, l.done
+	h.watch(t, l, freed)
 	return true, nil
 }
 
-// watch returns the loss and freed channel of a new hold of t. The hold
-// is lost if, before freed is closed, its session ends, or, for a hold
-// bound to a lease, the lease ends (renewals, at a third of its TTL, stop
-// coming in time) or its node is deleted.
-func (h *hold) watch(t ticket) (*loss, chan struct{}) {
-	l, freed := newLoss(), make(chan struct{})
+// startLease makes the lease of a new hold bound to one (WithLease), and
+// renews it from then on, while it waits too, until freed is closed. The
+// context it returns ends with the lease (its cause the reason). Without
+// a lease it returns ctx as it is.
+func (h *hold) startLease(ctx context.Context, l *loss, freed chan struct{}) (int64, context.Context, error) {
+	if h.lease == 0 {
+		return 0, ctx, nil
+	}
+	var opts []client.LeaseOption
+	if h.maxHold > 0 {
+		opts = append(opts, client.MaxHold(h.maxHold))
+	}
+	lease, err := h.q.c.CreateLease(ctx, h.lease, h.owner, opts...)
+	if err != nil {
+		return 0, ctx, err
+	}
+	every := h.every
+	if every == 0 {
+		every = lease.TTL / 3 // the TTL the server granted
+	}
+	go h.renew(lease.ID, every, freed, l)
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-l.done:
+			cancel(l.reason())
+		case <-freed:
+			cancel(nil)
+		}
+	}()
+	return lease.ID, waitCtx, nil
+}
+
+// reason is err, or the reason of the loss l if the wait ended because l
+// did.
+func reason(l *loss, err error) error {
+	if why := l.reason(); why != nil && errors.Is(err, context.Canceled) {
+		return why
+	}
+	return err
+}
+
+// watch watches a new hold of t, which ends with l: if, before freed is
+// closed, its session ends, or, for a hold bound to a lease, its node is
+// deleted (the lease's renewals, started with it, end it too).
+func (h *hold) watch(t ticket, l *loss, freed chan struct{}) {
 	c := h.q.c
 	id, done := c.Session()
 	if id != t.owner {
 		l.end(c.Err()) // a renewed client: the node's session is over already
-		return l, freed
+		return
 	}
 	go func() {
 		select {
@@ -177,9 +217,7 @@ func (h *hold) watch(t ticket) (*loss, chan struct{}) {
 		// only a hold bound to a lease, whose loss the holder must learn
 		// of at once, watches it.
 		go h.watchNode(t, freed, l)
-		go h.renew(t.lease, h.every, freed, l)
 	}
-	return l, freed
 }
 
 // ErrNodeDeleted is the reason a hold is lost when its node was deleted by
@@ -208,6 +246,10 @@ func (h *hold) watchNode(t ticket, freed chan struct{}, l *loss) {
 		case err != nil:
 			if c.Err() != nil {
 				return // the session's end: the other watcher says so
+			}
+			select { // a connection loss, a refusal: look again in a while
+			case <-time.After(removeRetry):
+			case <-ctx.Done():
 			}
 			continue
 		case ok:
@@ -307,14 +349,17 @@ func (h *hold) change(ctx context.Context, from, to lockq.Kind, data []byte) err
 	case isClosed(lost):
 		return h.lostReason()
 	}
+	orig := t
 	t, err := h.q.change(ctx, t, to, data)
 	if err != nil {
 		return err
 	}
 	if err := h.q.turn(ctx, t, true); err != nil {
-		t, rerr := h.q.unchange(context.WithoutCancel(ctx), t)
+		rerr := h.q.unchange(context.WithoutCancel(ctx), t, data)
 		h.mu.Lock()
-		h.t = t
+		if h.t = orig; rerr != nil {
+			h.t = t // its release deletes the node of the change too
+		}
 		h.mu.Unlock()
 		if errors.Is(err, errUpgradeRefused) {
 			err = ErrUpgradeInProgress
@@ -396,6 +441,17 @@ func (h *hold) fencingToken() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.t.czxid
+}
+
+// freedChan is closed when the current hold is released (never, when
+// nothing is held).
+func (h *hold) freedChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.t.Name == "" {
+		return nil
+	}
+	return h.freed
 }
 
 func (h *hold) lostChan() <-chan struct{} {

@@ -163,3 +163,25 @@ func TestAHoldEndsAtItsMaximumHoldWhateverItsRenewals(t *testing.T) {
 	}
 	must(t, next.Unlock(ctx))
 }
+
+// A waiter's lease is renewed while it waits: a wait longer than its TTL
+// ends with the lock, not with the lease gone.
+func TestAWaitersLeaseLivesThroughALongWait(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	holder := NewMutex(s.dial(t), "/locks/longwait")
+	must(t, holder.Lock(ctx))
+	waiter := NewMutex(s.dial(t), "/locks/longwait", WithLease(time.Second))
+	w := waiting(t, s, "/locks/longwait", 2, func() error { return waiter.Lock(ctx) })
+	time.Sleep(2500 * time.Millisecond) // over two TTLs of the waiter's lease
+	stillWaiting(t, w)
+	must(t, holder.Unlock(ctx))
+	must(t, <-w)
+	if isClosed(waiter.Lost()) {
+		t.Fatalf("the waiter lost its hold at once: %v", waiter.LostReason())
+	}
+	if nodes := children(t, s.dial(t), "/locks/longwait"); len(nodes) != 1 {
+		t.Errorf("the holder's nodes: %v, want its one", nodes)
+	}
+	must(t, waiter.Unlock(ctx))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -119,9 +120,28 @@ func (m *MultiLock) Token(path string) int64 {
 	return m.holds[i].fencingToken()
 }
 
-// Lost returns a channel closed if the session ends while the locks are
-// held: from then on others may hold them. Read it after Lock.
-func (m *MultiLock) Lost() <-chan struct{} { return m.holds[0].lostChan() }
+// Lost returns a channel closed if any of the locks is lost while they
+// are held (the session ends, a lease ends, a lock is broken): from then
+// on others may hold it. Read it after Lock.
+func (m *MultiLock) Lost() <-chan struct{} {
+	freed := m.holds[0].freedChan()
+	if freed == nil {
+		return m.holds[0].lostChan() // nothing held: nothing to watch
+	}
+	lost := make(chan struct{})
+	cases := make([]reflect.SelectCase, 0, len(m.holds)+1)
+	for _, h := range m.holds {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.lostChan())})
+	}
+	// The release of the first part, at the last Unlock, ends the watch.
+	released := reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(freed)}
+	go func() {
+		if i, _, _ := reflect.Select(append(cases, released)); i < len(cases) {
+			close(lost)
+		}
+	}()
+	return lost
+}
 
 // LostReason says why the locks were lost (see Mutex.LostReason): the
 // reason of the first part that was.

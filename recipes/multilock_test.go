@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Two MultiLocks over the same locks, given in opposite orders, never
@@ -89,5 +90,26 @@ func TestAMultiLockNeedsDistinctPaths(t *testing.T) {
 	}
 	if _, err := NewMultiLock(c, []LockPart{{Path: "/a"}, {Path: "/a", Read: true}}); err == nil {
 		t.Error("a MultiLock naming a path twice")
+	}
+}
+
+// A MultiLock is lost when any of its locks is, not only its first.
+func TestAMultiLockIsLostWhenAnyPartIs(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	m, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/p/a"}, {Path: "/locks/p/b"}}, WithLease(time.Minute))
+	must(t, err)
+	must(t, m.Lock(ctx))
+	lost := m.Lost()
+	if _, err := s.dial(t).BreakLock(ctx, "/locks/p/b", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("a MultiLock whose second lock was broken was never lost")
+	}
+	if err := m.LostReason(); !errors.Is(err, ErrNodeDeleted) {
+		t.Errorf("LostReason = %v", err)
 	}
 }

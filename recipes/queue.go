@@ -108,7 +108,7 @@ func newLockHold(c *client.Client, path string, o options) *hold {
 	if o.maxHold > 0 && o.lease == 0 {
 		o.lease = defaultLeaseTTL
 	}
-	h.lease, h.every, h.maxHold, h.owner = o.lease, o.lease/3, o.maxHold, o.ownerName()
+	h.lease, h.maxHold, h.owner = o.lease, o.maxHold, o.ownerName()
 	return h
 }
 
@@ -320,15 +320,24 @@ func (q *queue) change(ctx context.Context, t ticket, kind lockq.Kind, data []by
 	}
 }
 
-// unchange deletes the last node change added to t, taking the change
-// back, and returns t without it.
-func (q *queue) unchange(ctx context.Context, t ticket) (ticket, error) {
-	last := t.more[len(t.more)-1]
-	if err := q.remove(ctx, q.dir+"/"+last); err != nil {
-		return t, err
+// unchange takes back the last change of t: it deletes the node change
+// added and rewrites the first node's data in the same multi, so that the
+// waiters that came to watch it while the change was under way look
+// again.
+func (q *queue) unchange(ctx context.Context, t ticket, data []byte) error {
+	last := q.dir + "/" + t.more[len(t.more)-1]
+	for {
+		_, err := q.c.Multi(ctx, client.DeleteOp(last, -1), client.SetOp(q.path(t.Entry), data, -1))
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, client.ErrConnectionLoss):
+			continue
+		case errors.Is(err, client.ErrNoNode):
+			return nil // its session or lease ended, and its nodes with it
+		}
+		return err
 	}
-	t.more = t.more[:len(t.more)-1]
-	return t, nil
 }
 
 // errWouldBlock is what turn returns when told not to wait.
@@ -400,8 +409,13 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 
 // dropped drops the acquisition of the deleted node b from the queue es.
 // It returns the rest if lockq.Blocker finds nothing in it for me to wait
-// for, and nil, to list the queue again, if it does.
+// for, and nil, to list the queue again, if it does. An acquisition that
+// changed mode (an upgrade) always lists again: it waits for the readers
+// that hold, and a reader that was waiting in es may hold by now.
 func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
+	if len(me.more) > 0 {
+		return nil
+	}
 	gone := es[b].ID
 	es = slices.DeleteFunc(slices.Clone(es), func(e lockq.Entry) bool { return e.ID == gone })
 	if lockq.Blocker(es, me.ID) >= 0 {

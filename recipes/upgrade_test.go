@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // waiting starts f in the background and returns its result channel,
@@ -146,5 +147,54 @@ func TestUpgradeAndDowngradeNeedTheOtherHold(t *testing.T) {
 	must(t, rw.Unlock(ctx))
 	if err := rw.Downgrade(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Downgrade without a hold: %v", err)
+	}
+}
+
+// A reader that came to hold while an upgrade waited (the writer between
+// them gave up) is waited for too: the upgrade never holds beside it.
+func TestAnUpgradeWaitsForAReaderThatCameToHoldWhileItWaited(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	path := "/locks/late"
+	r1, r2, r4 := NewRWMutex(s.dial(t), path), NewRWMutex(s.dial(t), path), NewRWMutex(s.dial(t), path)
+	w := NewRWMutex(s.dial(t), path)
+	must(t, r1.RLock(ctx))
+	must(t, r2.RLock(ctx))
+	wctx, cancelW := context.WithCancel(ctx)
+	write := waiting(t, s, path, 3, func() error { return w.Lock(wctx) })
+	read4 := waiting(t, s, path, 4, func() error { return r4.RLock(ctx) })
+	up := waiting(t, s, path, 5, func() error { return r1.Upgrade(ctx) })
+	cancelW()
+	if err := <-write; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the writer's Lock: %v", err)
+	}
+	must(t, <-read4) // it holds now
+	must(t, r2.RUnlock(ctx))
+	time.Sleep(200 * time.Millisecond) // time for a wrong grant to show
+	stillWaiting(t, up)                // r4 holds read
+	must(t, r4.RUnlock(ctx))
+	must(t, <-up)
+	must(t, r1.Unlock(ctx))
+}
+
+// A reader that queued behind an upgrade under way gets its read when the
+// upgrade is taken back.
+func TestATakenBackUpgradeWakesTheReadersBehindIt(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	path := "/locks/back"
+	r1, r2, r3 := NewRWMutex(s.dial(t), path), NewRWMutex(s.dial(t), path), NewRWMutex(s.dial(t), path)
+	must(t, r1.RLock(ctx))
+	must(t, r2.RLock(ctx))
+	uctx, cancel := context.WithCancel(ctx)
+	up := waiting(t, s, path, 3, func() error { return r1.Upgrade(uctx) })
+	read := waiting(t, s, path, 4, func() error { return r3.RLock(ctx) })
+	cancel()
+	if err := <-up; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled Upgrade: %v", err)
+	}
+	must(t, <-read)
+	for _, r := range []*RWMutex{r1, r2, r3} {
+		must(t, r.RUnlock(ctx))
 	}
 }

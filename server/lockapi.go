@@ -136,7 +136,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 func (s *Server) lockPath(r *http.Request) (string, error) {
 	name := r.PathValue("name")
 	p := strings.TrimSuffix(s.cfg.LockRoot, "/") + "/" + name
-	if err := wire.ValidatePath(p, false); err != nil || name == "" {
+	if err := wire.ValidatePath(p, false); err != nil || name == "" || strings.Contains(name, "/") {
 		return "", badRequest("%q is not a lock name: a lock name is one segment of a path", name)
 	}
 	return p, nil
@@ -230,6 +230,7 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	lease := s.ids.Next()
 	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCreateSession, Session: lease, Time: time.Now().UnixMilli(),
 		LeaseTTL: ttl, LeaseOwner: req.ClientID, LeaseMaxHold: maxHold}); err != nil {
+		s.closeLease(lease) // its create may still commit
 		return nil, err
 	}
 	node, err := s.createLockNode(ctx, path, kind, lease, req.ClientID, ids)
@@ -239,7 +240,7 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	wait, cancel := context.WithTimeout(ctx, time.Duration(req.WaitTimeoutMs)*time.Millisecond)
 	defer cancel()
-	held, err := s.waitTurn(wait, path, node)
+	held, err := s.waitTurn(wait, path, node, lease, time.Duration(ttl)*time.Millisecond)
 	if err != nil || !held {
 		s.closeLease(lease) // and its node with it: nothing is left behind
 		if err == nil || ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -289,30 +290,48 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 }
 
 // waitTurn waits until the acquisition of node holds the lock at path, or
-// ctx ends (then it reports false). An acquisition whose node is gone (its
-// lease ended) fails.
-func (s *Server) waitTurn(ctx context.Context, path string, node lockq.Entry) (bool, error) {
+// ctx ends (then it reports false), renewing its lease every third of ttl
+// meanwhile: the client is still there, waiting on its request. An
+// acquisition whose node is gone (its lease ended) fails.
+func (s *Server) waitTurn(ctx context.Context, path string, node lockq.Entry, lease int64, ttl time.Duration) (bool, error) {
+	renew := time.NewTicker(ttl / 3)
+	defer renew.Stop()
 	for {
-		changed := s.lockWatch.next(path)
-		var names []string
-		var err error
-		s.fsm.read(func(t *tree.Tree) { names, _, err = t.Children(path) })
-		if err != nil {
-			return false, err
+		held, waiting, err := s.turnOf(path, node)
+		if !waiting {
+			return held, err
 		}
-		es := lockq.Sort(names)
-		switch {
-		case !containsNode(es, node):
-			return false, &apiError{http.StatusGone, "the lock's lease ended while it waited"}
-		case lockq.Holds(es, node.ID):
-			return true, nil
-		}
+		changed, done := s.lockWatch.next(path)
 		select {
 		case <-changed:
+		case <-renew.C:
+			_, err = s.write(ctx, &tree.Txn{Type: tree.TxnRenewLease, Session: lease, Time: time.Now().UnixMilli()})
 		case <-ctx.Done():
-			return false, ctx.Err()
+			err = ctx.Err()
+		}
+		done()
+		if err != nil && !errors.Is(err, wire.ErrSessionExpired) { // an ended lease shows as its node gone
+			return false, err
 		}
 	}
+}
+
+// turnOf says whether the acquisition of node holds the lock at path, or
+// still waits for it.
+func (s *Server) turnOf(path string, node lockq.Entry) (held, waiting bool, err error) {
+	var names []string
+	s.fsm.read(func(t *tree.Tree) { names, _, err = t.Children(path) })
+	if err != nil {
+		return false, false, err
+	}
+	es := lockq.Sort(names)
+	switch {
+	case !containsNode(es, node):
+		return false, false, &apiError{http.StatusGone, "the lock's lease ended while it waited"}
+	case lockq.Holds(es, node.ID):
+		return true, false, nil
+	}
+	return false, true, nil
 }
 
 func containsNode(es []lockq.Entry, node lockq.Entry) bool {
@@ -397,7 +416,11 @@ func (s *Server) holdOf(path string, req leaseRequest) (lease int64, held bool, 
 			return
 		}
 		for i, p := range append(info.Holders, info.Waiters...) {
-			match := p.Lease != 0 && (p.Lease == want || want == 0 && p.Owner == req.ClientID && p.Token == req.FencingToken)
+			// Only an HTTP client's lease (of no session): a session's
+			// lease is its own, and closing it would end its nodes
+			// elsewhere too.
+			match := p.Lease != 0 && p.Session == 0 &&
+				(p.Lease == want || want == 0 && p.Owner == req.ClientID && p.Token == req.FencingToken)
 			if match {
 				lease, held = p.Lease, i < len(info.Holders)
 				return
@@ -598,18 +621,22 @@ func (s *Server) apiLock(w http.ResponseWriter, r *http.Request) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		changed := s.lockWatch.next(path)
+		changed, done := s.lockWatch.next(path)
 		l, ok := s.lockState(r, path)
-		if index < 0 || l.Index > index {
-			answerLock(w, l, ok, path)
-			return
+		answer := index < 0 || l.Index > index
+		if !answer {
+			select {
+			case <-changed:
+			case <-timer.C:
+				answer = true
+			case <-r.Context().Done():
+				done()
+				return
+			}
 		}
-		select {
-		case <-changed:
-		case <-timer.C:
+		done()
+		if answer {
 			answerLock(w, l, ok, path)
-			return
-		case <-r.Context().Done():
 			return
 		}
 	}
@@ -653,8 +680,7 @@ func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		writeJSON(w, nil, errors.New("this connection cannot stream"))
 		return
 	}
@@ -663,30 +689,43 @@ func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
 	keepAlive := time.NewTicker(eventsKeepAlive)
 	defer keepAlive.Stop()
 	for {
-		changed := s.lockWatch.next(path)
-		var data []byte
-		if l, ok := s.lockState(r, path); ok {
-			data, _ = json.Marshal(l)
-		} else {
-			data = []byte("{}")
-		}
-		if _, err := fmt.Fprintf(w, "event: lock\ndata: %s\n\n", data); err != nil {
+		changed, done := s.lockWatch.next(path)
+		ok := s.sendLockEvent(w, r, path) && waitChange(w, r, changed, keepAlive.C)
+		done()
+		if !ok {
 			return
 		}
-		flusher.Flush()
-	wait:
-		for {
-			select {
-			case <-changed:
-				break wait
-			case <-keepAlive.C:
-				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-					return
-				}
-				flusher.Flush()
-			case <-r.Context().Done():
-				return
+	}
+}
+
+// sendLockEvent writes the lock's state as a "lock" event and flushes it;
+// false when the client has gone.
+func (s *Server) sendLockEvent(w http.ResponseWriter, r *http.Request, path string) bool {
+	data := []byte("{}")
+	if l, ok := s.lockState(r, path); ok {
+		data, _ = json.Marshal(l)
+	}
+	if _, err := fmt.Fprintf(w, "event: lock\ndata: %s\n\n", data); err != nil {
+		return false
+	}
+	w.(http.Flusher).Flush()
+	return true
+}
+
+// waitChange waits for changed, keeping the stream alive meanwhile; false
+// when the client has gone.
+func waitChange(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, keepAlive <-chan time.Time) bool {
+	for {
+		select {
+		case <-changed:
+			return true
+		case <-keepAlive:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return false
 			}
+			w.(http.Flusher).Flush()
+		case <-r.Context().Done():
+			return false
 		}
 	}
 }

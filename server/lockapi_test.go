@@ -340,3 +340,67 @@ func TestABreakOverHTTPFreesTheLock(t *testing.T) {
 		t.Errorf("break of a lock nobody holds: %d %v", code, v)
 	}
 }
+
+// An HTTP waiter's lease is renewed while it waits: a wait longer than its
+// TTL ends with the lock.
+func TestAnHTTPWaitLongerThanItsTTLEndsWithTheLock(t *testing.T) {
+	s := startServer(t, "")
+	code, first := api(t, s, "POST", "/api/v1/locks/long/acquire", map[string]any{"client_id": "w1", "ttl_ms": 10_000})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, first)
+	}
+	got := make(chan int, 1)
+	go func() {
+		code, v, err := tryAPI(s, "POST", "/api/v1/locks/long/acquire", map[string]any{"client_id": "w2", "ttl_ms": 1000, "wait_timeout_ms": 10_000})
+		if err != nil || code != http.StatusOK {
+			t.Errorf("a wait longer than its TTL: %d %v %v", code, v, err)
+		}
+		got <- code
+	}()
+	waitFor(t, "the waiter to queue", func() bool { _, w := holdersAndWaiters(t, s, "long"); return w == 1 })
+	time.Sleep(2500 * time.Millisecond) // over two TTLs of the waiter's lease
+	if code, v := api(t, s, "POST", "/api/v1/locks/long/release", map[string]any{"lease_id": first["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("release: %d %v", code, v)
+	}
+	<-got
+}
+
+func TestAnHTTPClientCannotReachASessionsLease(t *testing.T) {
+	s := startServer(t, "")
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	l := c.call(wire.Request{Xid: 1, Op: wire.OpLeaseCreate, TTL: 60_000, Owner: "go"})
+	c.call(wire.Request{Xid: 2, Op: wire.OpCreate, Path: "/locks"})
+	c.call(wire.Request{Xid: 3, Op: wire.OpCreate, Path: "/locks/s"})
+	if r := c.call(wire.Request{Xid: 4, Op: wire.OpCreate, Path: "/locks/s/_c_ab-lock-", Mode: wire.ModeEphemeralSequential, Lease: l.Lease.ID}); r.Err != wire.CodeOK {
+		t.Fatalf("the lease's lock node: %v", r.Err)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/s/release", map[string]any{"lease_id": fmt.Sprintf("%016x", l.Lease.ID)}); code != http.StatusConflict {
+		t.Errorf("an HTTP release of a session's lease: %d %v, want 409", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/a%2Fb/acquire", map[string]any{"client_id": "w"}); code != http.StatusBadRequest {
+		t.Errorf("a name with a slash: %d %v, want 400", code, v)
+	}
+}
+
+func TestTheLockWatchForgetsAPathNobodyWaitsOn(t *testing.T) {
+	w := newLockWatch()
+	_, done1 := w.next("/a")
+	_, done2 := w.next("/a")
+	done1()
+	if len(w.waiters) != 1 {
+		t.Fatalf("a path with a waiter left was forgotten")
+	}
+	done2()
+	if len(w.waiters) != 0 {
+		t.Errorf("%d paths kept with nobody waiting", len(w.waiters))
+	}
+	ch, done := w.next("/b")
+	w.changed([]string{"/b"})
+	select {
+	case <-ch:
+	default:
+		t.Error("a change did not wake its waiter")
+	}
+	done() // after the change: nothing to forget, and no panic
+}

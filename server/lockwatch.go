@@ -3,26 +3,44 @@ package server
 import "sync"
 
 // lockWatch wakes what waits for a lock's queue to change: the HTTP lock
-// API's waiters (an acquire waiting its turn, a long poll). Each waiter
-// takes a channel for a path, closed at the next change of that lock (or of
-// every lock, when a snapshot replaces the tree).
+// API's waiters (an acquire waiting its turn, a long poll, an event
+// stream). A waiter takes a channel for a path with next, closed at the
+// next change of that lock (or of every lock, when a snapshot replaces the
+// tree), and gives it back with done when it stops waiting: a path is
+// forgotten when nobody waits on it, so that waits on paths that never
+// change (any name an HTTP client sends) hold nothing once they end.
 type lockWatch struct {
 	mu      sync.Mutex
-	waiters map[string]chan struct{} // by lock path; one channel shared by its waiters
+	waiters map[string]*lockWaiters
 }
 
-func newLockWatch() *lockWatch { return &lockWatch{waiters: map[string]chan struct{}{}} }
+// lockWaiters are the waiters of one lock: one channel shared by them, and
+// how many they are.
+type lockWaiters struct {
+	ch chan struct{}
+	n  int
+}
 
-// next returns a channel closed at the next change of the lock at path.
-func (w *lockWatch) next(path string) <-chan struct{} {
+func newLockWatch() *lockWatch { return &lockWatch{waiters: map[string]*lockWaiters{}} }
+
+// next returns a channel closed at the next change of the lock at path,
+// and done, which the waiter calls once it stops waiting on it.
+func (w *lockWatch) next(path string) (ch <-chan struct{}, done func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch := w.waiters[path]
-	if ch == nil {
-		ch = make(chan struct{})
-		w.waiters[path] = ch
+	lw := w.waiters[path]
+	if lw == nil {
+		lw = &lockWaiters{ch: make(chan struct{})}
+		w.waiters[path] = lw
 	}
-	return ch
+	lw.n++
+	return lw.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if lw.n--; lw.n == 0 && w.waiters[path] == lw {
+			delete(w.waiters, path)
+		}
+	}
 }
 
 // changed wakes the waiters of the locks at paths; nil wakes them all.
@@ -30,15 +48,15 @@ func (w *lockWatch) changed(paths []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if paths == nil {
-		for p, ch := range w.waiters {
-			close(ch)
+		for p, lw := range w.waiters {
+			close(lw.ch)
 			delete(w.waiters, p)
 		}
 		return
 	}
 	for _, p := range paths {
-		if ch := w.waiters[p]; ch != nil {
-			close(ch)
+		if lw := w.waiters[p]; lw != nil {
+			close(lw.ch)
 			delete(w.waiters, p)
 		}
 	}
