@@ -252,10 +252,16 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // makeLockDirs creates the lock's path and its missing ancestors as
-// containers, as the recipes do.
+// containers, as the recipes do. A path this member has already is not
+// written again: most acquires find their lock's path there.
 func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Identity) error {
 	for i := 1; i <= len(path); i++ {
 		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		var missing bool
+		s.fsm.read(func(t *tree.Tree) { _, err := t.Exists(path[:i]); missing = errors.Is(err, wire.ErrNoNode) })
+		if !missing {
 			continue
 		}
 		req := wire.Request{Op: wire.OpCreate, Path: path[:i], Mode: wire.ModeContainer}
