@@ -120,7 +120,7 @@ func (e *env) locksCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&holdOver, "hold-over", 5*time.Minute, "flag holds longer than this")
 	cmd.Flags().IntVar(&queueOver, "queue-over", 100, "flag queues longer than this")
-	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand(), e.breakCommand())
+	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand(), e.breakCommand(), e.historyCommand())
 	return cmd
 }
 
@@ -294,6 +294,89 @@ func (e *env) breakCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why, for the server's log")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the server's log and the lock history")
 	return cmd
+}
+
+// lockEventJSON is one event that locks history prints.
+type lockEventJSON struct {
+	Zxid     int64  `json:"zxid"`
+	Time     int64  `json:"time"` // ms since the Unix epoch
+	Lock     string `json:"lock"`
+	Event    string `json:"event"` // acquired, released, expired, session-ended, broken, deadlock
+	Node     string `json:"node"`
+	Mode     string `json:"mode"`
+	Owner    string `json:"owner"`
+	Holder   string `json:"holder,omitempty"`
+	Session  string `json:"session"`
+	Lease    string `json:"lease,omitempty"`
+	Token    int64  `json:"token"`
+	WaitedMs int64  `json:"waitedMs,omitempty"`
+	HeldMs   int64  `json:"heldMs,omitempty"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func (e *env) historyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "history [PATH]",
+		Short: "Recent acquisitions, releases, expiries and breaks of the locks at or under PATH",
+		Long: "Print the lock history the servers keep (the same on every member, bounded by\n" +
+			"arbord --lock-history) for the locks at or under PATH, oldest first: who\n" +
+			"acquired (with its fencing token and how long it waited), and how each hold\n" +
+			"ended (released, expired, session-ended, broken: by whom and why) after how\n" +
+			"long; and each wait the server ended for a deadlock. It reads linearizably.",
+		Example:           "  arbor locks history /locks/deploy\n  arbor locks history -o json",
+		Args:              usageArgs(cobra.MaximumNArgs(1)),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "/"
+			if len(args) == 1 {
+				path = e.path(args[0])
+			}
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				evs, err := c.LockHistory(ctx, path, true)
+				if err != nil {
+					return describe(err, path)
+				}
+				out := make([]lockEventJSON, len(evs))
+				for i, ev := range evs {
+					out[i] = lockEventJSON{Zxid: ev.Zxid, Time: ev.Time, Lock: ev.Lock, Event: ev.Kind, Node: ev.Node, Mode: ev.Mode,
+						Owner: ev.Owner, Holder: ev.Holder, Session: sessionHex(ev.Session), Token: ev.Token,
+						WaitedMs: ev.WaitedMs, HeldMs: ev.HeldMs, By: ev.By, Reason: ev.Reason}
+					if ev.Lease != 0 {
+						out[i].Lease = sessionHex(ev.Lease)
+					}
+				}
+				if e.json() {
+					return e.printJSON(out)
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TIME\tLOCK\tEVENT\tOWNER\tTOKEN\tWAITED\tHELD\tBY\tREASON")
+				for _, ev := range out {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+						time.UnixMilli(ev.Time).Format("2006-01-02 15:04:05.000"), ev.Lock, ev.Event,
+						who(partyJSON{Owner: ev.Owner, Holder: ev.Holder}), ev.Token,
+						msPrecise(ev.WaitedMs), msPrecise(ev.HeldMs), dash(ev.By), dash(ev.Reason))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+// msPrecise shows a duration in ms to the millisecond, "-" for none: a
+// history's waits and holds are often shorter than a second.
+func msPrecise(v int64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return (time.Duration(v) * time.Millisecond).String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,4 +86,18 @@ func TestBreakFreesALockForTheNextWaiter(t *testing.T) {
 		t.Errorf("a break of a free lock: %v, want exit 1", r)
 	}
 	holder.stop(t, syscall.SIGINT)
+
+	// The history tells who held it and that it was broken, and why.
+	lines := strings.Split(strings.TrimSpace(must(t, addr, "locks", "history", "/locks/brk")), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], " acquired ") || !strings.Contains(lines[2], " broken ") ||
+		!strings.HasSuffix(lines[2], " hung") {
+		t.Errorf("history printed:\n%s", strings.Join(lines, "\n"))
+	}
+	var evs []map[string]any
+	if err := json.Unmarshal([]byte(must(t, addr, "locks", "history", "-o", "json")), &evs); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[1]["event"] != "broken" || evs[1]["reason"] != "hung" || evs[0]["token"] != evs[1]["token"] {
+		t.Errorf("history -o json = %v", evs)
+	}
 }

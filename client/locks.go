@@ -49,6 +49,27 @@ func (c *Client) Deadlocks(ctx context.Context, linearizable bool) ([][]LockWait
 	return rep.Deadlocks, nil
 }
 
+// LockEvent is one entry of the lock history.
+type LockEvent = wire.LockEvent
+
+// LockHistory returns the recent history of the locks at or under path
+// that the client may read, oldest first: each acquisition that began to
+// hold (who, token, how long it waited), each hold that ended and how
+// (released, expired, session-ended, broken: by whom and why) and how long
+// it lasted, and each wait the server ended for a deadlock. Every member
+// keeps the same bounded history (arbord --lock-history); with
+// linearizable it syncs first, so that the latest events show.
+func (c *Client) LockHistory(ctx context.Context, path string, linearizable bool) ([]LockEvent, error) {
+	if err := c.syncFirst(ctx, path, linearizable); err != nil {
+		return nil, err
+	}
+	rep, err := c.do(ctx, "lockhistory", path, wire.Request{Op: wire.OpLockHistory, Path: path}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.LockHistory, nil
+}
+
 // syncFirst syncs the connection's server with the leader when asked: a
 // read after it, on the same connection, sees every write committed
 // before it.

@@ -3,9 +3,9 @@
 // HTTP client, a ZooKeeper client using the same names). It is derived
 // from the tree and from the changes applied to it, the same on every
 // member, and answers who holds, who waits and since when, the recent hold
-// times, and which holders wait for each other (deadlocks). Index is
-// pure: the time of a change comes with its txn, and nothing here reads
-// the clock or starts a goroutine.
+// times, the recent history of holds (history.go), and which holders wait
+// for each other (deadlocks). Index is pure: the time of a change comes
+// with its txn, and nothing here reads the clock or starts a goroutine.
 package locks
 
 import (
@@ -30,9 +30,9 @@ type Node struct {
 
 // lock is one lock's queue and what the index remembers of it.
 type lock struct {
-	nodes    []Node           // in sequence order
-	since    map[string]int64 // acquisition id -> when it began to hold (ms)
-	modified int64            // the zxid of its last change (0 after a rebuild: unknown)
+	nodes    []Node                    // in sequence order
+	holds    map[string]wire.LockEvent // acquisition id -> its acquired event: who, since when (Time)
+	modified int64                     // the zxid of its last change (0 after a rebuild: unknown)
 }
 
 // holds is how many recent hold times an Index keeps, for the estimated
@@ -46,6 +46,8 @@ type Index struct {
 	locks  map[string]*lock
 	recent []int64 // the last hold times (ms), a ring of at most holds
 	next   int     // where the next hold time goes in recent
+
+	history history // the last acquisitions and ends of holds (history.go)
 
 	// Observe, if set, is told of each acquisition that began to hold
 	// (and how long it waited), each hold that ended (and how long it
@@ -63,13 +65,14 @@ type Observer struct {
 }
 
 // New returns an empty index.
-func New() *Index { return &Index{locks: map[string]*lock{}} }
+func New() *Index { return &Index{locks: map[string]*lock{}, history: history{limit: DefaultHistory}} }
 
 // Rebuild makes the index the locks of t, as after a restart or a
 // snapshot's restore: every lock node is ephemeral, so the sessions'
-// ephemerals are every lock node. Holders are taken to hold since their
-// node was created (when they began to wait, at the earliest), as nothing
-// older is known.
+// ephemerals are every lock node. A holder holds since its acquisition in
+// the history (see RestoreHistory, which goes first); one the history no
+// longer has is taken to hold since its node was created (when it began
+// to wait, at the earliest), as nothing older is known.
 func (x *Index) Rebuild(t *tree.Tree) {
 	x.locks = map[string]*lock{}
 	for _, s := range t.Sessions() {
@@ -82,14 +85,33 @@ func (x *Index) Rebuild(t *tree.Tree) {
 	}
 	for p, l := range x.locks {
 		slices.SortFunc(l.nodes, func(a, b Node) int { return cmp.Compare(a.Entry.Seq, b.Entry.Seq) })
-		x.settle(p, l, -1)
+		x.settle(t, p, l, change{zxid: -1})
 	}
 }
 
-// Apply brings the index up to date with the events of the txn applied at
-// zxid, made at time (ms since the Unix epoch), and returns the paths of
-// the locks whose queues changed.
-func (x *Index) Apply(zxid, time int64, events []tree.Event) []string {
+// Cause is how the holds that a txn ends, end: the kind of their history
+// event (wire.LockReleased, LockExpired, LockSessionEnded, LockBroken or
+// LockDeadlock), with who ended them and why for a break. A txn that ends
+// waits with LockDeadlock records them too.
+type Cause struct {
+	End    string
+	By     string
+	Reason string
+}
+
+// change is one applied txn, as the index records it; zxid -1 is a
+// rebuild.
+type change struct {
+	zxid, time int64
+	cause      Cause
+}
+
+// Apply brings the index up to date with the events of the txn applied to
+// t at zxid, made at time (ms since the Unix epoch), whose ends of holds
+// came about as cause says, and returns the paths of the locks whose
+// queues changed.
+func (x *Index) Apply(t *tree.Tree, zxid, time int64, cause Cause, events []tree.Event) []string {
+	c := change{zxid: zxid, time: time, cause: cause}
 	var changed []string
 	for _, ev := range events {
 		switch ev.Type {
@@ -98,7 +120,7 @@ func (x *Index) Apply(zxid, time int64, events []tree.Event) []string {
 				changed = append(changed, p)
 			}
 		case wire.EventNodeDeleted:
-			if p, ok := x.remove(ev.Path); ok {
+			if p, ok := x.remove(t, ev.Path, c); ok {
 				changed = append(changed, p)
 			}
 		case wire.EventNodeDataChanged:
@@ -108,7 +130,7 @@ func (x *Index) Apply(zxid, time int64, events []tree.Event) []string {
 	for _, p := range changed {
 		if l, ok := x.locks[p]; ok {
 			l.modified = zxid
-			x.settle(p, l, time)
+			x.settle(t, p, l, c)
 		}
 	}
 	return changed
@@ -150,7 +172,7 @@ func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 	}
 	l := x.locks[dir]
 	if l == nil {
-		l = &lock{since: map[string]int64{}}
+		l = &lock{holds: map[string]wire.LockEvent{}}
 		x.locks[dir] = l
 	}
 	n := Node{Entry: e, Session: st.EphemeralOwner, Token: st.Czxid, Created: st.Ctime, Record: lockq.DecodeRecord(data)}
@@ -160,7 +182,8 @@ func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 }
 
 // remove removes the node at p, if the index has it, and returns its lock.
-func (x *Index) remove(p string) (string, bool) {
+// A wait it ends for a deadlock goes into the history.
+func (x *Index) remove(t *tree.Tree, p string, c change) (string, bool) {
 	dir, e, ok := lockNode(p)
 	if !ok {
 		return "", false
@@ -173,11 +196,20 @@ func (x *Index) remove(p string) (string, bool) {
 	if i < 0 {
 		return "", false
 	}
+	gone := l.nodes[i]
 	l.nodes = slices.Delete(l.nodes, i, i+1)
-	_, holding := l.since[e.ID]
+	_, holding := l.holds[e.ID]
 	last := !slices.ContainsFunc(l.nodes, func(n Node) bool { return n.Entry.ID == e.ID })
-	if !holding && last && x.Observe.GaveUp != nil {
+	if holding || !last {
+		return dir, true
+	}
+	if x.Observe.GaveUp != nil {
 		x.Observe.GaveUp()
+	}
+	if c.cause.End == wire.LockDeadlock {
+		ev := partyEvent(t, dir, gone)
+		ev.Kind, ev.Zxid, ev.Time, ev.WaitedMs, ev.By = wire.LockDeadlock, c.zxid, c.time, c.time-gone.Created, c.cause.By
+		x.history.add(ev)
 	}
 	return dir, true
 }
@@ -195,44 +227,86 @@ func (x *Index) update(p string, data []byte) {
 	}
 }
 
-// settle records who holds the lock at dir after a change at time (-1: a
-// rebuild, when holders are taken to hold since their node's creation):
-// new holders hold since then, and the hold times of those that left go
-// into the recent hold times. An empty lock is forgotten.
-func (x *Index) settle(dir string, l *lock, time int64) {
+// settle records who holds the lock at dir of t after change c (or a
+// rebuild): new holders hold since then, and go into the history; the
+// holds that ended go into the history and the recent hold times. An
+// empty lock is forgotten.
+func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 	es := entries(l.nodes)
+	var holders []lockq.Acquisition
 	holding := map[string]bool{}
 	for _, a := range lockq.Acquisitions(es) {
-		if !lockq.Holds(es, a.First.ID) {
-			continue
-		}
-		holding[a.First.ID] = true
-		if _, ok := l.since[a.First.ID]; !ok {
-			created := l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.ID == a.First.ID })].Created
-			if time < 0 {
-				l.since[a.First.ID] = created
-				continue
-			}
-			l.since[a.First.ID] = time
-			if x.Observe.Acquired != nil {
-				x.Observe.Acquired(time - created)
-			}
+		if lockq.Holds(es, a.First.ID) {
+			holders = append(holders, a)
+			holding[a.First.ID] = true
 		}
 	}
-	for id, since := range l.since {
+	// The ends first, then the holds they let begin.
+	for _, id := range slices.Sorted(maps.Keys(l.holds)) { // sorted: every member records ends in one order
 		if !holding[id] {
-			delete(l.since, id)
-			if time >= 0 {
-				x.held(time - since)
-				if x.Observe.Released != nil {
-					x.Observe.Released(time - since)
-				}
+			x.ended(l, id, c)
+		}
+	}
+	for _, a := range holders {
+		if _, ok := l.holds[a.First.ID]; ok {
+			continue
+		}
+		n := l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.ID == a.First.ID })]
+		ev := partyEvent(t, dir, n)
+		ev.Kind, ev.Mode = wire.LockAcquired, string(a.Kind)
+		if c.zxid < 0 {
+			if known, ok := x.history.acquired(dir, n.Entry.Name); ok {
+				ev = known
+			} else {
+				ev.Zxid, ev.Time = n.Token, n.Created
 			}
+			l.holds[a.First.ID] = ev
+			continue
+		}
+		ev.Zxid, ev.Time, ev.WaitedMs = c.zxid, c.time, c.time-n.Created
+		l.holds[a.First.ID] = ev
+		x.history.add(ev)
+		if x.Observe.Acquired != nil {
+			x.Observe.Acquired(ev.WaitedMs)
 		}
 	}
 	if len(l.nodes) == 0 {
 		delete(x.locks, dir)
 	}
+}
+
+// ended records the end of the hold of acquisition id of l by change c.
+func (x *Index) ended(l *lock, id string, c change) {
+	ev := l.holds[id]
+	delete(l.holds, id)
+	if c.zxid < 0 {
+		return
+	}
+	ev.HeldMs = c.time - ev.Time
+	ev.Kind, ev.Zxid, ev.Time, ev.WaitedMs = c.cause.End, c.zxid, c.time, 0
+	if ev.Kind == "" || ev.Kind == wire.LockDeadlock {
+		ev.Kind = wire.LockReleased // a deadlock's end deletes a waiter: a hold that ends with it was let go
+	}
+	if ev.Kind == wire.LockBroken {
+		ev.By, ev.Reason = c.cause.By, c.cause.Reason
+	}
+	x.history.add(ev)
+	x.held(ev.HeldMs)
+	if x.Observe.Released != nil {
+		x.Observe.Released(ev.HeldMs)
+	}
+}
+
+// partyEvent is the start of a history event of node n of the lock at dir
+// of t: who, and for a node bound to a lease that t still has, the lease
+// and its session.
+func partyEvent(t *tree.Tree, dir string, n Node) wire.LockEvent {
+	ev := wire.LockEvent{Lock: dir, Node: n.Entry.Name, Mode: string(n.Entry.Kind), Owner: n.Record.Owner,
+		Holder: n.Record.Holder, Session: n.Session, Token: n.Token}
+	if s, ok := t.Session(n.Session); ok && s.Lease != nil {
+		ev.Session, ev.Lease = s.Lease.Parent, n.Session
+	}
+	return ev
 }
 
 // held records a hold time.
@@ -286,7 +360,7 @@ func (x *Index) Longest(n int) ([]Queue, int) {
 	qs := make([]Queue, 0, len(x.locks))
 	for p, l := range x.locks {
 		es := entries(l.nodes)
-		qs = append(qs, Queue{Path: p, Waiters: len(lockq.Acquisitions(es)) - len(l.since)})
+		qs = append(qs, Queue{Path: p, Waiters: len(lockq.Acquisitions(es)) - len(l.holds)})
 	}
 	slices.SortFunc(qs, func(a, b Queue) int {
 		if c := cmp.Compare(b.Waiters, a.Waiters); c != 0 {
@@ -303,9 +377,9 @@ func (x *Index) OldestHold() (int64, bool) {
 	var oldest int64
 	found := false
 	for _, l := range x.locks {
-		for _, since := range l.since {
-			if !found || since < oldest {
-				oldest, found = since, true
+		for _, ev := range l.holds {
+			if !found || ev.Time < oldest {
+				oldest, found = ev.Time, true
 			}
 		}
 	}
@@ -321,7 +395,7 @@ func (x *Index) HolderNodes(p string) []string {
 		return nil
 	}
 	var out []string
-	for _, id := range slices.Sorted(maps.Keys(l.since)) {
+	for _, id := range slices.Sorted(maps.Keys(l.holds)) {
 		var first string
 		for _, n := range l.nodes {
 			switch {

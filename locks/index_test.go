@@ -25,11 +25,12 @@ func (w *world) apply(time int64, txn tree.Txn) tree.Result {
 	w.t.Helper()
 	w.zxid++
 	txn.Time = time
+	cause := CauseOf(w.tr, &txn)
 	res, events := w.tr.Apply(w.zxid, &txn)
 	if res.Err != nil {
 		w.t.Fatalf("%v: %v", txn.Type, res.Err)
 	}
-	w.x.Apply(w.zxid, time, events)
+	w.x.Apply(w.tr, w.zxid, time, cause, events)
 	return res
 }
 

@@ -33,8 +33,8 @@ func (x *Index) Info(t *tree.Tree, p string) (wire.LockInfo, bool) {
 		if s, ok := t.Session(n.Session); ok && s.Lease != nil {
 			party.Lease, party.Session, party.Expires = n.Session, s.Lease.Parent, s.Lease.Expires
 		}
-		if since, ok := l.since[a.First.ID]; ok {
-			party.Since = since
+		if ev, ok := l.holds[a.First.ID]; ok {
+			party.Since = ev.Time
 			info.Holders = append(info.Holders, party)
 		} else {
 			info.Waiters = append(info.Waiters, party)

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/session"
 	"github.com/arbor-coord/arbor/tree"
@@ -92,6 +93,13 @@ type Config struct {
 	// the path LockRoot/NAME, the same lock a Go recipe takes there
 	// (default /locks).
 	LockRoot string
+	// LockHistory is how many events the lock history keeps, over every
+	// lock (default locks.DefaultHistory). Give every member the same.
+	LockHistory int
+	// EndDeadlocks makes the leader end the youngest wait of each deadlock
+	// it finds: the waiter's node is deleted, and its wait fails with a
+	// deadlock error. Off, deadlocks are only reported.
+	EndDeadlocks bool
 
 	// Limits of the HTTP listener (see http.go and docs/security.md).
 	HTTPMaxConns    int           // open HTTP connections at most (default 1024; NoLimit turns it off)
@@ -154,6 +162,9 @@ func (c *Config) setDefaults() {
 	c.setLimitDefaults()
 	if c.LockRoot == "" {
 		c.LockRoot = DefaultLockRoot
+	}
+	if c.LockHistory <= 0 {
+		c.LockHistory = locks.DefaultHistory
 	}
 	if c.HTTPIdleTimeout == 0 {
 		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout

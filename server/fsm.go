@@ -22,6 +22,8 @@ type fsm struct {
 	watches  *watchRegistry
 	sessions *session.Table
 	maxData  int
+	// historyLimit is how many events the lock history keeps.
+	historyLimit int
 
 	// onClose is told, outside mu, of each session whose close was applied,
 	// so the server can drop its connection.
@@ -43,10 +45,12 @@ type fsm struct {
 	zxid  int64        // the index of the last txn applied
 }
 
-func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData int) *fsm {
+func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData, historyLimit int) *fsm {
+	x := locks.New()
+	x.SetHistoryLimit(historyLimit)
 	return &fsm{
-		log: log, watches: watches, sessions: sessions, maxData: maxData,
-		tree: tree.New(tree.WithMaxDataSize(maxData)), locks: locks.New(),
+		log: log, watches: watches, sessions: sessions, maxData: maxData, historyLimit: historyLimit,
+		tree: tree.New(tree.WithMaxDataSize(maxData)), locks: x,
 	}
 }
 
@@ -66,9 +70,10 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 			due = s.Lease.Expires - s.Lease.TTLMs + s.Lease.TTLMs/3
 		}
 	}
+	cause := locks.CauseOf(f.tree, &txn)
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
-	changed := f.locks.Apply(zxid, txn.Time, events)
+	changed := f.locks.Apply(f.tree, zxid, txn.Time, cause, events)
 	f.watches.trigger(events, zxid)
 	f.mu.Unlock()
 	if len(changed) > 0 && f.lockChanged != nil {
@@ -102,11 +107,12 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	return &res
 }
 
-// Snapshot writes the tree. It takes no lock: raftnode calls it on the
-// apply goroutine, the tree's only writer, and readers only read, so reads
-// go on while a large tree is serialized.
+// Snapshot writes the tree, with the lock history as its annex. It takes
+// no lock: raftnode calls it on the apply goroutine, the only writer of
+// the tree and the lock index, and readers only read, so reads go on
+// while a large tree is serialized.
 func (f *fsm) Snapshot(w io.Writer) error {
-	return f.tree.WriteSnapshot(w)
+	return f.tree.WriteSnapshotWith(w, f.locks.EncodeHistory())
 }
 
 // Restore replaces the tree with a snapshot's and tracks exactly its
@@ -114,7 +120,7 @@ func (f *fsm) Snapshot(w io.Writer) error {
 // follower that fell behind the leader's log) then calls onRestore: the
 // connections' watches and sessions were made against the old tree.
 func (f *fsm) Restore(r io.Reader, index uint64) error {
-	t, err := tree.Restore(r, tree.WithMaxDataSize(f.maxData))
+	t, history, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData))
 	if err != nil {
 		return err
 	}
@@ -127,6 +133,12 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 		}
 	}
 	x := locks.New()
+	x.SetHistoryLimit(f.historyLimit)
+	if err := x.RestoreHistory(history); err != nil {
+		// The tree is whole (its digest matched); a history this build
+		// cannot read only makes this member's history start here.
+		f.log.Warn("the snapshot's lock history is unreadable; it starts again", zap.Error(err))
+	}
 	x.Rebuild(t)
 	f.mu.Lock()
 	x.Observe = f.locks.Observe

@@ -51,6 +51,7 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		{"POST", "/api/v1/locks/{name}/break", answering(s.breakLock)},
 		{"GET", "/api/v1/locks/{name}", s.apiLock},
 		{"GET", "/api/v1/locks/{name}/events", s.apiLockEvents},
+		{"GET", "/api/v1/locks/{name}/history", s.apiLockHistory},
 		{"GET", "/api/v1/locks", s.apiLocks},
 		{"GET", "/api/v1/deadlocks", s.apiDeadlocks},
 	} {
@@ -734,6 +735,49 @@ func waitChange(w http.ResponseWriter, r *http.Request, changed <-chan struct{},
 			return false
 		}
 	}
+}
+
+// lockEventJSON is an event of the lock history as the API shows it.
+type lockEventJSON struct {
+	Index        int64  `json:"index"` // the zxid of the change
+	Time         string `json:"time"`
+	Event        string `json:"event"` // acquired, released, expired, session-ended, broken, deadlock
+	ClientID     string `json:"client_id"`
+	Holder       string `json:"holder,omitempty"`
+	Mode         string `json:"mode"`
+	Session      string `json:"session"`
+	LeaseID      string `json:"lease_id,omitempty"`
+	FencingToken int64  `json:"fencing_token"`
+	WaitedMs     int64  `json:"waited_ms,omitempty"`
+	HeldMs       int64  `json:"held_ms,omitempty"`
+	By           string `json:"by,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// apiLockHistory answers the lock NAME's recent history, oldest first.
+func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		writeJSON(w, nil, err)
+		return
+	}
+	var evs []wire.LockEvent
+	ids := s.httpIdentities(r)
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { evs = lockHistory(t, x, path, ids) })
+	out := []lockEventJSON{}
+	for _, ev := range evs {
+		if ev.Lock != path {
+			continue // a lock below NAME's node
+		}
+		j := lockEventJSON{Index: ev.Zxid, Time: time.UnixMilli(ev.Time).UTC().Format(time.RFC3339Nano), Event: ev.Kind,
+			ClientID: ev.Owner, Holder: ev.Holder, Mode: ev.Mode, Session: leaseID(ev.Session), FencingToken: ev.Token,
+			WaitedMs: ev.WaitedMs, HeldMs: ev.HeldMs, By: ev.By, Reason: ev.Reason}
+		if ev.Lease != 0 {
+			j.LeaseID = leaseID(ev.Lease)
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, map[string]any{"events": out}, nil)
 }
 
 func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {

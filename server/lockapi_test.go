@@ -404,3 +404,71 @@ func TestTheLockWatchForgetsAPathNobodyWaitsOn(t *testing.T) {
 	}
 	done() // after the change: nothing to forget, and no panic
 }
+
+// history reads the lock history of name through the API, each event as
+// "event client_id".
+func history(t *testing.T, s *Server, name string) ([]string, []any) {
+	t.Helper()
+	code, v := api(t, s, "GET", "/api/v1/locks/"+name+"/history", nil)
+	if code != http.StatusOK {
+		t.Fatalf("history: %d %v", code, v)
+	}
+	evs := v["events"].([]any)
+	var brief []string
+	for _, e := range evs {
+		m := e.(map[string]any)
+		brief = append(brief, fmt.Sprint(m["event"], " ", m["client_id"]))
+	}
+	return brief, evs
+}
+
+// The history tells each acquisition and how its hold ended: a lease that
+// was not renewed expired, a release, a break with who and why; and a
+// member that restarts, from a snapshot and the log after it, tells the
+// same.
+func TestTheLockHistoryTellsHowHoldsEndedAndOutlivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	snapshotOften := func(c *Config) { c.SnapshotEvery = 5 }
+	s := startServer(t, dir, snapshotOften)
+	code, stuck := api(t, s, "POST", "/api/v1/locks/h/acquire", map[string]any{"client_id": "stuck", "ttl_ms": 1000})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, stuck)
+	}
+	code, next := api(t, s, "POST", "/api/v1/locks/h/acquire", map[string]any{"client_id": "next", "wait_timeout_ms": 10_000})
+	if code != http.StatusOK {
+		t.Fatalf("the next holder: %d %v", code, next)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/h/release", map[string]any{"lease_id": next["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("release: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/h/acquire", map[string]any{"client_id": "hung"}); code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/h/break", map[string]any{"reason": "hung since 9"}); code != http.StatusOK {
+		t.Fatalf("break: %d %v", code, v)
+	}
+	want := "[acquired stuck expired stuck acquired next released next acquired hung broken hung]"
+	got, evs := history(t, s, "h")
+	if fmt.Sprint(got) != want {
+		t.Fatalf("history %v, want %s", got, want)
+	}
+	first, expired, broken := evs[0].(map[string]any), evs[1].(map[string]any), evs[5].(map[string]any)
+	if first["fencing_token"] != expired["fencing_token"] || first["lease_id"] != expired["lease_id"] || first["lease_id"] == nil ||
+		expired["held_ms"].(float64) < 500 {
+		t.Errorf("acquired %v, expired %v: want one token and lease, held for about the TTL", first, expired)
+	}
+	if broken["reason"] != "hung since 9" || broken["by"] == nil {
+		t.Errorf("broken %v: want who and why", broken)
+	}
+	if code, v := api(t, s, "GET", "/api/v1/locks/none/history", nil); code != http.StatusOK || len(v["events"].([]any)) != 0 {
+		t.Errorf("history of a lock never taken: %d %v", code, v)
+	}
+
+	// Restart: a snapshot (every 5 entries) holds the history, the log
+	// after it adds the rest.
+	s.Close()
+	s = startServer(t, dir, snapshotOften)
+	if got, _ := history(t, s, "h"); fmt.Sprint(got) != want {
+		t.Fatalf("after a restart: history %v, want %s", got, want)
+	}
+}

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
+	"path"
 	"slices"
 
 	"go.uber.org/zap"
 
+	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -22,6 +25,37 @@ func lockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity)
 		}
 	}
 	return out
+}
+
+// lockHistory is the history of the locks at or under prefix whose paths
+// ids may read (READ, as for lockInfos; a lock whose path is gone shows to
+// those who could read its parent). The caller holds the fsm's read lock.
+func lockHistory(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity) []wire.LockEvent {
+	readable := map[string]bool{}
+	var out []wire.LockEvent
+	for _, ev := range x.History(prefix) {
+		ok, seen := readable[ev.Lock]
+		if !seen {
+			ok = mayReadLock(t, ev.Lock, ids)
+			readable[ev.Lock] = ok
+		}
+		if ok {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// mayReadLock reports whether ids may read p, or, if p is gone, its nearest
+// ancestor that is not.
+func mayReadLock(t *tree.Tree, p string, ids []wire.Identity) bool {
+	for {
+		err := t.Check(p, ids, wire.PermRead)
+		if !errors.Is(err, wire.ErrNoNode) || p == "/" {
+			return err == nil
+		}
+		p = path.Dir(p)
+	}
 }
 
 // deadlocks is the cycles of the wait-for graph whose every lock ids may
@@ -61,7 +95,8 @@ func (s *Server) breakTxn(ids []wire.Identity, req *wire.Request, txn *tree.Txn)
 	for i, n := range nodes {
 		ops[i] = tree.Txn{Type: wire.OpDelete, Path: req.Path + "/" + n, Version: -1, Time: txn.Time}
 	}
-	*txn = tree.Txn{Type: wire.OpMulti, Time: txn.Time, Session: txn.Session, Ops: ops, Identities: ids}
+	*txn = tree.Txn{Type: wire.OpMulti, Time: txn.Time, Session: txn.Session, Ops: ops, Identities: ids,
+		Cause: tree.CauseBreak, Reason: lockq.TrimOwner(req.Reason)} // the history keeps no more of it
 	s.log.Warn("breaking a lock", zap.String("lock", req.Path), zap.Strings("nodes", nodes),
 		zap.String("reason", req.Reason), zap.Any("by", whoAmI(ids)))
 	return nodes, nil

@@ -310,6 +310,8 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 		reply.Locks = lockInfos(t, s.fsm.locks, req.Path, ids)
 	case wire.OpDeadlocks:
 		reply.Deadlocks = deadlocks(t, s.fsm.locks, ids)
+	case wire.OpLockHistory:
+		reply.LockHistory = lockHistory(t, s.fsm.locks, req.Path, ids)
 	}
 	if err != nil {
 		reply.Data, reply.Children = nil, nil

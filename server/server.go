@@ -86,7 +86,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.watches = newWatchRegistry(s.notify)
 	s.watches.maxPerConn = cfg.MaxWatches
-	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize)
+	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory)
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onRestore = func() {
 		s.dropAllConns(wire.CodeConnectionLoss)

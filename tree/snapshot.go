@@ -22,6 +22,7 @@ import (
 //	znodes   [path, data, czxid, mzxid, pzxid, ctime, mtime,
 //	          version, cversion, aversion, owner, kind, ttl, acl] (count times, parents first)
 //	trailer  [digest, zxid, version]                         (version 2 and 1: [digest, zxid])
+//	         or, from version 4, [digest, zxid, version, annex]
 //
 // Sessions come first so that ephemerals find their owner; each distinct
 // ACL other than the open one is written once, sorted, and a znode's acl
@@ -30,12 +31,16 @@ import (
 // equal bytes.
 //
 // Version 1, from before ACLs, has no ACL count, no ACLs and no acl field
-// in a znode: every znode of it is open. Version 2 has no leases. Restore
-// reads all three.
+// in a znode: every znode of it is open. Version 2 has no leases. Version
+// 4 is version 3 with an annex: bytes the layer above keeps beside the
+// tree (the server's lock history), opaque to the tree and not covered by
+// its digest. A snapshot without an annex is written as version 3, so its
+// bytes are what they were. Restore reads all four.
 
 const (
 	snapshotMagic   = "arbor-tree"
 	snapshotVersion = 3
+	annexVersion    = 4 // version 3 with an annex in the trailer
 	nodeFields      = 14
 	nodeFieldsV1    = 13
 )
@@ -45,12 +50,20 @@ const (
 var ErrCorruptSnapshot = errors.New("tree: corrupt snapshot")
 
 // WriteSnapshot writes the whole state to w.
-func (t *Tree) WriteSnapshot(w io.Writer) error {
+func (t *Tree) WriteSnapshot(w io.Writer) error { return t.WriteSnapshotWith(w, nil) }
+
+// WriteSnapshotWith writes the whole state to w with annex, which
+// RestoreWith gives back.
+func (t *Tree) WriteSnapshotWith(w io.Writer, annex []byte) error {
+	version := int64(snapshotVersion)
+	if len(annex) > 0 {
+		version = annexVersion
+	}
 	sw := snapWriter{w: w, buf: make([]byte, 0, snapChunk+4<<10)}
 	acls, positions := t.acls.sorted()
 	sw.array(6)
 	sw.str(snapshotMagic)
-	sw.int(snapshotVersion)
+	sw.int(version)
 	sw.int(t.zxid)
 	sw.int(int64(t.count))
 	sw.int(int64(len(t.sessions)))
@@ -85,10 +98,17 @@ func (t *Tree) WriteSnapshot(w io.Writer) error {
 	sw.positions = positions
 	sw.path = append(sw.path, '/')
 	t.writeNode(&sw, t.root)
-	sw.array(3)
+	if len(annex) > 0 {
+		sw.array(4)
+	} else {
+		sw.array(3)
+	}
 	sw.uint(t.digest)
-	sw.int(t.zxid)          // again, as the digest does not cover the header's zxid
-	sw.int(snapshotVersion) // nor its version
+	sw.int(t.zxid)  // again, as the digest does not cover the header's zxid
+	sw.int(version) // nor its version
+	if len(annex) > 0 {
+		sw.bytes(annex)
+	}
 	sw.flush()
 	return sw.err
 }
@@ -176,20 +196,28 @@ func (w *snapWriter) bytes(b []byte) { w.buf = msgp.AppendBytes(w.buf, b) }
 // duplicates, owners that exist) and the digest at the end; any mismatch
 // returns an error matching ErrCorruptSnapshot.
 func Restore(r io.Reader, opts ...Option) (*Tree, error) {
-	t := New(opts...)
-	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 64<<10))
-	if err := t.restore(dec); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
-	}
-	return t, nil
+	t, _, err := RestoreWith(r, opts...)
+	return t, err
 }
 
-func (t *Tree) restore(dec *msgpack.Decoder) error {
+// RestoreWith is Restore that also returns the snapshot's annex (nil if it
+// has none).
+func RestoreWith(r io.Reader, opts ...Option) (*Tree, []byte, error) {
+	t := New(opts...)
+	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	annex, err := t.restore(dec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+	}
+	return t, annex, nil
+}
+
+func (t *Tree) restore(dec *msgpack.Decoder) (annex []byte, err error) {
 	var magic string
 	var version, zxid, count, nsessions, nacls int64
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
-		return fmt.Errorf("header: %w", err)
+		return nil, fmt.Errorf("header: %w", err)
 	}
 	switch n {
 	case 5:
@@ -200,27 +228,27 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 		err = fmt.Errorf("array of %d", n)
 	}
 	if err != nil {
-		return fmt.Errorf("header: %w", err)
+		return nil, fmt.Errorf("header: %w", err)
 	}
-	if magic != snapshotMagic || !(version == 1 && n == 5 || (version == 2 || version == snapshotVersion) && n == 6) {
-		return fmt.Errorf("header: magic %q version %d with %d fields", magic, version, n)
+	if magic != snapshotMagic || !(version == 1 && n == 5 || version >= 2 && version <= annexVersion && n == 6) {
+		return nil, fmt.Errorf("header: magic %q version %d with %d fields", magic, version, n)
 	}
 	t.zxid = zxid
 	for i := int64(0); i < nsessions; i++ {
 		if err := t.restoreSession(dec, version); err != nil {
-			return fmt.Errorf("session %d: %w", i, err)
+			return nil, fmt.Errorf("session %d: %w", i, err)
 		}
 	}
 	for parent := range t.leases {
 		if s := t.sessions[parent]; s == nil || s.lease != nil {
-			return fmt.Errorf("a lease of %#x, which is not a client session", parent)
+			return nil, fmt.Errorf("a lease of %#x, which is not a client session", parent)
 		}
 	}
 	var acls [][]wire.ACL
 	for i := int64(0); i < nacls; i++ {
 		acl, err := restoreACL(dec)
 		if err != nil {
-			return fmt.Errorf("ACL %d: %w", i, err)
+			return nil, fmt.Errorf("ACL %d: %w", i, err)
 		}
 		acls = append(acls, acl)
 	}
@@ -230,30 +258,33 @@ func (t *Tree) restore(dec *msgpack.Decoder) error {
 	}
 	for i := int64(0); i < count; i++ {
 		if err := t.restoreNode(dec, fields, acls, i == 0); err != nil {
-			return fmt.Errorf("znode %d: %w", i, err)
+			return nil, fmt.Errorf("znode %d: %w", i, err)
 		}
 	}
 	var digest uint64
 	var zxid2, version2 int64
-	if version < 3 {
+	switch {
+	case version < 3:
 		err = decodeArray(dec, 2, &digest, &zxid2)
 		version2 = version
-	} else {
+	case version == 3:
 		err = decodeArray(dec, 3, &digest, &zxid2, &version2)
+	default:
+		err = decodeArray(dec, 4, &digest, &zxid2, &version2, &annex)
 	}
 	if err != nil {
-		return fmt.Errorf("trailer: %w", err)
+		return nil, fmt.Errorf("trailer: %w", err)
 	}
 	if version2 != version {
-		return fmt.Errorf("version %d in the header, %d in the trailer", version, version2)
+		return nil, fmt.Errorf("version %d in the header, %d in the trailer", version, version2)
 	}
 	if digest != t.digest {
-		return fmt.Errorf("digest %#x, contents hash to %#x", digest, t.digest)
+		return nil, fmt.Errorf("digest %#x, contents hash to %#x", digest, t.digest)
 	}
 	if zxid2 != zxid {
-		return fmt.Errorf("zxid %d in the header, %d in the trailer", zxid, zxid2)
+		return nil, fmt.Errorf("zxid %d in the header, %d in the trailer", zxid, zxid2)
 	}
-	return nil
+	return annex, nil
 }
 
 func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, isRoot bool) error {

@@ -393,3 +393,41 @@ func TestSnapshotBytesArePinned(t *testing.T) {
 		t.Fatalf("Restore of the pinned snapshot: %v", err)
 	}
 }
+
+// An annex comes back as it was written, beside the same tree; a snapshot
+// without one is written as before (version 3, the same bytes).
+func TestSnapshotAnnex(t *testing.T) {
+	tr := kitchenSink(t, false)
+	plain := snapshotBytes(t, tr)
+	var none bytes.Buffer
+	if err := tr.WriteSnapshotWith(&none, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(none.Bytes(), plain) {
+		t.Fatal("a snapshot with an empty annex differs from one without")
+	}
+	annex := []byte(`{"lock history":[1,2,3]}`)
+	var with bytes.Buffer
+	if err := tr.WriteSnapshotWith(&with, annex); err != nil {
+		t.Fatal(err)
+	}
+	got, gotAnnex, err := tree.RestoreWith(bytes.NewReader(with.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gotAnnex, annex) {
+		t.Fatalf("annex %q, want %q", gotAnnex, annex)
+	}
+	if diff := dumpTree(tr).diff(dumpTree(got)); diff != "" {
+		t.Fatalf("restored tree differs:\n%s", diff)
+	}
+	if _, a, err := tree.RestoreWith(bytes.NewReader(plain)); err != nil || a != nil {
+		t.Fatalf("a snapshot without an annex: annex %q, err %v", a, err)
+	}
+	b := with.Bytes()
+	for n := range len(b) {
+		if _, _, err := tree.RestoreWith(bytes.NewReader(b[:n])); !errors.Is(err, tree.ErrCorruptSnapshot) {
+			t.Fatalf("first %d of %d bytes: err = %v", n, len(b), err)
+		}
+	}
+}

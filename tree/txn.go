@@ -50,7 +50,24 @@ type Txn struct {
 	// checked with the multi's. No identities is granted only what
 	// world:anyone is.
 	Identities []wire.Identity
+
+	// Cause says why a txn that is not a client's own write deletes lock
+	// nodes (a break by an admin, the end of a deadlock), with Reason as
+	// its asker gave it. The tree does nothing with them: they travel in
+	// the log so that every member's lock history says the same.
+	Cause  Cause
+	Reason string
 }
+
+// Cause is why a txn deletes lock nodes that are not the asker's own.
+type Cause int8
+
+// The causes.
+const (
+	CauseNone     Cause = iota
+	CauseBreak          // an admin broke the lock (its holders' nodes)
+	CauseDeadlock       // the member ended the youngest wait of a deadlock
+)
 
 // Result is the outcome of applying a Txn.
 type Result struct {

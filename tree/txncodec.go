@@ -12,18 +12,20 @@ import (
 // A txn travels in the raft log as one msgpack array:
 //
 //	[type, time, session, path, data, version, mode, ttl, timeoutMs, password, ops,
-//	 acl, identities, lease]
+//	 acl, identities, lease, cause]
 //
 // where ops is an array of txns of the same layout (empty outside a multi),
 // acl an array of [perms, scheme, id], identities an array of [scheme, id]
 // and lease [leaseTTL, leaseParent, leaseOwner, leaseVersion,
-// leaseMaxHold], or an empty array when the txn has none of them. Decoders skip fields appended by a
-// later version. acl and identities came with ACLs: a txn written before
-// has neither, which decodes as the open ACL and no identities, as
-// everything was open then; lease came with leases.
+// leaseMaxHold], or an empty array when the txn has none of them, and
+// cause [cause, reason], or an empty array for none. Decoders skip fields
+// appended by a later version. acl and identities came with ACLs: a txn
+// written before has neither, which decodes as the open ACL and no
+// identities, as everything was open then; lease came with leases and
+// cause with the lock history.
 
 const (
-	txnFields    = 14
+	txnFields    = 15
 	txnFieldsMin = 11 // before ACLs
 )
 
@@ -75,14 +77,21 @@ func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
 	}
 	if txn.LeaseTTL == 0 && txn.LeaseParent == 0 && txn.LeaseOwner == "" && txn.LeaseVersion == 0 && txn.LeaseMaxHold == 0 {
 		_ = enc.EncodeArrayLen(0)
+	} else {
+		_ = enc.EncodeArrayLen(5)
+		_ = enc.EncodeInt(txn.LeaseTTL)
+		_ = enc.EncodeInt(txn.LeaseParent)
+		_ = enc.EncodeString(txn.LeaseOwner)
+		_ = enc.EncodeInt(txn.LeaseVersion)
+		_ = enc.EncodeInt(txn.LeaseMaxHold)
+	}
+	if txn.Cause == CauseNone && txn.Reason == "" {
+		_ = enc.EncodeArrayLen(0)
 		return
 	}
-	_ = enc.EncodeArrayLen(5)
-	_ = enc.EncodeInt(txn.LeaseTTL)
-	_ = enc.EncodeInt(txn.LeaseParent)
-	_ = enc.EncodeString(txn.LeaseOwner)
-	_ = enc.EncodeInt(txn.LeaseVersion)
-	_ = enc.EncodeInt(txn.LeaseMaxHold)
+	_ = enc.EncodeArrayLen(2)
+	_ = enc.EncodeInt(int64(txn.Cause))
+	_ = enc.EncodeString(txn.Reason)
 }
 
 // DecodeTxn decodes a txn encoded by AppendTxn. A multi may not contain
@@ -156,7 +165,36 @@ func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error 
 			return err
 		}
 	}
+	if n > txnFieldsMin+3 {
+		if err := decodeCause(dec, txn); err != nil {
+			return err
+		}
+	}
 	for i := txnFields; i < n; i++ {
+		if err := dec.Skip(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decodeCause(dec *msgpack.Decoder, txn *Txn) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n <= 0 {
+		return err
+	}
+	if n < 2 {
+		return fmt.Errorf("cause of %d fields", n)
+	}
+	c, err := dec.DecodeInt8()
+	if err != nil {
+		return err
+	}
+	txn.Cause = Cause(c)
+	if txn.Reason, err = dec.DecodeString(); err != nil {
+		return err
+	}
+	for range n - 2 { // fields a later version appended
 		if err := dec.Skip(); err != nil {
 			return err
 		}

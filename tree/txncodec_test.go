@@ -29,6 +29,28 @@ var txnCodecCases = []struct {
 		{Type: wire.OpCreate, Path: "/b", Data: []byte("y")},
 		{Type: wire.OpDelete, Path: "/c", Version: -1},
 	}}},
+	{"a break carries its cause and reason", Txn{Type: wire.OpMulti, Cause: CauseBreak, Reason: "stuck since 3am",
+		Identities: []wire.Identity{{Scheme: "super", ID: ""}},
+		Ops:        []Txn{{Type: wire.OpDelete, Path: "/l/_c_a-lock-0000000001", Version: -1}}}},
+	{"a deadlock's end carries its cause", Txn{Type: wire.OpDelete, Path: "/l/_c_b-lock-0000000002", Version: -1, Cause: CauseDeadlock}},
+}
+
+// A txn written before the lock history (14 fields, no cause) decodes with
+// no cause.
+func TestTxnWithoutCauseDecodes(t *testing.T) {
+	want := Txn{Type: wire.OpDelete, Path: "/a", Version: -1}
+	b := AppendTxn(nil, &want)
+	if b[0] != 0x9f || b[len(b)-1] != 0x90 {
+		t.Fatalf("encoding starts %#x and ends %#x: not a fixarray of 15 ending with an empty cause", b[0], b[len(b)-1])
+	}
+	old := append([]byte{0x9e}, b[1:len(b)-1]...)
+	got, err := DecodeTxn(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
 }
 
 func TestTxnCodec(t *testing.T) {

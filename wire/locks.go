@@ -30,7 +30,40 @@ type LockWait struct {
 	Holder LockParty
 }
 
+// LockEvent is one entry of the lock history: an acquisition that began to
+// hold, a hold that ended (and how), or a wait the server ended. Every
+// member derives it from the same applied txns, so every member tells the
+// same history.
+type LockEvent struct {
+	Zxid     int64  // the txn that made it
+	Time     int64  // ms since the Unix epoch: the txn's time
+	Lock     string // the lock's path
+	Kind     string // one of the LockEvent kinds below
+	Node     string // the acquisition's first node under the lock's path
+	Mode     string // lock, read or write
+	Owner    string
+	Holder   string
+	Session  int64  // its session (the lease's parent for a node bound to a lease)
+	Lease    int64  // its lease, 0 if none
+	Token    int64  // its fencing token
+	WaitedMs int64  // acquired: how long it waited
+	HeldMs   int64  // the end of a hold: how long it held
+	By       string // broken, deadlock: who ended it ("scheme:id", comma-separated; "" for the member itself)
+	Reason   string // broken: the reason its breaker gave
+}
+
+// The kinds of LockEvent.
 const (
+	LockAcquired     = "acquired"      // began to hold
+	LockReleased     = "released"      // its holder let go (deleted its node, or closed its lease)
+	LockExpired      = "expired"       // its lease was not renewed in time, or reached its maximum hold
+	LockSessionEnded = "session-ended" // its session ended (closed or expired) while it held
+	LockBroken       = "broken"        // an admin broke the lock
+	LockDeadlock     = "deadlock"      // the member ended this wait, the youngest of a deadlock
+)
+
+const (
+	lockEventFields = 15
 	lockPartyFields = 9
 	lockInfoFields  = 4
 	lockWaitFields  = 3
@@ -122,4 +155,37 @@ func (dec *decoder) deadlocks() [][]LockWait {
 		cycles = append(cycles, c)
 	}
 	return cycles
+}
+
+func (enc *encoder) lockEvents(evs []LockEvent) {
+	enc.array(len(evs))
+	for i := range evs {
+		e := &evs[i]
+		enc.array(lockEventFields)
+		enc.int(e.Zxid)
+		enc.int(e.Time)
+		for _, s := range [...]string{e.Lock, e.Kind, e.Node, e.Mode, e.Owner, e.Holder} {
+			enc.str(s)
+		}
+		for _, v := range [...]int64{e.Session, e.Lease, e.Token, e.WaitedMs, e.HeldMs} {
+			enc.int(v)
+		}
+		enc.str(e.By)
+		enc.str(e.Reason)
+	}
+}
+
+func (dec *decoder) lockEvents() []LockEvent {
+	n := dec.array(0)
+	var evs []LockEvent
+	for i := 0; i < n && dec.err == nil; i++ {
+		m := dec.array(lockEventFields)
+		e := LockEvent{Zxid: dec.int64(), Time: dec.int64()}
+		e.Lock, e.Kind, e.Node, e.Mode, e.Owner, e.Holder = dec.str(), dec.str(), dec.str(), dec.str(), dec.str(), dec.str()
+		e.Session, e.Lease, e.Token, e.WaitedMs, e.HeldMs = dec.int64(), dec.int64(), dec.int64(), dec.int64(), dec.int64()
+		e.By, e.Reason = dec.str(), dec.str()
+		dec.skip(m - lockEventFields)
+		evs = append(evs, e)
+	}
+	return evs
 }

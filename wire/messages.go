@@ -259,7 +259,7 @@ func requestFields(op Op) int {
 		return 2
 	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
 		return 2
-	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks:
+	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory:
 		return 1
 	case OpSetACL:
 		return 3
@@ -333,7 +333,7 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		enc.str(r.Path)
 		enc.bool(r.Watch)
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory:
 		enc.str(r.Path)
 	case OpSetACL:
 		enc.str(r.Path)
@@ -403,7 +403,7 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		r.Path = dec.str()
 		r.Watch = dec.bool()
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory:
 		r.Path = dec.str()
 	case OpSetACL:
 		r.Path = dec.str()
@@ -489,6 +489,7 @@ type Reply struct {
 	Lease       Lease      // leaseCreate, leaseRenew
 	Locks       []LockInfo // locks
 	Deadlocks   [][]LockWait
+	LockHistory []LockEvent // lockHistory: oldest first
 
 	// Notification fields.
 	EventType EventType
@@ -512,7 +513,7 @@ func replyFields(op Op) int {
 	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory:
 		return 1
 	}
 	return 0
@@ -633,6 +634,8 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.lockInfos(r.Locks)
 	case OpDeadlocks:
 		enc.deadlocks(r.Deadlocks)
+	case OpLockHistory:
+		enc.lockEvents(r.LockHistory)
 	case OpLeaseCreate, OpLeaseRenew:
 		l := &r.Lease
 		enc.array(leaseFields)
@@ -786,6 +789,8 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		r.Locks = dec.lockInfos()
 	case OpDeadlocks:
 		r.Deadlocks = dec.deadlocks()
+	case OpLockHistory:
+		r.LockHistory = dec.lockEvents()
 	case OpLeaseCreate, OpLeaseRenew:
 		n := dec.array(leaseFields)
 		l := &r.Lease

@@ -58,9 +58,10 @@ const (
 
 	// Lock ops, Arbor's own: the server's view of the locks (queues of
 	// lock nodes, package lockq) and of who waits for whom.
-	OpLocks     Op = 213 // the locks at or under a path, with their holders and waiters
-	OpDeadlocks Op = 214 // the cycles of the wait-for graph
-	OpLockBreak Op = 215 // free a lock: delete its holders' nodes (ADMIN on the lock's path)
+	OpLocks       Op = 213 // the locks at or under a path, with their holders and waiters
+	OpDeadlocks   Op = 214 // the cycles of the wait-for graph
+	OpLockBreak   Op = 215 // free a lock: delete its holders' nodes (ADMIN on the lock's path)
+	OpLockHistory Op = 216 // the recent acquisitions and ends of holds of the locks at or under a path
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -183,8 +184,9 @@ var ops = map[Op]opInfo{
 
 	// The locks, as this member's state shows them (a sync before asks
 	// for the latest).
-	OpLocks:     {name: "locks", class: ClassRead, limits: LimitOutstanding},
-	OpDeadlocks: {name: "deadlocks", class: ClassRead, limits: LimitOutstanding},
+	OpLocks:       {name: "locks", class: ClassRead, limits: LimitOutstanding},
+	OpDeadlocks:   {name: "deadlocks", class: ClassRead, limits: LimitOutstanding},
+	OpLockHistory: {name: "lockHistory", class: ClassRead, limits: LimitOutstanding},
 	// A break is a write: the delete of the holders' nodes, decided by the
 	// member that takes it from the lock's state there, as a multi.
 	OpLockBreak: {name: "lockBreak", class: ClassWrite, logged: true, leader: true, limits: LimitOutstanding},

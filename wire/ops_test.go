@@ -74,6 +74,7 @@ var opRows = []opRow{
 	{op: wire.OpLeaseClose, name: "leaseClose", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpLocks, name: "locks", class: wire.ClassRead, limits: []wire.Limit{outstanding}},
 	{op: wire.OpDeadlocks, name: "deadlocks", class: wire.ClassRead, limits: []wire.Limit{outstanding}},
+	{op: wire.OpLockHistory, name: "lockHistory", class: wire.ClassRead, limits: []wire.Limit{outstanding}},
 	{op: wire.OpLockBreak, name: "lockBreak", class: wire.ClassWrite, logged: true, leader: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpMemberAdd, name: "memberAdd", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpMemberRemove, name: "memberRemove", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},

@@ -183,6 +183,7 @@ var requests = []struct {
 	{"a leaseClose carries the lease", wire.Request{Xid: 62, Op: wire.OpLeaseClose, Lease: 0x0123_4567_89ab_cdef}},
 	{"a locks request carries the path", wire.Request{Xid: 64, Op: wire.OpLocks, Path: "/locks"}},
 	{"a deadlocks request has no fields", wire.Request{Xid: 65, Op: wire.OpDeadlocks}},
+	{"a lockHistory request carries the path", wire.Request{Xid: 66, Op: wire.OpLockHistory, Path: "/locks/a"}},
 	{"a lockBreak carries the path and the reason", wire.Request{Xid: 66, Op: wire.OpLockBreak, Path: "/locks/a", Reason: "stuck since noon"}},
 	{"a create of a lease's ephemeral carries the lease", wire.Request{Xid: 63, Op: wire.OpCreate, Path: "/locks/a/n-", Mode: wire.ModeEphemeralSequential, Lease: 0x0123_4567_89ab_cdef}},
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
@@ -317,6 +318,12 @@ var replies = []struct {
 		{Path: "/locks/b"},
 	}}},
 	{"a lockBreak reply carries the nodes deleted", wire.OpLockBreak, wire.Reply{Xid: 66, Zxid: 14, Children: []string{"_c_ab-lock-0000000001"}}},
+	{"a lockHistory reply carries its events", wire.OpLockHistory, wire.Reply{Xid: 66, Zxid: 14, LockHistory: []wire.LockEvent{
+		{Zxid: 9, Time: 1700000000000, Lock: "/locks/a", Kind: wire.LockAcquired, Node: "_c_x-lock-0000000001", Mode: "lock",
+			Owner: "web-1:42", Holder: "h1", Session: 7, Lease: 8, Token: 9, WaitedMs: 120},
+		{Zxid: 12, Time: 1700000005000, Lock: "/locks/a", Kind: wire.LockBroken, Node: "_c_x-lock-0000000001", Mode: "lock",
+			Owner: "web-1:42", Session: 7, Token: 9, HeldMs: 5000, By: "digest:admin", Reason: "stuck"},
+	}}},
 	{"a deadlocks reply carries each cycle's waits", wire.OpDeadlocks, wire.Reply{Xid: 65, Zxid: 13, Deadlocks: [][]wire.LockWait{{
 		{Waiter: wire.LockParty{Owner: "p2", Holder: "B"}, Lock: "/a", Holder: wire.LockParty{Owner: "p1", Holder: "A"}},
 		{Waiter: wire.LockParty{Owner: "p1", Holder: "A"}, Lock: "/b", Holder: wire.LockParty{Owner: "p2", Holder: "B"}},
