@@ -267,6 +267,16 @@ func CheckOp(path string, version int32) Op {
 	return Op{req: wire.Request{Op: wire.OpCheck, Path: path, Version: version}}
 }
 
+// CheckChildrenOp makes a Multi fail with ErrBadVersion unless the node at
+// path has cversion cversion: unless its children are still those a
+// Children call returned with that Stat.Cversion. Put first in a Multi with
+// a sequential create under path, it also fixes the create's sequence
+// number: cversion. It is Arbor's own (wire.CheckCversion); a ZooKeeper
+// server has no such check.
+func CheckChildrenOp(path string, cversion int32) Op {
+	return Op{req: wire.Request{Op: wire.OpCheck, Path: path, Version: cversion, Mode: wire.CheckCversion}}
+}
+
 // name is the op's name in errors.
 func (op Op) name() string {
 	switch op.req.Op {

@@ -24,7 +24,7 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	case wire.OpSetData:
 		res.Stat, res.Err = t.setData(zxid, txn, txn.Identities)
 	case wire.OpCheck:
-		res.Err = t.check(txn.Path, txn.Version, txn.Identities)
+		res.Err = t.check(txn.Path, txn.Version, txn.Mode, txn.Identities)
 	case wire.OpSetACL:
 		res.Stat, res.Err = t.setACL(txn)
 	case wire.OpMulti:
@@ -328,8 +328,13 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 	return t.stat(n), nil
 }
 
-// check checks a node's version: READ on the node.
-func (t *Tree) check(path string, version int32, ids []wire.Identity) error {
+// check checks a node's version, and needs READ on the node: it fails
+// with ErrBadVersion unless the node at path has version (-1: any), its
+// data version, or with mode wire.CheckCversion its cversion.
+func (t *Tree) check(path string, version int32, mode wire.CreateMode, ids []wire.Identity) error {
+	if mode != 0 && mode != wire.CheckCversion {
+		return wire.Errorf(wire.CodeBadArguments, "check mode %d is not 0 or %d (cversion)", mode, wire.CheckCversion)
+	}
 	n, err := t.find(path)
 	if err != nil {
 		return err
@@ -337,7 +342,11 @@ func (t *Tree) check(path string, version int32, ids []wire.Identity) error {
 	if err := t.allowed(n, ids, wire.PermRead); err != nil {
 		return err
 	}
-	if version != -1 && version != n.version {
+	have := n.version
+	if mode == wire.CheckCversion {
+		have = n.cversion
+	}
+	if version != -1 && version != have {
 		return wire.ErrBadVersion
 	}
 	return nil
@@ -368,7 +377,7 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 		case wire.OpSetData:
 			results[i].Stat, err = t.setData(zxid, op, ids)
 		case wire.OpCheck:
-			err = t.check(op.Path, op.Version, ids)
+			err = t.check(op.Path, op.Version, op.Mode, ids)
 		default:
 			err = wire.Errorf(wire.CodeBadArguments, "op %s is not allowed in a multi", op.Type)
 		}

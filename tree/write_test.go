@@ -262,3 +262,56 @@ func TestCheckChangesNothing(t *testing.T) {
 		t.Errorf("check changed the tree:\n%s", diff)
 	}
 }
+
+// TestACheckOfTheCversionPassesOnlyWhileTheChildrenAreAsListed checks
+// wire.CheckCversion: a check that compares the parent's cversion, so that
+// a create in the same multi is made only against an exact list of its
+// siblings, with the sequence number that cversion gives it.
+func TestACheckOfTheCversionPassesOnlyWhileTheChildrenAreAsListed(t *testing.T) {
+	cversionCheck := func(path string, cversion int32) tree.Txn {
+		txn := checkTxn(path, cversion)
+		txn.Mode = wire.CheckCversion
+		return txn
+	}
+	setup := func(t *testing.T) *fixture {
+		f := newFixture(t)
+		f.create("/l", "data")
+		f.must(setTxn("/l", "x", -1))                                 // version 1, cversion 0
+		f.must(createTxn("/l/a-", "", wire.ModePersistentSequential)) // cversion 1
+		f.must(createTxn("/l/b-", "", wire.ModePersistentSequential)) // cversion 2
+		f.must(deleteTxn("/l/a-0000000000", -1))                      // cversion 3
+		return f
+	}
+	tests := []struct {
+		name string
+		txn  tree.Txn
+		want error
+	}{
+		{"it passes at the cversion", cversionCheck("/l", 3), nil},
+		{"it passes at -1", cversionCheck("/l", -1), nil},
+		{"it fails at the data version", cversionCheck("/l", 1), wire.ErrBadVersion},
+		{"it fails once a child came or went", cversionCheck("/l", 2), wire.ErrBadVersion},
+		{"a check without a mode compares the data version", checkTxn("/l", 1), nil},
+		{"a check without a mode is not the cversion", checkTxn("/l", 3), wire.ErrBadVersion},
+		{"an unknown mode is refused", tree.Txn{Type: wire.OpCheck, Path: "/l", Version: -1, Mode: wire.ModeContainer}, wire.ErrBadArguments},
+		{"a missing node is NoNode", cversionCheck("/none", -1), wire.ErrNoNode},
+		{"in a multi it fails the create", multiTxn(cversionCheck("/l", 2), createTxn("/l/c-", "", wire.ModePersistentSequential)), wire.ErrBadVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t)
+			if tt.want != nil {
+				f.mustFail(tt.txn, tt.want)
+				return
+			}
+			f.must(tt.txn)
+		})
+	}
+	t.Run("in a multi the create it guards gets the cversion as its sequence number", func(t *testing.T) {
+		f := setup(t)
+		res := f.must(multiTxn(cversionCheck("/l", 3), createTxn("/l/c-", "", wire.ModePersistentSequential)))
+		if got := res.Multi[1].Path; got != "/l/c-0000000003" {
+			t.Errorf("created %q, want /l/c-0000000003", got)
+		}
+	})
+}

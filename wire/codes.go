@@ -44,6 +44,15 @@ const (
 	ModePersistentSequentialWithTTL CreateMode = 6
 )
 
+// CheckCversion, as the Mode of a check, compares the check's Version
+// with the node's cversion (the version of its list of children) rather
+// than its data version. It is Arbor's own: ZooKeeper's check has no mode,
+// and a check without one (Mode 0, ModePersistent) compares the data
+// version as ZooKeeper's does. A multi of a check of a parent's cversion
+// and a create under it makes the create only if the children are still
+// those a getChildren listed with that cversion.
+const CheckCversion CreateMode = 1
+
 // Valid reports whether m is a known create mode.
 func (m CreateMode) Valid() bool { return m >= ModePersistent && m <= ModePersistentSequentialWithTTL }
 

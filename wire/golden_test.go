@@ -62,13 +62,15 @@ var goldenRequests = []struct {
 }{
 	{"a setData request", "00000015" + "95" + "07" + "05" + "ab2f6170702f636f6e666967" + "c403763d32" + "01",
 		wire.Request{Xid: 7, Op: wire.OpSetData, Path: "/app/config", Data: []byte("v=2"), Version: 1}},
-	{"a multi request of a check and a create", "00000016" + "93" + "0a" + "0e" +
-		"92" + "930d" + "a22f61" + "01" + // [check, "/a", 1]
+	{"a multi request of a check and a create", "00000017" + "93" + "0a" + "0e" +
+		"92" + "940d" + "a22f61" + "01" + "00" + // [check, "/a", 1, mode 0: the data version]
 		"9701" + "a42f612f62" + "c0" + "01" + "00" + "90" + "00", // [create, "/a/b", nil, ephemeral, ttl 0, no ACL, no lease]
 		wire.Request{Xid: 10, Op: wire.OpMulti, Ops: []wire.Request{
 			{Op: wire.OpCheck, Path: "/a", Version: 1},
 			{Op: wire.OpCreate, Path: "/a/b", Mode: wire.ModeEphemeral},
 		}}},
+	{"a check of the cversion adds its mode", "00000008" + "95" + "0c" + "0d" + "a22f61" + "02" + "01", // [xid 12, check, "/a", 2, CheckCversion]
+		wire.Request{Xid: 12, Op: wire.OpCheck, Path: "/a", Version: 2, Mode: wire.CheckCversion}},
 	{"a getEphemerals request", "0000000e" + "93" + "0b" + "67" + "aa2f6170702f6c6f636b2d", // op 103, "/app/lock-"
 		wire.Request{Xid: 11, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 }
@@ -158,5 +160,29 @@ func TestGoldenFrames(t *testing.T) {
 				t.Fatalf("pinned bytes decode to %+v, %v; want %+v", got, err, tc.r)
 			}
 		})
+	}
+}
+
+// TestACheckWithoutAModeStillDecodes checks that a check as clients sent
+// it before the mode came, of two fields, decodes as a check of the data
+// version, alone and in a multi.
+func TestACheckWithoutAModeStillDecodes(t *testing.T) {
+	frames := map[string]string{
+		"alone":      "00000007" + "94" + "0c" + "0d" + "a22f61" + "02",                 // [xid 12, check, "/a", 2]
+		"in a multi": "0000000a" + "93" + "0c" + "0e" + "91" + "930d" + "a22f61" + "02", // [xid 12, multi, [[check, "/a", 2]]]
+	}
+	want := map[string]wire.Request{
+		"alone":      {Xid: 12, Op: wire.OpCheck, Path: "/a", Version: 2},
+		"in a multi": {Xid: 12, Op: wire.OpMulti, Ops: []wire.Request{{Op: wire.OpCheck, Path: "/a", Version: 2}}},
+	}
+	for name, h := range frames {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got wire.Request
+		if err := wire.DecodeRequest(frameBody(t, b), &got); err != nil || !reflect.DeepEqual(got, want[name]) {
+			t.Errorf("%s: decoded %+v, %v; want %+v", name, got, err, want[name])
+		}
 	}
 }

@@ -136,7 +136,7 @@ type Request struct {
 
 	Data    []byte     // create, setData
 	Version int32      // delete, setData, check: expected version, -1 for any
-	Mode    CreateMode // create
+	Mode    CreateMode // create; check: CheckCversion, or 0 for the data version
 	TTL     int64      // create with a TTL mode: milliseconds
 	Watch   bool       // getData, exists, getChildren: leave a watch
 
@@ -282,13 +282,16 @@ func requestFields(op Op) int {
 // optionalFields is the number of fields an encoder sends beyond the
 // requestFields a decoder requires: a create's ACL and lease came later, so
 // a decoder still takes a create of four fields (which asks for the
-// default ACL) or five (no lease).
+// default ACL) or five (no lease); a check's mode came later too, so a
+// check of two fields compares the data version.
 func optionalFields(r *Request) int {
 	switch r.Op {
 	case OpCreate:
 		return 2
 	case OpLeaseCreate:
 		return 1 // maxHold, which came with it
+	case OpCheck:
+		return 1 // its mode (CheckCversion), which came later
 	}
 	return 0
 }
@@ -302,6 +305,9 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 	switch r.Op {
 	case OpLeaseCreate:
 		r.MaxHold = dec.int64()
+		return 1
+	case OpCheck:
+		r.Mode = CreateMode(dec.int32())
 		return 1
 	case OpCreate:
 		r.ACL = dec.acls()
@@ -326,6 +332,9 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpDelete, OpCheck:
 		enc.str(r.Path)
 		enc.int(int64(r.Version))
+		if r.Op == OpCheck {
+			enc.int(int64(r.Mode))
+		}
 	case OpSetData:
 		enc.str(r.Path)
 		enc.bytes(r.Data)

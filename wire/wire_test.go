@@ -136,12 +136,16 @@ var requests = []struct {
 	{"a check carries path and version", wire.Request{
 		Xid: 19, Op: wire.OpCheck, Path: "/app", Version: 4,
 	}},
+	{"a check of the cversion carries its mode", wire.Request{
+		Xid: 19, Op: wire.OpCheck, Path: "/app", Version: 4, Mode: wire.CheckCversion,
+	}},
 	{"a sync carries the path", wire.Request{
 		Xid: 20, Op: wire.OpSync, Path: "/app",
 	}},
 	{"a multi carries its create, delete, setData and check sub-requests in order", wire.Request{
 		Xid: 21, Op: wire.OpMulti, Ops: []wire.Request{
 			{Op: wire.OpCheck, Path: "/app", Version: 4},
+			{Op: wire.OpCheck, Path: "/app", Version: 7, Mode: wire.CheckCversion},
 			{Op: wire.OpCreate, Path: "/app/a", Data: []byte("a"), Mode: wire.ModeEphemeralSequential},
 			{Op: wire.OpCreate, Path: "/app/t", Mode: wire.ModePersistentWithTTL, TTL: 5000},
 			{Op: wire.OpSetData, Path: "/app", Data: []byte{}, Version: -1},
