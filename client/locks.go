@@ -52,6 +52,16 @@ func (c *Client) Deadlocks(ctx context.Context, linearizable bool) ([][]LockWait
 // LockEvent is one entry of the lock history.
 type LockEvent = wire.LockEvent
 
+// The kinds of LockEvent.
+const (
+	LockAcquired     = wire.LockAcquired     // began to hold
+	LockReleased     = wire.LockReleased     // its holder let go
+	LockExpired      = wire.LockExpired      // its lease was not renewed in time, or reached its maximum hold
+	LockSessionEnded = wire.LockSessionEnded // its session ended while it held
+	LockBroken       = wire.LockBroken       // an admin broke the lock
+	LockDeadlock     = wire.LockDeadlock     // the server ended this wait, the youngest of a deadlock
+)
+
 // LockHistory returns the recent history of the locks at or under path
 // that the client may read, oldest first: each acquisition that began to
 // hold (who, token, how long it waited), each hold that ended and how

@@ -143,7 +143,7 @@ func CauseOf(t *tree.Tree, txn *tree.Txn) Cause {
 	case txn.Cause == tree.CauseBreak:
 		return Cause{End: wire.LockBroken, By: who(txn.Identities), Reason: txn.Reason}
 	case txn.Cause == tree.CauseDeadlock:
-		return Cause{End: wire.LockDeadlock}
+		return Cause{End: wire.LockDeadlock, By: who(txn.Identities)}
 	case txn.Type != tree.TxnCloseSession:
 		return Cause{End: wire.LockReleased}
 	}

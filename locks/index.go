@@ -396,17 +396,45 @@ func (x *Index) HolderNodes(p string) []string {
 	}
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(l.holds)) {
-		var first string
-		for _, n := range l.nodes {
-			switch {
-			case n.Entry.ID != id:
-			case first == "":
-				first = n.Entry.Name
-			default:
-				out = append(out, n.Entry.Name)
-			}
-		}
-		out = append(out, first)
+		out = append(out, l.acquisitionNodes(id)...)
 	}
 	return out
+}
+
+// Waiting returns, for the acquisition whose first node is named first in
+// the lock at p, the names of all its nodes (its first node last, the
+// order to delete them in) and the first node of the acquisition it waits
+// for, which it watches; ok is false if it is not there or does not wait.
+func (x *Index) Waiting(p, first string) (nodes []string, blocker string, ok bool) {
+	l := x.locks[p]
+	if l == nil {
+		return nil, "", false
+	}
+	i := slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.Name == first })
+	if i < 0 {
+		return nil, "", false
+	}
+	es := entries(l.nodes)
+	b := lockq.Blocker(es, es[i].ID)
+	if b < 0 || lockq.Holds(es, es[i].ID) {
+		return nil, "", false
+	}
+	return l.acquisitionNodes(es[i].ID), es[b].Name, true
+}
+
+// acquisitionNodes returns the names of every node of acquisition id, its
+// first node last.
+func (l *lock) acquisitionNodes(id string) []string {
+	var out []string
+	var first string
+	for _, n := range l.nodes {
+		switch {
+		case n.Entry.ID != id:
+		case first == "":
+			first = n.Entry.Name
+		default:
+			out = append(out, n.Entry.Name)
+		}
+	}
+	return append(out, first)
 }

@@ -31,13 +31,17 @@ type testServer struct {
 	metrics string
 }
 
-func startServer(t *testing.T) *testServer {
+func startServer(t *testing.T, mod ...func(*server.Config)) *testServer {
 	t.Helper()
-	s, err := server.New(server.Config{
+	cfg := server.Config{
 		Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
 		TickInterval: 10 * time.Millisecond, MinSessionTimeout: 200 * time.Millisecond,
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-	})
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/server"
 )
 
 // The server knows every lock a recipe takes: its holders and waiters,
@@ -81,6 +82,50 @@ func TestATwoOwnerDeadlockIsReported(t *testing.T) {
 	<-w2
 	if cycles, err := c1.Deadlocks(ctx, true); err != nil || len(cycles) != 0 {
 		t.Errorf("Deadlocks once the waits ended = %v, %v", cycles, err)
+	}
+}
+
+// With --end-deadlocks the leader ends the youngest wait of a deadlock:
+// that waiter gets ErrDeadlock, holding nothing of the lock it waited for,
+// the other wait goes on and holds once the ended one lets go of its own
+// lock, and the history records the end.
+func TestAServerThatEndsDeadlocksEndsTheYoungestWait(t *testing.T) {
+	s := startServer(t, func(c *server.Config) { c.EndDeadlocks = true })
+	ctx := ctxWait(t)
+	c1, c2 := s.dial(t), s.dial(t)
+	a1 := NewMutex(c1, "/dl/a", WithOwner("p1"), WithHolder("g1"))
+	b1 := NewMutex(c1, "/dl/b", WithOwner("p1"), WithHolder("g1"))
+	b2 := NewMutex(c2, "/dl/b", WithOwner("p2"), WithHolder("g2"))
+	a2 := NewMutex(c2, "/dl/a", WithOwner("p2"), WithHolder("g2"))
+	must(t, a1.Lock(ctx))
+	must(t, b2.Lock(ctx))
+	w1 := waiting(t, s, "/dl/b", 2, func() error { return b1.Lock(ctx) })
+	w2 := waiting(t, s, "/dl/a", 2, func() error { return a2.Lock(ctx) })
+	if err := <-w2; !errors.Is(err, ErrDeadlock) {
+		t.Fatalf("the youngest wait (p2's for /dl/a) ended with %v, want ErrDeadlock", err)
+	}
+	if a2.Held() {
+		t.Fatal("the ended wait holds its lock")
+	}
+	select {
+	case err := <-w1:
+		t.Fatalf("the older wait ended too: %v", err)
+	default:
+	}
+	must(t, b2.Unlock(ctx))
+	must(t, <-w1)
+	if b1.Token() <= b2.Token() {
+		t.Errorf("the next holder's token %d, the last one's %d", b1.Token(), b2.Token())
+	}
+	evs, err := c1.LockHistory(ctx, "/dl/a", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(evs); n != 2 || evs[1].Kind != client.LockDeadlock || evs[1].Owner != "p2" || evs[1].By == "" {
+		t.Errorf("history of /dl/a: %+v, want p1's acquisition and p2's wait ended for a deadlock", evs)
+	}
+	if cycles, err := c1.Deadlocks(ctx, true); err != nil || len(cycles) != 0 {
+		t.Errorf("Deadlocks after the end = %v, %v", cycles, err)
 	}
 }
 

@@ -445,7 +445,7 @@ func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, error) {
 		es = append(es, e)
 	}
 	if !found {
-		return nil, q.gone()
+		return nil, q.goneWaiting(ctx, me)
 	}
 	return es, nil
 }

@@ -333,12 +333,26 @@ func (s *Server) turnOf(path string, node lockq.Entry) (held, waiting bool, err 
 	}
 	es := lockq.Sort(names)
 	switch {
+	case !containsNode(es, node) && s.endedForDeadlock(path, node.Name):
+		return false, false, &apiError{http.StatusConflict, "deadlock: the wait was ended to break a deadlock (--end-deadlocks)"}
 	case !containsNode(es, node):
 		return false, false, &apiError{http.StatusGone, "the lock's lease ended while it waited"}
 	case lockq.Holds(es, node.ID):
 		return true, false, nil
 	}
 	return false, true, nil
+}
+
+// endedForDeadlock reports whether the lock history says that the wait of
+// node, at the lock at path, was ended for a deadlock.
+func (s *Server) endedForDeadlock(path, node string) bool {
+	var ended bool
+	s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+		for _, ev := range x.History(path) {
+			ended = ended || ev.Kind == wire.LockDeadlock && ev.Lock == path && ev.Node == node
+		}
+	})
+	return ended
 }
 
 func containsNode(es []lockq.Entry, node lockq.Entry) bool {

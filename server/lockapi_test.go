@@ -472,3 +472,37 @@ func TestTheLockHistoryTellsHowHoldsEndedAndOutlivesARestart(t *testing.T) {
 		t.Fatalf("after a restart: history %v, want %s", got, want)
 	}
 }
+
+// With EndDeadlocks, of two HTTP clients waiting for each other's locks
+// the youngest wait answers 409 deadlock and leaves nothing behind; the
+// other wait goes on.
+func TestAnHTTPWaitEndedForADeadlockAnswers409(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.EndDeadlocks = true })
+	leases := map[string]any{}
+	for _, name := range []string{"a", "b"} {
+		code, v := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "c-" + name})
+		if code != http.StatusOK {
+			t.Fatalf("acquire %s: %d %v", name, code, v)
+		}
+		leases[name] = v["lease_id"]
+	}
+	older := make(chan int, 1)
+	go func() {
+		code, _, _ := tryAPI(s, "POST", "/api/v1/locks/b/acquire", map[string]any{"client_id": "c-a", "wait_timeout_ms": 20_000})
+		older <- code
+	}()
+	waitFor(t, "c-a to wait for b", func() bool { _, w := holdersAndWaiters(t, s, "b"); return w == 1 })
+	code, v := api(t, s, "POST", "/api/v1/locks/a/acquire", map[string]any{"client_id": "c-b", "wait_timeout_ms": 20_000})
+	if msg, _ := v["error"].(string); code != http.StatusConflict || !strings.HasPrefix(msg, "deadlock") {
+		t.Fatalf("the youngest wait: %d %v, want 409 deadlock", code, v)
+	}
+	if _, w := holdersAndWaiters(t, s, "a"); w != 0 {
+		t.Errorf("the ended wait left %d waiters on a", w)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/b/release", map[string]any{"lease_id": leases["b"]}); code != http.StatusOK {
+		t.Fatalf("release b: %d %v", code, v)
+	}
+	if code := <-older; code != http.StatusOK {
+		t.Errorf("the older wait: %d, want 200 once b was released", code)
+	}
+}

@@ -122,7 +122,8 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // watchDeadlocks looks for cycles of the wait-for graph every
-// deadlockInterval, and logs and counts each new one.
+// deadlockInterval, and logs and counts each new one; with EndDeadlocks,
+// the leader ends the youngest wait of each (endWait).
 func (s *Server) watchDeadlocks() {
 	defer s.wg.Done()
 	tick := time.NewTicker(deadlockInterval)
@@ -143,6 +144,9 @@ func (s *Server) watchDeadlocks() {
 			if !seen[key] {
 				s.lockMetrics.deadlocks.Inc()
 				s.log.Warn("deadlock: holders wait for each other's locks", zap.String("cycle", key))
+			}
+			if s.cfg.EndDeadlocks && s.node.IsLeader() {
+				s.endWait(c[0])
 			}
 		}
 		seen = now

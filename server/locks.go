@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"path"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -100,4 +103,43 @@ func (s *Server) breakTxn(ids []wire.Identity, req *wire.Request, txn *tree.Txn)
 	s.log.Warn("breaking a lock", zap.String("lock", req.Path), zap.Strings("nodes", nodes),
 		zap.String("reason", req.Reason), zap.Any("by", whoAmI(ids)))
 	return nodes, nil
+}
+
+// endWait ends the wait w, the youngest of a deadlock: one write that
+// deletes every node of the waiter's acquisition and rewrites the data of
+// the node it watches, so that it looks again and finds its own gone
+// (recipes then answer ErrDeadlock), if the lock's queue is still the one
+// seen: a check of the lock's cversion fails the write if anything joined
+// or left it since, when the waiter may hold by now. The member acts as
+// the superuser, as it does to expire a session; the history records the
+// end as a deadlock.
+func (s *Server) endWait(w wire.LockWait) {
+	var txn tree.Txn
+	var ok bool
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		nodes, blocker, waiting := x.Waiting(w.Lock, w.Waiter.Node)
+		_, lockStat, err := t.Get(w.Lock)
+		if !waiting || err != nil {
+			return
+		}
+		blockerData, _, err := t.Get(w.Lock + "/" + blocker)
+		if err != nil {
+			return
+		}
+		now := time.Now().UnixMilli()
+		ops := []tree.Txn{{Type: wire.OpCheck, Path: w.Lock, Version: lockStat.Cversion, Mode: wire.CheckCversion, Time: now}}
+		for _, n := range nodes {
+			ops = append(ops, tree.Txn{Type: wire.OpDelete, Path: w.Lock + "/" + n, Version: -1, Time: now})
+		}
+		ops = append(ops, tree.Txn{Type: wire.OpSetData, Path: w.Lock + "/" + blocker, Data: blockerData, Version: -1, Time: now})
+		txn = tree.Txn{Type: wire.OpMulti, Time: now, Ops: ops, Cause: tree.CauseDeadlock,
+			Identities: []wire.Identity{{Scheme: tree.SuperScheme, ID: fmt.Sprintf("member %d", s.cfg.ID)}}}
+		ok = true
+	})
+	if !ok {
+		return
+	}
+	_, err := s.write(context.Background(), &txn)
+	s.log.Warn("ended the youngest wait of a deadlock", zap.String("lock", w.Lock), zap.String("node", w.Waiter.Node),
+		zap.String("owner", w.Waiter.Owner), zap.String("holder", w.Waiter.Holder), zap.Error(err))
 }
