@@ -83,5 +83,6 @@ for id in $(seq 1 "$MEMBERS"); do
   p=${member_pids[$((id - 1))]}
   echo "member $id: peak $(awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$p/status") MiB, data $(du -sm "$work/n$id" | cut -f1) MiB"
   curl -s "http://127.0.0.1:$((23480 + id))/metrics" | grep -E '^arbor_memory' | sed 's/^/  /' || true
-  grep -E 'WARN' "$work/n$id.log" | sed 's/^/  /' | cut -c1-200 | sort | uniq -c | sort -rn | head -5 || true
+  # zap's console lines: time, level (lowercase), logger, message
+  grep -E $'\t(warn|error)\t' "$work/n$id.log" | cut -f2- | sed -E 's/\t\{.*//' | cut -c1-160 | sort | uniq -c | sort -rn | head -5 || true
 done

@@ -337,7 +337,7 @@ func (c *conn) flush() {
 		_, err := c.nc.Write(b)
 		c.srv.memory.replies.Add(-int64(len(b)))
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.ctx.Err() == nil { // not dropped already, as it overflowed
 				c.notReading()
 			}
 			c.cancel()
