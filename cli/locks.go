@@ -84,10 +84,7 @@ func (e *env) locksCommand() *cobra.Command {
 		Example: "  arbor locks\n  arbor locks /locks/payments --hold-over 1m\n  arbor locks -o json",
 		Args:    usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "/"
-			if len(args) == 1 {
-				path = e.path(args[0])
-			}
+			path := e.pathOrRoot(args)
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
 				locks, err := c.Locks(ctx, path, true)
 				if err != nil {
@@ -122,6 +119,14 @@ func (e *env) locksCommand() *cobra.Command {
 	cmd.Flags().IntVar(&queueOver, "queue-over", 100, "flag queues longer than this")
 	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand(), e.breakCommand(), e.historyCommand())
 	return cmd
+}
+
+// pathOrRoot is the path the optional argument names, "/" without one.
+func (e *env) pathOrRoot(args []string) string {
+	if len(args) == 1 {
+		return e.path(args[0])
+	}
+	return "/"
 }
 
 // ms shows a duration in ms rounded to the second, "-" for none.
@@ -330,10 +335,7 @@ func (e *env) historyCommand() *cobra.Command {
 		Args:              usageArgs(cobra.MaximumNArgs(1)),
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "/"
-			if len(args) == 1 {
-				path = e.path(args[0])
-			}
+			path := e.pathOrRoot(args)
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
 				evs, err := c.LockHistory(ctx, path, true)
 				if err != nil {

@@ -51,18 +51,28 @@ func TestTheServerShowsEveryLocksHoldersAndWaiters(t *testing.T) {
 	must(t, waiter.RUnlock(ctx))
 }
 
+// crossedHolds has p1 (on c1) hold /dl/a and p2 hold /dl/b, and returns
+// c1 and the mutexes with which each could then wait for the other's
+// lock: b1 (p1's for /dl/b) and a2 (p2's for /dl/a), and b2, p2's hold.
+func crossedHolds(t *testing.T, s *testServer) (c1 *client.Client, b1, b2, a2 *Mutex) {
+	t.Helper()
+	ctx := ctxWait(t)
+	c1, c2 := s.dial(t), s.dial(t)
+	a1 := NewMutex(c1, "/dl/a", WithOwner("p1"), WithHolder("g1"))
+	b1 = NewMutex(c1, "/dl/b", WithOwner("p1"), WithHolder("g1"))
+	b2 = NewMutex(c2, "/dl/b", WithOwner("p2"), WithHolder("g2"))
+	a2 = NewMutex(c2, "/dl/a", WithOwner("p2"), WithHolder("g2"))
+	must(t, a1.Lock(ctx))
+	must(t, b2.Lock(ctx))
+	return c1, b1, b2, a2
+}
+
 // Two holders that each wait for the lock the other holds are a cycle of
 // the server's wait-for graph, reported as one.
 func TestATwoOwnerDeadlockIsReported(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxWait(t)
-	c1, c2 := s.dial(t), s.dial(t)
-	a1 := NewMutex(c1, "/dl/a", WithOwner("p1"), WithHolder("g1"))
-	b1 := NewMutex(c1, "/dl/b", WithOwner("p1"), WithHolder("g1"))
-	b2 := NewMutex(c2, "/dl/b", WithOwner("p2"), WithHolder("g2"))
-	a2 := NewMutex(c2, "/dl/a", WithOwner("p2"), WithHolder("g2"))
-	must(t, a1.Lock(ctx))
-	must(t, b2.Lock(ctx))
+	c1, b1, _, a2 := crossedHolds(t, s)
 	if cycles, err := c1.Deadlocks(ctx, true); err != nil || len(cycles) != 0 {
 		t.Fatalf("Deadlocks before any wait = %v, %v", cycles, err)
 	}
@@ -92,13 +102,7 @@ func TestATwoOwnerDeadlockIsReported(t *testing.T) {
 func TestAServerThatEndsDeadlocksEndsTheYoungestWait(t *testing.T) {
 	s := startServer(t, func(c *server.Config) { c.EndDeadlocks = true })
 	ctx := ctxWait(t)
-	c1, c2 := s.dial(t), s.dial(t)
-	a1 := NewMutex(c1, "/dl/a", WithOwner("p1"), WithHolder("g1"))
-	b1 := NewMutex(c1, "/dl/b", WithOwner("p1"), WithHolder("g1"))
-	b2 := NewMutex(c2, "/dl/b", WithOwner("p2"), WithHolder("g2"))
-	a2 := NewMutex(c2, "/dl/a", WithOwner("p2"), WithHolder("g2"))
-	must(t, a1.Lock(ctx))
-	must(t, b2.Lock(ctx))
+	c1, b1, b2, a2 := crossedHolds(t, s)
 	w1 := waiting(t, s, "/dl/b", 2, func() error { return b1.Lock(ctx) })
 	w2 := waiting(t, s, "/dl/a", 2, func() error { return a2.Lock(ctx) })
 	if err := <-w2; !errors.Is(err, ErrDeadlock) {
