@@ -93,7 +93,7 @@ func (c *Client) syncFirst(ctx context.Context, path string, do bool) error {
 // BreakLock frees the lock at path, for reason (which the server logs):
 // the nodes of every acquisition that holds it are deleted, so the next
 // waiter holds, with a higher token. A holder bound to a lease is told
-// (recipes' LostReason: ErrNodeDeleted). It needs ADMIN and DELETE on the
+// (recipes' LostReason: ErrBroken). It needs ADMIN and DELETE on the
 // lock's path; a lock nobody holds is ErrNoNode. It returns the nodes it
 // deleted.
 func (c *Client) BreakLock(ctx context.Context, path, reason string) ([]string, error) {

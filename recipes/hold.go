@@ -221,12 +221,13 @@ func (h *hold) watch(t ticket, l *loss, freed chan struct{}) {
 }
 
 // ErrNodeDeleted is the reason a hold is lost when its node was deleted by
-// someone else (an operator breaking the lock, say) while its session and
-// lease lived.
+// someone else while its session and lease lived; ErrBroken, which matches
+// it, when that was an admin breaking the lock.
 var ErrNodeDeleted = errors.New("the hold's node was deleted")
 
-// watchNode ends the hold with ErrNodeDeleted if its node goes, or with
-// client.ErrLeaseExpired if it went because its lease ended.
+// watchNode ends the hold with ErrNodeDeleted (ErrBroken for a break) if
+// its node goes, or with client.ErrLeaseExpired if it went because its
+// lease ended.
 func (h *hold) watchNode(t ticket, freed chan struct{}, l *loss) {
 	c := h.q.c
 	ctx, cancel := context.WithCancel(context.Background())
@@ -271,7 +272,7 @@ func (h *hold) watchNode(t ticket, freed chan struct{}, l *loss) {
 				return
 			}
 		}
-		l.end(ErrNodeDeleted)
+		l.end(h.q.whyDeleted(ctx, t))
 		return
 	}
 }

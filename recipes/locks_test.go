@@ -247,8 +247,9 @@ func TestABreakUnderContentionHandsTheLockOn(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the broken holder was never told")
 	}
-	if err := stuck.LostReason(); !errors.Is(err, ErrNodeDeleted) {
-		t.Errorf("LostReason = %v, want ErrNodeDeleted", err)
+	if err := stuck.LostReason(); !errors.Is(err, ErrBroken) || !errors.Is(err, ErrNodeDeleted) ||
+		!strings.Contains(err.Error(), `"stuck in a test"`) {
+		t.Errorf("LostReason = %v, want ErrBroken (and ErrNodeDeleted) with the reason", err)
 	}
 	if got := s.metric(t, "arbor_lock_breaks_total "); got != 1 {
 		t.Errorf("arbor_lock_breaks_total = %d", got)

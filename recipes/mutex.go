@@ -74,8 +74,9 @@ func (m *Mutex) Held() bool { return m.h.held() != "" }
 // LostReason says why the hold was lost, once Lost is closed (nil before):
 // an error matching client.ErrSessionExpired (the session ended), or, for
 // a hold WithLease, client.ErrLeaseExpired (its renewals stopped coming in
-// time) or ErrNodeDeleted (someone deleted its node: an operator broke the
-// lock). A hold without a lease does not watch its node, which would cost
+// time), ErrBroken (an admin broke the lock; the error names who and
+// why) or ErrNodeDeleted (someone deleted its node; ErrBroken matches it
+// too). A hold without a lease does not watch its node, which would cost
 // a read and a notification per hold.
 func (m *Mutex) LostReason() error { return m.h.lostReason() }
 
