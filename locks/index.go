@@ -30,7 +30,7 @@ type Node struct {
 
 // lock is one lock's queue and what the index remembers of it.
 type lock struct {
-	nodes    []Node                    // in sequence order
+	nodes    []Node                    // in queue order (lockq.Compare)
 	holds    map[string]wire.LockEvent // acquisition id -> its acquired event: who, since when (Time)
 	modified int64                     // the zxid of its last change (0 after a rebuild: unknown)
 }
@@ -84,7 +84,7 @@ func (x *Index) Rebuild(t *tree.Tree) {
 		}
 	}
 	for p, l := range x.locks {
-		slices.SortFunc(l.nodes, func(a, b Node) int { return cmp.Compare(a.Entry.Seq, b.Entry.Seq) })
+		slices.SortFunc(l.nodes, func(a, b Node) int { return lockq.Compare(a.Entry, b.Entry) })
 		x.settle(t, p, l, change{zxid: -1})
 	}
 }
@@ -176,7 +176,7 @@ func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 		x.locks[dir] = l
 	}
 	n := Node{Entry: e, Session: st.EphemeralOwner, Token: st.Czxid, Created: st.Ctime, Record: lockq.DecodeRecord(data)}
-	i, _ := slices.BinarySearchFunc(l.nodes, e.Seq, func(n Node, seq int64) int { return cmp.Compare(n.Entry.Seq, seq) })
+	i, _ := slices.BinarySearchFunc(l.nodes, e, func(n Node, e lockq.Entry) int { return lockq.Compare(n.Entry, e) })
 	l.nodes = slices.Insert(l.nodes, i, n)
 	return dir, true
 }

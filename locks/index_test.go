@@ -204,3 +204,28 @@ func TestLongestListsTheLongestQueuesFirst(t *testing.T) {
 		t.Errorf("Longest(2) = %v, %d", qs, n)
 	}
 }
+
+func TestTheIndexOrdersAQueueByItsNodesKeys(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/l"})
+	a := w.node(1000, "/l", "a", lockq.Exclusive, 1, "low-1", "h1")
+	w.node(2000, "/l", "b", lockq.Exclusive, 1, "low-2", "h2")
+	// A waiter of priority 9 placed before b: its key says so, and the
+	// index, from the names alone, agrees.
+	names, st, _ := w.tr.Children("/l")
+	p := lockq.Place(lockq.Sort(names), lockq.Exclusive, 9, int64(st.Cversion))
+	if p.Key == "" {
+		t.Fatal("the waiter of priority 9 was not placed before b")
+	}
+	w.node(3000, "/l", lockq.ID("c", 9, p.Key), lockq.Exclusive, 1, "payments", "h3")
+	info, _ := w.x.Info(w.tr, "/l")
+	if len(info.Waiters) != 2 || info.Waiters[0].Owner != "payments" {
+		t.Fatalf("waiters %+v, want payments first", info.Waiters)
+	}
+	w.del(4000, a)
+	info, _ = w.x.Info(w.tr, "/l")
+	if len(info.Holders) != 1 || info.Holders[0].Owner != "payments" || info.Holders[0].Since != 4000 {
+		t.Fatalf("after the release: holders %+v, want payments", info.Holders)
+	}
+}
