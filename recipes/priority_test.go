@@ -1,0 +1,200 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
+)
+
+// contenders runs each lock function of locks in a goroutine of its own, in
+// the order given, waiting until each one's node is queued before starting
+// the next, so that their order of arrival is known. Each records its name
+// in the order it held, holds until the next one is due and releases. The
+// returned function waits for them all and returns that order.
+type contender struct {
+	name   string
+	lock   func(context.Context) error
+	unlock func(context.Context) error
+}
+
+func startContenders(t *testing.T, c *client.Client, path string, cs []contender) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for _, ct := range cs {
+		queued := len(children(t, c, path))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ct.lock(ctxWait(t)); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, ct.name)
+			mu.Unlock()
+			if err := ct.unlock(ctxWait(t)); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitFor(t, ct.name+" to queue", func() bool { return len(children(t, c, path)) == queued+1 })
+	}
+	return func() []string {
+		wg.Wait()
+		return order
+	}
+}
+
+func mutexContender(name string, m *Mutex) contender {
+	return contender{name, m.Lock, m.Unlock}
+}
+
+func TestAHighPriorityWaiterBehindTenLowOnesHoldsNext(t *testing.T) {
+	s := startServer(t)
+	const path = "/locks/payments"
+	holderClient := s.dial(t)
+	holder := NewMutex(holderClient, path)
+	must(t, holder.Lock(ctxWait(t)))
+
+	var cs []contender
+	for i := range 10 {
+		cs = append(cs, mutexContender(fmt.Sprintf("low-%d", i), NewMutex(s.dial(t), path))) // each of its own session
+	}
+	wait := startContenders(t, holderClient, path, cs)
+
+	// The high one's create rewrites the holder's node, which low-0
+	// watches: low-0 wakes once, reads the queue and comes to watch it.
+	before := s.notifications(t)
+	wait2 := startContenders(t, holderClient, path, []contender{mutexContender("high", NewMutex(s.dial(t), path, WithPriority(9)))})
+	waitFor(t, "low-0 to look again", func() bool { return s.notifications(t) == before+1 })
+	q := children(t, holderClient, path)
+	if len(q) != 12 || !strings.Contains(q[1], ".p9.k") {
+		t.Fatalf("queue %v: want the high one second", q)
+	}
+
+	before = s.notifications(t)
+	must(t, holder.Unlock(ctxWait(t)))
+	order := append(wait2(), wait()...)
+	want := []string{"high"}
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("low-%d", i))
+	}
+	if !slices.Equal(order, want) {
+		t.Errorf("held in order %v, want %v", order, want)
+	}
+	// 12 releases: each but the last woke exactly its successor.
+	if got := s.notifications(t) - before; got != 11 {
+		t.Errorf("%d watch notifications for 11 handoffs, want exactly one each", got)
+	}
+}
+
+func TestPrioritiesAcrossModes(t *testing.T) {
+	s := startServer(t)
+	const path = "/locks/mixed"
+	c := s.dial(t)
+	w0 := NewRWMutex(c, path)
+	must(t, w0.Lock(ctxWait(t)))
+	var readers atomic.Int32
+	rw := func(name string, read bool, opts ...Option) contender {
+		m := NewRWMutex(s.dial(t), path, opts...)
+		if !read {
+			return contender{name, m.Lock, m.Unlock}
+		}
+		return contender{name, func(ctx context.Context) error {
+			if err := m.RLock(ctx); err != nil {
+				return err
+			}
+			readers.Add(1)
+			return nil
+		}, func(ctx context.Context) error {
+			readers.Add(-1)
+			return m.RUnlock(ctx)
+		}}
+	}
+	wait := startContenders(t, c, path, []contender{
+		rw("write-low", false),
+		rw("read-low", true),
+		rw("read-high", true, WithPriority(5)), // before write-low: it shares with nobody, waits for w0
+		mutexContender("exclusive-higher", NewMutex(s.dial(t), path, WithPriority(7))),
+	})
+	// A Mutex of priority 7 goes before the waiters of lower priority,
+	// read-high too, and after the holder.
+	var kinds []string
+	for _, e := range lockq.Sort(children(t, c, path)) {
+		kinds = append(kinds, string(e.Kind)+fmt.Sprint(e.Priority()))
+	}
+	if got := strings.Join(kinds, " "); got != "write0 lock7 read5 write0 read0" {
+		t.Fatalf("queue %s", got)
+	}
+	must(t, w0.Unlock(ctxWait(t)))
+	order := wait()
+	if want := []string{"exclusive-higher", "read-high", "write-low", "read-low"}; !slices.Equal(order, want) {
+		t.Errorf("held in order %v, want %v", order, want)
+	}
+}
+
+func TestAgingBoundsHowOftenAWaiterIsPassed(t *testing.T) {
+	// The holder's node has sequence number 0, the low waiter's 1; each
+	// change to the lock's children after that (a join, a leave) counts
+	// one, and the high waiter's sequence number is the count.
+	for _, tt := range []struct {
+		changes int
+		passed  bool
+	}{
+		{changes: lockq.AgingWindow - 1, passed: true}, // the high one's sequence number is AgingWindow above the low one's
+		{changes: lockq.AgingWindow, passed: false},    // one more than that
+	} {
+		t.Run(fmt.Sprintf("after %d changes", tt.changes), func(t *testing.T) {
+			s := startServer(t)
+			const path = "/locks/aging"
+			c := s.dial(t)
+			holder := NewMutex(c, path)
+			must(t, holder.Lock(ctxWait(t)))
+			wait := startContenders(t, c, path, []contender{mutexContender("low", NewMutex(s.dial(t), path))})
+			other := NewMutex(s.dial(t), path)
+			for range tt.changes / 2 {
+				if ok, err := other.TryLock(ctxWait(t)); ok || err != nil { // a join and a leave
+					t.Fatalf("TryLock = %v, %v", ok, err)
+				}
+			}
+			if tt.changes%2 == 1 {
+				_, err := c.Create(ctxWait(t), path+"/note", nil, client.Persistent) // not a queue node, but a change
+				must(t, err)
+			}
+			wait2 := startContenders(t, c, path, []contender{mutexContender("high", NewMutex(s.dial(t), path, WithPriority(lockq.MaxPriority)))})
+			q := lockq.Sort(children(t, c, path))
+			if len(q) != 3 || q[0].Seq != 0 || max(q[1].Seq, q[2].Seq) != int64(2+tt.changes) {
+				t.Fatalf("queue %v", q)
+			}
+			if got := q[1].Priority() == lockq.MaxPriority; got != tt.passed {
+				t.Errorf("high passed low: %v, want %v (sequence numbers %d and %d)", got, tt.passed, q[1].Seq, q[2].Seq)
+			}
+			must(t, holder.Unlock(ctxWait(t)))
+			wait()
+			wait2()
+		})
+	}
+}
+
+func TestAMultiLockWithAPriorityGoesBeforeLowWaiters(t *testing.T) {
+	s := startServer(t)
+	c := s.dial(t)
+	holder := NewMutex(c, "/locks/m/b")
+	must(t, holder.Lock(ctxWait(t)))
+	wait := startContenders(t, c, "/locks/m/b", []contender{mutexContender("low", NewMutex(s.dial(t), "/locks/m/b"))})
+	ml, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/m/a"}, {Path: "/locks/m/b"}}, WithPriority(3))
+	must(t, err)
+	wait2 := startContenders(t, c, "/locks/m/b", []contender{{"multi", ml.Lock, ml.Unlock}})
+	must(t, holder.Unlock(ctxWait(t)))
+	if order := append(wait2(), wait()...); !slices.Equal(order, []string{"multi", "low"}) {
+		t.Errorf("held in order %v, want the MultiLock first", order)
+	}
+}
