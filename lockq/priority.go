@@ -224,3 +224,24 @@ func midpoint(lo, hi string) string {
 	}
 	return strconv.Itoa(dlo) + midpoint(lo[min(1, len(lo)):], "")
 }
+
+// Inherited returns the priority the acquisition id inherits from the
+// queue es: while it holds, the highest priority of the acquisitions that
+// wait there (all of them wait for it, or for those that share the lock
+// with it), or 0. Package recipes serves the acquisition's waits for other
+// locks at that priority (priority inheritance), so that a holder of low
+// priority does not keep a waiter of high priority waiting behind work of
+// middle priority elsewhere. A waiter that inherited a priority carries it
+// in its name, so the holders it waits for inherit it in turn.
+func Inherited(es []Entry, id string) int {
+	if !Holds(es, id) {
+		return 0
+	}
+	p := 0
+	for _, a := range Acquisitions(es) {
+		if a.First.ID != id && !Holds(es, a.First.ID) {
+			p = max(p, a.First.Priority())
+		}
+	}
+	return p
+}

@@ -310,3 +310,25 @@ func FuzzKey(f *testing.F) {
 		}
 	})
 }
+
+func TestAHolderInheritsTheHighestPriorityThatWaitsForIt(t *testing.T) {
+	tests := []struct {
+		name string
+		spec string
+		id   string
+		want int
+	}{
+		{"a holder inherits from the waiters", "aX bX3 cX9 dX5", "a", 9},
+		{"readers that share the lock both inherit", "aR bR cW7", "b", 7},
+		{"a waiter inherits nothing", "aX bX3 cX9", "b", 0},
+		{"a holder without priority waiters inherits 0", "aX bX cX", "a", 0},
+		{"the priorities of other holders do not count", "aR bR9 cW2", "a", 2},
+	}
+	for _, tt := range tests {
+		es := arrivals(t, tt.spec)
+		id := es[slices.IndexFunc(es, func(e Entry) bool { return base(e.ID) == tt.id })].ID
+		if got := Inherited(es, id); got != tt.want {
+			t.Errorf("%s: Inherited(%s) = %d, want %d", tt.name, tt.id, got, tt.want)
+		}
+	}
+}

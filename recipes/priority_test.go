@@ -198,3 +198,89 @@ func TestAMultiLockWithAPriorityGoesBeforeLowWaiters(t *testing.T) {
 		t.Errorf("held in order %v, want the MultiLock first", order)
 	}
 }
+
+// TestAHolderWaitingElsewhereInheritsItsWaitersPriority is the priority
+// inversion: a batch job of no priority holds the payments lock and waits
+// for the ledger lock, held by someone else, behind which three jobs of
+// middle priority queue. A payment of high priority comes to wait for the
+// payments lock. With inheritance, the batch job's wait for the ledger is
+// served at the payment's priority, ahead of the middle jobs, so the
+// payment waits for the batch job alone; without (the batch job's two
+// locks taken by unrelated holders), it waits for the middle jobs too.
+func TestAHolderWaitingElsewhereInheritsItsWaitersPriority(t *testing.T) {
+	for _, inherits := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inheritance %v", inherits), func(t *testing.T) {
+			s := startServer(t)
+			const payments, ledger = "/locks/payments", "/locks/ledger"
+			c := s.dial(t)
+			other := NewMutex(s.dial(t), ledger)
+			must(t, other.Lock(ctxWait(t)))
+
+			batch := s.dial(t)
+			batchPayments := NewMutex(batch, payments, WithHolder("batch"))
+			batchLedger := NewMutex(batch, ledger, WithHolder("batch"))
+			if !inherits {
+				batchLedger = NewMutex(batch, ledger) // a holder of its own
+			}
+			must(t, batchPayments.Lock(ctxWait(t)))
+			var mu sync.Mutex
+			var ledgerOrder []string
+			record := func(name string) {
+				mu.Lock()
+				ledgerOrder = append(ledgerOrder, name)
+				mu.Unlock()
+			}
+			batchDone := startContenders(t, c, ledger, []contender{{"batch", func(ctx context.Context) error {
+				if err := batchLedger.Lock(ctx); err != nil {
+					return err
+				}
+				record("batch")
+				return nil
+			}, func(ctx context.Context) error {
+				if err := batchLedger.Unlock(ctx); err != nil {
+					return err
+				}
+				return batchPayments.Unlock(ctx) // its work done, it lets the payments lock go
+			}}})
+
+			var middles []contender
+			for i := range 3 {
+				m := NewMutex(s.dial(t), ledger, WithPriority(5))
+				name := fmt.Sprintf("middle-%d", i)
+				middles = append(middles, contender{name, func(ctx context.Context) error {
+					if err := m.Lock(ctx); err != nil {
+						return err
+					}
+					record(name)
+					return nil
+				}, m.Unlock})
+			}
+			middlesDone := startContenders(t, c, ledger, middles)
+			if q := children(t, c, ledger); !strings.HasPrefix(q[len(q)-1], "_c_") || strings.Contains(q[len(q)-1], ".p5") {
+				t.Fatalf("ledger queue %v: want the middle jobs ahead of the batch job", q)
+			}
+
+			payment := NewMutex(s.dial(t), payments, WithPriority(9))
+			paymentDone := startContenders(t, c, payments, []contender{mutexContender("payment", payment)})
+			if inherits {
+				// The batch job joins the ledger's queue again at 9, ahead
+				// of the middle jobs.
+				waitFor(t, "the batch job to inherit priority 9", func() bool {
+					q := children(t, c, ledger)
+					return len(q) == 5 && strings.Contains(q[1], ".p9.")
+				})
+			}
+			must(t, other.Unlock(ctxWait(t)))
+			paymentDone()
+			batchDone()
+			middlesDone()
+			want := []string{"middle-0", "middle-1", "middle-2", "batch"}
+			if inherits {
+				want = []string{"batch", "middle-0", "middle-1", "middle-2"}
+			}
+			if !slices.Equal(ledgerOrder, want) {
+				t.Errorf("the ledger was held in order %v, want %v", ledgerOrder, want)
+			}
+		})
+	}
+}

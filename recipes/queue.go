@@ -219,6 +219,7 @@ type ticket struct {
 	czxid  int64    // the fencing token: the czxid of its latest node
 	owner  int64    // the session that created the node
 	lease  int64    // the lease its nodes are bound to; 0: the session's
+	data   []byte   // its first node's data
 	// lossy says that a create's answer was lost: the server may still
 	// apply it after the retry, making a second node with prefix.
 	lossy bool
@@ -243,9 +244,15 @@ func (t *ticket) nodes() []string {
 // the dir if it is missing. A create whose answer was lost with the
 // connection is found again by its protected name.
 func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte, lease int64) (ticket, error) {
+	return q.enqueueAt(ctx, kind, data, lease, q.prio)
+}
+
+// enqueueAt is enqueue with priority prio for a lock's node: it places
+// the node by lockq.Place.
+func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lease int64, prio int) (ticket, error) {
 	id := randomID()
-	t := ticket{prefix: lockq.IDPrefix(id), lease: lease}
-	placed := q.prio > 0 && kind.IsLock()
+	t := ticket{prefix: lockq.IDPrefix(id), lease: lease, data: data}
+	placed := prio > 0 && kind.IsLock()
 	if placed {
 		t.prefix = lockq.Mark + id + "." // its id is id.p<priority>, and a key if it goes before others
 	}
@@ -254,7 +261,7 @@ func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte, lease
 		var st client.Stat
 		var err error
 		if placed {
-			p, st, err = q.createPlaced(ctx, &t, id, kind, data)
+			p, st, err = q.createPlaced(ctx, &t, id, kind, data, prio)
 		} else {
 			p, st, err = q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, t.createOptions(q)...)
 		}
@@ -295,8 +302,8 @@ const placeTries = 8
 // writable to it (an ACL), it joins at the end, which is always right.
 // Its errors are those of a create: ErrNoNode when the dir is missing,
 // ErrConnectionLoss when the outcome is unknown.
-func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind lockq.Kind, data []byte) (string, client.Stat, error) {
-	prefix := func(key string) string { return q.dir + "/" + lockq.Prefix(lockq.ID(base, q.prio, key), kind) }
+func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind lockq.Kind, data []byte, prio int) (string, client.Stat, error) {
+	prefix := func(key string) string { return q.dir + "/" + lockq.Prefix(lockq.ID(base, prio, key), kind) }
 	atEnd := func() (string, client.Stat, error) {
 		return q.c.CreateStat(ctx, prefix(""), data, client.EphemeralSequential, t.createOptions(q)...)
 	}
@@ -306,7 +313,7 @@ func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind l
 			return "", client.Stat{}, err
 		}
 		es := lockq.Sort(names)
-		at := lockq.Place(es, kind, q.prio, int64(dst.Cversion))
+		at := lockq.Place(es, kind, prio, int64(dst.Cversion))
 		if at.Key == "" {
 			return atEnd()
 		}
@@ -458,12 +465,31 @@ var errUpgradeRefused = errors.New("upgrade refused")
 // order), and asking after each of them would cost a round trip per node
 // on every handoff.
 func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
-	var es []lockq.Entry // the queue; nil: list it
-	var listed int64     // the pzxid of the dir when es was listed
+	return q.wait(ctx, &me, wait, nil)
+}
+
+// wait is turn for the wait of *me, which inherits a priority by inh (nil:
+// none): when that rises above the priority *me was placed with, it joins
+// again at that priority (requeue), if that puts it ahead, and *me is its
+// new node.
+func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritance) error {
+	var es []lockq.Entry   // the queue; nil: list it
+	var listed int64       // the pzxid of the dir when es was listed
+	tried := me.Priority() // the highest priority it was placed with, or tried
 	for {
+		if p := inh.priority(); p > tried && wait && len(me.more) == 0 {
+			tried = p
+			moved, err := q.requeue(ctx, me, p)
+			if err != nil {
+				return err
+			}
+			if moved {
+				es = nil
+			}
+		}
 		if es == nil {
 			var err error
-			if es, listed, err = q.list(ctx, me); err != nil {
+			if es, listed, err = q.list(ctx, *me); err != nil {
 				return err
 			}
 			if lockq.UpgradeRefused(es, me.ID) {
@@ -480,7 +506,7 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 		_, st, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			es = dropped(es, b, me)
+			es = dropped(es, b, *me)
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
 			es = nil
@@ -491,20 +517,115 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 			es = nil // rewritten since the list: a node may be ahead that es lacks
 			continue
 		}
-		select {
-		case e := <-ev:
-			switch e.Type {
-			case client.EventSession:
-				return e.Err
-			case client.EventNodeDeleted:
-				es = dropped(es, b, me)
-			default:
-				es = nil
+		for ev != nil {
+			select {
+			case e := <-ev:
+				switch e.Type {
+				case client.EventSession:
+					return e.Err
+				case client.EventNodeDeleted:
+					es = dropped(es, b, *me)
+				default:
+					es = nil
+				}
+				ev = nil
+			case <-inh.rose():
+				if inh.priority() > tried {
+					ev, es = nil, nil // join again, then list again (the watch left is let go)
+				}
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
+}
+
+// requeue joins the queue again for *me, a waiter, at priority prio,
+// where lockq.Place puts it, if that puts it ahead of where it is: in one
+// multi, a check that the queue is as listed, the rewrite of the node
+// that waiters would come to wait for the new node watch (as
+// createPlaced), the new node's create and the old node's delete. The
+// waiters that watched the old node wake and list the queue again. It
+// reports whether it moved, and *me is then the new node.
+func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error) {
+	base, _, _ := strings.Cut(me.ID, ".")
+	for range placeTries {
+		names, dst, err := q.c.Children(ctx, q.dir)
+		switch {
+		case errors.Is(err, client.ErrConnectionLoss):
+			continue
+		case errors.Is(err, client.ErrNoNode):
+			return false, q.gone()
+		case err != nil:
+			return false, err
+		}
+		all := lockq.Sort(names)
+		es := slices.DeleteFunc(slices.Clone(all), func(e lockq.Entry) bool { return e.ID == me.ID })
+		if len(es) == len(all) {
+			return false, q.gone()
+		}
+		at := lockq.Place(es, me.Kind, prio, int64(dst.Cversion))
+		id := lockq.ID(base, prio, at.Key)
+		name := fmt.Sprintf("%s%0*d", lockq.Prefix(id, me.Kind), lockq.SeqDigits, dst.Cversion)
+		if ahead(lockq.Sort(append(namesOf(es), name)), id) >= ahead(all, me.ID) {
+			return false, nil // it would not be served sooner
+		}
+		ops := []client.Op{client.CheckChildrenOp(q.dir, dst.Cversion)}
+		if at.Touch >= 0 {
+			tdata, tst, err := q.c.Get(ctx, q.path(es[at.Touch]))
+			switch {
+			case errors.Is(err, client.ErrNoNode), errors.Is(err, client.ErrConnectionLoss):
+				continue
+			case err != nil:
+				return false, err
+			}
+			ops = append(ops, client.SetOp(q.path(es[at.Touch]), tdata, tst.Version))
+		}
+		ops = append(ops,
+			client.CreateOp(q.dir+"/"+lockq.Prefix(id, me.Kind), me.data, client.EphemeralSequential, me.createOptions(q)...),
+			client.DeleteOp(q.path(me.Entry), -1))
+		res, err := q.c.Multi(ctx, ops...)
+		switch {
+		case err == nil:
+			made := res[len(res)-2]
+			me.Entry, _ = lockq.Parse(made.Path[len(q.dir)+1:])
+			me.czxid, me.prefix = made.Stat.Czxid, lockq.Mark+base
+			return true, nil
+		case errors.Is(err, client.ErrConnectionLoss):
+			// Applied or not? Its old node says.
+			me.lossy, me.prefix = true, lockq.Mark+base
+			e, st, ferr := q.findOwn(ctx, me.prefix, me.nodeOwner(q))
+			switch {
+			case ferr != nil:
+				return false, ferr
+			case e.Name == "":
+				return false, q.gone()
+			case e.Name == me.Name:
+				continue // not applied
+			}
+			me.Entry, me.czxid = e, st.Czxid
+			return true, nil
+		case errors.Is(err, client.ErrBadVersion), errors.Is(err, client.ErrNoNode):
+			continue // the queue changed: list again (a node of its own gone shows then)
+		case errors.Is(err, client.ErrNoAuth):
+			return false, nil // it may not rewrite the node: it stays
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// ahead returns how many acquisitions are ahead of id in the queue es.
+func ahead(es []lockq.Entry, id string) int {
+	return slices.IndexFunc(lockq.Acquisitions(es), func(a lockq.Acquisition) bool { return a.First.ID == id })
+}
+
+func namesOf(es []lockq.Entry) []string {
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.Name
+	}
+	return names
 }
 
 // dropped drops the acquisition of the deleted node b from the queue es.
