@@ -506,7 +506,9 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 		_, st, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			es = dropped(es, b, *me)
+			// Gone already: whether it was rewritten after the list
+			// (a node placed ahead, see lockq.Place) is not known.
+			es = nil
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
 			es = nil
@@ -632,9 +634,13 @@ func namesOf(es []lockq.Entry) []string {
 // It returns the rest if lockq.Blocker finds nothing in it for me to wait
 // for, and nil, to list the queue again, if it does. An acquisition that
 // changed mode (an upgrade) always lists again: it waits for the readers
-// that hold, and a reader that was waiting in es may hold by now.
+// that hold, and a reader that was waiting in es may hold by now. So does
+// a waiter whose deleted node was not a holder in es: a node with a
+// priority may have been placed ahead of that one since es was listed,
+// without a word to me (it rewrites only the node of a waiter whose
+// blocker it becomes, and it never goes before a holder).
 func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
-	if len(me.more) > 0 {
+	if len(me.more) > 0 || !lockq.Holds(es, es[b].ID) {
 		return nil
 	}
 	gone := es[b].ID
