@@ -156,7 +156,11 @@ func Place(es []Entry, kind Kind, priority int, seq int64) Placement {
 		return end
 	}
 	at := gs[i].first
-	p := Placement{Key: between(es[at-1].Key(), es[at].Key()), Touch: -1}
+	lo, hi := es[at-1].Key(), es[at].Key()
+	if lo >= hi {
+		return end // two nodes of one key: not made by Place
+	}
+	p := Placement{Key: between(lo, hi), Touch: -1}
 
 	// Does the newcomer change whom a waiter of the run waits for? The
 	// waiters it can change are the first of the run and, when that is a
@@ -223,6 +227,14 @@ func midpoint(lo, hi string) string {
 		return hi[:1]
 	}
 	return strconv.Itoa(dlo) + midpoint(lo[min(1, len(lo)):], "")
+}
+
+// Base returns the unique part of an acquisition's id: the id without its
+// priority and key. An acquisition that joins the queue again at a higher
+// priority (package recipes: priority inheritance) keeps its base.
+func Base(id string) string {
+	base, _, _ := strings.Cut(id, ".")
+	return base
 }
 
 // Inherited returns the priority the acquisition id inherits from the

@@ -113,6 +113,15 @@ type change struct {
 func (x *Index) Apply(t *tree.Tree, zxid, time int64, cause Cause, events []tree.Event) []string {
 	c := change{zxid: zxid, time: time, cause: cause}
 	var changed []string
+	var rejoined map[string]bool // the acquisitions that joined again in this txn (lockq.Base of their ids)
+	for _, ev := range events {
+		if _, e, ok := lockNode(ev.Path); ok && ev.Type == wire.EventNodeCreated {
+			if rejoined == nil {
+				rejoined = map[string]bool{}
+			}
+			rejoined[lockq.Base(e.ID)] = true
+		}
+	}
 	for _, ev := range events {
 		switch ev.Type {
 		case wire.EventNodeCreated:
@@ -120,7 +129,7 @@ func (x *Index) Apply(t *tree.Tree, zxid, time int64, cause Cause, events []tree
 				changed = append(changed, p)
 			}
 		case wire.EventNodeDeleted:
-			if p, ok := x.remove(t, ev.Path, c); ok {
+			if p, ok := x.remove(t, ev.Path, c, rejoined); ok {
 				changed = append(changed, p)
 			}
 		case wire.EventNodeDataChanged:
@@ -182,8 +191,10 @@ func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 }
 
 // remove removes the node at p, if the index has it, and returns its lock.
-// A wait it ends for a deadlock goes into the history.
-func (x *Index) remove(t *tree.Tree, p string, c change) (string, bool) {
+// A wait it ends for a deadlock goes into the history. A wait whose
+// acquisition joined again in the same txn (rejoined: at a higher
+// priority) did not end.
+func (x *Index) remove(t *tree.Tree, p string, c change, rejoined map[string]bool) (string, bool) {
 	dir, e, ok := lockNode(p)
 	if !ok {
 		return "", false
@@ -200,7 +211,7 @@ func (x *Index) remove(t *tree.Tree, p string, c change) (string, bool) {
 	l.nodes = slices.Delete(l.nodes, i, i+1)
 	_, holding := l.holds[e.ID]
 	last := !slices.ContainsFunc(l.nodes, func(n Node) bool { return n.Entry.ID == e.ID })
-	if holding || !last {
+	if holding || !last || rejoined[lockq.Base(e.ID)] {
 		return dir, true
 	}
 	if x.Observe.GaveUp != nil {

@@ -550,7 +550,7 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 // waiters that watched the old node wake and list the queue again. It
 // reports whether it moved, and *me is then the new node.
 func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error) {
-	base, _, _ := strings.Cut(me.ID, ".")
+	base := lockq.Base(me.ID)
 	for range placeTries {
 		names, dst, err := q.c.Children(ctx, q.dir)
 		switch {
