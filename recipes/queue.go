@@ -139,9 +139,14 @@ func randomID() string {
 // place is decided as it joins, against an exact list of the queue, and
 // written into its node's name (see package lockq); every client of a
 // lock that uses priorities must know them (this version of the recipes,
-// or the server's HTTP API). A wait with a priority costs a read of the
-// queue, and a read of the node it comes to wait for, more than one
-// without.
+// or anything that orders by lockq.Sort). A wait with a priority costs a
+// read of the queue, and sometimes a read of the node it comes to wait
+// for, more than one without.
+//
+// Priorities are inherited: a value that waits for a lock while it holds
+// others (or while values of this process with its WithHolder id do) is
+// served at the highest priority waiting for the locks it holds, if that
+// is higher than its own (see docs/locks.md).
 func WithPriority(p int) Option {
 	return func(o *options) { o.prio = min(max(p, 0), lockq.MaxPriority) }
 }
