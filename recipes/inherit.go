@@ -25,7 +25,7 @@ import (
 // joins or leaves); when the priority it inherits rises above the one it
 // was placed with, it joins its queue again at the new priority
 // (queue.requeue: a new node where lockq.Place puts it, and its old node
-// deleted, in one multi), if that puts it ahead. Its new node carries the
+// deleted, in one multi), unless that puts it behind where it is. Its new node carries the
 // priority in its name, so the holders it waits for inherit it in turn.
 // A priority once inherited lasts until the wait ends.
 

@@ -284,3 +284,48 @@ func TestAHolderWaitingElsewhereInheritsItsWaitersPriority(t *testing.T) {
 		})
 	}
 }
+
+// TestInheritanceFollowsAChainOfLocks: a waiter of priority 9 waits for a
+// lock held by l, which waits for one held by k, which waits behind a
+// waiter of priority 5 for a third: k inherits 9 through l's node, which
+// carries the priority l inherited, and goes ahead of the waiter of 5.
+func TestInheritanceFollowsAChainOfLocks(t *testing.T) {
+	s := startServer(t)
+	c := s.dial(t)
+	j := NewMutex(s.dial(t), "/locks/c")
+	must(t, j.Lock(ctxWait(t)))
+	kc, lc := s.dial(t), s.dial(t)
+	kb, kcLock := NewMutex(kc, "/locks/b", WithHolder("k")), NewMutex(kc, "/locks/c", WithHolder("k"))
+	la, lb := NewMutex(lc, "/locks/a", WithHolder("l")), NewMutex(lc, "/locks/b", WithHolder("l"))
+	must(t, kb.Lock(ctxWait(t)))
+	must(t, la.Lock(ctxWait(t)))
+	release := func(ms ...*Mutex) func(context.Context) error {
+		return func(ctx context.Context) error {
+			for _, m := range ms {
+				if err := m.Unlock(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	kDone := startContenders(t, c, "/locks/c", []contender{{"k", kcLock.Lock, release(kcLock, kb)}})
+	middle := startContenders(t, c, "/locks/c", []contender{mutexContender("middle", NewMutex(s.dial(t), "/locks/c", WithPriority(5)))})
+	lDone := startContenders(t, c, "/locks/b", []contender{{"l", lb.Lock, release(lb, la)}})
+	if q := children(t, c, "/locks/c"); len(q) != 3 || !strings.Contains(q[1], ".p5") {
+		t.Fatalf("queue of c %v: want the waiter of 5 ahead of k", q)
+	}
+	high := startContenders(t, c, "/locks/a", []contender{mutexContender("high", NewMutex(s.dial(t), "/locks/a", WithPriority(9)))})
+	waitFor(t, "k to inherit 9 through l", func() bool {
+		q := children(t, c, "/locks/c")
+		return len(q) == 3 && strings.Contains(q[1], ".p9.")
+	})
+	if q := children(t, c, "/locks/b"); len(q) != 2 || !strings.Contains(q[1], ".p9") {
+		t.Errorf("queue of b %v: want l's wait at 9", q)
+	}
+	must(t, j.Unlock(ctxWait(t)))
+	kDone()
+	lDone()
+	high()
+	middle()
+}

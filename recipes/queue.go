@@ -475,7 +475,7 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 
 // wait is turn for the wait of *me, which inherits a priority by inh (nil:
 // none): when that rises above the priority *me was placed with, it joins
-// again at that priority (requeue), if that puts it ahead, and *me is its
+// again at that priority (requeue), unless that puts it behind, and *me is its
 // new node.
 func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritance) error {
 	var es []lockq.Entry   // the queue; nil: list it
@@ -548,7 +548,9 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 }
 
 // requeue joins the queue again for *me, a waiter, at priority prio,
-// where lockq.Place puts it, if that puts it ahead of where it is: in one
+// where lockq.Place puts it, unless that puts it behind where it is (at
+// the same place, its name still tells the holders it waits for of the
+// priority, which they inherit in turn): in one
 // multi, a check that the queue is as listed, the rewrite of the node
 // that waiters would come to wait for the new node watch (as
 // createPlaced), the new node's create and the old node's delete. The
@@ -574,8 +576,8 @@ func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error)
 		at := lockq.Place(es, me.Kind, prio, int64(dst.Cversion))
 		id := lockq.ID(base, prio, at.Key)
 		name := fmt.Sprintf("%s%0*d", lockq.Prefix(id, me.Kind), lockq.SeqDigits, dst.Cversion)
-		if ahead(lockq.Sort(append(namesOf(es), name)), id) >= ahead(all, me.ID) {
-			return false, nil // it would not be served sooner
+		if ahead(lockq.Sort(append(namesOf(es), name)), id) > ahead(all, me.ID) {
+			return false, nil // it would be served later
 		}
 		ops := []client.Op{client.CheckChildrenOp(q.dir, dst.Cversion)}
 		if at.Touch >= 0 {

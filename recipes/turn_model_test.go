@@ -149,7 +149,7 @@ func (m *model) step() {
 		at := lockq.Place(es, w.me.Kind, prio, m.seq)
 		base := fmt.Sprintf("r%d", m.now)
 		name := fmt.Sprintf("%s%0*d", lockq.Prefix(lockq.ID(base, prio, at.Key), w.me.Kind), lockq.SeqDigits, m.seq)
-		if ahead(lockq.Sort(append(namesOf(es), name)), lockq.ID(base, prio, at.Key)) >= ahead(all, w.me.ID) {
+		if ahead(lockq.Sort(append(namesOf(es), name)), lockq.ID(base, prio, at.Key)) > ahead(all, w.me.ID) {
 			return
 		}
 		old := w.me.Name
