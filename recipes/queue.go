@@ -564,14 +564,14 @@ func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error)
 		case errors.Is(err, client.ErrConnectionLoss):
 			continue
 		case errors.Is(err, client.ErrNoNode):
-			return false, q.gone()
+			return false, q.goneWaiting(ctx, *me)
 		case err != nil:
 			return false, err
 		}
 		all := lockq.Sort(names)
 		es := slices.DeleteFunc(slices.Clone(all), func(e lockq.Entry) bool { return e.ID == me.ID })
 		if len(es) == len(all) {
-			return false, q.gone()
+			return false, q.goneWaiting(ctx, *me)
 		}
 		at := lockq.Place(es, me.Kind, prio, int64(dst.Cversion))
 		id := lockq.ID(base, prio, at.Key)
@@ -608,7 +608,7 @@ func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error)
 			case ferr != nil:
 				return false, ferr
 			case e.Name == "":
-				return false, q.gone()
+				return false, q.goneWaiting(ctx, *me)
 			case e.Name == me.Name:
 				continue // not applied
 			}
