@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/recipes"
 )
 
@@ -34,7 +35,8 @@ func (e *env) printHeld(path string, token int64, event string) error {
 var errLost = errors.New("the session ended: the hold is lost, someone else may hold it now")
 
 func (e *env) lockCommand() *cobra.Command {
-	return &cobra.Command{
+	var priority int
+	cmd := &cobra.Command{
 		Use:   "lock PATH [-- CMD [ARGS...]]",
 		Short: "Hold a lock while a command runs, or until interrupted",
 		Long: "Take the lock at PATH (a recipes.Mutex: waiters queue in order, and a release\n" +
@@ -42,9 +44,13 @@ func (e *env) lockCommand() *cobra.Command {
 			"ARBOR_LOCK_TOKEN (the fencing token) in its environment, and exit with its\n" +
 			"status. Without CMD, print the token and hold until interrupted.\n\n" +
 			"If the session ends while the lock is held, CMD is sent SIGTERM and the exit\n" +
-			"status is 1: another process may hold the lock from then on.",
+			"status is 1: another process may hold the lock from then on.\n\n" +
+			"--priority (1 to 999) serves the wait before the waiters of lower priority still\n" +
+			"waiting, never before the holder; no waiter is passed by more than 64 later ones\n" +
+			"(docs/locks.md, Priorities).",
 		Example: "  arbor lock /locks/deploy -- ./deploy.sh --prod\n" +
-			"  arbor lock /locks/maintenance      # hold until Ctrl-C",
+			"  arbor lock /locks/maintenance      # hold until Ctrl-C\n" +
+			"  arbor lock --priority 9 /locks/payments -- ./refund.sh",
 		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
 			if n := cmd.ArgsLenAtDash(); n > 1 || (n < 0 && len(args) != 1) || n == 0 {
 				return errors.New("want PATH, then optionally -- CMD [ARGS...]")
@@ -52,13 +58,16 @@ func (e *env) lockCommand() *cobra.Command {
 			if n := cmd.ArgsLenAtDash(); n == 1 && len(args) == 1 {
 				return errors.New("no command after --")
 			}
+			if priority < 0 || priority > lockq.MaxPriority {
+				return fmt.Errorf("--priority %d is not 0 to %d", priority, lockq.MaxPriority)
+			}
 			return nil
 		}),
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
 			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
-				m := recipes.NewMutex(c, path)
+				m := recipes.NewMutex(c, path, recipes.WithPriority(priority))
 				if err := m.Lock(ctx); err != nil {
 					if ctx.Err() != nil {
 						return fmt.Errorf("interrupted while waiting for %s", path)
@@ -85,6 +94,8 @@ func (e *env) lockCommand() *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().IntVar(&priority, "priority", 0, "serve the wait before waiters of lower priority (0 to 999; 0: first come, first served)")
+	return cmd
 }
 
 // runLocked runs argv while m is held and returns its exit status.

@@ -130,3 +130,29 @@ func TestLockAndElectUsage(t *testing.T) {
 		t.Errorf("lock with a missing command: %v, want exit 1", r)
 	}
 }
+
+func TestLockWithAPriorityWaitsBeforeLowerOnes(t *testing.T) {
+	addr, _ := startServer(t)
+	holder := start(t, addr, "lock", "/locks/prio")
+	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
+	low := start(t, addr, "lock", "/locks/prio")
+	waitFor(t, "the low waiter to queue", func() bool { return strings.Count(must(t, addr, "locks", "queue", "/locks/prio"), "\n") == 3 })
+	high := start(t, addr, "lock", "--priority", "7", "/locks/prio")
+	waitFor(t, "the high waiter to queue", func() bool { return strings.Count(must(t, addr, "locks", "queue", "/locks/prio"), "\n") == 4 })
+	cts := decode[[]contenderJSON](t, must(t, addr, "locks", "queue", "-o", "json", "/locks/prio"))
+	if len(cts) != 3 || cts[0].Role != "holder" || cts[1].Priority != 7 || cts[2].Priority != 0 {
+		t.Fatalf("locks queue -o json: %+v, want the priority 7 waiter next", cts)
+	}
+	if code := holder.stop(t, syscall.SIGINT); code != 0 {
+		t.Fatalf("holder: exit %d, stderr %q", code, holder.stderr)
+	}
+	waitFor(t, "the high waiter to take the lock", func() bool { return strings.Contains(high.stdout.String(), "acquired") })
+	if low.stdout.String() != "" {
+		t.Errorf("the low waiter printed %q before the high one released", low.stdout)
+	}
+	if r := arbor(t, addr, "lock", "--priority", "1000", "/locks/prio"); r.code == 0 || !strings.Contains(r.stderr, "--priority 1000") {
+		t.Errorf("--priority 1000: %v", r)
+	}
+	high.stop(t, syscall.SIGINT)
+	low.stop(t, syscall.SIGINT)
+}

@@ -205,14 +205,15 @@ func who(p partyJSON) string {
 
 // contenderJSON is one node that locks queue prints.
 type contenderJSON struct {
-	Node    string `json:"node"`
-	Kind    string `json:"kind"`
-	Role    string `json:"role"` // "holder" or "waiter"; "-" for kinds a queue cannot tell
-	Session string `json:"session"`
-	Ctime   int64  `json:"ctime"` // ms since the Unix epoch
-	AgeMs   int64  `json:"ageMs"`
-	Owner   string `json:"owner,omitempty"`  // a lock's: who holds or waits
-	Holder  string `json:"holder,omitempty"` // a lock's: which holder of the owner
+	Node     string `json:"node"`
+	Kind     string `json:"kind"`
+	Role     string `json:"role"`               // "holder" or "waiter"; "-" for kinds a queue cannot tell
+	Priority int    `json:"priority,omitempty"` // a lock waiter's priority; none: 0, left out
+	Session  string `json:"session"`
+	Ctime    int64  `json:"ctime"` // ms since the Unix epoch
+	AgeMs    int64  `json:"ageMs"`
+	Owner    string `json:"owner,omitempty"`  // a lock's: who holds or waits
+	Holder   string `json:"holder,omitempty"` // a lock's: which holder of the owner
 	dataJSON
 }
 
@@ -249,7 +250,7 @@ func (e *env) locksQueueCommand() *cobra.Command {
 					out := make([]contenderJSON, len(cts))
 					for i, ct := range cts {
 						out[i] = contenderJSON{
-							Node: ct.Node, Kind: ct.Kind, Role: role(ct), Session: sessionHex(ct.Session),
+							Node: ct.Node, Kind: ct.Kind, Role: role(ct), Priority: ct.Priority, Session: sessionHex(ct.Session),
 							Ctime: ct.Created.UnixMilli(), AgeMs: now.Sub(ct.Created).Milliseconds(),
 							Owner: ct.Owner, Holder: ct.Holder, dataJSON: dataOf(ct.Data),
 						}

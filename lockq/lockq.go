@@ -12,11 +12,12 @@
 // where id is unique to one acquisition (it lets a client find its node
 // again after a create whose answer was lost), kind says what the node
 // asks for, and sequence, ten digits appended by the server, is the
-// queue's order. Nodes with other names are not part of the queue.
+// queue's order, unless the id carries a priority and a key that placed
+// the node before others (see Place). Nodes with other names are not part
+// of the queue.
 package lockq
 
 import (
-	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,16 +93,31 @@ func Parse(name string) (e Entry, ok bool) {
 	return Entry{Name: name, ID: rest[:dash], Kind: Kind(rest[dash+1:]), Seq: seq}, true
 }
 
-// Sort parses names (a lock path's children) into the queue, in sequence
-// order, leaving out the names that are not queue nodes.
+// Sort parses names (a lock path's children) into the queue, in queue
+// order (Compare: by key, which is the sequence number unless a priority
+// placed the node before others), leaving out the names that are not
+// queue nodes.
 func Sort(names []string) []Entry {
-	es := make([]Entry, 0, len(names))
+	type keyed struct {
+		e   Entry
+		key string
+	}
+	ks := make([]keyed, 0, len(names))
 	for _, n := range names {
 		if e, ok := Parse(n); ok {
-			es = append(es, e)
+			ks = append(ks, keyed{e, e.Key()})
 		}
 	}
-	slices.SortFunc(es, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return Compare(a.e, b.e)
+	})
+	es := make([]Entry, len(ks))
+	for i, k := range ks {
+		es[i] = k.e
+	}
 	return es
 }
 
@@ -116,6 +132,7 @@ func Sort(names []string) []Entry {
 // (UpgradeRefused) and counts as the read it was.
 type group struct {
 	first   int   // the index of its first node: its place in the queue
+	nodes   int   // how many nodes it has
 	kind    Kind  // what it asks for now: its latest node's kind
 	upgrade int64 // the sequence number at which a read became a write; 0 if it did not
 	refused bool  // it asked to upgrade after another one that is still under way
@@ -130,7 +147,7 @@ func (g group) seenBy(seq int64) Kind {
 	return g.kind
 }
 
-// groups gathers the queue es (in sequence order) into acquisitions, in
+// groups gathers the queue es (in queue order) into acquisitions, in
 // queue order, and returns them with the index of the one with id (-1 if
 // none).
 func groups(es []Entry, id string) (gs []group, me int) {
@@ -147,6 +164,7 @@ func groups(es []Entry, id string) (gs []group, me int) {
 			}
 		}
 		g := &gs[j]
+		g.nodes++
 		switch {
 		case e.Kind == Read:
 			g.upgrade = 0
@@ -188,7 +206,7 @@ func Acquisitions(es []Entry) []Acquisition {
 	return out
 }
 
-// Blocker returns the index in es, the queue in sequence order, of the
+// Blocker returns the index in es, the queue in queue order, of the
 // node that the acquisition id waits for, and watches: the first node of
 // the acquisition that must go first. It returns -1 when id goes ahead, or
 // is not in the queue.

@@ -30,7 +30,7 @@ type Node struct {
 
 // lock is one lock's queue and what the index remembers of it.
 type lock struct {
-	nodes    []Node                    // in sequence order
+	nodes    []Node                    // in queue order (lockq.Compare)
 	holds    map[string]wire.LockEvent // acquisition id -> its acquired event: who, since when (Time)
 	modified int64                     // the zxid of its last change (0 after a rebuild: unknown)
 }
@@ -84,7 +84,7 @@ func (x *Index) Rebuild(t *tree.Tree) {
 		}
 	}
 	for p, l := range x.locks {
-		slices.SortFunc(l.nodes, func(a, b Node) int { return cmp.Compare(a.Entry.Seq, b.Entry.Seq) })
+		slices.SortFunc(l.nodes, func(a, b Node) int { return lockq.Compare(a.Entry, b.Entry) })
 		x.settle(t, p, l, change{zxid: -1})
 	}
 }
@@ -113,6 +113,15 @@ type change struct {
 func (x *Index) Apply(t *tree.Tree, zxid, time int64, cause Cause, events []tree.Event) []string {
 	c := change{zxid: zxid, time: time, cause: cause}
 	var changed []string
+	var rejoined map[string]bool // the acquisitions that joined again in this txn (lockq.Base of their ids)
+	for _, ev := range events {
+		if _, e, ok := lockNode(ev.Path); ok && ev.Type == wire.EventNodeCreated {
+			if rejoined == nil {
+				rejoined = map[string]bool{}
+			}
+			rejoined[lockq.Base(e.ID)] = true
+		}
+	}
 	for _, ev := range events {
 		switch ev.Type {
 		case wire.EventNodeCreated:
@@ -120,7 +129,7 @@ func (x *Index) Apply(t *tree.Tree, zxid, time int64, cause Cause, events []tree
 				changed = append(changed, p)
 			}
 		case wire.EventNodeDeleted:
-			if p, ok := x.remove(t, ev.Path, c); ok {
+			if p, ok := x.remove(t, ev.Path, c, rejoined); ok {
 				changed = append(changed, p)
 			}
 		case wire.EventNodeDataChanged:
@@ -176,14 +185,16 @@ func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 		x.locks[dir] = l
 	}
 	n := Node{Entry: e, Session: st.EphemeralOwner, Token: st.Czxid, Created: st.Ctime, Record: lockq.DecodeRecord(data)}
-	i, _ := slices.BinarySearchFunc(l.nodes, e.Seq, func(n Node, seq int64) int { return cmp.Compare(n.Entry.Seq, seq) })
+	i, _ := slices.BinarySearchFunc(l.nodes, e, func(n Node, e lockq.Entry) int { return lockq.Compare(n.Entry, e) })
 	l.nodes = slices.Insert(l.nodes, i, n)
 	return dir, true
 }
 
 // remove removes the node at p, if the index has it, and returns its lock.
-// A wait it ends for a deadlock goes into the history.
-func (x *Index) remove(t *tree.Tree, p string, c change) (string, bool) {
+// A wait it ends for a deadlock goes into the history. A wait whose
+// acquisition joined again in the same txn (rejoined: at a higher
+// priority) did not end.
+func (x *Index) remove(t *tree.Tree, p string, c change, rejoined map[string]bool) (string, bool) {
 	dir, e, ok := lockNode(p)
 	if !ok {
 		return "", false
@@ -200,7 +211,7 @@ func (x *Index) remove(t *tree.Tree, p string, c change) (string, bool) {
 	l.nodes = slices.Delete(l.nodes, i, i+1)
 	_, holding := l.holds[e.ID]
 	last := !slices.ContainsFunc(l.nodes, func(n Node) bool { return n.Entry.ID == e.ID })
-	if holding || !last {
+	if holding || !last || rejoined[lockq.Base(e.ID)] {
 		return dir, true
 	}
 	if x.Observe.GaveUp != nil {

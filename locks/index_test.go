@@ -204,3 +204,56 @@ func TestLongestListsTheLongestQueuesFirst(t *testing.T) {
 		t.Errorf("Longest(2) = %v, %d", qs, n)
 	}
 }
+
+func TestTheIndexOrdersAQueueByItsNodesKeys(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/l"})
+	a := w.node(1000, "/l", "a", lockq.Exclusive, 1, "low-1", "h1")
+	w.node(2000, "/l", "b", lockq.Exclusive, 1, "low-2", "h2")
+	// A waiter of priority 9 placed before b: its key says so, and the
+	// index, from the names alone, agrees.
+	names, st, _ := w.tr.Children("/l")
+	p := lockq.Place(lockq.Sort(names), lockq.Exclusive, 9, int64(st.Cversion))
+	if p.Key == "" {
+		t.Fatal("the waiter of priority 9 was not placed before b")
+	}
+	w.node(3000, "/l", lockq.ID("c", 9, p.Key), lockq.Exclusive, 1, "payments", "h3")
+	info, _ := w.x.Info(w.tr, "/l")
+	if len(info.Waiters) != 2 || info.Waiters[0].Owner != "payments" {
+		t.Fatalf("waiters %+v, want payments first", info.Waiters)
+	}
+	w.del(4000, a)
+	info, _ = w.x.Info(w.tr, "/l")
+	if len(info.Holders) != 1 || info.Holders[0].Owner != "payments" || info.Holders[0].Since != 4000 {
+		t.Fatalf("after the release: holders %+v, want payments", info.Holders)
+	}
+}
+
+func TestAWaiterThatJoinsAgainHasNotGivenUp(t *testing.T) {
+	w := newWorld(t)
+	gaveUp := 0
+	w.x.Observe.GaveUp = func() { gaveUp++ }
+	w.session(1)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/l"})
+	w.node(1000, "/l", "a", lockq.Exclusive, 1, "holder", "h1")
+	w.node(1000, "/l", "b", lockq.Exclusive, 1, "m", "h2")
+	old := w.node(1000, "/l", "c", lockq.Exclusive, 1, "batch", "h3")
+	// c joins again at priority 9 (it inherited it), ahead of b: one multi.
+	names, st, _ := w.tr.Children("/l")
+	es := lockq.Sort(names)
+	p := lockq.Place(es[:2], lockq.Exclusive, 9, int64(st.Cversion))
+	w.apply(2000, tree.Txn{Type: wire.OpMulti, Ops: []tree.Txn{
+		{Type: wire.OpCreate, Path: "/l/" + lockq.Prefix(lockq.ID("c", 9, p.Key), lockq.Exclusive), Mode: wire.ModeEphemeralSequential, Session: 1,
+			Data: lockq.Record{Owner: "batch", Holder: "h3"}.Encode()},
+		{Type: wire.OpDelete, Path: old, Version: -1},
+	}})
+	info, _ := w.x.Info(w.tr, "/l")
+	if gaveUp != 0 || len(info.Waiters) != 2 || info.Waiters[0].Owner != "batch" {
+		t.Fatalf("%d waits given up, waiters %+v; want none given up, batch first", gaveUp, info.Waiters)
+	}
+	w.del(3000, "/l/"+lockq.Sort(names)[1].Name) // b gives up
+	if gaveUp != 1 {
+		t.Errorf("%d waits given up, want 1", gaveUp)
+	}
+}

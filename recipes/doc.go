@@ -58,8 +58,11 @@
 //
 // Node names are _c_<id>-<kind>-<sequence>, where id is unique to the
 // acquisition and kind is lock, read, write, n (a candidate), lease or
-// member; package lockq holds the rules of the queue (who holds, whom each
-// waiter watches, which modes conflict). A recipe creates its path and missing ancestors as containers,
+// member; a lock waiter WithPriority carries its priority, and the key
+// that places it before waiters of lower priority, in its id
+// (_c_<id>.p<priority>.k<key>-<kind>-<sequence>). Package lockq holds the
+// rules of the queue (who holds, whom each waiter watches, which modes
+// conflict, where a priority goes). A recipe creates its path and missing ancestors as containers,
 // which the server deletes once they are empty again. WithACL gives every
 // node a recipe creates an ACL (the server's default otherwise). See
 // docs/recipes.md for each recipe's algorithm.

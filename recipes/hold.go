@@ -35,13 +35,16 @@ type hold struct {
 	maxHold time.Duration // no renewal keeps the lease past this (WithMaxHold); 0: none
 	owner   string        // who holds, for the lease
 
-	mu    sync.Mutex // guards the fields below
-	t     ticket     // the held node; t.Name is "" when nothing is held
-	mode  lockq.Kind // what is held: t's kind, or what the hold changed to
-	count int
-	loss  *loss         // why the hold ended, if it did
-	lost  chan struct{} // closed if the hold ends by itself: loss.done
-	freed chan struct{} // closed at release: stops watching for the session's end
+	mu   sync.Mutex // guards the fields below
+	t    ticket     // the held node; t.Name is "" when nothing is held
+	mode lockq.Kind // what is held: t's kind, or what the hold changed to
+	// holder is the holder id of a lock's hold (its record's): its waits
+	// inherit priorities from the other locks its holder holds.
+	holder string
+	count  int
+	loss   *loss         // why the hold ended, if it did
+	lost   chan struct{} // closed if the hold ends by itself: loss.done
+	freed  chan struct{} // closed at release: stops watching for the session's end
 }
 
 func newHold(q *queue, reentrant bool) *hold {
@@ -118,7 +121,13 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	if err != nil {
 		return false, err
 	}
-	t, err := h.q.enqueue(waitCtx, kind, data, lease)
+	var holder string
+	if kind.IsLock() {
+		holder = lockq.DecodeRecord(data).Holder
+	}
+	inh := inherit(waitCtx, h, holder) // nil unless the holder holds other locks
+	defer inh.stop()
+	t, err := h.q.enqueueAt(waitCtx, kind, data, lease, max(h.q.prio, inh.priority()))
 	if err != nil {
 		close(freed)
 		if lease != 0 {
@@ -129,7 +138,8 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	if lease != 0 {
 		t.owner = session // its node's owner is the lease, which is the session's
 	}
-	err = h.q.turn(waitCtx, t, wait)
+	err = h.q.wait(waitCtx, &t, wait, inh)
+	inh.stop()
 	if err == nil && l.reason() != nil {
 		err = l.reason() // the lease ended while it waited: its node is gone
 	}
@@ -147,9 +157,10 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.t, h.mode, h.count = t, kind, 1
+	h.t, h.mode, h.count, h.holder = t, kind, 1, holder
 	h.loss, h.freed, h.lost = l, freed, l.done
 	h.watch(t, l, freed)
+	registerHeld(holder, h)
 	return true, nil
 }
 
@@ -412,6 +423,7 @@ func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 	t, l := h.t, h.loss
 	h.t, h.mode, h.count = ticket{}, "", 0
 	close(h.freed)
+	unregisterHeld(h.holder, h)
 	h.mu.Unlock()
 
 	if err := l.reason(); err != nil {

@@ -11,14 +11,15 @@ import (
 
 // Contender is one node in a recipe's queue, as Contenders reports it.
 type Contender struct {
-	Node    string    // the node's name under the recipe's path
-	Kind    string    // lock, read, write, n (a candidate), lease or member
-	Seq     int64     // its sequence number: the queue's order
-	Session int64     // the session that created it
-	Created time.Time // when it was created
-	Data    []byte    // what the contender stored (a lock's record, a candidate's value)
-	Owner   string    // a lock's: who holds or waits (WithOwner)
-	Holder  string    // a lock's: the id of the value that holds or waits, unique to it
+	Node     string    // the node's name under the recipe's path
+	Kind     string    // lock, read, write, n (a candidate), lease or member
+	Seq      int64     // its sequence number: the queue's order, unless a priority placed it ahead
+	Priority int       // a lock waiter's priority (WithPriority); 0: none
+	Session  int64     // the session that created it
+	Created  time.Time // when it was created
+	Data     []byte    // what the contender stored (a lock's record, a candidate's value)
+	Owner    string    // a lock's: who holds or waits (WithOwner)
+	Holder   string    // a lock's: the id of the value that holds or waits, unique to it
 	// Holds says that the contender holds the lock (read or write) or
 	// leads the election. It is false for waiters, and for the kinds whose
 	// holders a queue alone cannot tell (lease, member).
@@ -47,7 +48,7 @@ func Contenders(ctx context.Context, c *client.Client, path string) ([]Contender
 			return nil, opError("contenders", path, err)
 		}
 		ct := Contender{
-			Node: e.Name, Kind: string(a.Kind), Seq: e.Seq, Session: st.EphemeralOwner,
+			Node: e.Name, Kind: string(a.Kind), Seq: e.Seq, Priority: e.Priority(), Session: st.EphemeralOwner,
 			Created: time.UnixMilli(st.Ctime), Data: data, Holds: lockq.Holds(es, e.ID),
 		}
 		if a.Kind.IsLock() {

@@ -26,6 +26,7 @@ type options struct {
 	lease   time.Duration
 	maxHold time.Duration
 	acl     []client.CreateOption // client.WithACL, or none for the server's default ACL
+	prio    int                   // WithPriority
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
@@ -128,6 +129,28 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// WithPriority gives each wait of a Mutex, an RWMutex or a MultiLock
+// priority p, from 0 (the default: first come, first served) to
+// lockq.MaxPriority (a p out of range is taken as the nearest end). A
+// waiter is served before the waiters of lower priority that are still
+// waiting when it comes, never before a holder; waiters of one priority
+// keep their order. Aging keeps low priorities from starving: no waiter
+// has more than lockq.AgingWindow later waiters placed before it. Its
+// place is decided as it joins, against an exact list of the queue, and
+// written into its node's name (see package lockq); every client of a
+// lock that uses priorities must know them (this version of the recipes,
+// or anything that orders by lockq.Sort). A wait with a priority costs a
+// read of the queue, and sometimes a read of the node it comes to wait
+// for, more than one without.
+//
+// Priorities are inherited: a value that waits for a lock while it holds
+// others (or while values of this process with its WithHolder id do) is
+// served at the highest priority waiting for the locks it holds, if that
+// is higher than its own (see docs/locks.md).
+func WithPriority(p int) Option {
+	return func(o *options) { o.prio = min(max(p, 0), lockq.MaxPriority) }
+}
+
 // WithACL gives acl to every node the recipe creates: its own nodes and
 // the path and missing ancestors it creates for them (default: the
 // server's default ACL). The ACL must let the recipe's own session (its
@@ -159,28 +182,36 @@ type queue struct {
 	dir  string
 	data []byte
 	acl  []client.CreateOption
+	prio int // the priority of its lock nodes (WithPriority)
 }
 
 func newQueue(c *client.Client, dir string, o options) *queue {
-	return &queue{c: c, dir: dir, data: o.data, acl: o.acl}
+	return &queue{c: c, dir: dir, data: o.data, acl: o.acl, prio: o.prio}
 }
 
 func (q *queue) path(e lockq.Entry) string { return q.dir + "/" + e.Name }
 
-// entries lists the queue in sequence order; a missing dir is an empty
+// entries lists the queue in queue order; a missing dir is an empty
 // queue.
 func (q *queue) entries(ctx context.Context) ([]lockq.Entry, error) {
+	es, _, err := q.entriesStat(ctx)
+	return es, err
+}
+
+// entriesStat lists the queue in queue order, with the dir's Stat; a
+// missing dir is an empty queue.
+func (q *queue) entriesStat(ctx context.Context) ([]lockq.Entry, client.Stat, error) {
 	for {
-		names, _, err := q.c.Children(ctx, q.dir)
+		names, st, err := q.c.Children(ctx, q.dir)
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			return nil, nil
+			return nil, client.Stat{}, nil
 		case errors.Is(err, client.ErrConnectionLoss):
 			continue // the client waits for the reconnect
 		case err != nil:
-			return nil, err
+			return nil, client.Stat{}, err
 		}
-		return lockq.Sort(names), nil
+		return lockq.Sort(names), st, nil
 	}
 }
 
@@ -193,6 +224,7 @@ type ticket struct {
 	czxid  int64    // the fencing token: the czxid of its latest node
 	owner  int64    // the session that created the node
 	lease  int64    // the lease its nodes are bound to; 0: the session's
+	data   []byte   // its first node's data
 	// lossy says that a create's answer was lost: the server may still
 	// apply it after the retry, making a second node with prefix.
 	lossy bool
@@ -217,10 +249,27 @@ func (t *ticket) nodes() []string {
 // the dir if it is missing. A create whose answer was lost with the
 // connection is found again by its protected name.
 func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte, lease int64) (ticket, error) {
+	return q.enqueueAt(ctx, kind, data, lease, q.prio)
+}
+
+// enqueueAt is enqueue with priority prio for a lock's node: it places
+// the node by lockq.Place.
+func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lease int64, prio int) (ticket, error) {
 	id := randomID()
-	t := ticket{prefix: lockq.IDPrefix(id), lease: lease}
+	t := ticket{prefix: lockq.IDPrefix(id), lease: lease, data: data}
+	placed := prio > 0 && kind.IsLock()
+	if placed {
+		t.prefix = lockq.Mark + id + "." // its id is id.p<priority>, and a key if it goes before others
+	}
 	for {
-		p, st, err := q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, t.createOptions(q)...)
+		var p string
+		var st client.Stat
+		var err error
+		if placed {
+			p, st, err = q.createPlaced(ctx, &t, id, kind, data, prio)
+		} else {
+			p, st, err = q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, t.createOptions(q)...)
+		}
 		switch {
 		case err == nil:
 			t.Entry, _ = lockq.Parse(p[len(q.dir)+1:])
@@ -241,6 +290,62 @@ func (q *queue) enqueue(ctx context.Context, kind lockq.Kind, data []byte, lease
 			return t, err
 		}
 	}
+}
+
+// placeTries is how many times a waiter with a priority tries to join
+// the queue where lockq.Place puts it, against a queue that changes under
+// it each time, before it joins at the end.
+const placeTries = 8
+
+// createPlaced creates the node of t, an acquisition of kind with the
+// unique id base and the queue's priority, where lockq.Place puts it:
+// against the queue as listed, in a multi with a check that the queue is
+// still that (its cversion, which will be the node's sequence number)
+// and, if it changes whom waiters wait for, with a rewrite of the node
+// they watch (with the data it has, which wakes them). If the queue
+// changes under it placeTries times, or the node to rewrite is not
+// writable to it (an ACL), it joins at the end, which is always right.
+// Its errors are those of a create: ErrNoNode when the dir is missing,
+// ErrConnectionLoss when the outcome is unknown.
+func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind lockq.Kind, data []byte, prio int) (string, client.Stat, error) {
+	prefix := func(key string) string { return q.dir + "/" + lockq.Prefix(lockq.ID(base, prio, key), kind) }
+	atEnd := func() (string, client.Stat, error) {
+		return q.c.CreateStat(ctx, prefix(""), data, client.EphemeralSequential, t.createOptions(q)...)
+	}
+	for range placeTries {
+		names, dst, err := q.c.Children(ctx, q.dir)
+		if err != nil {
+			return "", client.Stat{}, err
+		}
+		es := lockq.Sort(names)
+		at := lockq.Place(es, kind, prio, int64(dst.Cversion))
+		if at.Key == "" {
+			return atEnd()
+		}
+		ops := []client.Op{client.CheckChildrenOp(q.dir, dst.Cversion)}
+		if at.Touch >= 0 {
+			tdata, tst, err := q.c.Get(ctx, q.path(es[at.Touch]))
+			switch {
+			case errors.Is(err, client.ErrNoNode):
+				continue // it left: list again
+			case err != nil:
+				return "", client.Stat{}, err
+			}
+			ops = append(ops, client.SetOp(q.path(es[at.Touch]), tdata, tst.Version))
+		}
+		ops = append(ops, client.CreateOp(prefix(at.Key), data, client.EphemeralSequential, t.createOptions(q)...))
+		res, err := q.c.Multi(ctx, ops...)
+		switch {
+		case err == nil:
+			return res[len(res)-1].Path, res[len(res)-1].Stat, nil
+		case errors.Is(err, client.ErrBadVersion), errors.Is(err, client.ErrNoNode) && at.Touch >= 0:
+			continue // the queue, or the node to rewrite, changed: list again
+		case errors.Is(err, client.ErrNoAuth) && at.Touch >= 0:
+			return atEnd() // it may not rewrite the node
+		}
+		return "", client.Stat{}, err
+	}
+	return atEnd()
 }
 
 // createOptions are the options of the creates of t's nodes: the queue's
@@ -353,7 +458,10 @@ var errUpgradeRefused = errors.New("upgrade refused")
 //
 // The nodes ahead of me can only go away (a new node gets a higher
 // sequence number; an acquisition that changes mode rewrites its first
-// node, which wakes its watchers), so when the watched node is deleted,
+// node, which wakes its watchers; a node with a priority that is placed
+// ahead and changes whom I wait for rewrites the node I watch, see
+// lockq.Place, and a rewrite before my watch was set shows in that node's
+// mzxid, later than the queue I listed), so when the watched node is deleted,
 // the list minus that node's acquisition still holds every node that can
 // be ahead. If lockq.Blocker finds nothing in it to wait for, the turn is
 // mine without a read: the waiter that listed the queue when only the
@@ -362,11 +470,31 @@ var errUpgradeRefused = errors.New("upgrade refused")
 // order), and asking after each of them would cost a round trip per node
 // on every handoff.
 func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
-	var es []lockq.Entry // the queue; nil: list it
+	return q.wait(ctx, &me, wait, nil)
+}
+
+// wait is turn for the wait of *me, which inherits a priority by inh (nil:
+// none): when that rises above the priority *me was placed with, it joins
+// again at that priority (requeue), unless that puts it behind, and *me is its
+// new node.
+func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritance) error {
+	var es []lockq.Entry   // the queue; nil: list it
+	var listed int64       // the pzxid of the dir when es was listed
+	tried := me.Priority() // the highest priority it was placed with, or tried
 	for {
+		if p := inh.priority(); p > tried && wait && len(me.more) == 0 {
+			tried = p
+			moved, err := q.requeue(ctx, me, p)
+			if err != nil {
+				return err
+			}
+			if moved {
+				es = nil
+			}
+		}
 		if es == nil {
 			var err error
-			if es, err = q.list(ctx, me); err != nil {
+			if es, listed, err = q.list(ctx, *me); err != nil {
 				return err
 			}
 			if lockq.UpgradeRefused(es, me.ID) {
@@ -380,40 +508,146 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 		if !wait {
 			return errWouldBlock
 		}
-		_, _, ev, err := q.c.GetW(ctx, q.path(es[b]))
+		_, st, ev, err := q.c.GetW(ctx, q.path(es[b]))
 		switch {
 		case errors.Is(err, client.ErrNoNode):
-			es = dropped(es, b, me)
+			// Gone already: whether it was rewritten after the list
+			// (a node placed ahead, see lockq.Place) is not known.
+			es = nil
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
 			es = nil
 			continue
 		case err != nil:
 			return err
+		case st.Mzxid > listed:
+			es = nil // rewritten since the list: a node may be ahead that es lacks
+			continue
 		}
-		select {
-		case e := <-ev:
-			switch e.Type {
-			case client.EventSession:
-				return e.Err
-			case client.EventNodeDeleted:
-				es = dropped(es, b, me)
-			default:
-				es = nil
+		for ev != nil {
+			select {
+			case e := <-ev:
+				switch e.Type {
+				case client.EventSession:
+					return e.Err
+				case client.EventNodeDeleted:
+					es = dropped(es, b, *me)
+				default:
+					es = nil
+				}
+				ev = nil
+			case <-inh.rose():
+				if inh.priority() > tried {
+					ev, es = nil, nil // join again, then list again (the watch left is let go)
+				}
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
+}
+
+// requeue joins the queue again for *me, a waiter, at priority prio,
+// where lockq.Place puts it, unless that puts it behind where it is (at
+// the same place, its name still tells the holders it waits for of the
+// priority, which they inherit in turn): in one
+// multi, a check that the queue is as listed, the rewrite of the node
+// that waiters would come to wait for the new node watch (as
+// createPlaced), the new node's create and the old node's delete. The
+// waiters that watched the old node wake and list the queue again. It
+// reports whether it moved, and *me is then the new node.
+func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error) {
+	base := lockq.Base(me.ID)
+	for range placeTries {
+		names, dst, err := q.c.Children(ctx, q.dir)
+		switch {
+		case errors.Is(err, client.ErrConnectionLoss):
+			continue
+		case errors.Is(err, client.ErrNoNode):
+			return false, q.goneWaiting(ctx, *me)
+		case err != nil:
+			return false, err
+		}
+		all := lockq.Sort(names)
+		es := slices.DeleteFunc(slices.Clone(all), func(e lockq.Entry) bool { return e.ID == me.ID })
+		if len(es) == len(all) {
+			return false, q.goneWaiting(ctx, *me)
+		}
+		at := lockq.Place(es, me.Kind, prio, int64(dst.Cversion))
+		id := lockq.ID(base, prio, at.Key)
+		name := fmt.Sprintf("%s%0*d", lockq.Prefix(id, me.Kind), lockq.SeqDigits, dst.Cversion)
+		if ahead(lockq.Sort(append(namesOf(es), name)), id) > ahead(all, me.ID) {
+			return false, nil // it would be served later
+		}
+		ops := []client.Op{client.CheckChildrenOp(q.dir, dst.Cversion)}
+		if at.Touch >= 0 {
+			tdata, tst, err := q.c.Get(ctx, q.path(es[at.Touch]))
+			switch {
+			case errors.Is(err, client.ErrNoNode), errors.Is(err, client.ErrConnectionLoss):
+				continue
+			case err != nil:
+				return false, err
+			}
+			ops = append(ops, client.SetOp(q.path(es[at.Touch]), tdata, tst.Version))
+		}
+		ops = append(ops,
+			client.CreateOp(q.dir+"/"+lockq.Prefix(id, me.Kind), me.data, client.EphemeralSequential, me.createOptions(q)...),
+			client.DeleteOp(q.path(me.Entry), -1))
+		res, err := q.c.Multi(ctx, ops...)
+		switch {
+		case err == nil:
+			made := res[len(res)-2]
+			me.Entry, _ = lockq.Parse(made.Path[len(q.dir)+1:])
+			me.czxid, me.prefix = made.Stat.Czxid, lockq.Mark+base
+			return true, nil
+		case errors.Is(err, client.ErrConnectionLoss):
+			// Applied or not? Its old node says.
+			me.lossy, me.prefix = true, lockq.Mark+base
+			e, st, ferr := q.findOwn(ctx, me.prefix, me.nodeOwner(q))
+			switch {
+			case ferr != nil:
+				return false, ferr
+			case e.Name == "":
+				return false, q.goneWaiting(ctx, *me)
+			case e.Name == me.Name:
+				continue // not applied
+			}
+			me.Entry, me.czxid = e, st.Czxid
+			return true, nil
+		case errors.Is(err, client.ErrBadVersion), errors.Is(err, client.ErrNoNode):
+			continue // the queue changed: list again (a node of its own gone shows then)
+		case errors.Is(err, client.ErrNoAuth):
+			return false, nil // it may not rewrite the node: it stays
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// ahead returns how many acquisitions are ahead of id in the queue es.
+func ahead(es []lockq.Entry, id string) int {
+	return slices.IndexFunc(lockq.Acquisitions(es), func(a lockq.Acquisition) bool { return a.First.ID == id })
+}
+
+func namesOf(es []lockq.Entry) []string {
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.Name
+	}
+	return names
 }
 
 // dropped drops the acquisition of the deleted node b from the queue es.
 // It returns the rest if lockq.Blocker finds nothing in it for me to wait
 // for, and nil, to list the queue again, if it does. An acquisition that
 // changed mode (an upgrade) always lists again: it waits for the readers
-// that hold, and a reader that was waiting in es may hold by now.
+// that hold, and a reader that was waiting in es may hold by now. So does
+// a waiter whose deleted node was not a holder in es: a node with a
+// priority may have been placed ahead of that one since es was listed,
+// without a word to me (it rewrites only the node of a waiter whose
+// blocker it becomes, and it never goes before a holder).
 func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
-	if len(me.more) > 0 {
+	if len(me.more) > 0 || !lockq.Holds(es, es[b].ID) {
 		return nil
 	}
 	gone := es[b].ID
@@ -424,20 +658,20 @@ func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
 	return es
 }
 
-// list lists the queue for me's turn. Nodes of me's acquisition that it
+// list lists the queue for me's turn, and returns it with the dir's pzxid. Nodes of me's acquisition that it
 // does not know of (left by a create whose answer was lost, perhaps
 // applied only after the retry) are deleted.
-func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, error) {
-	all, err := q.entries(ctx)
+func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, int64, error) {
+	all, st, err := q.entriesStat(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	es := all[:0:0]
 	found := false
 	for _, e := range all {
 		if me.sibling(e) {
 			if err := q.remove(ctx, q.path(e)); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			continue
 		}
@@ -445,9 +679,9 @@ func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, error) {
 		es = append(es, e)
 	}
 	if !found {
-		return nil, q.goneWaiting(ctx, me)
+		return nil, 0, q.goneWaiting(ctx, me)
 	}
-	return es, nil
+	return es, st.Pzxid, nil
 }
 
 // gone is the error for this value's node having vanished: the session's

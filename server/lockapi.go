@@ -182,6 +182,7 @@ type acquireRequest struct {
 	WaitTimeoutMs int64  `json:"wait_timeout_ms"`
 	Mode          string `json:"mode"`
 	MaxHoldMs     int64  `json:"max_hold_ms"` // no renewal keeps the hold past this; 0: none
+	Priority      int    `json:"priority"`    // 1 to lockq.MaxPriority: before waiters of lower priority; 0: none
 }
 
 // heldResponse answers an acquire or a renew that holds.
@@ -212,6 +213,8 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return nil, badRequest("client_id is required, at most %d bytes", lockq.MaxOwner)
 	case req.WaitTimeoutMs < 0 || time.Duration(req.WaitTimeoutMs)*time.Millisecond > maxLockWait:
 		return nil, badRequest("wait_timeout_ms is 0 (try once) to %d", maxLockWait.Milliseconds())
+	case req.Priority < 0 || req.Priority > lockq.MaxPriority:
+		return nil, badRequest("priority is 0 (none) to %d", lockq.MaxPriority)
 	}
 	ttl, err := leaseTTL(req.TTLMs, DefaultLeaseTTL)
 	if err != nil {
@@ -234,7 +237,7 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.closeLease(lease) // its create may still commit
 		return nil, err
 	}
-	node, err := s.createLockNode(ctx, path, kind, lease, req.ClientID, ids)
+	node, err := s.createLockNode(ctx, path, kind, req.Priority, lease, req.ClientID, ids)
 	if err != nil {
 		s.closeLease(lease)
 		return nil, err
@@ -277,23 +280,80 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 	return nil
 }
 
-// createLockNode creates the lock node of an HTTP acquisition, bound to
-// lease, and returns its entry.
-func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, lease int64, client string, ids []wire.Identity) (lockq.Entry, error) {
+// createLockNode creates the lock node of an HTTP acquisition of kind
+// and priority, bound to lease, and returns its entry. A node with a
+// priority goes where lockq.Place puts it, as the Go recipes place theirs:
+// against this member's list of the queue, in a multi with a check that
+// the queue is still that (a follower's list may be behind: the check
+// fails and it lists again, placeTries times at most before it joins at
+// the end) and the rewrite of the node that waiters would come to wait
+// for it watch.
+func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, prio int, lease int64, client string, ids []wire.Identity) (lockq.Entry, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(hex.EncodeToString(b[:]), kind),
-		Mode: wire.ModeEphemeralSequential, Data: lockq.Record{Owner: client, Holder: client}.Encode()}
-	if err := s.resolveACLs(&req, ids); err != nil {
-		return lockq.Entry{}, err
+	base, data := hex.EncodeToString(b[:]), lockq.Record{Owner: client, Holder: client}.Encode()
+	for try := 0; ; try++ {
+		req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(lockq.ID(base, prio, ""), kind),
+			Mode: wire.ModeEphemeralSequential, Data: data}
+		if prio > 0 && try < placeTries {
+			req = s.placeLockNode(path, req, base, kind, prio)
+		}
+		if err := s.resolveACLs(&req, ids); err != nil {
+			return lockq.Entry{}, err
+		}
+		txn := tree.TxnFromRequest(&req, lease, time.Now().UnixMilli(), ids)
+		res, err := s.write(ctx, &txn)
+		switch {
+		case req.Op == wire.OpMulti && (errors.Is(err, wire.ErrBadVersion) || errors.Is(err, wire.ErrNoNode)):
+			continue // the queue changed, or this member's list was behind
+		case req.Op == wire.OpMulti && errors.Is(err, wire.ErrNoAuth):
+			try = placeTries - 1 // the caller may not read the queue, or rewrite a node of it: at the end
+			continue
+		case err != nil:
+			return lockq.Entry{}, err
+		}
+		made := res.Path
+		if req.Op == wire.OpMulti {
+			made = res.Multi[len(res.Multi)-1].Path
+		}
+		e, _ := lockq.Parse(made[len(path)+1:])
+		return e, nil
 	}
-	txn := tree.TxnFromRequest(&req, lease, time.Now().UnixMilli(), ids)
-	res, err := s.write(ctx, &txn)
+}
+
+// placeTries is how many times an acquisition with a priority tries to
+// join the queue where lockq.Place puts it before it joins at the end.
+const placeTries = 8
+
+// placeLockNode turns create, of a node of the unique id base, kind and
+// prio, into the multi that places it where lockq.Place puts it in this
+// member's list of the queue at path, or leaves it as it is (at the end).
+func (s *Server) placeLockNode(path string, create wire.Request, base string, kind lockq.Kind, prio int) wire.Request {
+	var names []string
+	var st wire.Stat
+	var err error
+	s.fsm.read(func(t *tree.Tree) { names, st, err = t.Children(path) })
 	if err != nil {
-		return lockq.Entry{}, err
+		return create
 	}
-	e, _ := lockq.Parse(res.Path[len(path)+1:])
-	return e, nil
+	es := lockq.Sort(names)
+	at := lockq.Place(es, kind, prio, int64(st.Cversion))
+	if at.Key == "" {
+		return create
+	}
+	create.Path = path + "/" + lockq.Prefix(lockq.ID(base, prio, at.Key), kind)
+	ops := []wire.Request{{Op: wire.OpCheck, Path: path, Version: st.Cversion, Mode: wire.CheckCversion}}
+	if at.Touch >= 0 {
+		touched := path + "/" + es[at.Touch].Name
+		var data []byte
+		var tst wire.Stat
+		s.fsm.read(func(t *tree.Tree) { data, tst, err = t.Get(touched) })
+		if err != nil {
+			return create
+		}
+		ops = append(ops, wire.Request{Op: wire.OpSetData, Path: touched, Data: data, Version: tst.Version})
+	}
+	return wire.Request{Op: wire.OpMulti, Ops: append(ops, create)}
 }
 
 // waitTurn waits until the acquisition of node holds the lock at path, or

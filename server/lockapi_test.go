@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,6 +163,8 @@ func TestTheLockAPIRefusesBadInputAndChangesNothing(t *testing.T) {
 		{"a negative wait", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "wait_timeout_ms": -1}},
 		{"an unknown mode", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "mode": "shared"}},
 		{"a maximum hold too short", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "max_hold_ms": 5}},
+		{"a priority over the highest", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "priority": 1000}},
+		{"a negative priority", "/api/v1/locks/a/acquire", map[string]any{"client_id": "w", "priority": -1}},
 		{"a name with a NUL", "/api/v1/locks/a%00b/acquire", map[string]any{"client_id": "w"}},
 		{"a name with a control character", "/api/v1/locks/a%01b/acquire", map[string]any{"client_id": "w"}},
 		{"an oversize body", "/api/v1/locks/a/acquire", `{"client_id":"` + strings.Repeat("x", maxAPIBody) + `"}`},
@@ -504,5 +507,44 @@ func TestAnHTTPWaitEndedForADeadlockAnswers409(t *testing.T) {
 	}
 	if code := <-older; code != http.StatusOK {
 		t.Errorf("the older wait: %d, want 200 once b was released", code)
+	}
+}
+
+func TestAnHTTPWaiterWithAPriorityHoldsBeforeLowerOnes(t *testing.T) {
+	s := startServer(t, "")
+	code, first := api(t, s, "POST", "/api/v1/locks/pay/acquire", map[string]any{"client_id": "holder", "ttl_ms": 10_000})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, first)
+	}
+	got := make(chan string, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, w := range []map[string]any{
+		{"client_id": "low", "wait_timeout_ms": 10_000},
+		{"client_id": "high", "wait_timeout_ms": 10_000, "priority": 9},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, v, err := tryAPI(s, "POST", "/api/v1/locks/pay/acquire", w)
+			if err != nil || code != http.StatusOK {
+				t.Errorf("%v: %d %v %v", w["client_id"], code, v, err)
+			}
+			got <- w["client_id"].(string)
+			if _, v, err := tryAPI(s, "POST", "/api/v1/locks/pay/release", map[string]any{"lease_id": v["lease_id"]}); err != nil {
+				t.Errorf("release: %v %v", v, err)
+			}
+		}()
+		waitFor(t, "the waiter to queue", func() bool { _, n := holdersAndWaiters(t, s, "pay"); return n == i+1 })
+	}
+	_, v := api(t, s, "GET", "/api/v1/locks/pay", nil)
+	if ws := v["waiters"].([]any); ws[0].(map[string]any)["client_id"] != "high" {
+		t.Errorf("waiters %v: want high first", ws)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/pay/release", map[string]any{"lease_id": first["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("release: %d %v", code, v)
+	}
+	if a, b := <-got, <-got; a != "high" || b != "low" {
+		t.Errorf("held by %s, then %s; want high, then low", a, b)
 	}
 }
