@@ -53,6 +53,12 @@ import (
 // MaxPriority is the highest priority.
 const MaxPriority = 999
 
+// PlaceTries is how many times a waiter with a priority tries to join the
+// queue where Place puts it, against a queue that changes under it each
+// time (the cversion check of its create fails), before it joins at the
+// end.
+const PlaceTries = 8
+
 // AgingWindow is how far above a waiter's sequence number a newcomer's
 // may be for the newcomer to be placed before it: no waiter has more than
 // AgingWindow later acquisitions placed before it.

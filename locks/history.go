@@ -3,6 +3,8 @@ package locks
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/arbor-coord/arbor/lockq"
@@ -11,8 +13,15 @@ import (
 )
 
 // DefaultHistory is how many events the lock history keeps unless
-// SetHistoryLimit says otherwise.
-const DefaultHistory = 1000
+// SetHistoryLimit says otherwise, and MaxHistory the most a server lets
+// it keep: an event is at most a few KiB (a lock path of up to 4 KiB, a
+// node name of up to 1 KiB, owner, holder and reason of up to 256 bytes,
+// and who broke the lock), so the history stays within a few MiB at the
+// default and tens of MiB at the most.
+const (
+	DefaultHistory = 1000
+	MaxHistory     = 10_000
+)
 
 // history is the lock history: the last events of every lock, oldest
 // first, in a ring of at most limit. Each event's strings are bounded
@@ -89,49 +98,83 @@ func (x *Index) History(prefix string) []wire.LockEvent {
 	return out
 }
 
-// historyFormat versions EncodeHistory's bytes.
-const historyFormat = 1
+// saveFormat versions Save's bytes.
+const saveFormat = 1
 
-type savedHistory struct {
+// saved is what Save writes: what of the index the tree cannot tell.
+type saved struct {
 	Format int              `json:"format"`
-	Events []wire.LockEvent `json:"events"`
+	Events []wire.LockEvent `json:"events"` // the history, oldest first
+	Holds  []wire.LockEvent `json:"holds"`  // the acquired event of every current hold
+	Recent []int64          `json:"recent"` // the recent hold times, oldest first
 }
 
-// EncodeHistory returns the history as bytes for a snapshot (nil when it
-// is empty), so that a member that restores it tells the history its
-// peers tell.
-func (x *Index) EncodeHistory() []byte {
-	if len(x.history.events) == 0 {
-		return nil
-	}
-	saved := savedHistory{Format: historyFormat}
+// Save returns what of the index the tree cannot tell, for a snapshot (nil
+// when there is nothing): the history, when each current hold began, and
+// the recent hold times. A member that restores it with Load and then
+// Rebuilds from the snapshot's tree reports what its peers report.
+func (x *Index) Save() []byte {
+	var out saved
 	x.history.all(func(ev *wire.LockEvent) bool {
-		saved.Events = append(saved.Events, *ev)
+		out.Events = append(out.Events, *ev)
 		return true
 	})
-	b, _ := json.Marshal(saved) // strings and integers: never fails
+	for _, p := range slices.Sorted(maps.Keys(x.locks)) {
+		l := x.locks[p]
+		for _, id := range slices.Sorted(maps.Keys(l.holds)) {
+			out.Holds = append(out.Holds, l.holds[id])
+		}
+	}
+	for i := range x.recent {
+		out.Recent = append(out.Recent, x.recent[(x.next+i)%len(x.recent)])
+	}
+	if len(out.Events)+len(out.Holds)+len(out.Recent) == 0 {
+		return nil
+	}
+	out.Format = saveFormat
+	b, _ := json.Marshal(out) // strings and integers: never fails
 	return b
 }
 
-// RestoreHistory replaces the history with one EncodeHistory wrote (empty
-// for nil), keeping its newest events up to the limit. Call it before
-// Rebuild, which takes the holders' acquisitions from it.
-func (x *Index) RestoreHistory(b []byte) error {
+// Load replaces the history and the recent hold times with those Save
+// wrote (none for nil), keeping the newest events up to the history's
+// limit, and keeps the holds' beginnings for the Rebuild that must follow.
+func (x *Index) Load(b []byte) error {
 	x.history = history{limit: x.history.limit}
+	x.recent, x.next, x.restored = nil, 0, nil
 	if len(b) == 0 {
 		return nil
 	}
-	var saved savedHistory
-	if err := json.Unmarshal(b, &saved); err != nil {
-		return fmt.Errorf("locks: lock history: %w", err)
+	var in saved
+	if err := json.Unmarshal(b, &in); err != nil {
+		return fmt.Errorf("locks: saved state: %w", err)
 	}
-	if saved.Format != historyFormat {
-		return fmt.Errorf("locks: lock history of format %d, want %d", saved.Format, historyFormat)
+	if in.Format != saveFormat {
+		return fmt.Errorf("locks: saved state of format %d, want %d", in.Format, saveFormat)
 	}
-	for _, ev := range saved.Events[max(len(saved.Events)-x.history.limit, 0):] {
+	for _, ev := range in.Events[max(len(in.Events)-x.history.limit, 0):] {
 		x.history.add(ev)
 	}
+	for _, ms := range in.Recent {
+		x.held(ms)
+	}
+	x.restored = map[holdKey]wire.LockEvent{}
+	for _, ev := range in.Holds {
+		x.restored[holdKey{ev.Lock, ev.Node}] = ev
+	}
 	return nil
+}
+
+// holdKey names a hold: its lock and its acquisition's first node.
+type holdKey struct{ lock, node string }
+
+// began returns the acquired event of the hold of the first node named
+// node of the lock at dir, as Load or the history knows it.
+func (x *Index) began(dir, node string) (wire.LockEvent, bool) {
+	if ev, ok := x.restored[holdKey{dir, node}]; ok {
+		return ev, true
+	}
+	return x.history.acquired(dir, node)
 }
 
 // CauseOf is how the holds that txn ends, end, told from txn and from t as

@@ -47,7 +47,8 @@ type Index struct {
 	recent []int64 // the last hold times (ms), a ring of at most holds
 	next   int     // where the next hold time goes in recent
 
-	history history // the last acquisitions and ends of holds (history.go)
+	history  history                    // the last acquisitions and ends of holds (history.go)
+	restored map[holdKey]wire.LockEvent // when the holds began, from Load, for Rebuild
 
 	// Observe, if set, is told of each acquisition that began to hold
 	// (and how long it waited), each hold that ended (and how long it
@@ -69,10 +70,10 @@ func New() *Index { return &Index{locks: map[string]*lock{}, history: history{li
 
 // Rebuild makes the index the locks of t, as after a restart or a
 // snapshot's restore: every lock node is ephemeral, so the sessions'
-// ephemerals are every lock node. A holder holds since its acquisition in
-// the history (see RestoreHistory, which goes first); one the history no
-// longer has is taken to hold since its node was created (when it began
-// to wait, at the earliest), as nothing older is known.
+// ephemerals are every lock node. A holder holds since its acquisition as
+// Load (which goes first) or the history tells it; one that neither knows
+// (a snapshot written before Save was) is taken to hold since its node was
+// created (when it began to wait, at the earliest).
 func (x *Index) Rebuild(t *tree.Tree) {
 	x.locks = map[string]*lock{}
 	for _, s := range t.Sessions() {
@@ -87,6 +88,7 @@ func (x *Index) Rebuild(t *tree.Tree) {
 		slices.SortFunc(l.nodes, func(a, b Node) int { return lockq.Compare(a.Entry, b.Entry) })
 		x.settle(t, p, l, change{zxid: -1})
 	}
+	x.restored = nil
 }
 
 // Cause is how the holds that a txn ends, end: the kind of their history
@@ -266,7 +268,7 @@ func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 		ev := partyEvent(t, dir, n)
 		ev.Kind, ev.Mode = wire.LockAcquired, string(a.Kind)
 		if c.zxid < 0 {
-			if known, ok := x.history.acquired(dir, n.Entry.Name); ok {
+			if known, ok := x.began(dir, n.Entry.Name); ok {
 				ev = known
 			} else {
 				ev.Zxid, ev.Time = n.Token, n.Created

@@ -292,18 +292,13 @@ func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lea
 	}
 }
 
-// placeTries is how many times a waiter with a priority tries to join
-// the queue where lockq.Place puts it, against a queue that changes under
-// it each time, before it joins at the end.
-const placeTries = 8
-
 // createPlaced creates the node of t, an acquisition of kind with the
 // unique id base and the queue's priority, where lockq.Place puts it:
 // against the queue as listed, in a multi with a check that the queue is
 // still that (its cversion, which will be the node's sequence number)
 // and, if it changes whom waiters wait for, with a rewrite of the node
 // they watch (with the data it has, which wakes them). If the queue
-// changes under it placeTries times, or the node to rewrite is not
+// changes under it lockq.PlaceTries times, or the node to rewrite is not
 // writable to it (an ACL), it joins at the end, which is always right.
 // Its errors are those of a create: ErrNoNode when the dir is missing,
 // ErrConnectionLoss when the outcome is unknown.
@@ -312,7 +307,7 @@ func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind l
 	atEnd := func() (string, client.Stat, error) {
 		return q.c.CreateStat(ctx, prefix(""), data, client.EphemeralSequential, t.createOptions(q)...)
 	}
-	for range placeTries {
+	for range lockq.PlaceTries {
 		names, dst, err := q.c.Children(ctx, q.dir)
 		if err != nil {
 			return "", client.Stat{}, err
@@ -558,7 +553,7 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 // reports whether it moved, and *me is then the new node.
 func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error) {
 	base := lockq.Base(me.ID)
-	for range placeTries {
+	for range lockq.PlaceTries {
 		names, dst, err := q.c.Children(ctx, q.dir)
 		switch {
 		case errors.Is(err, client.ErrConnectionLoss):

@@ -107,12 +107,13 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	return &res
 }
 
-// Snapshot writes the tree, with the lock history as its annex. It takes
+// Snapshot writes the tree, with what of the lock index the tree cannot
+// tell (the lock history, when holds began) as its annex. It takes
 // no lock: raftnode calls it on the apply goroutine, the only writer of
 // the tree and the lock index, and readers only read, so reads go on
 // while a large tree is serialized.
 func (f *fsm) Snapshot(w io.Writer) error {
-	return f.tree.WriteSnapshotWith(w, f.locks.EncodeHistory())
+	return f.tree.WriteSnapshotWith(w, f.locks.Save())
 }
 
 // Restore replaces the tree with a snapshot's and tracks exactly its
@@ -120,7 +121,7 @@ func (f *fsm) Snapshot(w io.Writer) error {
 // follower that fell behind the leader's log) then calls onRestore: the
 // connections' watches and sessions were made against the old tree.
 func (f *fsm) Restore(r io.Reader, index uint64) error {
-	t, history, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData))
+	t, annex, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData))
 	if err != nil {
 		return err
 	}
@@ -134,9 +135,9 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	}
 	x := locks.New()
 	x.SetHistoryLimit(f.historyLimit)
-	if err := x.RestoreHistory(history); err != nil {
-		// The tree is whole (its digest matched); a history this build
-		// cannot read only makes this member's history start here.
+	if err := x.Load(annex); err != nil {
+		// The tree is whole (its digest matched); a lock history this
+		// build cannot read only makes this member's start here.
 		f.log.Warn("the snapshot's lock history is unreadable; it starts again", zap.Error(err))
 	}
 	x.Rebuild(t)

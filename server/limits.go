@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/arbor-coord/arbor/locks"
 	"math"
 	"sync"
 	"time"
@@ -111,6 +112,9 @@ func (c *Config) checkLimits() error {
 	}
 	if c.MaxOutstandingBytes < 1 {
 		return fmt.Errorf("the outstanding bytes limit must be at least 1, not %d", c.MaxOutstandingBytes)
+	}
+	if c.LockHistory > locks.MaxHistory {
+		return fmt.Errorf("the lock history keeps at most %d events, not %d", locks.MaxHistory, c.LockHistory)
 	}
 	return nil
 }

@@ -285,7 +285,7 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 // priority goes where lockq.Place puts it, as the Go recipes place theirs:
 // against this member's list of the queue, in a multi with a check that
 // the queue is still that (a follower's list may be behind: the check
-// fails and it lists again, placeTries times at most before it joins at
+// fails and it lists again, lockq.PlaceTries times at most before it joins at
 // the end) and the rewrite of the node that waiters would come to wait
 // for it watch.
 func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, prio int, lease int64, client string, ids []wire.Identity) (lockq.Entry, error) {
@@ -295,7 +295,7 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 	for try := 0; ; try++ {
 		req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(lockq.ID(base, prio, ""), kind),
 			Mode: wire.ModeEphemeralSequential, Data: data}
-		if prio > 0 && try < placeTries {
+		if prio > 0 && try < lockq.PlaceTries {
 			req = s.placeLockNode(path, req, base, kind, prio)
 		}
 		if err := s.resolveACLs(&req, ids); err != nil {
@@ -307,7 +307,7 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 		case req.Op == wire.OpMulti && (errors.Is(err, wire.ErrBadVersion) || errors.Is(err, wire.ErrNoNode)):
 			continue // the queue changed, or this member's list was behind
 		case req.Op == wire.OpMulti && errors.Is(err, wire.ErrNoAuth):
-			try = placeTries - 1 // the caller may not read the queue, or rewrite a node of it: at the end
+			try = lockq.PlaceTries - 1 // the caller may not read the queue, or rewrite a node of it: at the end
 			continue
 		case err != nil:
 			return lockq.Entry{}, err
@@ -320,10 +320,6 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 		return e, nil
 	}
 }
-
-// placeTries is how many times an acquisition with a priority tries to
-// join the queue where lockq.Place puts it before it joins at the end.
-const placeTries = 8
 
 // placeLockNode turns create, of a node of the unique id base, kind and
 // prio, into the multi that places it where lockq.Place puts it in this

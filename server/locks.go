@@ -122,7 +122,7 @@ func (s *Server) endWait(w wire.LockWait) {
 		if !waiting || err != nil {
 			return
 		}
-		blockerData, _, err := t.Get(w.Lock + "/" + blocker)
+		blockerData, blockerStat, err := t.Get(w.Lock + "/" + blocker)
 		if err != nil {
 			return
 		}
@@ -131,7 +131,7 @@ func (s *Server) endWait(w wire.LockWait) {
 		for _, n := range nodes {
 			ops = append(ops, tree.Txn{Type: wire.OpDelete, Path: w.Lock + "/" + n, Version: -1, Time: now})
 		}
-		ops = append(ops, tree.Txn{Type: wire.OpSetData, Path: w.Lock + "/" + blocker, Data: blockerData, Version: -1, Time: now})
+		ops = append(ops, tree.Txn{Type: wire.OpSetData, Path: w.Lock + "/" + blocker, Data: blockerData, Version: blockerStat.Version, Time: now})
 		txn = tree.Txn{Type: wire.OpMulti, Time: now, Ops: ops, Cause: tree.CauseDeadlock,
 			Identities: []wire.Identity{{Scheme: tree.SuperScheme, ID: fmt.Sprintf("member %d", s.cfg.ID)}}}
 		ok = true
@@ -139,7 +139,13 @@ func (s *Server) endWait(w wire.LockWait) {
 	if !ok {
 		return
 	}
-	_, err := s.write(context.Background(), &txn)
-	s.log.Warn("ended the youngest wait of a deadlock", zap.String("lock", w.Lock), zap.String("node", w.Waiter.Node),
-		zap.String("owner", w.Waiter.Owner), zap.String("holder", w.Waiter.Holder), zap.Error(err))
+	fields := []zap.Field{zap.String("lock", w.Lock), zap.String("node", w.Waiter.Node),
+		zap.String("owner", w.Waiter.Owner), zap.String("holder", w.Waiter.Holder)}
+	if _, err := s.write(context.Background(), &txn); err != nil {
+		// The queue changed since the cycle was seen, or no quorum: the
+		// next look finds the cycle again if it is still there.
+		s.log.Info("could not end the youngest wait of a deadlock", append(fields, zap.Error(err))...)
+		return
+	}
+	s.log.Warn("ended the youngest wait of a deadlock", fields...)
 }

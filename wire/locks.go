@@ -48,7 +48,7 @@ type LockEvent struct {
 	Token    int64  // its fencing token
 	WaitedMs int64  // acquired: how long it waited
 	HeldMs   int64  // the end of a hold: how long it held
-	By       string // broken, deadlock: who ended it ("scheme:id", comma-separated; "" for the member itself)
+	By       string // broken, deadlock: who ended it ("scheme:id", comma-separated; for a deadlock, the member's own "super:member N")
 	Reason   string // broken: the reason its breaker gave
 }
 

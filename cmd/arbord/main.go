@@ -51,7 +51,7 @@ func run(args []string) error {
 		fmt.Sprintf("how long a keep-alive connection on --http may wait for its next request before it is closed (more than 0, at most %v)", server.MaxHTTPIdleTimeout))
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
 	fs.StringVar(&cfg.LockRoot, "lock-root", server.DefaultLockRoot, "the path under which the HTTP lock API's lock NAME lives, as NAME's own node")
-	fs.IntVar(&cfg.LockHistory, "lock-history", locks.DefaultHistory, "how many events the replicated lock history keeps (acquisitions, releases, expiries, breaks), over every lock; give every member the same")
+	fs.IntVar(&cfg.LockHistory, "lock-history", locks.DefaultHistory, "how many events (at most 10000) the replicated lock history keeps: acquisitions, releases, expiries, breaks, over every lock; give every member the same")
 	fs.BoolVar(&cfg.EndDeadlocks, "end-deadlocks", false, "the leader ends the youngest wait of each deadlock it finds (its waiter gets a deadlock error); off, deadlocks are only reported")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients (who may make them is unchanged: see --admin-identities)")
