@@ -58,7 +58,9 @@ func TestHTTPLocksSurviveTheLeadersDeath(t *testing.T) {
 
 	// A lease held through the leader's death, taken through a follower.
 	follower := c.servers[c.follower()]
-	code, kept := lockCall(follower, "/api/v1/locks/kept/acquire", map[string]any{"client_id": "keeper", "ttl_ms": 5000})
+	// Its TTL outlasts the test: the lease is not renewed meanwhile, and a
+	// leader change leaves a lease its replicated deadline.
+	code, kept := lockCall(follower, "/api/v1/locks/kept/acquire", map[string]any{"client_id": "keeper", "ttl_ms": 120_000})
 	if code != http.StatusOK {
 		t.Fatalf("acquire of the kept lock: %d %v", code, kept)
 	}
