@@ -329,3 +329,39 @@ func TestInheritanceFollowsAChainOfLocks(t *testing.T) {
 	high()
 	middle()
 }
+
+// A requeue whose answer was lost, and whose retry saw the old node, may
+// still apply: the wait's next list takes its new node, rather than
+// deleting it as a stray and failing as if its node were gone.
+func TestAListTakesARequeueThatAppliedAfterItsAnswerWasLost(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	holder := NewMutex(s.dial(t), "/locks/requeued")
+	must(t, holder.Lock(ctx))
+	q := newQueue(c, "/locks/requeued", options{})
+	me, err := q.enqueue(ctx, lockq.Exclusive, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The requeue, applied as the lost multi would have been: the old node
+	// gone, a node of the same base at priority 5 in its place.
+	base := lockq.Base(me.ID)
+	made, err := c.Create(ctx, q.dir+"/"+lockq.Prefix(lockq.ID(base, 5, ""), lockq.Exclusive), nil, client.EphemeralSequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, c.Delete(ctx, q.path(me.Entry), -1))
+	me.lossy, me.prefix = true, lockq.Mark+base
+
+	es, _, err := q.list(ctx, &me)
+	if err != nil {
+		t.Fatalf("list after the late requeue: %v", err)
+	}
+	if q.path(me.Entry) != made || me.Priority() != 5 || len(es) != 2 {
+		t.Fatalf("the wait's node %s (priority %d), queue %v; want %s", q.path(me.Entry), me.Priority(), es, made)
+	}
+	if me.czxid == 0 {
+		t.Error("the taken node's token is unknown")
+	}
+}

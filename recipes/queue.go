@@ -489,7 +489,7 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 		}
 		if es == nil {
 			var err error
-			if es, listed, err = q.list(ctx, *me); err != nil {
+			if es, listed, err = q.list(ctx, me); err != nil {
 				return err
 			}
 			if lockq.UpgradeRefused(es, me.ID) {
@@ -653,13 +653,27 @@ func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
 	return es
 }
 
-// list lists the queue for me's turn, and returns it with the dir's pzxid. Nodes of me's acquisition that it
-// does not know of (left by a create whose answer was lost, perhaps
-// applied only after the retry) are deleted.
-func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, int64, error) {
+// list lists the queue for me's turn, and returns it with the dir's
+// pzxid. Nodes of me's acquisition that it does not know of (left by a
+// create whose answer was lost, perhaps applied only after the retry) are
+// deleted; a requeue that applied after all is taken into *me.
+func (q *queue) list(ctx context.Context, me *ticket) ([]lockq.Entry, int64, error) {
 	all, st, err := q.entriesStat(ctx)
 	if err != nil {
 		return nil, 0, err
+	}
+	if me.lossy && !slices.ContainsFunc(all, func(e lockq.Entry) bool { return e.Name == me.Name }) {
+		// A requeue whose answer was lost may have applied after all, after
+		// its retry saw the old node: it deleted the old node and created
+		// the new one in one txn, so the new one, of the same base and
+		// another id, is the acquisition's now.
+		e, est, err := q.findOwn(ctx, me.prefix, me.nodeOwner(q), me.Name)
+		if err != nil {
+			return nil, 0, err
+		}
+		if e.Name != "" && e.ID != me.ID && lockq.Base(e.ID) == lockq.Base(me.ID) {
+			me.Entry, me.czxid = e, est.Czxid
+		}
 	}
 	es := all[:0:0]
 	found := false
@@ -674,7 +688,7 @@ func (q *queue) list(ctx context.Context, me ticket) ([]lockq.Entry, int64, erro
 		es = append(es, e)
 	}
 	if !found {
-		return nil, 0, q.goneWaiting(ctx, me)
+		return nil, 0, q.goneWaiting(ctx, *me)
 	}
 	return es, st.Pzxid, nil
 }
