@@ -32,12 +32,15 @@ func TestElectionKeepsOneLeaderThroughAClusterFailover(t *testing.T) {
 	const n = 5
 	elections := make([]*recipes.Election, n)
 	elected := make(chan int, n)
+	failed := make(chan error, n) // a campaign that gave up: none should
 	for i := range elections {
 		cl := dialAll(t, c.addrs(), client.WithSessionTimeout(4*time.Second))
 		elections[i] = recipes.NewElection(cl, "/service/leader")
 		go func() {
 			if err := elections[i].Campaign(testCtx(t), []byte(fmt.Sprint(i))); err == nil {
 				elected <- i
+			} else {
+				failed <- fmt.Errorf("candidate %d: %w", i, err)
 			}
 		}()
 	}
@@ -79,7 +82,9 @@ func TestElectionKeepsOneLeaderThroughAClusterFailover(t *testing.T) {
 	var second int
 	select {
 	case second = <-elected:
-	case <-time.After(10 * time.Second):
+	case err := <-failed:
+		t.Fatal(err)
+	case <-time.After(patience):
 		t.Fatal("no new leader after the first resigned")
 	}
 	if elections[second].Token() <= token {
@@ -128,4 +133,36 @@ func TestAHolderBehindACutOffMemberSeesLostBeforeTheLockMovesOn(t *testing.T) {
 		t.Errorf("token %d after %d", waiter.Token(), held.Token())
 	}
 	c.heal()
+}
+
+// A lock asked for while its member has no quorum is not refused: the
+// recipe looks for its node and tries again until the quorum is back (or
+// its context ends), as it does through a lost connection.
+func TestALockAskedForWithoutAQuorumHoldsOnceTheQuorumIsBack(t *testing.T) {
+	c := startCluster(t, 3)
+	cut := c.follower()
+	cl := dialAll(t, []string{c.addr(cut)}, client.WithSessionTimeout(30*time.Second))
+	var others []uint64
+	for id := range c.servers {
+		if id != cut {
+			others = append(others, id)
+		}
+	}
+	c.partition([]uint64{cut}, others)
+	m := recipes.NewMutex(cl, "/locks/noquorum")
+	done := make(chan error, 1)
+	go func() { done <- m.Lock(testCtx(t)) }()
+	waitUntil(t, "the cut member to lose its leader", patience, func() bool { return c.servers[cut].Status().Leader == 0 })
+	select {
+	case err := <-done:
+		t.Fatalf("Lock without a quorum ended with %v, want it to wait", err)
+	default:
+	}
+	c.heal()
+	if err := <-done; err != nil {
+		t.Fatalf("Lock once the quorum was back: %v", err)
+	}
+	if !m.Held() || m.Token() == 0 {
+		t.Errorf("held %v, token %d", m.Held(), m.Token())
+	}
 }

@@ -259,10 +259,7 @@ func (h *hold) watchNode(t ticket, freed chan struct{}, l *loss) {
 			if c.Err() != nil {
 				return // the session's end: the other watcher says so
 			}
-			select { // a connection loss, a refusal: look again in a while
-			case <-time.After(removeRetry):
-			case <-ctx.Done():
-			}
+			pause(ctx) // a connection loss, a refusal: look again in a while
 			continue
 		case ok:
 			select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
@@ -116,9 +115,7 @@ func (in *inheritance) look(ctx context.Context, i int, q *queue, t ticket) <-ch
 		case ctx.Err() != nil, !errors.Is(err, client.ErrConnectionLoss):
 			return nil
 		}
-		select {
-		case <-time.After(removeRetry):
-		case <-ctx.Done():
+		if !pause(ctx) {
 			return nil
 		}
 	}

@@ -279,8 +279,12 @@ func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lea
 			if err := makeDirs(ctx, q.c, q.dir, q.acl); err != nil {
 				return t, err
 			}
-		case errors.Is(err, client.ErrConnectionLoss):
+		case unknownOutcome(err):
+			// The create may yet apply: look for it before another.
 			t.lossy = true
+			if !errors.Is(err, client.ErrConnectionLoss) && !pause(ctx) {
+				return t, err
+			}
 			e, st, err := q.findOwn(ctx, t.prefix, t.nodeOwner(q))
 			if err != nil || e.Name != "" {
 				t.Entry, t.czxid, t.owner = e, st.Czxid, st.EphemeralOwner
@@ -289,6 +293,27 @@ func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lea
 		default:
 			return t, err
 		}
+	}
+}
+
+// unknownOutcome reports whether a write that failed with err may still
+// apply, so that a recipe looks for its effect and tries again: its
+// connection was lost, or its member could not reach a quorum in time (a
+// leader change under way, say).
+func unknownOutcome(err error) bool {
+	return errors.Is(err, client.ErrConnectionLoss) || errors.Is(err, client.ErrOperationTimeout) ||
+		errors.Is(err, client.ErrNoQuorum)
+}
+
+// pause waits before a write whose outcome was unknown is tried again (a
+// new connection is its own pause; a quorum needs time to form), and
+// reports false if ctx ended first.
+func pause(ctx context.Context) bool {
+	select {
+	case <-time.After(retryPause):
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -717,20 +742,16 @@ func (q *queue) remove(ctx context.Context, path string) error {
 			continue
 		case q.c.Err() != nil:
 			return nil // the session's end deleted the node
-		case errors.Is(err, client.ErrOperationTimeout), errors.Is(err, client.ErrNoQuorum):
-			select {
-			case <-time.After(removeRetry):
-				continue
-			case <-ctx.Done():
-			}
+		case unknownOutcome(err) && pause(ctx):
+			continue
 		}
 		return err
 	}
 }
 
-// removeRetry is the pause before remove tries a delete again whose
-// outcome was unknown.
-const removeRetry = 100 * time.Millisecond
+// retryPause is the pause before a recipe tries a write again whose
+// outcome was unknown for want of a quorum.
+const retryPause = 100 * time.Millisecond
 
 // leave deletes t's nodes for a caller that may have given up: it waits
 // for the deletion while ctx lives, and lets it finish in the background
@@ -816,7 +837,7 @@ func makeDirs(ctx context.Context, c *client.Client, dir string, acl []client.Cr
 			if err == nil || errors.Is(err, client.ErrNodeExists) {
 				break
 			}
-			if !errors.Is(err, client.ErrConnectionLoss) {
+			if !unknownOutcome(err) || !errors.Is(err, client.ErrConnectionLoss) && !pause(ctx) {
 				return err
 			}
 		}
