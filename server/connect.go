@@ -102,6 +102,19 @@ func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) er
 	var ok bool
 	c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
 	if !ok {
+		// An expiry is final for the client, so it is told one only when
+		// the leader's view says so: a session made on another member
+		// just now may not be applied here yet, and its client, whose
+		// handshake carries no zxid of that creation, passed caughtUp.
+		ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+		err := c.srv.node.ReadIndex(ctx)
+		cancel()
+		if err != nil {
+			return wire.ErrNotCaughtUp // try another member
+		}
+		c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
+	}
+	if !ok {
 		return wire.ErrSessionExpired
 	}
 	if subtle.ConstantTimeCompare(s.Password, req.Password) != 1 {
