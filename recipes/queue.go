@@ -279,12 +279,9 @@ func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lea
 			if err := makeDirs(ctx, q.c, q.dir, q.acl); err != nil {
 				return t, err
 			}
-		case unknownOutcome(err):
+		case retry(ctx, err):
 			// The create may yet apply: look for it before another.
 			t.lossy = true
-			if !errors.Is(err, client.ErrConnectionLoss) && !pause(ctx) {
-				return t, err
-			}
 			e, st, err := q.findOwn(ctx, t.prefix, t.nodeOwner(q))
 			if err != nil || e.Name != "" {
 				t.Entry, t.czxid, t.owner = e, st.Czxid, st.EphemeralOwner
@@ -305,9 +302,15 @@ func unknownOutcome(err error) bool {
 		errors.Is(err, client.ErrNoQuorum)
 }
 
+// retry reports whether a write that failed with err is to be tried again:
+// its outcome is unknown, and ctx lives on past a pause (none after a lost
+// connection: a new connection is its own pause).
+func retry(ctx context.Context, err error) bool {
+	return unknownOutcome(err) && (errors.Is(err, client.ErrConnectionLoss) || pause(ctx))
+}
+
 // pause waits before a write whose outcome was unknown is tried again (a
-// new connection is its own pause; a quorum needs time to form), and
-// reports false if ctx ended first.
+// quorum needs time to form), and reports false if ctx ended first.
 func pause(ctx context.Context) bool {
 	select {
 	case <-time.After(retryPause):
@@ -342,16 +345,12 @@ func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind l
 		if at.Key == "" {
 			return atEnd()
 		}
-		ops := []client.Op{client.CheckChildrenOp(q.dir, dst.Cversion)}
-		if at.Touch >= 0 {
-			tdata, tst, err := q.c.Get(ctx, q.path(es[at.Touch]))
-			switch {
-			case errors.Is(err, client.ErrNoNode):
-				continue // it left: list again
-			case err != nil:
-				return "", client.Stat{}, err
-			}
-			ops = append(ops, client.SetOp(q.path(es[at.Touch]), tdata, tst.Version))
+		ops, err := q.placeOps(ctx, es, at, dst.Cversion)
+		switch {
+		case errors.Is(err, client.ErrNoNode):
+			continue // the node to rewrite left: list again
+		case err != nil:
+			return "", client.Stat{}, err
 		}
 		ops = append(ops, client.CreateOp(prefix(at.Key), data, client.EphemeralSequential, t.createOptions(q)...))
 		res, err := q.c.Multi(ctx, ops...)
@@ -366,6 +365,24 @@ func (q *queue) createPlaced(ctx context.Context, t *ticket, base string, kind l
 		return "", client.Stat{}, err
 	}
 	return atEnd()
+}
+
+// placeOps are the ops that go before the create of a node placed at at in
+// the queue es, listed with cversion: a check that the queue is still that,
+// and the rewrite, with the data it has, of the node whose watchers come
+// to wait for the new node (lockq.Placement.Touch). ErrNoNode says that
+// node has left: list again.
+func (q *queue) placeOps(ctx context.Context, es []lockq.Entry, at lockq.Placement, cversion int32) ([]client.Op, error) {
+	ops := []client.Op{client.CheckChildrenOp(q.dir, cversion)}
+	if at.Touch < 0 {
+		return ops, nil
+	}
+	touched := q.path(es[at.Touch])
+	data, st, err := q.c.Get(ctx, touched)
+	if err != nil {
+		return nil, err
+	}
+	return append(ops, client.SetOp(touched, data, st.Version)), nil
 }
 
 // createOptions are the options of the creates of t's nodes: the queue's
@@ -599,16 +616,12 @@ func (q *queue) requeue(ctx context.Context, me *ticket, prio int) (bool, error)
 		if ahead(lockq.Sort(append(namesOf(es), name)), id) > ahead(all, me.ID) {
 			return false, nil // it would be served later
 		}
-		ops := []client.Op{client.CheckChildrenOp(q.dir, dst.Cversion)}
-		if at.Touch >= 0 {
-			tdata, tst, err := q.c.Get(ctx, q.path(es[at.Touch]))
-			switch {
-			case errors.Is(err, client.ErrNoNode), errors.Is(err, client.ErrConnectionLoss):
-				continue
-			case err != nil:
-				return false, err
-			}
-			ops = append(ops, client.SetOp(q.path(es[at.Touch]), tdata, tst.Version))
+		ops, err := q.placeOps(ctx, es, at, dst.Cversion)
+		switch {
+		case errors.Is(err, client.ErrNoNode), errors.Is(err, client.ErrConnectionLoss):
+			continue
+		case err != nil:
+			return false, err
 		}
 		ops = append(ops,
 			client.CreateOp(q.dir+"/"+lockq.Prefix(id, me.Kind), me.data, client.EphemeralSequential, me.createOptions(q)...),
@@ -742,7 +755,7 @@ func (q *queue) remove(ctx context.Context, path string) error {
 			continue
 		case q.c.Err() != nil:
 			return nil // the session's end deleted the node
-		case unknownOutcome(err) && pause(ctx):
+		case retry(ctx, err):
 			continue
 		}
 		return err
@@ -837,7 +850,7 @@ func makeDirs(ctx context.Context, c *client.Client, dir string, acl []client.Cr
 			if err == nil || errors.Is(err, client.ErrNodeExists) {
 				break
 			}
-			if !unknownOutcome(err) || !errors.Is(err, client.ErrConnectionLoss) && !pause(ctx) {
+			if !retry(ctx, err) {
 				return err
 			}
 		}
