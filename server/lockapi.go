@@ -325,29 +325,27 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 // prio, into the multi that places it where lockq.Place puts it in this
 // member's list of the queue at path, or leaves it as it is (at the end).
 func (s *Server) placeLockNode(path string, create wire.Request, base string, kind lockq.Kind, prio int) wire.Request {
-	var names []string
-	var st wire.Stat
-	var err error
-	s.fsm.read(func(t *tree.Tree) { names, st, err = t.Children(path) })
-	if err != nil {
-		return create
-	}
-	es := lockq.Sort(names)
-	at := lockq.Place(es, kind, prio, int64(st.Cversion))
-	if at.Key == "" {
-		return create
-	}
-	create.Path = path + "/" + lockq.Prefix(lockq.ID(base, prio, at.Key), kind)
-	ops := []wire.Request{{Op: wire.OpCheck, Path: path, Version: st.Cversion, Mode: wire.CheckCversion}}
-	if at.Touch >= 0 {
-		touched := path + "/" + es[at.Touch].Name
-		var data []byte
-		var tst wire.Stat
-		s.fsm.read(func(t *tree.Tree) { data, tst, err = t.Get(touched) })
+	var ops []wire.Request
+	s.fsm.read(func(t *tree.Tree) {
+		names, st, err := t.Children(path)
 		if err != nil {
-			return create
+			return
 		}
-		ops = append(ops, wire.Request{Op: wire.OpSetData, Path: touched, Data: data, Version: tst.Version})
+		es := lockq.Sort(names)
+		at := lockq.Place(es, kind, prio, int64(st.Cversion))
+		if at.Key == "" {
+			return
+		}
+		create.Path = path + "/" + lockq.Prefix(lockq.ID(base, prio, at.Key), kind)
+		ops = []wire.Request{{Op: wire.OpCheck, Path: path, Version: st.Cversion, Mode: wire.CheckCversion}}
+		if at.Touch >= 0 {
+			touched := path + "/" + es[at.Touch].Name
+			data, tst, _ := t.Get(touched) // there: the queue was just listed under the same lock
+			ops = append(ops, wire.Request{Op: wire.OpSetData, Path: touched, Data: data, Version: tst.Version})
+		}
+	})
+	if ops == nil {
+		return create
 	}
 	return wire.Request{Op: wire.OpMulti, Ops: append(ops, create)}
 }
