@@ -80,18 +80,19 @@ func (s *Server) memberError(err error, id uint64) error {
 // mayChangeMembers decides whether c may add, promote or remove members,
 // here and through any other protocol that changes them.
 func (s *Server) mayChangeMembers(c *conn) error {
-	return memberRights(&s.cfg, c.nc.RemoteAddr(), c.identities())
+	return memberRights(&s.cfg, "membership changes", c.nc.RemoteAddr(), c.identities())
 }
 
-// memberRights is the rule of mayChangeMembers, for a client at from with
-// identities ids. Where from: a loopback address, or any with RemoteAdmin.
+// memberRights is the rule of mayChangeMembers, and of the other acts of
+// an operator (what names them, for the refusal), for a client at from
+// with identities ids. Where from: a loopback address, or any with RemoteAdmin.
 // Who: anyone, until a superuser or client certificates are configured;
 // then only the superuser or a certificate named in AdminIdentities (every
 // process and account on a host shares its loopback address, so it proves
 // nothing once there are identities to ask for).
-func memberRights(cfg *Config, from net.Addr, ids []wire.Identity) error {
+func memberRights(cfg *Config, what string, from net.Addr, ids []wire.Identity) error {
 	if !cfg.RemoteAdmin && !isLoopback(from) {
-		return wire.Errorf(wire.CodeNoAuth, "membership changes are taken only from a loopback address unless the server runs with --remote-admin")
+		return wire.Errorf(wire.CodeNoAuth, "%s are taken only from a loopback address unless the server runs with --remote-admin", what)
 	}
 	if cfg.SuperDigest == "" && cfg.TLSCA == "" {
 		return nil
@@ -101,7 +102,7 @@ func memberRights(cfg *Config, from net.Addr, ids []wire.Identity) error {
 			return nil
 		}
 	}
-	return wire.Errorf(wire.CodeNoAuth, "membership changes need %s", adminsWanted(cfg))
+	return wire.Errorf(wire.CodeNoAuth, "%s need %s", what, adminsWanted(cfg))
 }
 
 // adminsWanted names who may change the members under cfg, for the

@@ -145,7 +145,7 @@ func TestTheMembershipRuleAsksWhereFromAndThenWho(t *testing.T) {
 		{"with certificates and no admin named, nobody may", certsOnly, loopback, ops, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := memberRights(&tc.cfg, tc.from, tc.ids)
+			err := memberRights(&tc.cfg, "membership changes", tc.from, tc.ids)
 			if tc.allowed && err != nil || !tc.allowed && wire.CodeOf(err) != wire.CodeNoAuth {
 				t.Fatalf("memberRights = %v, want allowed: %v", err, tc.allowed)
 			}

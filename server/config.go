@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/arbor-coord/arbor/locks"
@@ -55,6 +56,11 @@ type Config struct {
 	// the HTTP listener. They show the process's internals and a CPU
 	// profile costs CPU while it runs: off by default.
 	Pprof bool
+	// UI makes the handler of the web console, served under /ui/ on the
+	// HTTP listener (console.Handler; nil: no console). It is a function
+	// of the server so that the console, which reads the server's views,
+	// need not be a package the server imports.
+	UI func(*Server) http.Handler
 
 	MinSessionTimeout time.Duration // default 2s
 	MaxSessionTimeout time.Duration // default 60s

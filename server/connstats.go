@@ -88,6 +88,7 @@ func (s *connStats) answered(srv *Server, op string, xid int32, zxid int64, took
 type serverStats struct {
 	nRecv   atomic.Int64
 	nSent   atomic.Int64
+	reads   atomic.Int64 // reads answered (wire.ClassRead), for the overview's rates
 	latency atomicLatency
 }
 

@@ -36,8 +36,11 @@ type fsm struct {
 	// it came (ms; negative when early) after it was due, a third of the
 	// lease's TTL after the one before.
 	onRenewal func(lateMs int64)
-	// lockChanged wakes what waits on a lock's queue (lockWatch).
+	// lockChanged wakes what waits on a lock's queue (pathWatch).
 	lockChanged func(paths []string)
+	// nodeChanged wakes what waits on the nodes an applied txn changed
+	// (the server's nodeWatch).
+	nodeChanged func(events []tree.Event)
 
 	mu    sync.RWMutex
 	tree  *tree.Tree   // mu guards tree, locks and zxid
@@ -78,6 +81,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	f.mu.Unlock()
 	if len(changed) > 0 && f.lockChanged != nil {
 		f.lockChanged(changed)
+	}
+	if f.nodeChanged != nil {
+		f.nodeChanged(events)
 	}
 
 	switch {

@@ -143,21 +143,28 @@ func (s *Server) lockPath(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// httpIdentities are the identities an HTTP request proves: its ip, a
+// HTTPIdentities are the identities an HTTP request proves: its ip, a
 // digest identity from HTTP basic auth (user and password, as an auth
-// request's "user:password"), and an x509 identity from a verified client
-// certificate.
-func (s *Server) httpIdentities(r *http.Request) []wire.Identity {
+// request's "user:password") or from a login (logins.go), and an x509
+// identity from a verified client certificate.
+func (s *Server) HTTPIdentities(r *http.Request) []wire.Identity {
 	host := r.RemoteAddr
 	if i := strings.LastIndexByte(host, ':'); i >= 0 {
 		host = strings.Trim(host[:i], "[]")
 	}
 	ids := []wire.Identity{{Scheme: "ip", ID: host}}
-	if user, password, ok := r.BasicAuth(); ok && user != "" {
-		id := wire.DigestID(user, password)
+	addDigest := func(user, id string) {
 		ids = append(ids, wire.Identity{Scheme: "digest", ID: id})
 		if s.cfg.SuperDigest != "" && id == s.cfg.SuperDigest {
 			ids = append(ids, wire.Identity{Scheme: tree.SuperScheme, ID: user})
+		}
+	}
+	if user, password, ok := r.BasicAuth(); ok && user != "" {
+		addDigest(user, wire.DigestID(user, password))
+	}
+	if c, err := r.Cookie(loginCookie); err == nil {
+		if l, ok := s.logins.get(c.Value, time.Now()); ok {
+			addDigest(l.user, l.digest)
 		}
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -227,7 +234,7 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := s.needQuorum(); err != nil {
 		return nil, err
 	}
-	ids := s.httpIdentities(r)
+	ids := s.HTTPIdentities(r)
 	if err := s.makeLockDirs(ctx, path, ids); err != nil {
 		return nil, err
 	}
@@ -577,7 +584,7 @@ func (s *Server) breakLock(ctx context.Context, w http.ResponseWriter, r *http.R
 		return nil, err
 	}
 	txn := tree.Txn{Time: time.Now().UnixMilli()}
-	nodes, err := s.breakTxn(s.httpIdentities(r), &wire.Request{Op: wire.OpLockBreak, Path: path, Reason: req.Reason}, &txn)
+	nodes, err := s.breakTxn(s.HTTPIdentities(r), &wire.Request{Op: wire.OpLockBreak, Path: path, Reason: req.Reason}, &txn)
 	if errors.Is(err, wire.ErrNoNode) {
 		return nil, &apiError{http.StatusNotFound, err.Error()}
 	}
@@ -611,7 +618,7 @@ func (s *Server) leaseBody(w http.ResponseWriter, r *http.Request) (string, leas
 // allowed checks that r's identities have perm on the lock at path.
 func (s *Server) allowed(path string, r *http.Request, perm wire.Perms) error {
 	var err error
-	ids := s.httpIdentities(r)
+	ids := s.HTTPIdentities(r)
 	s.fsm.read(func(t *tree.Tree) { err = t.Check(path, ids, perm) })
 	if errors.Is(err, wire.ErrNoNode) {
 		return &apiError{http.StatusNotFound, "no lock " + path}
@@ -668,7 +675,7 @@ const (
 // lockState reads the lock at path for r: the lock (ok false if nobody
 // holds or waits, or r may not read it) and the zxid of its last change.
 func (s *Server) lockState(r *http.Request, path string) (l lockJSON, ok bool) {
-	ids := s.httpIdentities(r)
+	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		infos := lockInfos(t, x, path, ids)
 		if ok = len(infos) > 0 && infos[0].Path == path; ok {
@@ -703,6 +710,8 @@ func (s *Server) apiLock(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-changed:
 			case <-timer.C:
+				answer = true
+			case <-s.stopc: // the member is closing: the state as it is
 				answer = true
 			case <-r.Context().Done():
 				done()
@@ -765,7 +774,7 @@ func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
 	defer keepAlive.Stop()
 	for {
 		changed, done := s.lockWatch.next(path)
-		ok := s.sendLockEvent(w, r, path) && waitChange(w, r, changed, keepAlive.C)
+		ok := s.sendLockEvent(w, r, path) && s.waitChange(w, r, changed, keepAlive.C)
 		done()
 		if !ok {
 			return
@@ -776,20 +785,15 @@ func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
 // sendLockEvent writes the lock's state as a "lock" event and flushes it;
 // false when the client has gone.
 func (s *Server) sendLockEvent(w http.ResponseWriter, r *http.Request, path string) bool {
-	data := []byte("{}")
 	if l, ok := s.lockState(r, path); ok {
-		data, _ = json.Marshal(l)
+		return sendEvent(w, "lock", l)
 	}
-	if _, err := fmt.Fprintf(w, "event: lock\ndata: %s\n\n", data); err != nil {
-		return false
-	}
-	w.(http.Flusher).Flush()
-	return true
+	return sendEvent(w, "lock", struct{}{})
 }
 
 // waitChange waits for changed, keeping the stream alive meanwhile; false
-// when the client has gone.
-func waitChange(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, keepAlive <-chan time.Time) bool {
+// when the client has gone or the server is closing.
+func (s *Server) waitChange(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, keepAlive <-chan time.Time) bool {
 	for {
 		select {
 		case <-changed:
@@ -800,6 +804,8 @@ func waitChange(w http.ResponseWriter, r *http.Request, changed <-chan struct{},
 			}
 			w.(http.Flusher).Flush()
 		case <-r.Context().Done():
+			return false
+		case <-s.stopc:
 			return false
 		}
 	}
@@ -830,7 +836,7 @@ func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var evs []wire.LockEvent
-	ids := s.httpIdentities(r)
+	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { evs = lockHistory(t, x, path, ids) })
 	out := []lockEventJSON{}
 	for _, ev := range evs {
@@ -850,7 +856,7 @@ func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {
 	var infos []wire.LockInfo
-	ids := s.httpIdentities(r)
+	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { infos = lockInfos(t, x, "/", ids) })
 	out := []lockJSON{}
 	for _, l := range infos {
@@ -861,7 +867,7 @@ func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) apiDeadlocks(w http.ResponseWriter, r *http.Request) {
 	var cycles [][]wire.LockWait
-	ids := s.httpIdentities(r)
+	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = deadlocks(t, x, ids) })
 	type edge struct {
 		ClientID string `json:"client_id"`

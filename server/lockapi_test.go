@@ -386,8 +386,8 @@ func TestAnHTTPClientCannotReachASessionsLease(t *testing.T) {
 	}
 }
 
-func TestTheLockWatchForgetsAPathNobodyWaitsOn(t *testing.T) {
-	w := newLockWatch()
+func TestThePathWatchForgetsAPathNobodyWaitsOn(t *testing.T) {
+	w := newPathWatch()
 	_, done1 := w.next("/a")
 	_, done2 := w.next("/a")
 	done1()
@@ -395,8 +395,8 @@ func TestTheLockWatchForgetsAPathNobodyWaitsOn(t *testing.T) {
 		t.Fatalf("a path with a waiter left was forgotten")
 	}
 	done2()
-	if len(w.waiters) != 0 {
-		t.Errorf("%d paths kept with nobody waiting", len(w.waiters))
+	if len(w.waiters) != 0 || w.n.Load() != 0 {
+		t.Errorf("%d paths kept with nobody waiting (counted %d)", len(w.waiters), w.n.Load())
 	}
 	ch, done := w.next("/b")
 	w.changed([]string{"/b"})

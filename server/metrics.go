@@ -99,6 +99,13 @@ func (m *metrics) handler(s *Server) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", s.serveStatus)
 	s.handleLockAPI(mux)
+	s.handleTreeAPI(mux)
+	s.handleLoginAPI(mux)
+	s.handleClusterAPI(mux)
+	if s.cfg.UI != nil {
+		mux.Handle("/ui/", s.cfg.UI(s))
+		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.node.Done():
@@ -120,7 +127,7 @@ func (m *metrics) handler(s *Server) http.Handler {
 		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol) // go tool pprof posts the addresses it looks up
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	return s.guardHTTP(mux)
 }
 
 // digestCollector reports the tree's digest as the label of an info metric

@@ -86,6 +86,9 @@ func (c *conn) reply(r *request, reply *wire.Reply) {
 		c.srv.metrics.noAuth.Inc()
 	}
 	c.stats.answered(c.srv, name, r.req.Xid, reply.Zxid, took)
+	if r.req.Op.Class() == wire.ClassRead {
+		c.srv.stats.reads.Add(1)
+	}
 	c.send(r, reply)
 }
 

@@ -32,7 +32,10 @@ type Server struct {
 	memory   *memory
 
 	lockMetrics *lockMetrics
-	lockWatch   *lockWatch
+	lockWatch   *pathWatch // lock paths, woken as their queues change
+	logins      *logins    // the HTTP API's browser logins
+	rates       rates      // the overview's recent rates
+	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 
 	transport peerTransport // nil for a single node
 	ln        net.Listener
@@ -91,6 +94,7 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.onRestore = func() {
 		s.dropAllConns(wire.CodeConnectionLoss)
 		s.lockWatch.changed(nil)
+		s.nodeWatch.changed(nil)
 	}
 	s.metrics = newMetrics(s)
 	s.limits = newLimiter(&s.cfg, s.metrics.reg)
@@ -100,8 +104,11 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.locks.Observe = s.lockMetrics.observer()
 	s.fsm.onLeaseExpired = s.lockMetrics.expiries.Inc
 	s.fsm.onRenewal = s.lockMetrics.renewed
-	s.lockWatch = newLockWatch()
+	s.lockWatch = newPathWatch()
 	s.fsm.lockChanged = s.lockWatch.changed
+	s.nodeWatch = newPathWatch()
+	s.logins = newLogins()
+	s.fsm.nodeChanged = s.nodeWatch.changedBy
 	tlsConf, err := clientTLSConfig(&cfg)
 	if err != nil {
 		return nil, err
@@ -135,8 +142,9 @@ func New(cfg Config) (*Server, error) {
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
 	s.memory.node = s.node
-	s.wg.Add(4)
+	s.wg.Add(5)
 	go s.acceptLoop(s.ln, newArborCodec)
+	go s.sampleRates()
 	go s.expiryLoop()
 	go s.watchMemory()
 	go s.watchDeadlocks()

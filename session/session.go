@@ -32,7 +32,8 @@ type Table struct {
 type entry struct {
 	timeout  time.Duration
 	deadline time.Time
-	lease    int64 // a lease's version; 0 for a client's session
+	lease    int64     // a lease's version; 0 for a client's session
+	since    time.Time // when the table began to track it
 }
 
 // NewTable returns an empty table that negotiates timeouts within [min, max].
@@ -53,7 +54,7 @@ func (t *Table) Negotiate(requested time.Duration) time.Duration {
 func (t *Table) Add(id int64, timeout time.Duration, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout)}
+	t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout), since: now}
 }
 
 // SetLease tracks a lease at version, with its deadline: a lease is not
@@ -63,10 +64,14 @@ func (t *Table) Add(id int64, timeout time.Duration, now time.Time) {
 func (t *Table) SetLease(id, version int64, expires time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.sessions[id]; ok && e.lease > version {
-		return // a later renewal was tracked already
+	var since time.Time // unknown: a lease has no now here
+	if e, ok := t.sessions[id]; ok {
+		if e.lease > version {
+			return // a later renewal was tracked already
+		}
+		since = e.since
 	}
-	t.sessions[id] = &entry{deadline: expires, lease: version}
+	t.sessions[id] = &entry{deadline: expires, lease: version, since: since}
 }
 
 // LeaseVersion returns the version of a lease the table tracks; ok is
@@ -147,7 +152,7 @@ func (t *Table) Replace(sessions map[int64]time.Duration, leases map[int64]Lease
 	defer t.mu.Unlock()
 	t.sessions = make(map[int64]*entry, len(sessions)+len(leases))
 	for id, timeout := range sessions {
-		t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout)}
+		t.sessions[id] = &entry{timeout: timeout, deadline: now.Add(timeout), since: now}
 	}
 	for id, l := range leases {
 		t.sessions[id] = &entry{deadline: l.Expires, lease: l.Version}
@@ -163,6 +168,19 @@ func (t *Table) Deadline(id int64) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return e.deadline, true
+}
+
+// Since returns when the table began to track a session: when this
+// member applied its creation, or took a snapshot that had it. It is the
+// zero time for a lease tracked since its creation.
+func (t *Table) Since(id int64) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.sessions[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.since, true
 }
 
 // Len returns the number of sessions tracked.

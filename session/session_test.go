@@ -112,3 +112,20 @@ func TestALeaseKeepsItsReplicatedDeadline(t *testing.T) {
 		t.Errorf("a lease after Replace: %d, %v", v, ok)
 	}
 }
+
+func TestSinceIsWhenTheTableBeganToTrackASession(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tb := NewTable(time.Second, time.Minute)
+	tb.Add(1, 10*time.Second, now)
+	tb.Touch(1, now.Add(5*time.Second))
+	if since, ok := tb.Since(1); !ok || !since.Equal(now) {
+		t.Errorf("Since(1) = %v, %v; want %v: a touch is not a new session", since, ok, now)
+	}
+	if _, ok := tb.Since(2); ok {
+		t.Error("Since of an unknown session")
+	}
+	tb.Replace(map[int64]time.Duration{1: time.Second}, nil, now.Add(time.Minute))
+	if since, _ := tb.Since(1); !since.Equal(now.Add(time.Minute)) {
+		t.Errorf("after a snapshot, Since(1) = %v; want the time of the snapshot", since)
+	}
+}

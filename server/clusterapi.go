@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/arbor-coord/arbor/locks"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// The cluster's views for operators: its sessions (/api/v1/sessions) and
+// an overview of a member (/api/v1/overview), as the web console shows
+// them (docs/http-api.md).
+
+// maxSessionEphemerals is how many of a session's ephemeral paths its view
+// lists; EphemeralCount counts them all.
+const maxSessionEphemerals = 100
+
+// SessionView is a session, or a lease, as the sessions view shows it.
+type SessionView struct {
+	ID             string   `json:"id"` // hex, as ZooKeeper's tools show it
+	TimeoutMs      int32    `json:"timeout_ms,omitempty"`
+	Lease          bool     `json:"lease,omitempty"` // an HTTP lock's lease, not a client's session
+	LeaseOwner     string   `json:"lease_owner,omitempty"`
+	LeaseExpiresAt string   `json:"lease_expires_at,omitempty"`
+	AgeMs          int64    `json:"age_ms"` // since the member that answers learned of it; -1 unknown
+	Member         uint64   `json:"member,omitempty"`
+	ClientAddr     string   `json:"client_addr,omitempty"` // of its connection, when a member that answered has it
+	Protocol       string   `json:"protocol,omitempty"`    // "arbor" or "zookeeper"
+	LastHeardMsAgo int64    `json:"last_heard_ms_ago"`     // the connection's last request; -1 unknown
+	Ephemerals     []string `json:"ephemerals"`            // the first maxSessionEphemerals the caller may read
+	EphemeralCount int      `json:"ephemeral_count"`
+}
+
+// connView is what a member knows of a session's connection to it.
+type connView struct {
+	Session        string `json:"session"`
+	ClientAddr     string `json:"client_addr"`
+	Protocol       string `json:"protocol"`
+	LastHeardMsAgo int64  `json:"last_heard_ms_ago"`
+}
+
+// localConns lists the sessions' connections to this member.
+func (s *Server) localConns() []connView {
+	now := time.Now()
+	var out []connView
+	for _, c := range s.sessionConns() {
+		proto := "arbor"
+		if _, ok := c.codec.(*zkCodec); ok {
+			proto = "zookeeper"
+		}
+		c.stats.mu.Lock()
+		heard := c.stats.lastResp
+		c.stats.mu.Unlock()
+		out = append(out, connView{Session: leaseID(c.session), ClientAddr: c.nc.RemoteAddr().String(), Protocol: proto,
+			LastHeardMsAgo: now.Sub(heard).Milliseconds()})
+	}
+	return out
+}
+
+// Sessions lists the cluster's sessions and leases as ids may see them
+// (the ephemerals they may read), with their connections to this member.
+func (s *Server) Sessions(ids []wire.Identity) []SessionView {
+	now := time.Now()
+	out := []SessionView{}
+	s.fsm.read(func(t *tree.Tree) {
+		for _, ses := range t.Sessions() {
+			v := SessionView{ID: leaseID(ses.ID), TimeoutMs: ses.TimeoutMs, AgeMs: -1, LastHeardMsAgo: -1, Ephemerals: []string{}}
+			if ses.Lease != nil {
+				v.Lease, v.LeaseOwner, v.LeaseExpiresAt = true, ses.Lease.Owner, msTime(ses.Lease.Expires)
+			}
+			if since, ok := s.sessions.Since(ses.ID); ok && !since.IsZero() {
+				v.AgeMs = now.Sub(since).Milliseconds()
+			}
+			eph := t.Ephemerals(ses.ID)
+			v.EphemeralCount = len(eph)
+			for _, p := range eph {
+				if len(v.Ephemerals) < maxSessionEphemerals && t.Check(p, ids, wire.PermRead) == nil {
+					v.Ephemerals = append(v.Ephemerals, p)
+				}
+			}
+			out = append(out, v)
+		}
+	})
+	byID := make(map[string]*SessionView, len(out))
+	for i := range out {
+		byID[out[i].ID] = &out[i]
+	}
+	for _, c := range s.localConns() {
+		if v := byID[c.Session]; v != nil {
+			v.Member, v.ClientAddr, v.Protocol, v.LastHeardMsAgo = s.cfg.ID, c.ClientAddr, c.Protocol, c.LastHeardMsAgo
+		}
+	}
+	return out
+}
+
+// handleClusterAPI adds the sessions and overview endpoints to mux.
+func (s *Server) handleClusterAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"sessions": s.Sessions(s.HTTPIdentities(r))}, nil)
+	})
+	mux.HandleFunc("/api/v1/sessions", methodNotAllowed("GET"))
+	mux.HandleFunc("GET /api/v1/connections", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"member": s.cfg.ID, "connections": s.localConns()}, nil)
+	})
+	mux.HandleFunc("/api/v1/connections", methodNotAllowed("GET"))
+	mux.HandleFunc("DELETE /api/v1/sessions/{id}", answering(s.apiCloseSession))
+	mux.HandleFunc("/api/v1/sessions/{id}", methodNotAllowed("DELETE"))
+	mux.HandleFunc("GET /api/v1/overview", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, s.Overview(), nil)
+	})
+	mux.HandleFunc("/api/v1/overview", methodNotAllowed("GET"))
+}
+
+// apiCloseSession answers DELETE /api/v1/sessions/ID: it closes the
+// session (or lease), whose ephemerals go with it, as its expiry would.
+// It needs what a membership change needs (memberRights): an operator's
+// act, not a client's.
+func (s *Server) apiCloseSession(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 16, 64)
+	if err != nil || id == 0 {
+		return nil, badRequest("%q is not a session id (hex)", r.PathValue("id"))
+	}
+	if err := memberRights(&s.cfg, "session closes", httpRemote(r), s.HTTPIdentities(r)); err != nil {
+		return nil, err
+	}
+	var known bool
+	s.fsm.read(func(t *tree.Tree) { _, known = t.Session(int64(id)) })
+	if !known {
+		return nil, &apiError{http.StatusNotFound, "no session " + r.PathValue("id")}
+	}
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: int64(id), Time: time.Now().UnixMilli()}); err != nil {
+		if errors.Is(err, wire.ErrSessionExpired) || errors.Is(err, wire.ErrUnknownSession) {
+			return nil, &apiError{http.StatusNotFound, "no session " + r.PathValue("id")}
+		}
+		return nil, err
+	}
+	return map[string]bool{"closed": true}, nil
+}
+
+// httpRemote is r's client address.
+func httpRemote(r *http.Request) net.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return &net.TCPAddr{}
+	}
+	return net.TCPAddrFromAddrPort(ap)
+}
+
+// Rates: the overview samples its counters every rateStep and keeps
+// rateSamples of them (ten minutes).
+const (
+	rateStep    = 5 * time.Second
+	rateSamples = 120
+)
+
+// RatePoint is one step of the overview's rates.
+type RatePoint struct {
+	Time   string  `json:"time"`
+	Writes float64 `json:"writes_per_s"` // txns the cluster applied (the same on every member)
+	Reads  float64 `json:"reads_per_s"`  // reads this member answered
+}
+
+// rates keeps the overview's recent rates.
+type rates struct {
+	mu     sync.Mutex
+	points []RatePoint // oldest first, at most rateSamples
+
+	lastAt              time.Time
+	lastApplied, lastRd int64
+}
+
+// sample adds the rates since the last sample.
+func (rt *rates) sample(now time.Time, applied, reads int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !rt.lastAt.IsZero() {
+		d := now.Sub(rt.lastAt).Seconds()
+		rt.points = append(rt.points, RatePoint{Time: now.UTC().Format(time.RFC3339),
+			Writes: float64(applied-rt.lastApplied) / d, Reads: float64(reads-rt.lastRd) / d})
+		if len(rt.points) > rateSamples {
+			rt.points = rt.points[len(rt.points)-rateSamples:]
+		}
+	}
+	rt.lastAt, rt.lastApplied, rt.lastRd = now, applied, reads
+}
+
+func (rt *rates) list() []RatePoint {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return append([]RatePoint{}, rt.points...)
+}
+
+// sampleRates samples the rates every rateStep until the server closes.
+func (s *Server) sampleRates() {
+	defer s.wg.Done()
+	tick := time.NewTicker(rateStep)
+	defer tick.Stop()
+	for {
+		s.rates.sample(time.Now(), s.fsm.lastZxid(), s.stats.reads.Load())
+		select {
+		case <-tick.C:
+		case <-s.stopc:
+			return
+		}
+	}
+}
+
+// OverviewView is a member's overview: the tree's size, its clients and
+// the recent rates.
+type OverviewView struct {
+	Member    uint64      `json:"member"`
+	Leader    uint64      `json:"leader"`
+	Term      uint64      `json:"term"`
+	Zxid      int64       `json:"zxid"`
+	Znodes    int         `json:"znodes"`
+	Sessions  int         `json:"sessions"`
+	Ephemeral int         `json:"ephemerals"`
+	Watches   int         `json:"watches"` // registered on this member
+	Conns     int         `json:"connections"`
+	Locks     int         `json:"locks"` // held or waited for
+	Rates     []RatePoint `json:"rates"` // every 5 s over the last 10 minutes, oldest first
+}
+
+// Overview reports the member's overview.
+func (s *Server) Overview() OverviewView {
+	v := OverviewView{Member: s.cfg.ID, Leader: s.node.Leader(), Term: s.node.Term(), Watches: s.watches.size(), Rates: s.rates.list()}
+	s.mu.Lock()
+	v.Conns = len(s.conns)
+	s.mu.Unlock()
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		v.Zxid, v.Znodes, v.Sessions, v.Ephemeral, v.Locks = t.Zxid(), t.Count(), len(t.Sessions()), t.EphemeralCount(), len(x.Paths("/"))
+	})
+	return v
+}
