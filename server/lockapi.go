@@ -54,6 +54,7 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		{"GET", "/api/v1/locks/{name}/history", s.apiLockHistory},
 		{"GET", "/api/v1/locks", s.apiLocks},
 		{"GET", "/api/v1/deadlocks", s.apiDeadlocks},
+		{"POST", "/api/v1/break", answering(s.breakPath)},
 	} {
 		mux.HandleFunc(e.method+" "+e.path, e.h)
 		mux.HandleFunc(e.path, methodNotAllowed(e.method))
@@ -580,11 +581,32 @@ func (s *Server) breakLock(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
+	return s.breakAt(ctx, r, path, req.Reason)
+}
+
+// breakPath frees the lock at any path, {"path", "reason"}: the lock of a
+// Go recipe as well as an HTTP lock (the console's break button).
+func (s *Server) breakPath(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	var req struct {
+		Path   string `json:"path"`
+		Reason string `json:"reason"`
+	}
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	if err := wire.ValidatePath(req.Path, false); err != nil {
+		return nil, badRequest("path: %v", err)
+	}
+	return s.breakAt(ctx, r, req.Path, req.Reason)
+}
+
+// breakAt breaks the lock at path for r, for reason.
+func (s *Server) breakAt(ctx context.Context, r *http.Request, path, reason string) (any, error) {
 	if err := s.needQuorum(); err != nil {
 		return nil, err
 	}
 	txn := tree.Txn{Time: time.Now().UnixMilli()}
-	nodes, err := s.breakTxn(s.HTTPIdentities(r), &wire.Request{Op: wire.OpLockBreak, Path: path, Reason: req.Reason}, &txn)
+	nodes, err := s.breakTxn(s.HTTPIdentities(r), &wire.Request{Op: wire.OpLockBreak, Path: path, Reason: reason}, &txn)
 	if errors.Is(err, wire.ErrNoNode) {
 		return nil, &apiError{http.StatusNotFound, err.Error()}
 	}
@@ -626,17 +648,17 @@ func (s *Server) allowed(path string, r *http.Request, perm wire.Perms) error {
 	return err
 }
 
-// lockJSON is a lock as the API shows it.
-type lockJSON struct {
+// LockView is a lock as the API shows it.
+type LockView struct {
 	Index           int64       `json:"index"` // the zxid of its last change, for a long poll (0: unknown since a restart)
 	Path            string      `json:"path"`
-	Holders         []partyJSON `json:"holders"`
-	Waiters         []partyJSON `json:"waiters"`
+	Holders         []PartyView `json:"holders"`
+	Waiters         []PartyView `json:"waiters"`
 	EstimatedWaitMs int64       `json:"estimated_wait_ms"`
 }
 
-// partyJSON is a holder or a waiter as the API shows it.
-type partyJSON struct {
+// PartyView is a holder or a waiter as the API shows it.
+type PartyView struct {
 	ClientID     string `json:"client_id"` // its owner
 	Holder       string `json:"holder,omitempty"`
 	Mode         string `json:"mode"`
@@ -647,10 +669,10 @@ type partyJSON struct {
 	ExpiresAt    string `json:"expires_at,omitempty"`
 }
 
-func apiParties(ps []wire.LockParty) []partyJSON {
-	out := []partyJSON{}
+func apiParties(ps []wire.LockParty) []PartyView {
+	out := []PartyView{}
 	for _, p := range ps {
-		j := partyJSON{ClientID: p.Owner, Holder: p.Holder, Mode: p.Mode, Session: leaseID(p.Session), FencingToken: p.Token,
+		j := PartyView{ClientID: p.Owner, Holder: p.Holder, Mode: p.Mode, Session: leaseID(p.Session), FencingToken: p.Token,
 			Since: time.UnixMilli(p.Since).UTC().Format(time.RFC3339Nano)}
 		if p.Lease != 0 {
 			j.LeaseID = leaseID(p.Lease)
@@ -661,8 +683,8 @@ func apiParties(ps []wire.LockParty) []partyJSON {
 	return out
 }
 
-func apiLock(l wire.LockInfo) lockJSON {
-	return lockJSON{Path: l.Path, Holders: apiParties(l.Holders), Waiters: apiParties(l.Waiters), EstimatedWaitMs: l.EstimatedWaitMs}
+func apiLock(l wire.LockInfo) LockView {
+	return LockView{Path: l.Path, Holders: apiParties(l.Holders), Waiters: apiParties(l.Waiters), EstimatedWaitMs: l.EstimatedWaitMs}
 }
 
 // Long polls: how long a GET of a lock with ?index waits for a change,
@@ -674,7 +696,7 @@ const (
 
 // lockState reads the lock at path for r: the lock (ok false if nobody
 // holds or waits, or r may not read it) and the zxid of its last change.
-func (s *Server) lockState(r *http.Request, path string) (l lockJSON, ok bool) {
+func (s *Server) lockState(r *http.Request, path string) (l LockView, ok bool) {
 	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		infos := lockInfos(t, x, path, ids)
@@ -726,7 +748,7 @@ func (s *Server) apiLock(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func answerLock(w http.ResponseWriter, l lockJSON, ok bool, path string) {
+func answerLock(w http.ResponseWriter, l LockView, ok bool, path string) {
 	if !ok {
 		writeJSON(w, nil, &apiError{http.StatusNotFound, "no lock " + path})
 		return
@@ -811,8 +833,9 @@ func (s *Server) waitChange(w http.ResponseWriter, r *http.Request, changed <-ch
 	}
 }
 
-// lockEventJSON is an event of the lock history as the API shows it.
-type lockEventJSON struct {
+// LockEventView is an event of the lock history as the API shows it.
+type LockEventView struct {
+	Lock         string `json:"lock"`
 	Index        int64  `json:"index"` // the zxid of the change
 	Time         string `json:"time"`
 	Event        string `json:"event"` // acquired, released, expired, session-ended, broken, deadlock
@@ -828,22 +851,14 @@ type lockEventJSON struct {
 	Reason       string `json:"reason,omitempty"`
 }
 
-// apiLockHistory answers the lock NAME's recent history, oldest first.
-func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
-	path, err := s.lockPath(r)
-	if err != nil {
-		writeJSON(w, nil, err)
-		return
-	}
+// LockHistory is the recent history of the locks at and below prefix, as
+// ids may read it, oldest first.
+func (s *Server) LockHistory(ids []wire.Identity, prefix string) []LockEventView {
 	var evs []wire.LockEvent
-	ids := s.HTTPIdentities(r)
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { evs = lockHistory(t, x, path, ids) })
-	out := []lockEventJSON{}
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { evs = lockHistory(t, x, prefix, ids) })
+	out := []LockEventView{}
 	for _, ev := range evs {
-		if ev.Lock != path {
-			continue // a lock below NAME's node
-		}
-		j := lockEventJSON{Index: ev.Zxid, Time: time.UnixMilli(ev.Time).UTC().Format(time.RFC3339Nano), Event: ev.Kind,
+		j := LockEventView{Lock: ev.Lock, Index: ev.Zxid, Time: time.UnixMilli(ev.Time).UTC().Format(time.RFC3339Nano), Event: ev.Kind,
 			ClientID: ev.Owner, Holder: ev.Holder, Mode: ev.Mode, Session: leaseID(ev.Session), FencingToken: ev.Token,
 			WaitedMs: ev.WaitedMs, HeldMs: ev.HeldMs, By: ev.By, Reason: ev.Reason}
 		if ev.Lease != 0 {
@@ -851,37 +866,64 @@ func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, j)
 	}
+	return out
+}
+
+// apiLockHistory answers the lock NAME's recent history, oldest first.
+func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		writeJSON(w, nil, err)
+		return
+	}
+	out := []LockEventView{}
+	for _, ev := range s.LockHistory(s.HTTPIdentities(r), path) {
+		if ev.Lock == path { // not a lock below NAME's node
+			out = append(out, ev)
+		}
+	}
 	writeJSON(w, map[string]any{"events": out}, nil)
 }
 
-func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {
+// Locks lists every lock held or waited for, as ids may read them.
+func (s *Server) Locks(ids []wire.Identity) []LockView {
 	var infos []wire.LockInfo
-	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { infos = lockInfos(t, x, "/", ids) })
-	out := []lockJSON{}
+	out := []LockView{}
 	for _, l := range infos {
 		out = append(out, apiLock(l))
 	}
-	writeJSON(w, map[string]any{"locks": out}, nil)
+	return out
 }
 
-func (s *Server) apiDeadlocks(w http.ResponseWriter, r *http.Request) {
+func (s *Server) apiLocks(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, map[string]any{"locks": s.Locks(s.HTTPIdentities(r))}, nil)
+}
+
+// DeadlockEdge is one wait of a deadlock cycle: a client waits for a lock
+// that another holds.
+type DeadlockEdge struct {
+	ClientID string `json:"client_id"`
+	Holder   string `json:"holder,omitempty"`
+	Lock     string `json:"lock"`
+	HeldBy   string `json:"held_by"`
+}
+
+// Deadlocks lists the deadlock cycles among the locks ids may read.
+func (s *Server) Deadlocks(ids []wire.Identity) [][]DeadlockEdge {
 	var cycles [][]wire.LockWait
-	ids := s.HTTPIdentities(r)
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = deadlocks(t, x, ids) })
-	type edge struct {
-		ClientID string `json:"client_id"`
-		Holder   string `json:"holder,omitempty"`
-		Lock     string `json:"lock"`
-		HeldBy   string `json:"held_by"`
-	}
-	out := [][]edge{}
+	out := [][]DeadlockEdge{}
 	for _, c := range cycles {
-		var es []edge
+		var es []DeadlockEdge
 		for _, w := range c {
-			es = append(es, edge{ClientID: w.Waiter.Owner, Holder: w.Waiter.Holder, Lock: w.Lock, HeldBy: w.Holder.Owner})
+			es = append(es, DeadlockEdge{ClientID: w.Waiter.Owner, Holder: w.Waiter.Holder, Lock: w.Lock, HeldBy: w.Holder.Owner})
 		}
 		out = append(out, es)
 	}
-	writeJSON(w, map[string]any{"cycles": out}, nil)
+	return out
+}
+
+func (s *Server) apiDeadlocks(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, map[string]any{"cycles": s.Deadlocks(s.HTTPIdentities(r))}, nil)
 }

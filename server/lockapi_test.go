@@ -342,6 +342,17 @@ func TestABreakOverHTTPFreesTheLock(t *testing.T) {
 	if code, v := api(t, s, "POST", "/api/v1/locks/none/break", map[string]any{}); code != http.StatusNotFound {
 		t.Errorf("break of a lock nobody holds: %d %v", code, v)
 	}
+	// Any lock, by its path.
+	code, v = api(t, s, "POST", "/api/v1/break", map[string]any{"path": "/locks/brk", "reason": "again"})
+	if broken, _ := v["broken"].([]any); code != http.StatusOK || len(broken) != 1 {
+		t.Errorf("break by path: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/break", map[string]any{"path": "locks"}); code != http.StatusBadRequest {
+		t.Errorf("break of an invalid path: %d %v", code, v)
+	}
+	if evs := s.LockHistory(nil, "/"); len(evs) == 0 || evs[len(evs)-1].Reason != "again" || evs[len(evs)-1].Lock != "/locks/brk" {
+		t.Errorf("the history does not end with the break by path: %+v", evs)
+	}
 }
 
 // An HTTP waiter's lease is renewed while it waits: a wait longer than its
