@@ -99,6 +99,7 @@ func (m *metrics) handler(s *Server) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", s.serveStatus)
 	s.handleLockAPI(mux)
+	s.handleMembersAPI(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.node.Done():
