@@ -123,6 +123,7 @@ func (n *Node) processReady() error {
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			n.term.Store(rd.HardState.Term)
+			n.commit.Store(rd.HardState.Commit)
 		}
 		// A leader sends before its own fsync, so that its followers write
 		// the entries while it does (raft thesis, 10.2.1): an entry counts

@@ -155,17 +155,19 @@ func (nw *MemNetwork) leave(t *MemTransport) {
 }
 
 // MemTransport is one member's transport on a MemNetwork. It is a
-// Transport, and has TCPTransport's Attach, SendTouches, SetFilter,
-// SetDelay and Close, so that a server runs on either.
+// Transport, and has TCPTransport's Attach, SendTouches, SendCard,
+// SetCardHandler, SetFilter, SetDelay and Close, so that a server runs on
+// either.
 type MemTransport struct {
 	id uint64
 	nw *MemNetwork
 
 	mu     sync.Mutex
-	links  map[uint64]*memQueue // mu guards links, step, report, touch, filter, closed
+	links  map[uint64]*memQueue // mu guards links, step, report, touch, card, filter, closed
 	step   func(raftpb.Message) error
 	report func(to uint64, snap bool, status raft.SnapshotStatus)
 	touch  func(ids []int64)
+	card   func(from uint64, card []byte)
 	filter Filter
 	closed bool
 	wg     sync.WaitGroup
@@ -178,12 +180,13 @@ type memQueue struct {
 	stop  chan struct{}
 }
 
-// memFrame is a message in a link's queue: a marshalled raft message, or
-// session touches.
+// memFrame is a message in a link's queue: a marshalled raft message,
+// session touches, or a member card.
 type memFrame struct {
 	raft    []byte
 	snap    bool // a MsgSnap: its sender hears how it went
 	touches []int64
+	card    []byte    // the sender's own copy; nil unless a card
 	due     time.Time // when the link's delay has passed
 }
 
@@ -197,6 +200,16 @@ func (t *MemTransport) Attach(n *Node, touch func(ids []int64)) {
 		t.step = func(m raftpb.Message) error { return n.stepWithin(m, time.Second) }
 		t.report = n.report
 	}
+}
+
+// SetCardHandler installs h as the handler of the member cards that
+// members send, as TCPTransport.SetCardHandler does (nil removes it). It
+// is called on the goroutines of the links to this member, one per
+// sender.
+func (t *MemTransport) SetCardHandler(h func(from uint64, card []byte)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.card = h
 }
 
 // SetFilter installs f on this member's traffic both ways, as
@@ -239,6 +252,12 @@ func (t *MemTransport) Send(msgs []raftpb.Message) {
 // SendTouches forwards the ids of sessions heard from to member to.
 func (t *MemTransport) SendTouches(to uint64, ids []int64) {
 	t.enqueue(to, memFrame{touches: ids})
+}
+
+// SendCard sends member to this member's card, as TCPTransport.SendCard
+// does; the receiver refuses a card over MaxCard. It does not keep card.
+func (t *MemTransport) SendCard(to uint64, card []byte) {
+	t.enqueue(to, memFrame{card: append([]byte{}, card...)})
 }
 
 func (t *MemTransport) enqueue(to uint64, f memFrame) bool {
@@ -308,10 +327,19 @@ func (t *MemTransport) deliver(to uint64, f memFrame) {
 // receive takes a frame from member from, and reports whether it went in.
 func (t *MemTransport) receive(from uint64, f memFrame) bool {
 	t.mu.Lock()
-	step, touch, filter, closed := t.step, t.touch, t.filter, t.closed
+	step, touch, card, filter, closed := t.step, t.touch, t.card, t.filter, t.closed
 	t.mu.Unlock()
 	if closed || (filter != nil && !filter(from, t.id)) {
 		return false
+	}
+	if f.card != nil {
+		if len(f.card) > MaxCard {
+			return false
+		}
+		if card != nil {
+			card(from, f.card)
+		}
+		return true
 	}
 	if f.raft == nil {
 		if touch != nil {

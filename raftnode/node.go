@@ -168,6 +168,7 @@ type Node struct {
 	reqIDs     atomic.Uint64
 
 	applied     atomic.Uint64
+	commit      atomic.Uint64 // raft's commit index, as of the last Ready
 	leader      atomic.Uint64
 	term        atomic.Uint64
 	confPending atomic.Bool // a membership change is in flight from here
@@ -281,6 +282,11 @@ func (n *Node) init() error {
 		return err
 	}
 	n.rn = rn
+	// A Ready carries the HardState only when it changes: start from the
+	// stored one.
+	hs := rn.BasicStatus().HardState
+	n.term.Store(hs.Term)
+	n.commit.Store(hs.Commit)
 	go n.runApply()
 	if fresh {
 		var peers []raft.Peer
@@ -458,6 +464,10 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 
 // Applied is the index of the last entry applied.
 func (n *Node) Applied() uint64 { return n.applied.Load() }
+
+// Commit is raft's commit index as this member knows it: the last entry
+// known committed, applied here or not yet.
+func (n *Node) Commit() uint64 { return n.commit.Load() }
 
 // MemoryHeld is what the node holds in memory of the log: the newest
 // entries it caches, and the committed entries waiting to be applied.

@@ -136,6 +136,26 @@ func TestRestartReplaysTheLog(t *testing.T) {
 	}
 }
 
+func TestTheCommitIndexIsNeverBehindWhatWasAppliedNorLostOnRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, &counter{}, 0)
+	var last uint64
+	for i := 0; i < 5; i++ {
+		last = add(t, n, 1).Index
+		if c, a := n.Commit(), n.Applied(); c < last || c < a {
+			t.Fatalf("commit %d, applied %d, after an entry at %d was applied", c, a, last)
+		}
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNode(t, dir, &counter{}, 0)
+	defer n.Stop()
+	if c := n.Commit(); c < last {
+		t.Fatalf("after restart the commit index is %d, it was %d", c, last)
+	}
+}
+
 func TestSnapshotCompactsAndRestartRestoresIt(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir, &counter{}, 10)

@@ -22,7 +22,12 @@ import (
 const (
 	frameRaft    byte = 1 // a raftpb.Message
 	frameTouches byte = 2 // session ids heard from, for the leader's expiry (8 bytes each)
+	frameCard    byte = 3 // a member card: the sender's id (8 bytes), then the card
 )
+
+// MaxCard bounds a member card, the opaque payload of SendCard: a member
+// refuses a bigger one from a peer as a bad frame.
+const MaxCard = 64 << 10
 
 // maxPeerFrame bounds a peer frame: a snapshot travels in one message.
 const maxPeerFrame = 1 << 30
@@ -45,9 +50,10 @@ type TCPTransport struct {
 	tls peerTLS // zero: plaintext
 
 	mu      sync.Mutex
-	peers   map[uint64]*peer // mu guards peers, node, touch, filter, conns, refused
+	peers   map[uint64]*peer // mu guards peers, node, touch, card, filter, conns, refused
 	node    *Node
 	touch   func(ids []int64)
+	card    func(from uint64, card []byte)
 	filter  Filter
 	delay   time.Duration // added before each write, for tests
 	conns   map[net.Conn]struct{}
@@ -105,6 +111,17 @@ func (t *TCPTransport) Attach(n *Node, touch func(ids []int64)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.node, t.touch = n, touch
+}
+
+// SetCardHandler installs h as the handler of the member cards that
+// peers send (nil removes it). It is called on the transport's reader
+// goroutines, one per peer connection and so possibly at once, with the
+// id of the member that sent the card; h owns card, and must not block,
+// for raft messages from that member wait behind it.
+func (t *TCPTransport) SetCardHandler(h func(from uint64, card []byte)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.card = h
 }
 
 // SetFilter installs f (nil removes it).
@@ -173,6 +190,23 @@ func (t *TCPTransport) SendTouches(to uint64, ids []int64) {
 	for _, id := range ids {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 	}
+	t.enqueue(to, outFrame{b: b})
+}
+
+// SendCard sends member to this member's card, an opaque payload for its
+// card handler. It never blocks, and drops the card if it cannot be
+// queued, or if it is over MaxCard: the peer would refuse it, and close a
+// connection that also carries raft's messages. It does not keep card.
+func (t *TCPTransport) SendCard(to uint64, card []byte) {
+	if len(card) > MaxCard {
+		t.log.Error("member card over its limit; not sent", zap.Int("bytes", len(card)), zap.Int("limit", MaxCard))
+		return
+	}
+	b := make([]byte, 13, 13+len(card))
+	binary.BigEndian.PutUint32(b, uint32(1+8+len(card)))
+	b[4] = frameCard
+	binary.BigEndian.PutUint64(b[5:], t.id)
+	b = append(b, card...)
 	t.enqueue(to, outFrame{b: b})
 }
 
@@ -342,6 +376,10 @@ func (t *TCPTransport) receive(c net.Conn) {
 			t.log.Warn("bad peer frame; closing", zap.Int("length", n))
 			return
 		}
+		if err := checkFrameLength(hdr[4], n-1); err != nil {
+			t.log.Warn("bad peer frame; closing", zap.Error(err))
+			return
+		}
 		body, err := readBody(r, n-1)
 		if err != nil {
 			return
@@ -370,9 +408,18 @@ func readBody(r io.Reader, n int) ([]byte, error) {
 	return body, nil
 }
 
+// checkFrameLength refuses a frame body whose length its kind does not
+// allow, before the body is read.
+func checkFrameLength(kind byte, n int) error {
+	if kind == frameCard && (n < 8 || n > 8+MaxCard) {
+		return fmt.Errorf("card frame of %d bytes (a card is at most %d)", n, MaxCard)
+	}
+	return nil
+}
+
 func (t *TCPTransport) deliver(kind byte, body []byte) error {
 	t.mu.Lock()
-	n, touch, filter := t.node, t.touch, t.filter
+	n, touch, card, filter := t.node, t.touch, t.card, t.filter
 	t.mu.Unlock()
 	switch kind {
 	case frameRaft:
@@ -396,6 +443,14 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 		}
 		if touch != nil {
 			touch(ids)
+		}
+	case frameCard:
+		if err := checkFrameLength(kind, len(body)); err != nil {
+			return err
+		}
+		from := binary.BigEndian.Uint64(body)
+		if card != nil && (filter == nil || filter(from, t.id)) {
+			card(from, body[8:])
 		}
 	default:
 		return fmt.Errorf("unknown peer frame kind %d", kind)

@@ -102,6 +102,7 @@ func (m *metrics) handler(s *Server) http.Handler {
 	s.handleTreeAPI(mux)
 	s.handleLoginAPI(mux)
 	s.handleClusterAPI(mux)
+	s.handleMembersAPI(mux)
 	if s.cfg.UI != nil {
 		mux.Handle("/ui/", s.cfg.UI(s))
 		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))

@@ -38,6 +38,7 @@ type Server struct {
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 
 	transport peerTransport // nil for a single node
+	cards     *peerCards    // the peers' member cards; nil for a single node
 	ln        net.Listener
 	zkLn      net.Listener // ZooKeeper's protocol; nil unless Config.ZKListen is set
 	httpLn    net.Listener
@@ -152,6 +153,12 @@ func New(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go s.acceptLoop(s.zkLn, newZKCodec)
 	}
+	if s.transport != nil {
+		s.cards = &peerCards{heard: map[uint64]heardCard{}}
+		s.transport.SetCardHandler(s.takeCard)
+		s.wg.Add(1)
+		go s.cardLoop()
+	}
 	if s.httpLn != nil {
 		s.httpSrv = newHTTPServer(&s.cfg, s.metrics.handler(s))
 		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
@@ -208,6 +215,8 @@ type peerTransport interface {
 	raftnode.Transport
 	Attach(n *raftnode.Node, touch func(ids []int64))
 	SendTouches(to uint64, ids []int64)
+	SendCard(to uint64, card []byte)
+	SetCardHandler(h func(from uint64, card []byte))
 	SetFilter(f raftnode.Filter)
 	SetDelay(d time.Duration)
 	Close() error
