@@ -183,3 +183,29 @@ func TestACardOverTheLimitIsRefused(t *testing.T) {
 		}
 	})
 }
+
+func TestAFrameOfAnUnknownKindIsSkipped(t *testing.T) {
+	// A newer member may send a kind this one does not know (as an older
+	// member did not know cards): the connection stays, and what follows
+	// on it arrives.
+	p := newTCPCardPair(t)
+	c, err := net.Dial("tcp", p.toAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b []byte
+	b = binary.BigEndian.AppendUint32(b, 1+3)
+	b = append(b, 99, 'n', 'e', 'w')
+	card := []byte("after")
+	b = binary.BigEndian.AppendUint32(b, uint32(1+8+len(card)))
+	b = append(b, frameCard)
+	b = binary.BigEndian.AppendUint64(b, 1)
+	b = append(b, card...)
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, p.got); got.card != "after" || got.from != 1 {
+		t.Fatalf("got %+v after a frame of an unknown kind, want the card from 1", got)
+	}
+}

@@ -453,7 +453,9 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 			card(from, body[8:])
 		}
 	default:
-		return fmt.Errorf("unknown peer frame kind %d", kind)
+		// A kind a newer member sends (as cards were once new): skipped,
+		// so that members of two versions keep their connection during a
+		// rolling upgrade.
 	}
 	return nil
 }
