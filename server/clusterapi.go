@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -65,9 +67,66 @@ func (s *Server) localConns() []connView {
 	return out
 }
 
+// peerConnsTimeout bounds how long Sessions waits for the other members'
+// lists of connections.
+const peerConnsTimeout = time.Second
+
+// peerConns asks the other members that are heard from for the
+// connections of sessions to them (their /api/v1/connections), by member;
+// a member that does not answer in time is left out.
+func (s *Server) peerConns(ctx context.Context) map[uint64][]connView {
+	ctx, cancel := context.WithTimeout(ctx, peerConnsTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[uint64][]connView{}
+	for _, m := range s.Members().Members {
+		addr := reachableAddr(m.HTTPAddr, m.PeerAddr)
+		if m.ID == s.cfg.ID || addr == "" || !m.Healthy {
+			continue
+		}
+		wg.Go(func() {
+			var v struct {
+				Connections []connView `json:"connections"`
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/api/v1/connections", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v) != nil {
+				return
+			}
+			mu.Lock()
+			out[m.ID] = v.Connections
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// reachableAddr is addr, a listener's address, with the host of peer (the
+// member's peer address) when addr's host is unspecified (0.0.0.0, ::).
+func reachableAddr(addr, peer string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if host, _, err = net.SplitHostPort(peer); err != nil {
+			return ""
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // Sessions lists the cluster's sessions and leases as ids may see them
-// (the ephemerals they may read), with their connections to this member.
-func (s *Server) Sessions(ids []wire.Identity) []SessionView {
+// (the ephemerals they may read), with their connections: to this
+// member, and to the others that answer in time (the client's address
+// is known only to the member it is connected to).
+func (s *Server) Sessions(ctx context.Context, ids []wire.Identity) []SessionView {
 	now := time.Now()
 	out := []SessionView{}
 	s.fsm.read(func(t *tree.Tree) {
@@ -93,9 +152,13 @@ func (s *Server) Sessions(ids []wire.Identity) []SessionView {
 	for i := range out {
 		byID[out[i].ID] = &out[i]
 	}
-	for _, c := range s.localConns() {
-		if v := byID[c.Session]; v != nil {
-			v.Member, v.ClientAddr, v.Protocol, v.LastHeardMsAgo = s.cfg.ID, c.ClientAddr, c.Protocol, c.LastHeardMsAgo
+	conns := s.peerConns(ctx)
+	conns[s.cfg.ID] = s.localConns()
+	for member, cs := range conns {
+		for _, c := range cs {
+			if v := byID[c.Session]; v != nil {
+				v.Member, v.ClientAddr, v.Protocol, v.LastHeardMsAgo = member, c.ClientAddr, c.Protocol, c.LastHeardMsAgo
+			}
 		}
 	}
 	return out
@@ -104,7 +167,7 @@ func (s *Server) Sessions(ids []wire.Identity) []SessionView {
 // handleClusterAPI adds the sessions and overview endpoints to mux.
 func (s *Server) handleClusterAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/sessions", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"sessions": s.Sessions(s.HTTPIdentities(r))}, nil)
+		writeJSON(w, map[string]any{"sessions": s.Sessions(r.Context(), s.HTTPIdentities(r))}, nil)
 	})
 	mux.HandleFunc("/api/v1/sessions", methodNotAllowed("GET"))
 	mux.HandleFunc("GET /api/v1/connections", func(w http.ResponseWriter, r *http.Request) {
