@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/arbor-coord/arbor/console"
 	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/server"
 	"github.com/arbor-coord/arbor/tree"
@@ -40,6 +41,7 @@ func run(args []string) error {
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
 		admins   = fs.String("admin-identities", "", "client certificates that may change the membership, as x509:SUBJECT,... such as x509:CN=ops,O=Arbor (needs --tls-ca)")
+		ui       = fs.Bool("ui", true, "serve the web console at /ui/ on the --http listener")
 		memLimit byteSize
 		budget   = byteSize(server.DefaultMemoryBudget)
 		snapSize = byteSize(128 << 20)
@@ -95,6 +97,9 @@ func run(args []string) error {
 		debug.SetMemoryLimit(int64(memLimit))
 	}
 	cfg.MemoryBudget, cfg.SnapshotBytes = int64(budget), uint64(snapSize)
+	if *ui {
+		cfg.UI = console.Handler
+	}
 	cfg.ID = *id
 	var err error
 	if cfg.Peers, err = parsePeers(*peers); err != nil {
