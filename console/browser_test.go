@@ -103,7 +103,7 @@ const adminUser, adminPassword = "admin", "secret"
 // startCluster starts 3 members on loopback, their raft traffic on an
 // in-memory network, each serving the console, and waits for a leader
 // that all of them know.
-func startCluster(t *testing.T) []*server.Server {
+func startCluster(t *testing.T) ([]*server.Server, *raftnode.MemNetwork) {
 	t.Helper()
 	peers := map[uint64]string{}
 	for id := uint64(1); id <= 3; id++ {
@@ -138,7 +138,7 @@ func startCluster(t *testing.T) []*server.Server {
 		}
 		return true
 	})
-	return members
+	return members, nw
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -201,7 +201,7 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 
 func TestTheConsoleInABrowser(t *testing.T) {
 	ctx := newBrowser(t)
-	members := startCluster(t)
+	members, nw := startCluster(t)
 	bg := context.Background()
 	// The browser uses member 1; the clients member 2, so that what the
 	// page shows of them crossed the cluster.
@@ -365,6 +365,15 @@ func TestTheConsoleInABrowser(t *testing.T) {
 			until(text("#history")+`.includes("broken") && `+text("#history")+`.includes("stuck in a test")`))
 	})
 
+	t.Run("a member cut off from the others shows that there is no quorum", func(t *testing.T) {
+		nw.Partition([]uint64{1}, []uint64{2, 3})
+		run(t, ctx, "see the banner on member 1",
+			chromedp.Navigate(ui+"/ui/members"),
+			until(text("#no-quorum")+`.includes("No quorum")`)) // the page refreshes itself
+		nw.Heal()
+		run(t, ctx, "see it go after the heal", until(`document.getElementById("no-quorum") === null`))
+	})
+
 	if p := os.Getenv("ARBOR_CONSOLE_SCREENSHOT"); p != "" {
 		var png []byte
 		run(t, ctx, "take the README's screenshot",
@@ -379,7 +388,7 @@ func TestTheConsoleInABrowser(t *testing.T) {
 
 func TestTheConsoleWithoutALoginOnlyReads(t *testing.T) {
 	ctx := newBrowser(t)
-	members := startCluster(t)
+	members, _ := startCluster(t)
 	ui := "http://" + members[0].HTTPAddr().String()
 	var edits, creates int
 	var body string

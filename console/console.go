@@ -212,8 +212,8 @@ var funcs = template.FuncMap{
 	"since":    since,
 	"child":    func(dir, name string) string { return strings.TrimSuffix(dir, "/") + "/" + name },
 	"spark":    spark,
-	"writes":   func(ps []server.RatePoint) []float64 { return rateSeries(ps, false) },
-	"reads":    func(ps []server.RatePoint) []float64 { return rateSeries(ps, true) },
+	"series":   series,
+	"charts":   func() []chart { return overviewCharts },
 	"last":     func(v []float64) float64 { return lastOf(v) },
 	"duration": func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
 	"add":      func(a, b int) int { return a + b },
@@ -257,12 +257,32 @@ func since(t string) string {
 	return time.Since(at).Round(time.Millisecond).String()
 }
 
-func rateSeries(ps []server.RatePoint, reads bool) []float64 {
+// chart is one of the overview's charts: a series and its title.
+type chart struct{ Name, Title string }
+
+var overviewCharts = []chart{
+	{"writes", "Writes per second (the cluster's)"},
+	{"reads", "Reads per second (this member's)"},
+	{"znodes", "Nodes"},
+	{"sessions", "Sessions"},
+	{"watches", "Watches on this member"},
+}
+
+// series is one of the overview's series, by its name in the JSON.
+func series(ps []server.RatePoint, name string) []float64 {
 	out := make([]float64, len(ps))
 	for i, p := range ps {
-		out[i] = p.Writes
-		if reads {
+		switch name {
+		case "writes":
+			out[i] = p.Writes
+		case "reads":
 			out[i] = p.Reads
+		case "znodes":
+			out[i] = float64(p.Znodes)
+		case "sessions":
+			out[i] = float64(p.Sessions)
+		case "watches":
+			out[i] = float64(p.Watches)
 		}
 	}
 	return out

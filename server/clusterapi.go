@@ -224,14 +224,18 @@ const (
 	rateSamples = 120
 )
 
-// RatePoint is one step of the overview's rates.
+// RatePoint is one step of the overview's series: the rates over the
+// step, and the counts at its end.
 type RatePoint struct {
-	Time   string  `json:"time"`
-	Writes float64 `json:"writes_per_s"` // txns the cluster applied (the same on every member)
-	Reads  float64 `json:"reads_per_s"`  // reads this member answered
+	Time     string  `json:"time"`
+	Writes   float64 `json:"writes_per_s"` // txns the cluster applied (the same on every member)
+	Reads    float64 `json:"reads_per_s"`  // reads this member answered
+	Znodes   int     `json:"znodes"`
+	Sessions int     `json:"sessions"`
+	Watches  int     `json:"watches"` // on this member
 }
 
-// rates keeps the overview's recent rates.
+// rates keeps the overview's recent series.
 type rates struct {
 	mu     sync.Mutex
 	points []RatePoint // oldest first, at most rateSamples
@@ -240,14 +244,15 @@ type rates struct {
 	lastApplied, lastRd int64
 }
 
-// sample adds the rates since the last sample.
-func (rt *rates) sample(now time.Time, applied, reads int64) {
+// sample adds p, with the rates since the last sample of the txns
+// applied and the reads answered.
+func (rt *rates) sample(now time.Time, applied, reads int64, p RatePoint) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if !rt.lastAt.IsZero() {
 		d := now.Sub(rt.lastAt).Seconds()
-		rt.points = append(rt.points, RatePoint{Time: now.UTC().Format(time.RFC3339),
-			Writes: float64(applied-rt.lastApplied) / d, Reads: float64(reads-rt.lastRd) / d})
+		p.Time, p.Writes, p.Reads = now.UTC().Format(time.RFC3339), float64(applied-rt.lastApplied)/d, float64(reads-rt.lastRd)/d
+		rt.points = append(rt.points, p)
 		if len(rt.points) > rateSamples {
 			rt.points = rt.points[len(rt.points)-rateSamples:]
 		}
@@ -267,7 +272,9 @@ func (s *Server) sampleRates() {
 	tick := time.NewTicker(rateStep)
 	defer tick.Stop()
 	for {
-		s.rates.sample(time.Now(), s.fsm.lastZxid(), s.stats.reads.Load())
+		p := RatePoint{Watches: s.watches.size()}
+		applied := s.fsm.read(func(t *tree.Tree) { p.Znodes, p.Sessions = t.Count(), t.SessionCount() })
+		s.rates.sample(time.Now(), applied, s.stats.reads.Load(), p)
 		select {
 		case <-tick.C:
 		case <-s.stopc:
@@ -289,7 +296,7 @@ type OverviewView struct {
 	Watches   int         `json:"watches"` // registered on this member
 	Conns     int         `json:"connections"`
 	Locks     int         `json:"locks"` // held or waited for
-	Rates     []RatePoint `json:"rates"` // every 5 s over the last 10 minutes, oldest first
+	Rates     []RatePoint `json:"series"` // every 5 s over the last 10 minutes, oldest first
 }
 
 // Overview reports the member's overview.
@@ -299,7 +306,7 @@ func (s *Server) Overview() OverviewView {
 	v.Conns = len(s.conns)
 	s.mu.Unlock()
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
-		v.Zxid, v.Znodes, v.Sessions, v.Ephemeral, v.Locks = t.Zxid(), t.Count(), len(t.Sessions()), t.EphemeralCount(), len(x.Paths("/"))
+		v.Zxid, v.Znodes, v.Sessions, v.Ephemeral, v.Locks = t.Zxid(), t.Count(), t.SessionCount(), t.EphemeralCount(), len(x.Paths("/"))
 	})
 	return v
 }

@@ -225,7 +225,7 @@ func (s *Server) writeMntr(b *bytes.Buffer) {
 	kv("outstanding_requests", s.outstanding())
 	var nodes, ephemerals, sessions int
 	zxid := s.fsm.read(func(t *tree.Tree) {
-		nodes, ephemerals, sessions = t.Count(), t.EphemeralCount(), len(t.Sessions())
+		nodes, ephemerals, sessions = t.Count(), t.EphemeralCount(), t.SessionCount()
 	})
 	kv("znode_count", nodes)
 	kv("watch_count", s.watches.size())

@@ -57,7 +57,7 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.reg.MustRegister(
 		m.requests, m.latency, m.connections, m.notifications, m.authFailures, m.noAuth,
-		treeGauge("arbor_sessions", "Live sessions.", func(t *tree.Tree) int { return len(t.Sessions()) }),
+		treeGauge("arbor_sessions", "Live sessions.", (*tree.Tree).SessionCount),
 		treeGauge("arbor_znodes", "Znodes in the tree, the root included.", (*tree.Tree).Count),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_watches", Help: "Watches registered on this server."},
 			func() float64 { return float64(s.watches.size()) }),

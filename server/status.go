@@ -28,7 +28,7 @@ func (s *Server) Status() Status {
 	st := Status{ID: s.cfg.ID, Leader: s.node.Leader(), Term: s.node.Term(), Applied: s.node.Applied()}
 	st.Zxid = s.fsm.read(func(t *tree.Tree) {
 		st.Digest = fmt.Sprintf("%016x", t.Digest())
-		st.Sessions = len(t.Sessions())
+		st.Sessions = t.SessionCount()
 		st.Znodes = t.Count()
 	})
 	return st

@@ -253,6 +253,9 @@ func (t *Tree) Sessions() []Session {
 	return out
 }
 
+// SessionCount returns the number of sessions (leases included).
+func (t *Tree) SessionCount() int { return len(t.sessions) }
+
 // Ephemerals returns the paths of a session's ephemeral nodes, sorted.
 func (t *Tree) Ephemerals(id int64) []string {
 	s, ok := t.sessions[id]
