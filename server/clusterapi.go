@@ -295,7 +295,7 @@ type OverviewView struct {
 	Ephemeral int         `json:"ephemerals"`
 	Watches   int         `json:"watches"` // registered on this member
 	Conns     int         `json:"connections"`
-	Locks     int         `json:"locks"` // held or waited for
+	Locks     int         `json:"locks"`  // held or waited for
 	Rates     []RatePoint `json:"series"` // every 5 s over the last 10 minutes, oldest first
 }
 
