@@ -256,6 +256,21 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("create a child", func(t *testing.T) {
+		run(t, ctx, "create /app/made-here",
+			chromedp.Navigate(ui+"/ui/tree/app"),
+			chromedp.Click("details.create summary", chromedp.ByQuery),
+			chromedp.SendKeys("#create-name", "made-here", chromedp.ByQuery),
+			chromedp.SendKeys("#create-data", "hi", chromedp.ByQuery),
+			chromedp.Click(`#create-form button[type="submit"]`, chromedp.ByQuery),
+			until(text("#children")+`.includes("made-here")`),
+		)
+		if got := getData("/app/made-here"); got != "hi" {
+			t.Errorf("a client reads %q from the node made in the browser", got)
+		}
+		run(t, ctx, "back to /app/config", chromedp.Navigate(ui+"/ui/tree/app/config"), until(text("#data")+` === "v1"`))
+	})
+
 	t.Run("another client's change appears without a reload", func(t *testing.T) {
 		var marker bool
 		run(t, ctx, "mark the page", chromedp.Evaluate(`window.notReloaded = true`, &marker))

@@ -295,13 +295,15 @@ func lastOf(v []float64) float64 {
 	return math.Round(v[len(v)-1]*10) / 10
 }
 
-// spark draws a series as the points of an SVG polyline in a 240x48 box.
+// spark draws a series as the points of an SVG polyline in a 240x48 box,
+// from 0 at the bottom.
 func spark(v []float64) string {
 	const w, h = 240.0, 48.0
 	top := 1.0
 	for _, x := range v {
 		top = max(top, x)
 	}
+	top *= 1.2 // the peak below the top edge
 	var b strings.Builder
 	for i, x := range v {
 		px := w
