@@ -786,12 +786,9 @@ func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	if _, ok := w.(http.Flusher); !ok {
-		writeJSON(w, nil, errors.New("this connection cannot stream"))
+	if !startEvents(w) {
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
 	keepAlive := time.NewTicker(eventsKeepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -811,6 +808,18 @@ func (s *Server) sendLockEvent(w http.ResponseWriter, r *http.Request, path stri
 		return sendEvent(w, "lock", l)
 	}
 	return sendEvent(w, "lock", struct{}{})
+}
+
+// startEvents begins a stream of server-sent events on w; false, with an
+// error answered, when w cannot stream.
+func startEvents(w http.ResponseWriter) bool {
+	if _, ok := w.(http.Flusher); !ok {
+		writeJSON(w, nil, errors.New("this connection cannot stream"))
+		return false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	return true
 }
 
 // waitChange waits for changed, keeping the stream alive meanwhile; false

@@ -454,12 +454,9 @@ func (s *Server) apiWatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	if _, ok := w.(http.Flusher); !ok {
-		writeJSON(w, nil, errors.New("this connection cannot stream"))
+	if !startEvents(w) {
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
 	keepAlive := time.NewTicker(eventsKeepAlive)
 	defer keepAlive.Stop()
 	var sent nodeState
