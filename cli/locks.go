@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -117,7 +118,7 @@ func (e *env) locksCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&holdOver, "hold-over", 5*time.Minute, "flag holds longer than this")
 	cmd.Flags().IntVar(&queueOver, "queue-over", 100, "flag queues longer than this")
-	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand(), e.breakCommand(), e.historyCommand())
+	cmd.AddCommand(e.locksQueueCommand(), e.deadlocksCommand(), e.breakCommand(), e.historyCommand(), e.checkCommand())
 	return cmd
 }
 
@@ -302,6 +303,62 @@ func (e *env) breakCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the server's log and the lock history")
 	return cmd
+}
+
+// errStaleToken makes check exit 1 when the token is not current.
+var errStaleToken = errors.New("the token is not a current holder's")
+
+func (e *env) checkCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check PATH TOKEN",
+		Short: "Say whether TOKEN is the fencing token of a current holder of the lock at PATH",
+		Long: "Ask the cluster, linearizably (the server syncs with the leader first), whether\n" +
+			"TOKEN is the fencing token of a current holder of the lock at PATH: what a\n" +
+			"resource guarded by the lock asks before it acts for a holder. Exits 0 when it\n" +
+			"is, 1 when it is not (the lock moved on, or nobody holds it).",
+		Example: "  arbor locks check /locks/deploy 4294967331\n  arbor locks check /locks/deploy 4294967331 -o json",
+		Args:    usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
+			token, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || token <= 0 {
+				return usagef("TOKEN %q is not a fencing token (a number above 0)", args[1])
+			}
+			var current bool
+			err = e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				v, err := c.CheckToken(ctx, path, token)
+				if err != nil {
+					return describe(err, path)
+				}
+				current = v.Current
+				if e.json() {
+					return e.printJSON(map[string]any{"path": path, "token": token, "current": v.Current, "holders": append([]int64{}, v.Holders...)})
+				}
+				switch {
+				case v.Current:
+					_, err = fmt.Fprintf(e.stdout, "%d holds %s\n", token, path)
+				case len(v.Holders) == 0:
+					_, err = fmt.Fprintf(e.stdout, "%d does not hold %s: nobody holds it\n", token, path)
+				default:
+					_, err = fmt.Fprintf(e.stdout, "%d does not hold %s: %s holds it\n", token, path, joinInts(v.Holders))
+				}
+				return err
+			})
+			if err == nil && !current {
+				return errStaleToken
+			}
+			return err
+		},
+	}
+}
+
+// joinInts is ints as "1, 2, 3".
+func joinInts(ints []int64) string {
+	s := make([]string, len(ints))
+	for i, n := range ints {
+		s[i] = strconv.FormatInt(n, 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 // lockEventJSON is one event that locks history prints.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,5 +100,29 @@ func TestBreakFreesALockForTheNextWaiter(t *testing.T) {
 	}
 	if len(evs) != 2 || evs[1]["event"] != "broken" || evs[1]["reason"] != "hung" || evs[0]["token"] != evs[1]["token"] {
 		t.Errorf("history -o json = %v", evs)
+	}
+}
+
+func TestCheckSaysWhetherATokenHolds(t *testing.T) {
+	addr, _ := startServer(t)
+	holder := start(t, addr, "lock", "/locks/chk")
+	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
+	var token int64
+	if _, err := fmt.Sscanf(holder.stdout.String(), "acquired /locks/chk (token %d)", &token); err != nil {
+		t.Fatalf("lock printed %q: %v", holder.stdout.String(), err)
+	}
+	tok := strconv.FormatInt(token, 10)
+	if out := must(t, addr, "locks", "check", "/locks/chk", tok); out != tok+" holds /locks/chk\n" {
+		t.Errorf("check of the holder's token printed %q", out)
+	}
+	holder.stop(t, syscall.SIGINT)
+	if r := arbor(t, addr, "locks", "check", "/locks/chk", tok); r.code != 1 || !strings.Contains(r.stdout, "nobody holds it") {
+		t.Errorf("check after the release: %v, want exit 1 and nobody", r)
+	}
+	if r := arbor(t, addr, "locks", "check", "/locks/chk", tok, "-o", "json"); r.code != 1 || !strings.Contains(r.stdout, `"current":false,"holders":[]`) {
+		t.Errorf("check -o json after the release: %v", r)
+	}
+	if r := arbor(t, addr, "locks", "check", "/locks/chk", "soon"); r.code != 2 {
+		t.Errorf("check of a token that is not a number: %v, want exit 2", r)
 	}
 }

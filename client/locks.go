@@ -80,6 +80,36 @@ func (c *Client) LockHistory(ctx context.Context, path string, linearizable bool
 	return rep.LockHistory, nil
 }
 
+// TokenCheck is the answer of CheckToken.
+type TokenCheck struct {
+	Current bool    // the token is a current holder's
+	Holders []int64 // the tokens of the lock's holders (several for readers); none when it is free
+}
+
+// CheckToken says whether token is the fencing token of a current holder
+// of the lock at path: what a resource guarded by the lock asks before it
+// acts on a request that carries the token (docs/locks.md). The answer is
+// linearizable: the server syncs with the leader first, so a holder that
+// lost the lock is not current, whichever member the client is connected
+// to. It needs READ on the lock; a lock nobody holds has no current token.
+func (c *Client) CheckToken(ctx context.Context, path string, token int64) (TokenCheck, error) {
+	var v TokenCheck
+	infos, err := c.Locks(ctx, path, true)
+	if err != nil {
+		return v, err
+	}
+	for _, l := range infos {
+		if l.Path != path {
+			continue // a lock below it
+		}
+		for _, h := range l.Holders {
+			v.Holders = append(v.Holders, h.Token)
+			v.Current = v.Current || h.Token == token
+		}
+	}
+	return v, nil
+}
+
 // syncFirst syncs the connection's server with the leader when asked: a
 // read after it, on the same connection, sees every write committed
 // before it.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/recipes"
 	"github.com/arbor-coord/arbor/server"
 )
 
@@ -161,4 +163,40 @@ func TestAMemberWithoutAQuorumGrantsNoLock(t *testing.T) {
 		t.Errorf("an acquire on a member without a quorum: %d %v, want 503", code, v)
 	}
 	c.heal()
+}
+
+// A token check is linearizable: a follower that lags behind the leader
+// does not answer from what it has applied, but learns from the leader
+// what is committed first. Asked right after a break through the leader,
+// it never calls the broken holder's token current, in either protocol.
+func TestATokenCheckOnALaggingFollowerIsNotStale(t *testing.T) {
+	c := startCluster(t, 3, withHTTP)
+	lead, lag := c.leader(), c.follower()
+	ctx := context.Background()
+	holder := dial(t, c.addr(lead))
+	m := recipes.NewMutex(holder, "/locks/lag", recipes.WithOwner("old"))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	asker := dial(t, c.addr(lag))
+	if v, err := asker.CheckToken(ctx, "/locks/lag", m.Token()); err != nil || !v.Current {
+		t.Fatalf("the holder's token on the follower: %+v, %v", v, err)
+	}
+	c.net.Delay(lead, lag, 100*time.Millisecond) // the follower hears of the break late (within its election timeout)
+	defer c.net.Delay(lead, lag, 0)
+	if _, err := dial(t, c.addr(lead)).BreakLock(ctx, "/locks/lag", "a test"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := asker.CheckToken(ctx, "/locks/lag", m.Token()); err != nil || v.Current {
+		t.Errorf("the broken holder's token on the lagging follower, through the client: %+v, %v", v, err)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://%s/api/v1/check?path=/locks/lag&token=%d", c.servers[lag].HTTPAddr(), m.Token()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 200 || v["current"] != false {
+		t.Errorf("the broken holder's token on the lagging follower, over HTTP: %d %v %v", resp.StatusCode, v, err)
+	}
 }

@@ -55,6 +55,8 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		{"GET", "/api/v1/locks", s.apiLocks},
 		{"GET", "/api/v1/deadlocks", s.apiDeadlocks},
 		{"POST", "/api/v1/break", answering(s.breakPath)},
+		{"GET", "/api/v1/locks/{name}/check", answering(s.checkLock)},
+		{"GET", "/api/v1/check", answering(s.checkPath)},
 	} {
 		mux.HandleFunc(e.method+" "+e.path, e.h)
 		mux.HandleFunc(e.path, methodNotAllowed(e.method))
@@ -618,6 +620,74 @@ func (s *Server) breakAt(ctx context.Context, r *http.Request, path, reason stri
 	}
 	s.lockMetrics.breaks.Inc()
 	return map[string]any{"broken": nodes}, nil
+}
+
+// checkLock answers whether ?token=N is the fencing token of a current
+// holder of the lock NAME.
+func (s *Server) checkLock(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	path, err := s.lockPath(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.checkToken(ctx, r, path)
+}
+
+// checkPath is checkLock for the lock at any ?path=.
+func (s *Server) checkPath(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	path := r.URL.Query().Get("path")
+	if err := wire.ValidatePath(path, false); err != nil {
+		return nil, badRequest("?path: %v", err)
+	}
+	return s.checkToken(ctx, r, path)
+}
+
+// TokenCheck is the answer of a token check: whether Token is the fencing
+// token of a current holder of Lock, and the tokens of its holders.
+type TokenCheck struct {
+	Lock         string  `json:"lock"`
+	Token        int64   `json:"token"`
+	Current      bool    `json:"current"`
+	HolderTokens []int64 `json:"holder_tokens"` // none when nobody holds the lock
+	Index        int64   `json:"index"`         // the zxid the answer was read at
+}
+
+// checkToken checks r's ?token against the holders of the lock at path,
+// linearizably: the member first learns from the leader what is committed
+// and applies it, so that a holder that lost the lock anywhere in the
+// cluster is not current, even on a member that was behind. A member cut
+// off from the quorum answers 503, never a stale yes.
+func (s *Server) checkToken(ctx context.Context, r *http.Request, path string) (any, error) {
+	token, err := strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
+	if err != nil || token <= 0 {
+		return nil, badRequest("?token is the fencing token to check, a number above 0")
+	}
+	if err := s.needQuorum(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.node.ReadIndex(ctx); err != nil {
+		return nil, s.writeError(err)
+	}
+	ids := s.HTTPIdentities(r)
+	v := TokenCheck{Lock: path, Token: token, HolderTokens: []int64{}}
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		v.Index = t.Zxid()
+		if err = t.Check(path, ids, wire.PermRead); errors.Is(err, wire.ErrNoNode) {
+			err = nil // nobody holds it: no token is current
+			return
+		}
+		for _, l := range lockInfos(t, x, path, ids) {
+			if l.Path != path {
+				continue // a lock below it
+			}
+			for _, h := range l.Holders {
+				v.HolderTokens = append(v.HolderTokens, h.Token)
+				v.Current = v.Current || h.Token == token
+			}
+		}
+	})
+	return v, err
 }
 
 // leaseBody reads the lock's path and the body of a renew or release, and

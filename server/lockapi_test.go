@@ -559,3 +559,42 @@ func TestAnHTTPWaiterWithAPriorityHoldsBeforeLowerOnes(t *testing.T) {
 		t.Errorf("held by %s, then %s; want high, then low", a, b)
 	}
 }
+
+func TestATokenCheckSaysWhetherTheTokenStillHolds(t *testing.T) {
+	s := startServer(t, "")
+	code, v := api(t, s, "POST", "/api/v1/locks/chk/acquire", map[string]any{"client_id": "a"})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, v)
+	}
+	first, lease := token(t, v), v["lease_id"]
+	check := func(query string) (int, map[string]any) {
+		t.Helper()
+		return api(t, s, "GET", query, nil)
+	}
+	if code, v := check(fmt.Sprintf("/api/v1/locks/chk/check?token=%d", first)); code != 200 || v["current"] != true {
+		t.Errorf("the holder's token: %d %v, want current", code, v)
+	}
+	api(t, s, "POST", "/api/v1/locks/chk/release", map[string]any{"lease_id": lease})
+	code, v = api(t, s, "POST", "/api/v1/locks/chk/acquire", map[string]any{"client_id": "b"})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, v)
+	}
+	second := token(t, v)
+	for _, q := range []string{
+		fmt.Sprintf("/api/v1/locks/chk/check?token=%d", first),
+		fmt.Sprintf("/api/v1/check?path=/locks/chk&token=%d", first),
+	} {
+		code, v := check(q)
+		if code != 200 || v["current"] != false || fmt.Sprint(v["holder_tokens"]) != fmt.Sprintf("[%d]", second) {
+			t.Errorf("%s after the lock moved on: %d %v, want not current, held by %d", q, code, v, second)
+		}
+	}
+	if code, v := check(fmt.Sprintf("/api/v1/locks/free/check?token=%d", first)); code != 200 || v["current"] != false {
+		t.Errorf("a lock nobody holds: %d %v", code, v)
+	}
+	for _, q := range []string{"/api/v1/locks/chk/check", "/api/v1/locks/chk/check?token=x", "/api/v1/locks/chk/check?token=-1", "/api/v1/check?path=chk&token=1"} {
+		if code, v := check(q); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %v, want 400", q, code, v)
+		}
+	}
+}
