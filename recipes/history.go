@@ -50,6 +50,32 @@ func (q *queue) whyDeleted(ctx context.Context, t ticket) error {
 	return ErrNodeDeleted
 }
 
+// endedBefore says how the acquisition t ended when a release found its
+// node gone: nil if the history says it was released (a release tried
+// again after its reply was lost, say), else why it was lost before the
+// release, so that its holder learns that the lock had moved on while it
+// thought it held it. A history that no longer has the acquisition (it is
+// bounded) says nothing: nil.
+func (q *queue) endedBefore(ctx context.Context, t ticket) error {
+	ev, ok := q.lastEvent(ctx, t.Name)
+	if !ok {
+		return nil
+	}
+	switch ev.Kind {
+	case client.LockReleased:
+		return nil
+	case client.LockBroken:
+		return fmt.Errorf("%w (by %s: %q)", ErrBroken, ev.By, ev.Reason)
+	case client.LockExpired:
+		return fmt.Errorf("%w: the lock was no longer held at the release", client.ErrLeaseExpired)
+	case client.LockSessionEnded:
+		return fmt.Errorf("%w: the lock was no longer held at the release", client.ErrSessionExpired)
+	case client.LockDeadlock:
+		return ErrDeadlock
+	}
+	return ErrNodeDeleted
+}
+
 // lastEvent returns the lock history's last event of the acquisition
 // whose first node is named node, if the history has one.
 func (q *queue) lastEvent(ctx context.Context, node string) (client.LockEvent, bool) {

@@ -328,7 +328,21 @@ func (h *hold) renewNow(ctx context.Context) (time.Time, error) {
 	if errors.Is(err, client.ErrLeaseExpired) {
 		l.end(client.ErrLeaseExpired)
 	}
-	return lease.Expires, err
+	if err != nil {
+		return lease.Expires, err
+	}
+	// The lease lives, but its node may not: a lock broken while its
+	// lease lived has moved on, and a renewal must not say it holds.
+	ok, _, err := h.q.c.Exists(ctx, h.q.path(t.Entry))
+	switch {
+	case err != nil:
+		return time.Time{}, err
+	case !ok:
+		why := h.q.whyDeleted(ctx, t)
+		l.end(why)
+		return time.Time{}, why
+	}
+	return lease.Expires, nil
 }
 
 // ErrNoLease is returned by Renew of a hold not bound to a lease.

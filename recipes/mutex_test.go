@@ -315,3 +315,58 @@ func TestAWaiterWhoseSessionExpiresGetsErrSessionExpired(t *testing.T) {
 	}
 	must(t, holder.Unlock(ctxWait(t)))
 }
+
+// A release whose answer is lost is tried again: the retry finds the node
+// gone, learns from the lock history that it was its own release, and
+// succeeds without touching the next holder, who took the lock meanwhile.
+func TestAReleaseWhoseAnswerIsLostLeavesTheNextHolderAlone(t *testing.T) {
+	s := startServer(t)
+	var k cutter
+	c, other := s.dial(t, client.WithDialer(k.dial)), s.dial(t)
+	m := NewMutex(c, "/locks/retry", WithLease(10*time.Second))
+	must(t, m.Lock(ctxWait(t)))
+	next := NewMutex(other, "/locks/retry")
+	got := make(chan error, 1)
+	go func() { got <- next.Lock(ctxWait(t)) }()
+	waitFor(t, "the waiter to queue", func() bool { return len(children(t, other, "/locks/retry")) == 2 })
+	k.dropAck.Store(true)
+	if err := m.Unlock(ctxWait(t)); err != nil {
+		t.Fatalf("Unlock whose first answer was lost: %v", err)
+	}
+	if k.dropAck.Load() {
+		t.Fatal("the delete's answer was not dropped")
+	}
+	must(t, <-got)
+	if v, err := other.CheckToken(ctxWait(t), "/locks/retry", next.Token()); err != nil || !v.Current || len(v.Holders) != 1 {
+		t.Errorf("the next holder after the retried release: %+v, %v", v, err)
+	}
+	must(t, next.Unlock(ctxWait(t)))
+}
+
+// A release or a renewal that comes after the lock moved on (it was broken
+// while its lease lived) says the hold is gone, and acts on nothing: the
+// next holder keeps the lock.
+func TestAReleaseOrRenewalAfterTheLockMovedOnSaysSo(t *testing.T) {
+	s := startServer(t)
+	c, other := s.dial(t), s.dial(t)
+	m := NewMutex(c, "/locks/moved", WithLease(10*time.Second))
+	m.h.every = time.Hour // no renewal but the test's
+	must(t, m.Lock(ctxWait(t)))
+	next := NewMutex(other, "/locks/moved")
+	got := make(chan error, 1)
+	go func() { got <- next.Lock(ctxWait(t)) }()
+	waitFor(t, "the waiter to queue", func() bool { return len(children(t, other, "/locks/moved")) == 2 })
+	if _, err := other.BreakLock(ctxWait(t), "/locks/moved", "a test"); err != nil {
+		t.Fatal(err)
+	}
+	must(t, <-got)
+	if _, err := m.Renew(ctxWait(t)); !errors.Is(err, ErrBroken) {
+		t.Errorf("Renew after the break: %v, want ErrBroken", err)
+	}
+	if err := m.Unlock(ctxWait(t)); !errors.Is(err, ErrBroken) {
+		t.Errorf("Unlock after the break: %v, want ErrBroken", err)
+	}
+	if v, err := other.CheckToken(ctxWait(t), "/locks/moved", next.Token()); err != nil || !v.Current {
+		t.Errorf("the next holder after the late renewal and release: %+v, %v", v, err)
+	}
+}

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -746,19 +747,29 @@ func (q *queue) gone() error {
 // it too) or ctx ends: a node left behind by a live session would block
 // every contender after it.
 func (q *queue) remove(ctx context.Context, path string) error {
+	_, err := q.delete(ctx, path)
+	return err
+}
+
+// delete is remove, and reports whether the node was gone already when a
+// delete reached the server: deleted by an earlier try whose reply was
+// lost, or by someone else.
+func (q *queue) delete(ctx context.Context, path string) (gone bool, err error) {
 	for {
 		err := q.c.Delete(ctx, path, -1)
 		switch {
-		case err == nil, errors.Is(err, client.ErrNoNode):
-			return nil
+		case err == nil:
+			return false, nil
+		case errors.Is(err, client.ErrNoNode):
+			return true, nil
 		case errors.Is(err, client.ErrConnectionLoss):
 			continue
 		case q.c.Err() != nil:
-			return nil // the session's end deleted the node
+			return false, nil // the session's end deleted the node
 		case retry(ctx, err):
 			continue
 		}
-		return err
+		return false, err
 	}
 }
 
@@ -774,10 +785,14 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 	done := make(chan error, 1)
 	go func() {
 		bg := context.WithoutCancel(ctx)
-		var err error
-		for _, name := range t.nodes() {
+		var err, lost error
+		for i, name := range t.nodes() {
 			if err == nil {
-				err = q.remove(bg, q.dir+"/"+name)
+				var gone bool
+				gone, err = q.delete(bg, q.dir+"/"+name)
+				if gone && i == 0 {
+					lost = q.endedBefore(bg, t)
+				}
 			}
 		}
 		if err == nil && t.lossy {
@@ -786,7 +801,7 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 		if err == nil && t.lease != 0 {
 			err = q.closeLease(bg, t.lease)
 		}
-		done <- err
+		done <- cmp.Or(err, lost)
 	}()
 	select {
 	case err := <-done:

@@ -515,6 +515,36 @@ func (s *Server) holdOf(path string, req leaseRequest) (lease int64, held bool, 
 	return lease, held, nil
 }
 
+// notHeld says that the hold req names no longer holds the lock at path,
+// and, when the lock history still has it, how it ended: the answer of a
+// renew or release that comes late (a retry after a lost reply, a
+// duplicate), which acts on nothing, whoever holds the lock now.
+func (s *Server) notHeld(path string, req leaseRequest) string {
+	lease, _ := req.lease()
+	var end *wire.LockEvent
+	s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+		for _, ev := range x.History(path) {
+			mine := lease != 0 && ev.Lease == lease || lease == 0 && ev.Owner == req.ClientID && ev.Token == req.FencingToken
+			if mine && ev.Lock == path && ev.Kind != wire.LockAcquired {
+				end = &ev
+			}
+		}
+	})
+	const gone = "the lock is no longer held by that hold"
+	if end == nil {
+		return gone + " (it may never have held it)"
+	}
+	switch end.Kind {
+	case wire.LockReleased:
+		return gone + ": it was released"
+	case wire.LockExpired:
+		return gone + ": its lease expired"
+	case wire.LockBroken:
+		return fmt.Sprintf("%s: it was broken by %s (%q)", gone, end.By, end.Reason)
+	}
+	return gone + ": " + end.Kind
+}
+
 func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, req, err := s.leaseBody(w, r)
 	if err != nil {
@@ -532,11 +562,11 @@ func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	case err != nil:
 		return nil, err
 	case lease == 0 || !held:
-		return nil, &apiError{http.StatusGone, "the lease has expired, or the lock was broken, or it does not hold this lock"}
+		return nil, &apiError{http.StatusGone, s.notHeld(path, req)}
 	}
 	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnRenewLease, Session: lease, Time: time.Now().UnixMilli(), LeaseTTL: ttl}); err != nil {
 		if errors.Is(err, wire.ErrSessionExpired) {
-			return nil, &apiError{http.StatusGone, "the lease has expired"}
+			return nil, &apiError{http.StatusGone, s.notHeld(path, req)}
 		}
 		return nil, err
 	}
@@ -559,11 +589,11 @@ func (s *Server) release(ctx context.Context, w http.ResponseWriter, r *http.Req
 	case err != nil:
 		return nil, err
 	case lease == 0 || !held:
-		return nil, &apiError{http.StatusConflict, "that lease does not hold the lock"}
+		return nil, &apiError{http.StatusConflict, s.notHeld(path, req)}
 	}
 	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: lease, Time: time.Now().UnixMilli()}); err != nil {
 		if errors.Is(err, wire.ErrSessionExpired) {
-			return nil, &apiError{http.StatusConflict, "that lease does not hold the lock"}
+			return nil, &apiError{http.StatusConflict, s.notHeld(path, req)}
 		}
 		return nil, err
 	}

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -596,5 +598,75 @@ func TestATokenCheckSaysWhetherTheTokenStillHolds(t *testing.T) {
 		if code, v := check(q); code != http.StatusBadRequest {
 			t.Errorf("%s: %d %v, want 400", q, code, v)
 		}
+	}
+}
+
+// lossyTransport sends every request, and loses the answer of the first
+// one it is told to lose: the request was served, and the client cannot
+// know it.
+type lossyTransport struct{ lose atomic.Bool }
+
+func (lt *lossyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && lt.lose.CompareAndSwap(true, false) {
+		resp.Body.Close()
+		return nil, errors.New("lossyTransport: the answer was lost")
+	}
+	return resp, err
+}
+
+// A release whose answer is lost, tried again after the lock went to the
+// next holder, and a renewal tried after it, act on nothing: they answer
+// that the lock is no longer held by that hold, and why, and the next
+// holder keeps it.
+func TestAReleaseOrRenewalTriedAgainLeavesTheNextHolderAlone(t *testing.T) {
+	s := startServer(t, "")
+	lt := &lossyTransport{}
+	hc := &http.Client{Transport: lt}
+	post := func(path string, body any) (int, map[string]any, error) {
+		b, _ := json.Marshal(body)
+		resp, err := hc.Post("http://"+s.HTTPAddr().String()+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		return resp.StatusCode, v, json.NewDecoder(resp.Body).Decode(&v)
+	}
+	code, v, err := post("/api/v1/locks/rt/acquire", map[string]any{"client_id": "a"})
+	if err != nil || code != 200 {
+		t.Fatalf("acquire: %d %v %v", code, v, err)
+	}
+	lease, first := v["lease_id"], token(t, v)
+	next := make(chan map[string]any, 1)
+	go func() {
+		_, v, _ := tryAPI(s, "POST", "/api/v1/locks/rt/acquire", map[string]any{"client_id": "b", "wait_timeout_ms": 30000})
+		next <- v
+	}()
+	waitFor(t, "b to wait", func() bool {
+		_, v := api(t, s, "GET", "/api/v1/locks/rt", nil)
+		return len(v["waiters"].([]any)) == 1
+	})
+	lt.lose.Store(true)
+	if _, _, err := post("/api/v1/locks/rt/release", map[string]any{"lease_id": lease}); err == nil {
+		t.Fatal("the release's answer was not lost")
+	}
+	b := <-next
+	for _, retry := range []struct {
+		path string
+		body map[string]any
+		want int
+	}{
+		{"/api/v1/locks/rt/release", map[string]any{"lease_id": lease}, http.StatusConflict},
+		{"/api/v1/locks/rt/release", map[string]any{"client_id": "a", "fencing_token": first}, http.StatusConflict},
+		{"/api/v1/locks/rt/renew", map[string]any{"lease_id": lease}, http.StatusGone},
+	} {
+		code, v, err := post(retry.path, retry.body)
+		if err != nil || code != retry.want || !strings.Contains(fmt.Sprint(v["error"]), "no longer held by that hold: it was released") {
+			t.Errorf("%s %v tried again: %d %v %v, want %d saying it was released", retry.path, retry.body, code, v, err, retry.want)
+		}
+	}
+	if _, v := api(t, s, "GET", fmt.Sprintf("/api/v1/locks/rt/check?token=%d", token(t, b)), nil); v["current"] != true {
+		t.Errorf("the next holder after the retries: %v", v)
 	}
 }
