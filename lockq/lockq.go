@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Mark starts every queue node's name.
@@ -42,10 +43,21 @@ const (
 	Candidate Kind = "n"      // a candidate in an election
 	Lease     Kind = "lease"  // a semaphore's lease
 	Member    Kind = "member" // a barrier's member
+	// Delay is a lock-delay (Chubby's): after a holder that asked for one
+	// is lost without releasing (its session or lease expired, or the lock
+	// was broken), the server puts a node of this kind at the head of the
+	// queue, a TTL node that is reaped once the delay has passed, so that
+	// nobody holds the lock until then. It sorts before every other node
+	// and excludes every mode.
+	Delay Kind = "delay"
 )
 
-// IsLock reports whether k is a lock mode: Exclusive, Read or Write.
-func (k Kind) IsLock() bool { return k == Exclusive || k == Read || k == Write }
+// MaxLockDelay bounds the lock-delay a holder may ask for (Record.DelayMs).
+const MaxLockDelay = time.Minute
+
+// IsLock reports whether k is a lock mode (Exclusive, Read or Write) or a
+// lock-delay, which holds the lock as an exclusive hold would.
+func (k Kind) IsLock() bool { return k == Exclusive || k == Read || k == Write || k == Delay }
 
 // Ordered reports whether the queue rules (Blocker, Holds) decide who of
 // kind k holds and who waits: lock modes, and candidates, which queue as

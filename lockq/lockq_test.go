@@ -197,3 +197,36 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+func TestALockDelayGoesFirstAndHoldsAgainstEveryMode(t *testing.T) {
+	es := Sort([]string{
+		"_c_a.p5.k00000000005-lock-0000000007", // placed with a priority
+		"_c_b-read-0000000003",
+		"_c_c-write-0000000004",
+		"_c_d-delay-0000000009", // the newest node, first all the same
+		"_c_e-read-0000000002",
+	})
+	if es[0].Kind != Delay {
+		t.Fatalf("queue %v: the lock-delay is not first", es)
+	}
+	if !Holds(es, "d") {
+		t.Error("the lock-delay does not hold")
+	}
+	for _, e := range es[1:] {
+		if Holds(es, e.ID) {
+			t.Errorf("%s holds beside the lock-delay", e.Name)
+		}
+	}
+	if b := Blocker(es, es[1].ID); b != 0 {
+		t.Errorf("the first after the lock-delay waits for %d, want it (0)", b)
+	}
+}
+
+func TestARecordKeepsItsLockDelayWithinBounds(t *testing.T) {
+	for _, tc := range []struct{ in, want int64 }{{0, 0}, {1500, 1500}, {-5, 0}, {10 * MaxLockDelay.Milliseconds(), MaxLockDelay.Milliseconds()}} {
+		r := DecodeRecord(Record{Owner: "o", DelayMs: tc.in}.Encode())
+		if r.DelayMs != tc.want || r.Owner != "o" {
+			t.Errorf("DelayMs %d: decoded %+v, want %d", tc.in, r, tc.want)
+		}
+	}
+}

@@ -107,7 +107,11 @@ func (e Entry) Priority() int {
 // Key returns e's place in the queue: its key, or else its sequence
 // number in ten digits. A key that does not come before e's own sequence
 // number is not taken: no node is placed before one that came after it.
+// A lock-delay's key is empty: it goes before every other node.
 func (e Entry) Key() string {
+	if e.Kind == Delay {
+		return ""
+	}
 	seq := fmt.Sprintf("%0*d", SeqDigits, e.Seq)
 	if _, k := attrs(e.ID); k != "" && k[:SeqDigits] < seq {
 		return k

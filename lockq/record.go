@@ -15,6 +15,10 @@ import (
 type Record struct {
 	Owner  string `json:"owner"`            // who: "host:pid" unless the client said otherwise
 	Holder string `json:"holder,omitempty"` // which holder of the owner: one vertex of the wait-for graph
+	// DelayMs is the lock-delay the holder asks for: if it is lost
+	// without releasing, nobody holds the lock for that long (Delay), at
+	// most MaxLockDelay.
+	DelayMs int64 `json:"delay_ms,omitempty"`
 }
 
 // MaxOwner is the longest owner (and holder) a record keeps; a longer one
@@ -24,8 +28,8 @@ const MaxOwner = 256
 // Encode returns r as a lock node's data: a small JSON object, readable
 // with `arbor get`.
 func (r Record) Encode() []byte {
-	r.Owner, r.Holder = TrimOwner(r.Owner), TrimOwner(r.Holder)
-	b, _ := json.Marshal(r) // two strings: never fails
+	r.Owner, r.Holder, r.DelayMs = TrimOwner(r.Owner), TrimOwner(r.Holder), clampDelay(r.DelayMs)
+	b, _ := json.Marshal(r) // two strings and a number: never fails
 	return b
 }
 
@@ -35,7 +39,7 @@ func (r Record) Encode() []byte {
 func DecodeRecord(data []byte) Record {
 	var r Record
 	if len(data) > 0 && data[0] == '{' && json.Unmarshal(data, &r) == nil {
-		return Record{Owner: TrimOwner(r.Owner), Holder: TrimOwner(r.Holder)}
+		return Record{Owner: TrimOwner(r.Owner), Holder: TrimOwner(r.Holder), DelayMs: clampDelay(r.DelayMs)}
 	}
 	if utf8.Valid(data) {
 		return Record{Owner: TrimOwner(string(data))}
@@ -55,3 +59,6 @@ func TrimOwner(s string) string {
 	}
 	return s[:n]
 }
+
+// clampDelay keeps a lock-delay within 0 and MaxLockDelay.
+func clampDelay(ms int64) int64 { return min(max(ms, 0), MaxLockDelay.Milliseconds()) }

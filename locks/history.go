@@ -187,6 +187,15 @@ func CauseOf(t *tree.Tree, txn *tree.Txn) Cause {
 		return Cause{End: wire.LockBroken, By: who(txn.Identities), Reason: txn.Reason}
 	case txn.Cause == tree.CauseDeadlock:
 		return Cause{End: wire.LockDeadlock, By: who(txn.Identities)}
+	case txn.Type == tree.TxnReap: // a lock-delay's time is up
+		return Cause{End: wire.LockExpired}
+	case txn.Cause == tree.CauseLockDelay:
+		// The holds end here, where the delays go ahead of them, as the
+		// close that comes next will say: a lease expired, or a session.
+		if s, ok := t.Session(txn.Session); ok && s.Lease != nil {
+			return Cause{End: wire.LockExpired}
+		}
+		return Cause{End: wire.LockSessionEnded}
 	case txn.Type != tree.TxnCloseSession:
 		return Cause{End: wire.LockReleased}
 	}

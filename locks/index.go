@@ -178,7 +178,7 @@ func lockNode(p string) (dir string, e lockq.Entry, ok bool) {
 // add adds the node at p, if it is a lock node, and returns its lock.
 func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 	dir, e, ok := lockNode(p)
-	if !ok || st.EphemeralOwner == 0 {
+	if !ok || st.EphemeralOwner == 0 && e.Kind != lockq.Delay { // a lock-delay is a TTL node of no session
 		return "", false
 	}
 	l := x.locks[dir]

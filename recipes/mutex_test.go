@@ -370,3 +370,54 @@ func TestAReleaseOrRenewalAfterTheLockMovedOnSaysSo(t *testing.T) {
 		t.Errorf("the next holder after the late renewal and release: %+v, %v", v, err)
 	}
 }
+
+// A holder that asked for a lock-delay and is lost without releasing (its
+// session ends, or an admin breaks the lock) leaves the lock to the
+// delay: the next waiter, a Go recipe that watched the holder's node,
+// holds no sooner than the delay after the loss, as the lock history's
+// times show.
+func TestALockDelayKeepsTheLockAfterTheHolderIsLost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  string
+		lose func(t *testing.T, k *cutter, admin *client.Client, path string)
+	}{
+		{"session ends", client.LockSessionEnded, func(t *testing.T, k *cutter, _ *client.Client, _ string) { k.cut() }},
+		{"break", client.LockBroken, func(t *testing.T, _ *cutter, admin *client.Client, path string) {
+			_, err := admin.BreakLock(ctxWait(t), path, "a test")
+			must(t, err)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t)
+			var k cutter
+			dead := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
+			next := s.dial(t)
+			const delay = 1500 * time.Millisecond
+			path := "/locks/delayed"
+			held := NewMutex(dead, path, WithOwner("dead"), WithLockDelay(delay))
+			must(t, held.Lock(ctxWait(t)))
+			waiter := NewMutex(next, path, WithOwner("next"))
+			acquired := make(chan error, 1)
+			go func() { acquired <- waiter.Lock(ctxWait(t)) }()
+			waitFor(t, "the waiter to queue", func() bool { return len(children(t, next, path)) == 2 })
+			tc.lose(t, &k, next, path)
+			must(t, <-acquired)
+			evs, err := next.LockHistory(ctxWait(t), path, true)
+			must(t, err)
+			var ended, got int64
+			for _, ev := range evs {
+				switch {
+				case ev.Owner == "dead" && ev.Kind == tc.end:
+					ended = ev.Time
+				case ev.Owner == "next" && ev.Kind == client.LockAcquired:
+					got = ev.Time
+				}
+			}
+			if ended == 0 || got-ended < delay.Milliseconds() {
+				t.Errorf("the next waiter held %d ms after the holder was lost, want at least %v: %+v", got-ended, delay, evs)
+			}
+			must(t, waiter.Unlock(ctxWait(t)))
+		})
+	}
+}

@@ -28,6 +28,7 @@ type options struct {
 	maxHold time.Duration
 	acl     []client.CreateOption // client.WithACL, or none for the server's default ACL
 	prio    int                   // WithPriority
+	delay   time.Duration         // WithLockDelay
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
@@ -77,6 +78,17 @@ func WithMaxHold(d time.Duration) Option {
 	return func(o *options) { o.maxHold = d }
 }
 
+// WithLockDelay asks for a lock-delay (Chubby's) of d, at most
+// lockq.MaxLockDelay (a longer one is cut): if this holder is lost without
+// releasing (its session or lease expires, or an admin breaks the lock),
+// the server holds the lock for d before the next waiter may, so that a
+// resource that cannot check fencing tokens sees the lost holder's last
+// requests drain first. An Unlock hands over at once. The server reaps
+// the delay within a second after d; servers that predate it ignore it.
+func WithLockDelay(d time.Duration) Option {
+	return func(o *options) { o.delay = d }
+}
+
 // defaultLeaseTTL is the TTL of a hold's lease WithMaxHold without
 // WithLease.
 const defaultLeaseTTL = 30 * time.Second
@@ -100,7 +112,7 @@ func (o options) lockRecord() []byte {
 	if holder == "" {
 		holder = randomID()
 	}
-	return lockq.Record{Owner: o.ownerName(), Holder: holder}.Encode()
+	return lockq.Record{Owner: o.ownerName(), Holder: holder, DelayMs: o.delay.Milliseconds()}.Encode()
 }
 
 // newLockHold returns the hold of a lock on path: reentrant, bound to a

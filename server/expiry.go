@@ -69,6 +69,9 @@ func (s *Server) expiryLoop() {
 				// A lease is closed at the version seen: a renewal that
 				// commits first keeps it.
 				version, lease := s.sessions.LeaseVersion(id)
+				if !s.delayBeforeClose(id, now) {
+					continue // tried again at the next tick
+				}
 				s.log.Info("session expired", zap.Int64("session", id), zap.Bool("lease", lease))
 				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, LeaseVersion: version, Time: now.UnixMilli()}, term)
 				at = now

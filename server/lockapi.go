@@ -191,8 +191,9 @@ type acquireRequest struct {
 	TTLMs         int64  `json:"ttl_ms"`
 	WaitTimeoutMs int64  `json:"wait_timeout_ms"`
 	Mode          string `json:"mode"`
-	MaxHoldMs     int64  `json:"max_hold_ms"` // no renewal keeps the hold past this; 0: none
-	Priority      int    `json:"priority"`    // 1 to lockq.MaxPriority: before waiters of lower priority; 0: none
+	MaxHoldMs     int64  `json:"max_hold_ms"`   // no renewal keeps the hold past this; 0: none
+	Priority      int    `json:"priority"`      // 1 to lockq.MaxPriority: before waiters of lower priority; 0: none
+	LockDelayMs   int64  `json:"lock_delay_ms"` // lost without a release, the lock stays held this long (lockq.Delay); 0: none
 }
 
 // heldResponse answers an acquire or a renew that holds.
@@ -225,6 +226,8 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return nil, badRequest("wait_timeout_ms is 0 (try once) to %d", maxLockWait.Milliseconds())
 	case req.Priority < 0 || req.Priority > lockq.MaxPriority:
 		return nil, badRequest("priority is 0 (none) to %d", lockq.MaxPriority)
+	case req.LockDelayMs < 0 || req.LockDelayMs > lockq.MaxLockDelay.Milliseconds():
+		return nil, badRequest("lock_delay_ms is 0 (none) to %d", lockq.MaxLockDelay.Milliseconds())
 	}
 	ttl, err := leaseTTL(req.TTLMs, DefaultLeaseTTL)
 	if err != nil {
@@ -247,7 +250,8 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.closeLease(lease) // its create may still commit
 		return nil, err
 	}
-	node, err := s.createLockNode(ctx, path, kind, req.Priority, lease, req.ClientID, ids)
+	rec := lockq.Record{Owner: req.ClientID, Holder: req.ClientID, DelayMs: req.LockDelayMs}
+	node, err := s.createLockNode(ctx, path, kind, req.Priority, lease, rec, ids)
 	if err != nil {
 		s.closeLease(lease)
 		return nil, err
@@ -298,10 +302,10 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 // fails and it lists again, lockq.PlaceTries times at most before it joins at
 // the end) and the rewrite of the node that waiters would come to wait
 // for it watch.
-func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, prio int, lease int64, client string, ids []wire.Identity) (lockq.Entry, error) {
+func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, prio int, lease int64, rec lockq.Record, ids []wire.Identity) (lockq.Entry, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	base, data := hex.EncodeToString(b[:]), lockq.Record{Owner: client, Holder: client}.Encode()
+	base, data := hex.EncodeToString(b[:]), rec.Encode()
 	for try := 0; ; try++ {
 		req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(lockq.ID(base, prio, ""), kind),
 			Mode: wire.ModeEphemeralSequential, Data: data}

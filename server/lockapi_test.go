@@ -670,3 +670,93 @@ func TestAReleaseOrRenewalTriedAgainLeavesTheNextHolderAlone(t *testing.T) {
 		t.Errorf("the next holder after the retries: %v", v)
 	}
 }
+
+// lockEvents is the history of the lock NAME, oldest first.
+func lockEvents(t *testing.T, s *Server, name string) []map[string]any {
+	t.Helper()
+	_, v := api(t, s, "GET", "/api/v1/locks/"+name+"/history", nil)
+	var out []map[string]any
+	for _, ev := range v["events"].([]any) {
+		out = append(out, ev.(map[string]any))
+	}
+	return out
+}
+
+// eventTime is when the history's event happened.
+func eventTime(t *testing.T, ev map[string]any) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, ev["time"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// A holder that asked for a lock-delay and is lost without releasing (its
+// lease expires, or the lock is broken) leaves the lock held by the delay
+// for that long: the next holder's acquisition comes at least that long
+// after the loss. A release hands over at once, with no delay.
+func TestALockDelayHoldsTheLockAfterALossNotAfterARelease(t *testing.T) {
+	s := startServer(t, "")
+	const delay = 1500 * time.Millisecond
+	for _, tc := range []struct {
+		name, end string
+		lose      func(t *testing.T, name string, a map[string]any)
+	}{
+		{"expiry", "expired", func(t *testing.T, name string, a map[string]any) {}}, // a does not renew
+		{"break", "broken", func(t *testing.T, name string, a map[string]any) {
+			api(t, s, "POST", "/api/v1/locks/"+name+"/break", map[string]any{"reason": "a test"})
+		}},
+		{"release", "released", func(t *testing.T, name string, a map[string]any) {
+			api(t, s, "POST", "/api/v1/locks/"+name+"/release", map[string]any{"lease_id": a["lease_id"]})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "delay-" + tc.name
+			code, a := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire",
+				map[string]any{"client_id": "a", "ttl_ms": 1000, "lock_delay_ms": delay.Milliseconds()})
+			if code != http.StatusOK {
+				t.Fatalf("acquire: %d %v", code, a)
+			}
+			got := make(chan map[string]any, 1)
+			go func() {
+				_, v, _ := tryAPI(s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "b", "wait_timeout_ms": 30000})
+				got <- v
+			}()
+			waitFor(t, "b to wait", func() bool {
+				_, v := api(t, s, "GET", "/api/v1/locks/"+name, nil)
+				ws, _ := v["waiters"].([]any)
+				return len(ws) == 1
+			})
+			tc.lose(t, name, a)
+			if b := <-got; b["acquired"] != true {
+				t.Fatalf("b's acquire: %v", b)
+			}
+			evs := lockEvents(t, s, name)
+			var lost, delayed, bAt time.Time
+			for _, ev := range evs {
+				switch {
+				case ev["client_id"] == "a" && ev["event"] == tc.end:
+					lost = eventTime(t, ev)
+				case ev["client_id"] == "lock-delay" && ev["event"] == "acquired":
+					delayed = eventTime(t, ev)
+				case ev["client_id"] == "b" && ev["event"] == "acquired":
+					bAt = eventTime(t, ev)
+				}
+			}
+			switch {
+			case lost.IsZero() || bAt.IsZero():
+				t.Fatalf("history without a's %s or b's acquisition: %v", tc.end, evs)
+			case tc.end == "released" && !delayed.IsZero():
+				t.Errorf("a release was followed by a lock-delay: %v", evs)
+			case tc.end != "released" && (delayed.IsZero() || bAt.Sub(lost) < delay):
+				t.Errorf("b acquired %v after a was %s (lock-delay at %v), want at least %v: %v", bAt.Sub(lost), tc.end, delayed, delay, evs)
+			}
+		})
+	}
+	for _, bad := range []int64{-1, 60_001} {
+		if code, v := api(t, s, "POST", "/api/v1/locks/x/acquire", map[string]any{"client_id": "a", "lock_delay_ms": bad}); code != http.StatusBadRequest {
+			t.Errorf("lock_delay_ms %d: %d %v, want 400", bad, code, v)
+		}
+	}
+}

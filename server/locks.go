@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -81,12 +82,17 @@ func deadlocks(t *tree.Tree, x *locks.Index, ids []wire.Identity) [][]wire.LockW
 // returns the nodes it deletes; a lock nobody holds is NoNode.
 func (s *Server) breakTxn(ids []wire.Identity, req *wire.Request, txn *tree.Txn) ([]string, error) {
 	var nodes []string
+	var ops, delays []tree.Txn
 	var err error
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		if err = t.Check(req.Path, ids, wire.PermAdmin); err != nil {
 			return
 		}
 		nodes = x.HolderNodes(req.Path)
+		for _, n := range nodes {
+			ops = append(ops, tree.Txn{Type: wire.OpDelete, Path: strings.TrimSuffix(req.Path, "/") + "/" + n, Version: -1, Time: txn.Time})
+		}
+		delays = s.lockDelays(t, x, txnPaths(ops), txn.Time)
 	})
 	switch {
 	case err != nil:
@@ -94,15 +100,23 @@ func (s *Server) breakTxn(ids []wire.Identity, req *wire.Request, txn *tree.Txn)
 	case len(nodes) == 0:
 		return nil, wire.Errorf(wire.CodeNoNode, "nobody holds %s", req.Path)
 	}
-	ops := make([]tree.Txn, len(nodes))
-	for i, n := range nodes {
-		ops[i] = tree.Txn{Type: wire.OpDelete, Path: req.Path + "/" + n, Version: -1, Time: txn.Time}
-	}
+	// The lock-delays go first: the deletes' events then find the queue
+	// with its delay at the head.
+	ops = append(delays, ops...)
 	*txn = tree.Txn{Type: wire.OpMulti, Time: txn.Time, Session: txn.Session, Ops: ops, Identities: ids,
 		Cause: tree.CauseBreak, Reason: lockq.TrimOwner(req.Reason)} // the history keeps no more of it
 	s.log.Warn("breaking a lock", zap.String("lock", req.Path), zap.Strings("nodes", nodes),
 		zap.String("reason", req.Reason), zap.Any("by", whoAmI(ids)))
 	return nodes, nil
+}
+
+// txnPaths lists the paths of ops.
+func txnPaths(ops []tree.Txn) []string {
+	paths := make([]string, len(ops))
+	for i := range ops {
+		paths[i] = ops[i].Path
+	}
+	return paths
 }
 
 // endWait ends the wait w, the youngest of a deadlock: one write that

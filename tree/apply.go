@@ -368,6 +368,10 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 			results[i].Err = wire.CodeRuntimeInconsistency
 			continue
 		}
+		ids := ids
+		if len(op.Identities) > 0 {
+			ids = op.Identities // an op the server adds as itself: a break's lock-delay
+		}
 		var err error
 		switch op.Type {
 		case wire.OpCreate:

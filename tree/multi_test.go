@@ -326,3 +326,21 @@ func TestMultiFails(t *testing.T) {
 		}
 	})
 }
+
+func TestAMultiOpWithIdentitiesOfItsOwnIsCheckedWithThem(t *testing.T) {
+	tr := tree.New()
+	closed := []wire.ACL{{Perms: wire.PermAll, Scheme: "digest", ID: "alice:x"}}
+	apply := func(txn tree.Txn) error { res, _ := tr.Apply(tr.Zxid()+1, &txn); return res.Err }
+	if err := apply(tree.Txn{Type: wire.OpCreate, Path: "/a", ACL: closed, Identities: []wire.Identity{{Scheme: "digest", ID: "alice:x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	bob := []wire.Identity{{Scheme: "digest", ID: "bob:y"}}
+	if err := apply(tree.Txn{Type: wire.OpMulti, Identities: bob, Ops: []tree.Txn{{Type: wire.OpCreate, Path: "/a/b"}}}); !errors.Is(err, wire.ErrNoAuth) {
+		t.Fatalf("bob's multi created under alice's node: %v", err)
+	}
+	if err := apply(tree.Txn{Type: wire.OpMulti, Identities: bob, Ops: []tree.Txn{
+		{Type: wire.OpCreate, Path: "/a/b", Identities: []wire.Identity{{Scheme: tree.SuperScheme}}},
+	}}); err != nil {
+		t.Errorf("an op with the superuser's identity of its own, in bob's multi: %v", err)
+	}
+}

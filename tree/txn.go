@@ -47,7 +47,9 @@ type Txn struct {
 	ACL []wire.ACL
 	// Identities are who asked for the change: the permission checks run
 	// on them at apply time, on every replica alike. A multi's ops are
-	// checked with the multi's. No identities is granted only what
+	// checked with the multi's, but for an op with identities of its own
+	// (one the server adds as itself to a client's multi; a client's
+	// request never makes them). No identities is granted only what
 	// world:anyone is.
 	Identities []wire.Identity
 
@@ -64,9 +66,10 @@ type Cause int8
 
 // The causes.
 const (
-	CauseNone     Cause = iota
-	CauseBreak          // an admin broke the lock (its holders' nodes)
-	CauseDeadlock       // the member ended the youngest wait of a deadlock
+	CauseNone      Cause = iota
+	CauseBreak           // an admin broke the lock (its holders' nodes)
+	CauseDeadlock        // the member ended the youngest wait of a deadlock
+	CauseLockDelay       // the leader put lock-delays ahead of the holds of Session, whose close comes next
 )
 
 // Result is the outcome of applying a Txn.
