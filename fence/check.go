@@ -11,14 +11,16 @@ import (
 var ErrStaleToken = errors.New("fence: stale fencing token")
 
 // ErrInvalid is matched by the error of a call with bad input: an empty or
-// unsafe name, a negative token. Such a call changes nothing.
-var ErrInvalid = errors.New("fence: invalid argument")
+// unsafe name, a negative token. Such a call changes nothing. Like the
+// errors of package io/fs, it is always wrapped in one that says more.
+var ErrInvalid = errors.New("invalid argument")
 
 // ErrCorrupt is matched by the error of a read or write that found a file
 // of the directory damaged: its header or data fail their checksums, or
 // it names another lock or key than its place. Writes under a lock whose
-// highest token cannot be read are refused until the file is repaired.
-var ErrCorrupt = errors.New("fence: corrupt file")
+// highest token cannot be read are refused until the file is repaired. It
+// too is always wrapped.
+var ErrCorrupt = errors.New("corrupt file")
 
 // StaleTokenError is the error of a refused write. It matches
 // ErrStaleToken.
