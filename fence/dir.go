@@ -29,7 +29,10 @@ const (
 // The guard is per lock: once a write under a lock has been accepted with
 // token t, every later write under that lock with a token below t is
 // refused, whichever object it is for. An object belongs to the lock it
-// is written under: the same key under two locks is two objects.
+// is written under: the same key under two locks is two objects. Lock
+// names and keys are 1 to 255 ASCII letters, digits, '.', '_' and '-', not
+// beginning with '.', so each is one file name; others are refused with
+// ErrInvalid.
 //
 // The files: PATH/LOCK/KEY is an object, a header naming its lock, key
 // and token, then its data; PATH/LOCK/.token is a lock's token record
@@ -120,7 +123,7 @@ func (d *Dir) Write(lock string, token int64, key string, data []byte) error {
 	if err := checkName("key", key); err != nil {
 		return err
 	}
-	g, err := d.guard(lock)
+	g, err := d.guardOf(lock)
 	if err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func (d *Dir) Advance(lock string, token int64) error {
 	if err := checkToken(lock, token); err != nil {
 		return err
 	}
-	g, err := d.guard(lock)
+	g, err := d.guardOf(lock)
 	if err != nil {
 		return err
 	}
@@ -199,7 +202,7 @@ func (d *Dir) Highest(lock string) (int64, error) {
 	if err := checkName("lock name", lock); err != nil {
 		return 0, err
 	}
-	g, err := d.guard(lock)
+	g, err := d.guardOf(lock)
 	if err != nil {
 		return 0, err
 	}
@@ -211,8 +214,8 @@ func (d *Dir) Highest(lock string) (int64, error) {
 	return g.highest, nil
 }
 
-// guard returns lock's guard, made on first use.
-func (d *Dir) guard(lock string) (*guard, error) {
+// guardOf returns lock's guard, made on first use.
+func (d *Dir) guardOf(lock string) (*guard, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
