@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,7 @@ func (s *Server) handleLockAPI(mux *http.ServeMux) {
 		{"POST", "/api/v1/break", answering(s.breakPath)},
 		{"GET", "/api/v1/locks/{name}/check", answering(s.checkLock)},
 		{"GET", "/api/v1/check", answering(s.checkPath)},
+		{"POST", "/api/v1/multilocks/acquire", answering(s.acquireMulti)},
 	} {
 		mux.HandleFunc(e.method+" "+e.path, e.h)
 		mux.HandleFunc(e.path, methodNotAllowed(e.method))
@@ -139,11 +141,17 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 // lockPath is the path of the lock named in r, checked.
 func (s *Server) lockPath(r *http.Request) (string, error) {
 	name := r.PathValue("name")
-	p := strings.TrimSuffix(s.cfg.LockRoot, "/") + "/" + name
-	if err := wire.ValidatePath(p, false); err != nil || name == "" || strings.Contains(name, "/") {
+	p, ok := s.lockName(name)
+	if !ok {
 		return "", badRequest("%q is not a lock name: a lock name is one segment of a path", name)
 	}
 	return p, nil
+}
+
+// lockName is the path of the lock name, and whether name is one.
+func (s *Server) lockName(name string) (string, bool) {
+	p := strings.TrimSuffix(s.cfg.LockRoot, "/") + "/" + name
+	return p, wire.ValidatePath(p, false) == nil && name != "" && !strings.Contains(name, "/")
 }
 
 // HTTPIdentities are the identities an HTTP request proves: its ip, a
@@ -220,53 +228,176 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	switch {
 	case !ok:
 		return nil, badRequest("mode %q is not exclusive, read or write", req.Mode)
-	case req.ClientID == "" || len(req.ClientID) > lockq.MaxOwner:
-		return nil, badRequest("client_id is required, at most %d bytes", lockq.MaxOwner)
-	case req.WaitTimeoutMs < 0 || time.Duration(req.WaitTimeoutMs)*time.Millisecond > maxLockWait:
-		return nil, badRequest("wait_timeout_ms is 0 (try once) to %d", maxLockWait.Milliseconds())
 	case req.Priority < 0 || req.Priority > lockq.MaxPriority:
 		return nil, badRequest("priority is 0 (none) to %d", lockq.MaxPriority)
+	}
+	a, err := s.beginAcquire(ctx, r, &req, []string{path})
+	if err != nil {
+		return nil, err
+	}
+	node, err := s.createLockNode(ctx, path, kind, req.Priority, a.lease, a.rec, a.ids)
+	if err != nil {
+		s.closeLease(a.lease)
+		return nil, err
+	}
+	if err := s.awaitHeld(ctx, &req, a, []queued{{path, node}}); err != nil {
+		return nil, err
+	}
+	return s.heldAnswer(path, a.lease, true)
+}
+
+// acquisition is an HTTP acquisition under way: its lease, its lock
+// nodes' record and its caller's identities.
+type acquisition struct {
+	lease int64
+	ttl   time.Duration
+	rec   lockq.Record
+	ids   []wire.Identity
+}
+
+// beginAcquire checks what an acquire of the locks at paths asks, makes
+// their paths, and creates the lease its nodes will be bound to.
+func (s *Server) beginAcquire(ctx context.Context, r *http.Request, req *acquireRequest, paths []string) (acquisition, error) {
+	switch {
+	case req.ClientID == "" || len(req.ClientID) > lockq.MaxOwner:
+		return acquisition{}, badRequest("client_id is required, at most %d bytes", lockq.MaxOwner)
+	case req.WaitTimeoutMs < 0 || time.Duration(req.WaitTimeoutMs)*time.Millisecond > maxLockWait:
+		return acquisition{}, badRequest("wait_timeout_ms is 0 (try once) to %d", maxLockWait.Milliseconds())
 	case req.LockDelayMs < 0 || req.LockDelayMs > lockq.MaxLockDelay.Milliseconds():
-		return nil, badRequest("lock_delay_ms is 0 (none) to %d", lockq.MaxLockDelay.Milliseconds())
+		return acquisition{}, badRequest("lock_delay_ms is 0 (none) to %d", lockq.MaxLockDelay.Milliseconds())
 	}
 	ttl, err := leaseTTL(req.TTLMs, DefaultLeaseTTL)
 	if err != nil {
-		return nil, badRequest("ttl_ms: %v", err)
+		return acquisition{}, badRequest("ttl_ms: %v", err)
 	}
 	maxHold, err := leaseMaxHold(req.MaxHoldMs)
 	if err != nil {
-		return nil, badRequest("max_hold_ms: %v", err)
+		return acquisition{}, badRequest("max_hold_ms: %v", err)
 	}
 	if err := s.needQuorum(); err != nil {
-		return nil, err
+		return acquisition{}, err
 	}
-	ids := s.HTTPIdentities(r)
-	if err := s.makeLockDirs(ctx, path, ids); err != nil {
-		return nil, err
+	a := acquisition{ttl: time.Duration(ttl) * time.Millisecond, ids: s.HTTPIdentities(r),
+		rec: lockq.Record{Owner: req.ClientID, Holder: req.ClientID, DelayMs: req.LockDelayMs}}
+	for _, path := range paths {
+		if err := s.makeLockDirs(ctx, path, a.ids); err != nil {
+			return acquisition{}, err
+		}
 	}
-	lease := s.ids.Next()
-	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCreateSession, Session: lease, Time: time.Now().UnixMilli(),
+	a.lease = s.ids.Next()
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCreateSession, Session: a.lease, Time: time.Now().UnixMilli(),
 		LeaseTTL: ttl, LeaseOwner: req.ClientID, LeaseMaxHold: maxHold}); err != nil {
-		s.closeLease(lease) // its create may still commit
-		return nil, err
+		s.closeLease(a.lease) // its create may still commit
+		return acquisition{}, err
 	}
-	rec := lockq.Record{Owner: req.ClientID, Holder: req.ClientID, DelayMs: req.LockDelayMs}
-	node, err := s.createLockNode(ctx, path, kind, req.Priority, lease, rec, ids)
-	if err != nil {
-		s.closeLease(lease)
-		return nil, err
-	}
+	return a, nil
+}
+
+// awaitHeld waits, for as long as req says, until a holds the locks of
+// nodes. If it does not, its lease ends, and its nodes with it: nothing is
+// left behind.
+func (s *Server) awaitHeld(ctx context.Context, req *acquireRequest, a acquisition, nodes []queued) error {
 	wait, cancel := context.WithTimeout(ctx, time.Duration(req.WaitTimeoutMs)*time.Millisecond)
 	defer cancel()
-	held, err := s.waitTurn(wait, path, node, lease, time.Duration(ttl)*time.Millisecond)
-	if err != nil || !held {
-		s.closeLease(lease) // and its node with it: nothing is left behind
-		if err == nil || ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, &apiError{http.StatusConflict, "timeout"}
-		}
+	held, err := s.waitTurn(wait, nodes, a.lease, a.ttl)
+	if err == nil && held {
+		return nil
+	}
+	s.closeLease(a.lease)
+	if err == nil || ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return &apiError{http.StatusConflict, "timeout"}
+	}
+	return err
+}
+
+// multiAcquireRequest is the body of a multi-lock's acquire: an acquire's
+// fields, but for the mode, which each lock has, and the priority, which a
+// multi-lock has not.
+type multiAcquireRequest struct {
+	acquireRequest
+	Locks []struct {
+		Name string `json:"name"`
+		Mode string `json:"mode"`
+	} `json:"locks"`
+}
+
+// maxMultiLock bounds the locks of one multi-lock.
+const maxMultiLock = 64
+
+// acquireMulti takes several locks as one request (POST
+// /api/v1/multilocks/acquire): one txn joins every lock's queue, with
+// nodes bound to one lease, and the answer comes when the acquisition
+// holds them all, or never (the lease ends, and every node with it). Two
+// multi-locks over shared locks joined their queues in the order their
+// txns were applied, the same in every queue, so neither can hold a lock
+// the other waits for: they never deadlock each other. The multi-lock is
+// renewed and released by its lease, through any of its locks.
+func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+	var req multiAcquireRequest
+	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	return s.heldAnswer(path, lease, true)
+	switch {
+	case len(req.Locks) == 0 || len(req.Locks) > maxMultiLock:
+		return nil, badRequest("locks names 1 to %d locks", maxMultiLock)
+	case req.Mode != "" || req.Priority != 0:
+		return nil, badRequest("a multi-lock takes a mode for each lock, and no priority")
+	}
+	paths, kinds := make([]string, len(req.Locks)), make([]lockq.Kind, len(req.Locks))
+	for i, l := range req.Locks {
+		var ok bool
+		if paths[i], ok = s.lockName(l.Name); !ok {
+			return nil, badRequest("%q is not a lock name: a lock name is one segment of a path", l.Name)
+		}
+		if slices.Contains(paths[:i], paths[i]) {
+			return nil, badRequest("lock %q is named twice", l.Name)
+		}
+		if kinds[i], ok = apiModes[l.Mode]; !ok {
+			return nil, badRequest("mode %q of %q is not exclusive, read or write", l.Mode, l.Name)
+		}
+	}
+	a, err := s.beginAcquire(ctx, r, &req.acquireRequest, paths)
+	if err != nil {
+		return nil, err
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id, data := hex.EncodeToString(b[:]), a.rec.Encode()
+	multi := wire.Request{Op: wire.OpMulti}
+	for i, path := range paths {
+		multi.Ops = append(multi.Ops, wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(id, kinds[i]),
+			Mode: wire.ModeEphemeralSequential, Data: data})
+	}
+	if err := s.resolveACLs(&multi, a.ids); err != nil {
+		s.closeLease(a.lease)
+		return nil, err
+	}
+	txn := tree.TxnFromRequest(&multi, a.lease, time.Now().UnixMilli(), a.ids)
+	res, err := s.write(ctx, &txn)
+	if err != nil {
+		s.closeLease(a.lease)
+		return nil, err
+	}
+	nodes := make([]queued, len(paths))
+	for i, path := range paths {
+		nodes[i].path = path
+		nodes[i].node, _ = lockq.Parse(res.Multi[i].Path[len(path)+1:])
+	}
+	if err := s.awaitHeld(ctx, &req.acquireRequest, a, nodes); err != nil {
+		return nil, err
+	}
+	answer := map[string]any{"acquired": true, "lease_id": leaseID(a.lease)}
+	var locks []map[string]any
+	for i, path := range paths {
+		h, err := s.heldAnswer(path, a.lease, true)
+		if err != nil {
+			return nil, err
+		}
+		answer["expires_at"] = h.ExpiresAt
+		locks = append(locks, map[string]any{"name": req.Locks[i].Name, "fencing_token": h.FencingToken})
+	}
+	answer["locks"] = locks
+	return answer, nil
 }
 
 // makeLockDirs creates the lock's path and its missing ancestors as
@@ -364,19 +495,29 @@ func (s *Server) placeLockNode(path string, create wire.Request, base string, ki
 	return wire.Request{Op: wire.OpMulti, Ops: append(ops, create)}
 }
 
-// waitTurn waits until the acquisition of node holds the lock at path, or
-// ctx ends (then it reports false), renewing its lease every third of ttl
-// meanwhile: the client is still there, waiting on its request. An
-// acquisition whose node is gone (its lease ended) fails.
-func (s *Server) waitTurn(ctx context.Context, path string, node lockq.Entry, lease int64, ttl time.Duration) (bool, error) {
+// queued is an acquisition's node in the queue of the lock at path.
+type queued struct {
+	path string
+	node lockq.Entry
+}
+
+// waitTurn waits until the acquisition holds the lock of each of its
+// nodes, or ctx ends (then it reports false), renewing its lease every
+// third of ttl meanwhile: the client is still there, waiting on its
+// request. An acquisition with a node gone (its lease ended) fails.
+func (s *Server) waitTurn(ctx context.Context, nodes []queued, lease int64, ttl time.Duration) (bool, error) {
 	renew := time.NewTicker(ttl / 3)
 	defer renew.Stop()
 	for {
-		held, waiting, err := s.turnOf(path, node)
-		if !waiting {
+		path, held, err := s.turnOfAll(nodes)
+		if path == "" {
 			return held, err
 		}
 		changed, done := s.lockWatch.next(path)
+		if again, _, _ := s.turnOfAll(nodes); again != path {
+			done() // it changed before the watch was taken
+			continue
+		}
 		select {
 		case <-changed:
 		case <-renew.C:
@@ -389,6 +530,21 @@ func (s *Server) waitTurn(ctx context.Context, path string, node lockq.Entry, le
 			return false, err
 		}
 	}
+}
+
+// turnOfAll returns the path of the first lock of nodes that the
+// acquisition still waits for, or "" with whether it holds them all.
+func (s *Server) turnOfAll(nodes []queued) (waitsFor string, held bool, err error) {
+	for _, n := range nodes {
+		held, waiting, err := s.turnOf(n.path, n.node)
+		switch {
+		case waiting:
+			return n.path, false, nil
+		case !held || err != nil:
+			return "", false, err
+		}
+	}
+	return "", true, nil
 }
 
 // turnOf says whether the acquisition of node holds the lock at path, or

@@ -760,3 +760,77 @@ func TestALockDelayHoldsTheLockAfterALossNotAfterARelease(t *testing.T) {
 		}
 	}
 }
+
+// A multi-lock joins every queue in one txn and holds all its locks or
+// none: it waits as one waiter, times out leaving nothing behind, and two
+// multi-locks over the same locks, named in either order, never wait for
+// each other at once.
+func TestAMultiLockHoldsAllOrNone(t *testing.T) {
+	s := startServer(t, "")
+	multi := func(client string, waitMs int, names ...string) (int, map[string]any) {
+		var locks []map[string]any
+		for _, n := range names {
+			locks = append(locks, map[string]any{"name": n})
+		}
+		code, v, err := tryAPI(s, "POST", "/api/v1/multilocks/acquire", map[string]any{"client_id": client, "wait_timeout_ms": waitMs, "locks": locks})
+		if err != nil {
+			return 0, map[string]any{"error": err.Error()}
+		}
+		return code, v
+	}
+	code, m1 := multi("m1", 0, "ma", "mb")
+	if code != http.StatusOK || len(m1["locks"].([]any)) != 2 {
+		t.Fatalf("a multi-lock of free locks: %d %v", code, m1)
+	}
+	// Two more, in both orders, wait as one waiter each.
+	got := make(chan map[string]any, 2)
+	go func() { _, v := multi("m2", 30000, "ma", "mb"); got <- v }()
+	waitFor(t, "m2 to wait", func() bool {
+		_, v := api(t, s, "GET", "/api/v1/locks/mb", nil)
+		ws, _ := v["waiters"].([]any)
+		return len(ws) == 1
+	})
+	go func() { _, v := multi("m3", 30000, "mb", "ma"); got <- v }()
+	waitFor(t, "m3 to wait", func() bool {
+		_, v := api(t, s, "GET", "/api/v1/locks/ma", nil)
+		ws, _ := v["waiters"].([]any)
+		return len(ws) == 2
+	})
+	// A multi-lock that cannot have them all in time leaves nothing behind.
+	if code, v := multi("m4", 200, "mc", "ma"); code != http.StatusConflict {
+		t.Errorf("a multi-lock that timed out: %d %v", code, v)
+	}
+	if code, v := api(t, s, "GET", "/api/v1/locks/mc", nil); code != http.StatusNotFound {
+		t.Errorf("the timed-out multi-lock left a node on mc: %d %v", code, v)
+	}
+	for range 2 {
+		if _, v := api(t, s, "GET", "/api/v1/deadlocks", nil); len(v["cycles"].([]any)) != 0 {
+			t.Fatalf("multi-locks in a deadlock: %v", v)
+		}
+		lease := m1["lease_id"]
+		if code, v := api(t, s, "POST", "/api/v1/locks/ma/release", map[string]any{"lease_id": lease}); code != 200 {
+			t.Fatalf("release of a multi-lock through one of its locks: %d %v", code, v)
+		}
+		m1 = <-got
+		if m1["acquired"] != true {
+			t.Fatalf("the next multi-lock: %v", m1)
+		}
+		for _, name := range []string{"ma", "mb"} {
+			_, v := api(t, s, "GET", "/api/v1/locks/"+name, nil)
+			if hs := v["holders"].([]any); len(hs) != 1 || hs[0].(map[string]any)["lease_id"] != m1["lease_id"] {
+				t.Errorf("%s is not held by the multi-lock that got both: %v", name, v)
+			}
+		}
+	}
+	for _, bad := range []map[string]any{
+		{"client_id": "x", "locks": []any{}},
+		{"client_id": "x", "locks": []any{map[string]any{"name": "a"}, map[string]any{"name": "a"}}},
+		{"client_id": "x", "locks": []any{map[string]any{"name": "a", "mode": "sideways"}}},
+		{"client_id": "x", "priority": 3, "locks": []any{map[string]any{"name": "a"}}},
+		{"client_id": "x", "locks": []any{map[string]any{"name": "a/b"}}},
+	} {
+		if code, v := api(t, s, "POST", "/api/v1/multilocks/acquire", bad); code != http.StatusBadRequest {
+			t.Errorf("%v: %d %v, want 400", bad, code, v)
+		}
+	}
+}
