@@ -43,6 +43,14 @@ const (
 	Candidate Kind = "n"      // a candidate in an election
 	Lease     Kind = "lease"  // a semaphore's lease
 	Member    Kind = "member" // a barrier's member
+	// IntentShared and IntentExclusive are the intention modes of
+	// hierarchical locks, as a database's: a holder of a lock below a
+	// path (a reader, or a writer) holds the path's lock in IntentShared
+	// (or IntentExclusive) as well, so that a holder of the path's lock
+	// itself, which covers its subtree, excludes it, while holders of
+	// different locks below do not exclude each other there (Conflicts).
+	IntentShared    Kind = "is"
+	IntentExclusive Kind = "ix"
 	// Delay is a lock-delay (Chubby's): after a holder that asked for one
 	// is lost without releasing (its session or lease expired, or the lock
 	// was broken), the server puts a node of this kind at the head of the
@@ -55,9 +63,16 @@ const (
 // MaxLockDelay bounds the lock-delay a holder may ask for (Record.DelayMs).
 const MaxLockDelay = time.Minute
 
-// IsLock reports whether k is a lock mode (Exclusive, Read or Write) or a
-// lock-delay, which holds the lock as an exclusive hold would.
-func (k Kind) IsLock() bool { return k == Exclusive || k == Read || k == Write || k == Delay }
+// IsLock reports whether k is a lock mode (Exclusive, Read, Write or an
+// intention mode) or a lock-delay, which holds the lock as an exclusive
+// hold would.
+func (k Kind) IsLock() bool {
+	switch k {
+	case Exclusive, Read, Write, IntentShared, IntentExclusive, Delay:
+		return true
+	}
+	return false
+}
 
 // Ordered reports whether the queue rules (Blocker, Holds) decide who of
 // kind k holds and who waits: lock modes, and candidates, which queue as
@@ -66,10 +81,30 @@ func (k Kind) IsLock() bool { return k == Exclusive || k == Read || k == Write |
 func (k Kind) Ordered() bool { return k.IsLock() || k == Candidate }
 
 // Conflicts reports whether a holder of mode a and a holder of mode b
-// cannot hold one lock at once: only two reads can. Exclusive and Write
-// are the same mode, so a Mutex and the write side of an RWMutex on one
-// path exclude each other and every reader.
-func Conflicts(a, b Kind) bool { return !(a == Read && b == Read) }
+// cannot hold one lock at once. Two reads can; the intention modes can
+// with each other, and IntentShared with a read:
+//
+//	     is   ix   read  write
+//	is   ok   ok   ok    -
+//	ix   ok   ok   -     -
+//	read ok   -    ok    -
+//
+// Exclusive and Write are the same mode, so a Mutex and the write side of
+// an RWMutex on one path exclude each other and every other mode; so do
+// a lock-delay and every other kind.
+func Conflicts(a, b Kind) bool { return !compatible[[2]Kind{a, b}] }
+
+// compatible lists the pairs of modes that may hold one lock at once.
+var compatible = map[[2]Kind]bool{
+	{Read, Read}: true, {Read, IntentShared}: true, {IntentShared, Read}: true,
+	{IntentShared, IntentShared}: true, {IntentShared, IntentExclusive}: true,
+	{IntentExclusive, IntentShared}: true, {IntentExclusive, IntentExclusive}: true,
+}
+
+// shares reports whether k can hold a lock with some other mode: a
+// waiter of such a mode waits for the nearest acquisition ahead of it that
+// it conflicts with, rather than for the one just ahead.
+func (k Kind) shares() bool { return k == Read || k == IntentShared || k == IntentExclusive }
 
 // Entry is one node of a queue.
 type Entry struct {
@@ -223,8 +258,9 @@ func Acquisitions(es []Entry) []Acquisition {
 // the acquisition that must go first. It returns -1 when id goes ahead, or
 // is not in the queue.
 //
-// A read waits for the nearest acquisition ahead of it that is not a read;
-// an exclusive lock, a write and a candidate wait for the acquisition just
+// A read waits for the nearest acquisition ahead of it that is not a read
+// (an intention mode, for the nearest one it conflicts with); an
+// exclusive lock, a write and a candidate wait for the acquisition just
 // ahead of them. A release thus wakes only the waiters it lets through:
 // the next writer, or the readers up to the next writer, each of which
 // watches a different node. An upgrade waits for each reader that may
@@ -248,10 +284,10 @@ func blocker(es []Entry, gs []group, me int) int {
 			}
 		}
 		return -1
-	case g.kind == Read:
+	case g.kind.shares():
 		pos := es[g.first].Seq
 		for j := me - 1; j >= 0; j-- {
-			if Conflicts(Read, gs[j].seenBy(pos)) {
+			if Conflicts(g.kind, gs[j].seenBy(pos)) {
 				return gs[j].first
 			}
 		}

@@ -230,3 +230,49 @@ func TestARecordKeepsItsLockDelayWithinBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestTheIntentionModesConflictAsADatabasesDo(t *testing.T) {
+	modes := []Kind{IntentShared, IntentExclusive, Read, Exclusive, Write, Delay}
+	// ok[a][b]: a holder of a and one of b may hold at once.
+	ok := map[Kind]map[Kind]bool{
+		IntentShared:    {IntentShared: true, IntentExclusive: true, Read: true},
+		IntentExclusive: {IntentShared: true, IntentExclusive: true},
+		Read:            {IntentShared: true, Read: true},
+	}
+	for _, a := range modes {
+		for _, b := range modes {
+			if got, want := Conflicts(a, b), !ok[a][b]; got != want {
+				t.Errorf("Conflicts(%s, %s) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
+
+func TestIntentionModesQueueByWhatTheyConflictWith(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		queue []string // in order; the last is the one asked about
+		holds bool
+		waits int // the index it waits for, when it does not hold
+	}{
+		{"ix beside ix", []string{"_c_a-ix-0000000001", "_c_b-ix-0000000002"}, true, -1},
+		{"is beside a read", []string{"_c_a-read-0000000001", "_c_b-is-0000000002"}, true, -1},
+		{"ix behind a read", []string{"_c_a-read-0000000001", "_c_b-ix-0000000002"}, false, 0},
+		{"ix behind an exclusive", []string{"_c_a-lock-0000000001", "_c_b-ix-0000000002"}, false, 0},
+		{"exclusive behind ixs", []string{"_c_a-ix-0000000001", "_c_b-ix-0000000002", "_c_c-lock-0000000003"}, false, 1},
+		{"is past a waiting ix", []string{"_c_a-read-0000000001", "_c_b-ix-0000000002", "_c_c-is-0000000003"}, true, -1},
+		{"ix waits for the read, not the ix behind it", []string{"_c_a-read-0000000001", "_c_b-ix-0000000002", "_c_c-ix-0000000003"}, false, 0},
+		{"a read behind an ix", []string{"_c_a-ix-0000000001", "_c_b-is-0000000002", "_c_c-read-0000000003"}, false, 0},
+	} {
+		es := Sort(tc.queue)
+		me := es[len(es)-1].ID
+		if got := Holds(es, me); got != tc.holds {
+			t.Errorf("%s: Holds = %v, want %v", tc.name, got, tc.holds)
+		}
+		if !tc.holds {
+			if got := Blocker(es, me); got != tc.waits {
+				t.Errorf("%s: Blocker = %d, want %d", tc.name, got, tc.waits)
+			}
+		}
+	}
+}

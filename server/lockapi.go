@@ -213,7 +213,8 @@ type heldResponse struct {
 }
 
 // apiModes maps the API's modes to kinds of lock node.
-var apiModes = map[string]lockq.Kind{"": lockq.Exclusive, "exclusive": lockq.Exclusive, "read": lockq.Read, "write": lockq.Write}
+var apiModes = map[string]lockq.Kind{"": lockq.Exclusive, "exclusive": lockq.Exclusive, "read": lockq.Read, "write": lockq.Write,
+	"intent-shared": lockq.IntentShared, "intent-exclusive": lockq.IntentExclusive}
 
 func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, err := s.lockPath(r)
@@ -227,7 +228,7 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	kind, ok := apiModes[req.Mode]
 	switch {
 	case !ok:
-		return nil, badRequest("mode %q is not exclusive, read or write", req.Mode)
+		return nil, badRequest("mode %q is not exclusive, read, write, intent-shared or intent-exclusive", req.Mode)
 	case req.Priority < 0 || req.Priority > lockq.MaxPriority:
 		return nil, badRequest("priority is 0 (none) to %d", lockq.MaxPriority)
 	}
@@ -353,7 +354,7 @@ func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *htt
 			return nil, badRequest("lock %q is named twice", l.Name)
 		}
 		if kinds[i], ok = apiModes[l.Mode]; !ok {
-			return nil, badRequest("mode %q of %q is not exclusive, read or write", l.Mode, l.Name)
+			return nil, badRequest("mode %q of %q is not exclusive, read, write, intent-shared or intent-exclusive", l.Mode, l.Name)
 		}
 	}
 	a, err := s.beginAcquire(ctx, r, &req.acquireRequest, paths)
