@@ -454,7 +454,7 @@ func (c *Client) alive(sent time.Duration) {
 // Done). It says nothing of whether the member that answered was still in
 // touch with the leader, which keeps the session's deadline: a member cut
 // off from the quorum answers until it notices, within an election
-// timeout, that it has no leader (docs/recipes.md, "The stop-by
+// timeout, that it has no leader (docs/locks.md, "The stop-by
 // deadline").
 func (c *Client) LastHeard() time.Time {
 	return c.born.Add(time.Duration(c.lastAlive.Load()))

@@ -70,7 +70,7 @@ func WithSafetyMargin(d time.Duration) Option {
 //     session's timeout less a third of it. A member cut off from the
 //     quorum may answer pings until it notices, within an election
 //     timeout, and its answers then reach no leader: the third assumes it
-//     notices within a third of the session timeout (see docs/recipes.md,
+//     notices within a third of the session timeout (see docs/locks.md,
 //     "The stop-by deadline").
 type stopBy struct {
 	c      *client.Client

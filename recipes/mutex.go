@@ -89,7 +89,7 @@ func (m *Mutex) Lost() <-chan struct{} { return m.h.lostChan() }
 // ping a server answered (client.Client.LastHeard) plus two thirds of the
 // session's timeout; this one assumes that a member cut off from the
 // quorum stops answering within a third of the session timeout (see
-// docs/recipes.md, "The stop-by deadline").
+// docs/locks.md, "The stop-by deadline").
 //
 // Before a step that must not run beside another holder's, check that
 // time.Now() is well before Deadline(); a resource that must never accept
