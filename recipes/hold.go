@@ -245,14 +245,13 @@ func (h *hold) watch(t ticket, l *loss, freed chan struct{}, stop *stopBy) {
 		}
 	}()
 	if t.lease == 0 {
-		go stop.enforce(l, freed)
+		go stop.enforce(l, freed) // a lease's is enforced since the lease began
+		return
 	}
-	if t.lease != 0 {
-		// Watching the node costs a read and a notification a hold, so
-		// only a hold bound to a lease, whose loss the holder must learn
-		// of at once, watches it.
-		go h.watchNode(t, freed, l)
-	}
+	// Watching the node costs a read and a notification a hold, so only a
+	// hold bound to a lease, whose loss the holder must learn of at once,
+	// watches it.
+	go h.watchNode(t, freed, l)
 }
 
 // ErrNodeDeleted is the reason a hold is lost when its node was deleted by
