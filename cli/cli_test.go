@@ -34,6 +34,9 @@ var arborBin string
 var raceBuild bool
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(lockChildEnv); spec != "" {
+		os.Exit(lockChild(spec)) // the test binary run as a locked command
+	}
 	dir, err := os.MkdirTemp("", "arbor-cli-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -132,9 +135,15 @@ type background struct {
 
 func start(t *testing.T, addr string, args ...string) *background {
 	t.Helper()
+	return startEnv(t, addr, nil, args...)
+}
+
+// startEnv is start with extra environment variables.
+func startEnv(t *testing.T, addr string, env []string, args ...string) *background {
+	t.Helper()
 	b := &background{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	b.cmd = exec.Command(arborBin, append([]string{"--servers", addr}, args...)...)
-	b.cmd.Env = testEnv()
+	b.cmd.Env = append(testEnv(), env...)
 	b.cmd.Stdout, b.cmd.Stderr = b.stdout, b.stderr
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)

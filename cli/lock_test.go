@@ -2,12 +2,16 @@ package cli
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestLockRunsCommandsOneAtATime(t *testing.T) {
@@ -121,6 +125,9 @@ func TestLockAndElectUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"lock"}, {"lock", "/a", "/b"}, {"lock", "/a", "--"}, {"lock", "--", "true"},
 		{"elect", "/a"}, {"elect", "-l", "/a", "v"}, {"locks", "/a", "/b"}, {"locks", "queue"}, {"locks", "deadlocks", "/a"},
+		{"lock", "--lease", "500ms", "/a"}, {"lock", "--kill-after", "-1s", "/a", "--", "true"},
+		// Over a fifth of the session's timeout (10 s), or of the lease's TTL.
+		{"lock", "--kill-after", "3s", "/a", "--", "true"}, {"lock", "--lease", "5s", "--kill-after", "2s", "/a", "--", "true"},
 	} {
 		if r := arbor(t, addr, args...); r.code != 2 {
 			t.Errorf("arbor %v: %v, want exit 2", args, r)
@@ -155,4 +162,168 @@ func TestLockWithAPriorityWaitsBeforeLowerOnes(t *testing.T) {
 	}
 	high.stop(t, syscall.SIGINT)
 	low.stop(t, syscall.SIGINT)
+}
+
+// lockChildEnv makes the test binary a command run under arbor lock (see
+// lockChild).
+const lockChildEnv = "ARBOR_TEST_LOCK_CHILD"
+
+// lockChild is a command run under arbor lock, as spec says: FILE,NAME,
+// MODE. It appends "NAME <unix ns>" to FILE every few ms: with MODE
+// "stubborn" forever, noting a SIGTERM ("NAME term <unix ns>") and going
+// on, so that only a SIGKILL stops it; with MODE "brief" a few times, then
+// it exits 0. Lines of two commands in one file (O_APPEND) come in the
+// order they were written.
+func lockChild(spec string) int {
+	parts := strings.Split(spec, ",")
+	if len(parts) != 3 {
+		fmt.Fprintln(os.Stderr, "lock child: bad spec", spec)
+		return 2
+	}
+	f, err := os.OpenFile(parts[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	name, stubborn := parts[1], parts[2] == "stubborn"
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	for i := 0; stubborn || i < 5; i++ {
+		select {
+		case <-term:
+			fmt.Fprintf(f, "%s term %d\n", name, time.Now().UnixNano())
+		default:
+		}
+		fmt.Fprintf(f, "%s %d\n", name, time.Now().UnixNano())
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0
+}
+
+// freezer forwards TCP connections to a server and can freeze them:
+// nothing goes either way, and the connections stay open (a partition, as
+// neither side can tell it from a silent peer).
+type freezer struct {
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	frozen bool
+	thawed chan struct{} // closed at thaw; mu guards frozen and thawed
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target}
+	t.Cleanup(func() {
+		f.freeze(false)
+		ln.Close()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go f.pipe(c, s)
+			go f.pipe(s, c)
+		}
+	}()
+	return f
+}
+
+func (f *freezer) addr() string { return f.ln.Addr().String() }
+
+func (f *freezer) freeze(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case on && !f.frozen:
+		f.frozen, f.thawed = true, make(chan struct{})
+	case !on && f.frozen:
+		f.frozen = false
+		close(f.thawed)
+	}
+}
+
+// pipe copies from to to, holding what it read while frozen.
+func (f *freezer) pipe(from, to net.Conn) {
+	defer from.Close()
+	defer to.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		f.mu.Lock()
+		frozen, thawed := f.frozen, f.thawed
+		f.mu.Unlock()
+		if frozen {
+			<-thawed
+		}
+		if n > 0 {
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A command run under a lock whose holder is cut off from the server is
+// stopped (SIGTERM, then SIGKILL for one that ignores it) before the next
+// holder's command starts: in the file both append to, none of its lines
+// comes after the first of the next command's.
+func TestLockStopsTheCommandBeforeTheNextHolderStarts(t *testing.T) {
+	addr, _ := startServer(t)
+	f := newFreezer(t, addr)
+	log := filepath.Join(t.TempDir(), "log")
+	first := startEnv(t, f.addr(), []string{lockChildEnv + "=" + log + ",first,stubborn"},
+		"--timeout", "2s", "lock", "--lease", "2s", "--kill-after", "300ms", "/locks/stop", "--", os.Args[0])
+	waitFor(t, "the first command to run", func() bool { raw, _ := os.ReadFile(log); return len(raw) > 0 })
+	second := startEnv(t, addr, []string{lockChildEnv + "=" + log + ",second,brief"}, "lock", "/locks/stop", "--", os.Args[0])
+	waitFor(t, "the second to queue", func() bool {
+		return strings.Count(must(t, addr, "locks", "queue", "/locks/stop"), "\n") == 3
+	})
+
+	f.freeze(true) // the first holder hears nothing more, nor is heard
+	if code := second.wait(t); code != 0 {
+		t.Fatalf("second: exit %d, stderr %q", code, second.stderr)
+	}
+	if code := first.wait(t); code != 1 || !strings.Contains(first.stderr.String(), "lost") {
+		t.Errorf("first: exit %d, stderr %q; want 1, the lock lost", code, first.stderr)
+	}
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastFirst, term, firstSecond int64
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		fields := strings.Fields(line)
+		ns, _ := strconv.ParseInt(fields[len(fields)-1], 10, 64)
+		switch {
+		case fields[0] == "first" && firstSecond != 0:
+			t.Fatalf("the first command wrote %q after the second began at %d", line, firstSecond)
+		case fields[0] == "first" && len(fields) == 3:
+			term = ns
+		case fields[0] == "first":
+			lastFirst = ns
+		case fields[0] == "second" && firstSecond == 0:
+			firstSecond = ns
+		}
+	}
+	if term == 0 || firstSecond == 0 {
+		t.Fatalf("log without the first's SIGTERM or the second's start:\n%s", raw)
+	}
+	t.Logf("first: SIGTERM at +0, last wrote at +%v; second began at +%v",
+		time.Duration(lastFirst-term), time.Duration(firstSecond-term))
 }

@@ -447,6 +447,19 @@ func (c *Client) alive(sent time.Duration) {
 	}
 }
 
+// LastHeard returns the send time, on the client's monotonic clock, of
+// the latest request, ping or handshake that a server answered without
+// refusing it for want of a quorum: the server heard from the session
+// after it. The client gives its session up a full timeout after it (see
+// Done). It says nothing of whether the member that answered was still in
+// touch with the leader, which keeps the session's deadline: a member cut
+// off from the quorum answers until it notices, within an election
+// timeout, that it has no leader (docs/locks.md, "The stop-by
+// deadline").
+func (c *Client) LastHeard() time.Time {
+	return c.born.Add(time.Duration(c.lastAlive.Load()))
+}
+
 // sessionLeft returns how long the session may still live without an
 // answer from a server.
 func (c *Client) sessionLeft() time.Duration {

@@ -271,6 +271,9 @@ func TestTheSessionIsCountedFromTheSendOfTheLastAnsweredRequest(t *testing.T) {
 	if left, want := c.sessionLeft(), c.SessionTimeout()-delay; left != want {
 		t.Errorf("session left %v after an answer that took %v, want %v", left, delay, want)
 	}
+	if got, want := c.LastHeard(), m.Now().Add(-delay); !got.Equal(want) {
+		t.Errorf("LastHeard %v, want the request's send %v, not its answer %v", got, want, m.Now())
+	}
 }
 
 func TestAPingAnsweredWithoutQuorumSendsTheClientElsewhere(t *testing.T) {
@@ -278,12 +281,16 @@ func TestAPingAnsweredWithoutQuorumSendsTheClientElsewhere(t *testing.T) {
 	m := newClock()
 	c, p := dialPipe(t, ps, WithSessionTimeout(600*time.Millisecond), withClock(m))
 	waitTimers(t, m, 2)
+	heard := c.LastHeard()
 	m.AdvanceToNext() // the writer's idle timer: a ping
 	if req := p.next(); req.Xid != wire.XidPing {
 		t.Fatalf("got %s, want a ping", req.Op)
 	}
 	p.reply(wire.OpPing, wire.Reply{Xid: wire.XidPing, Err: wire.CodeNoQuorum})
 	waitState(t, c, StateDisconnected)
+	if got := c.LastHeard(); !got.Equal(heard) {
+		t.Errorf("LastHeard moved from %v to %v on a ping answered without a quorum", heard, got)
+	}
 	// The reconnect begins with a backoff: the old connection's timers
 	// are stopped, so the one timer set is the backoff's.
 	waitTimers(t, m, 1)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -97,42 +98,120 @@ func TestElectionKeepsOneLeaderThroughAClusterFailover(t *testing.T) {
 	}
 }
 
-// A member cut off from the leader can no longer keep its clients'
-// sessions alive. Its clients must give their sessions up no later than
-// the leader expires them: a lock holder behind it must see Lost before
-// anyone else gets the lock.
-func TestAHolderBehindACutOffMemberSeesLostBeforeTheLockMovesOn(t *testing.T) {
-	c := startCluster(t, 3)
+// handover is what a test of a holder cut off from the quorum saw: when
+// the holder's Lost closed and why, the deadline it had just before the
+// cut, and when the next holder, on the majority's side, was granted the
+// lock.
+type handover struct {
+	deadline, lost, granted time.Time
+	reason                  error
+}
+
+// cutOffHolder takes the lock at path with held, a Mutex of a client
+// dialed to member lone alone, queues waiter behind it, cuts lone off
+// from the rest of the cluster and waits for waiter to hold. Each side
+// records its own time: the holder when its Lost closes, the waiter when
+// its Lock returns.
+func cutOffHolder(t *testing.T, c *cluster, lone uint64, path string, held, waiter *recipes.Mutex, waiterClient *client.Client) handover {
+	t.Helper()
 	ctx := testCtx(t)
-	lead := c.leader()
-	lone := c.follower()
-	held := recipes.NewMutex(dial(t, c.addr(lone), client.WithSessionTimeout(2*time.Second)), "/locks/cut")
 	if err := held.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waiter := recipes.NewMutex(dial(t, c.addr(lead)), "/locks/cut")
-	acquired := make(chan error, 1)
-	go func() { acquired <- waiter.Lock(ctx) }()
+	lostAt := make(chan time.Time, 1)
+	go func() {
+		<-held.Lost()
+		lostAt <- time.Now()
+	}()
+	grantedAt := make(chan time.Time, 1)
+	go func() {
+		if err := waiter.Lock(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		grantedAt <- time.Now()
+	}()
+	waitUntil(t, "the waiter to queue", patience, func() bool {
+		names, _, err := waiterClient.Children(ctx, path)
+		return err == nil && len(names) == 2
+	})
 	var rest []uint64
 	for id := range c.servers {
 		if id != lone {
 			rest = append(rest, id)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // let the waiter queue
+	h := handover{deadline: held.Deadline()}
 	c.partition([]uint64{lone}, rest)
-	if err := <-acquired; err != nil {
-		t.Fatal(err)
+	defer c.heal()
+	select {
+	case h.granted = <-grantedAt:
+	case <-time.After(patience):
+		t.Fatal("the waiter never held the lock")
 	}
 	select {
-	case <-held.Lost():
+	case h.lost = <-lostAt:
 	default:
-		t.Fatal("the lock moved on while the cut-off holder still believed it held it")
+		t.Fatalf("the lock moved on at %v while the cut-off holder still believed it held it (deadline %v)", h.granted, h.deadline)
+	}
+	h.reason = held.LostReason()
+	t.Logf("cut-off holder: deadline %v, told at %v; next holder granted at %v (%v later)",
+		h.deadline.Format(time.StampMicro), h.lost.Format(time.StampMicro), h.granted.Format(time.StampMicro), h.granted.Sub(h.lost))
+	if !h.lost.Before(h.granted) {
+		t.Errorf("the cut-off holder was told at %v, after the next holder was granted the lock at %v", h.lost, h.granted)
 	}
 	if waiter.Token() <= held.Token() && held.Token() != 0 {
 		t.Errorf("token %d after %d", waiter.Token(), held.Token())
 	}
-	c.heal()
+	return h
+}
+
+// A member cut off from the leader can no longer keep its clients'
+// sessions alive. A lock holder behind it must stop, at its stop-by
+// deadline, before anyone else gets the lock: for a hold of the session
+// alone, the deadline counts on the cut-off member's noticing within a
+// third of the session timeout (the test cluster's election timeout is
+// 0.2 to 0.4 s).
+func TestAHolderBehindACutOffMemberSeesLostBeforeTheLockMovesOn(t *testing.T) {
+	c := startCluster(t, 3)
+	lead := c.leader()
+	lone := c.follower()
+	held := recipes.NewMutex(dial(t, c.addr(lone), client.WithSessionTimeout(3*time.Second)), "/locks/cut")
+	wc := dial(t, c.addr(lead))
+	h := cutOffHolder(t, c, lone, "/locks/cut", held, recipes.NewMutex(wc, "/locks/cut"), wc)
+	if !errors.Is(h.reason, recipes.ErrDeadlinePassed) && !errors.Is(h.reason, client.ErrSessionExpired) {
+		t.Errorf("LostReason = %v, want the deadline or the session's end", h.reason)
+	}
+}
+
+// A holder bound to a lease, behind a member that is then cut off from
+// the quorum, stops at its stop-by deadline, before the lock is granted on
+// the majority's side: its last successful renewal, which a quorum took,
+// bounds both its lease's end and its session's.
+func TestALeasedHolderCutOffWithItsMemberStopsBeforeTheNextHolderStarts(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		lease, session time.Duration
+	}{
+		{"when the lease ends first", 2 * time.Second, 10 * time.Second},
+		{"when the session ends first", 30 * time.Second, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 3)
+			lead := c.leader()
+			lone := c.follower()
+			path := "/locks/leased"
+			held := recipes.NewMutex(dial(t, c.addr(lone), client.WithSessionTimeout(tc.session)), path, recipes.WithLease(tc.lease))
+			wc := dial(t, c.addr(lead))
+			h := cutOffHolder(t, c, lone, path, held, recipes.NewMutex(wc, path), wc)
+			if !errors.Is(h.reason, recipes.ErrDeadlinePassed) {
+				t.Errorf("LostReason = %v, want ErrDeadlinePassed", h.reason)
+			}
+			if h.lost.Before(h.deadline) {
+				t.Errorf("told at %v, before the deadline %v it had at the cut", h.lost, h.deadline)
+			}
+		})
+	}
 }
 
 // A lock asked for while its member has no quorum is not refused: the

@@ -38,14 +38,19 @@
 //
 // What a recipe holds lives as long as the client's session: an expired
 // session's nodes are deleted by the server, and the next contender goes
-// ahead. The holder learns of it through Lost, closed when the client
-// knows the session is over. The client counts the session's time from
-// the requests the server answered, so it gives the session up no later
-// than the server does; still, a holder that was paused (a long garbage
-// collection, a stopped VM) may act after its session ended without
-// having looked at Lost. A resource that must never accept a stale holder
-// checks the fencing token (Token), which strictly increases from one
-// holder to the next.
+// ahead. The holder learns of it through Lost, closed at the hold's
+// stop-by deadline at the latest (Mutex.Deadline): a moment, on the
+// holder's monotonic clock, before which no other contender can have
+// been granted the lock, counted from the send of the requests the
+// cluster answered, less a clock drift and a margin (WithClockDrift,
+// WithSafetyMargin). A hold bound to a lease (WithLease) has a deadline
+// that holds whatever partition cuts it off; one of the session alone
+// assumes that a member cut off from the quorum notices within a third of
+// the session's timeout. Still, a holder that was paused (a long garbage
+// collection, a stopped VM) may act after its deadline without having
+// looked at Lost. A resource that must never accept a stale holder checks
+// the fencing token (Token), which strictly increases from one holder to
+// the next.
 //
 // A waiter whose session expires gets an error matching
 // client.ErrSessionExpired. A connection loss is not a loss of the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
@@ -23,11 +24,12 @@ type Election struct {
 }
 
 // NewElection returns an Election on path for the session of c. Of the
-// options, WithACL applies (a candidate's node holds the value given to
-// Campaign).
+// options, WithACL, WithClockDrift and WithSafetyMargin apply (a
+// candidate's node holds the value given to Campaign).
 func NewElection(c *client.Client, path string, opts ...Option) *Election {
-	q := newQueue(c, path, options{acl: newOptions(opts).acl})
-	return &Election{path: path, q: q, h: newHold(q, false)}
+	o := newOptions(opts)
+	q := newQueue(c, path, options{acl: o.acl})
+	return &Election{path: path, q: q, h: newHold(q, false, o)}
 }
 
 // Campaign enters the election with value and waits until this candidate
@@ -51,8 +53,15 @@ func (e *Election) IsLeader() bool { return e.h.held() != "" }
 func (e *Election) Token() int64 { return e.h.fencingToken() }
 
 // Lost returns a channel closed if the session ends while this candidate
-// leads: from then on another may lead.
+// leads, or its stop-by deadline (Deadline) passes first: from then on
+// another may lead.
 func (e *Election) Lost() <-chan struct{} { return e.h.lostChan() }
+
+// Deadline returns the leadership's stop-by deadline (see
+// Mutex.Deadline, for a hold of the session alone): the last moment at
+// which no other candidate can have been elected. It is the zero time
+// when this candidate does not lead.
+func (e *Election) Deadline() time.Time { return e.h.deadline() }
 
 // Leader returns the value of the current leader, or ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) ([]byte, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/recipes"
@@ -31,6 +32,31 @@ func ExampleMutex() {
 		log.Fatal("the session ended: someone else may hold the lock now")
 	default:
 		// Write to the resource, passing m.Token() along.
+	}
+}
+
+// A holder bound to a lease checks its stop-by deadline before each step:
+// no one else can have been granted the lock before it, whatever partition
+// may have cut this process off meanwhile.
+func ExampleMutex_Deadline() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, []string{"127.0.0.1:2281"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	m := recipes.NewMutex(c, "/locks/reports", recipes.WithLease(30*time.Second))
+	if err := m.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock(ctx)
+	for _, step := range []string{"extract", "transform", "load"} {
+		const worst = 5 * time.Second // the longest a step takes
+		if time.Until(m.Deadline()) < worst {
+			log.Fatalf("%s: not enough time left on the lock (%v)", step, m.LostReason())
+		}
+		fmt.Println("running", step, "with token", m.Token())
 	}
 }
 

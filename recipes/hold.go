@@ -34,6 +34,8 @@ type hold struct {
 	every   time.Duration // how often the lease is renewed: a third of its TTL
 	maxHold time.Duration // no renewal keeps the lease past this (WithMaxHold); 0: none
 	owner   string        // who holds, for the lease
+	drift   float64       // WithClockDrift, for the stop-by deadline
+	margin  time.Duration // WithSafetyMargin, for the stop-by deadline
 
 	mu   sync.Mutex // guards the fields below
 	t    ticket     // the held node; t.Name is "" when nothing is held
@@ -44,12 +46,21 @@ type hold struct {
 	count  int
 	loss   *loss         // why the hold ended, if it did
 	lost   chan struct{} // closed if the hold ends by itself: loss.done
+	stop   *stopBy       // the held acquisition's stop-by deadline; nil before the first
 	freed  chan struct{} // closed at release: stops watching for the session's end
 }
 
-func newHold(q *queue, reentrant bool) *hold {
+func newHold(q *queue, reentrant bool, o options) *hold {
 	l := newLoss()
-	return &hold{q: q, reentrant: reentrant, turnstile: make(chan struct{}, 1), loss: l, lost: l.done}
+	h := &hold{q: q, reentrant: reentrant, turnstile: make(chan struct{}, 1), loss: l, lost: l.done,
+		drift: DefaultClockDrift, margin: DefaultSafetyMargin}
+	if o.driftSet {
+		h.drift = o.drift
+	}
+	if o.marginSet {
+		h.margin = o.margin
+	}
+	return h
 }
 
 // loss is how a hold ended by itself: done is closed, and err says why,
@@ -116,8 +127,8 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	h.mu.Unlock()
 
 	session := h.q.c.SessionID()
-	l, freed := newLoss(), make(chan struct{}) // the new hold's, from its lease on
-	lease, waitCtx, err := h.startLease(ctx, l, freed)
+	l, freed, stop := newLoss(), make(chan struct{}), h.newStopBy() // the new hold's, from its lease on
+	lease, waitCtx, err := h.startLease(ctx, l, freed, stop)
 	if err != nil {
 		return false, err
 	}
@@ -158,17 +169,18 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.t, h.mode, h.count, h.holder = t, kind, 1, holder
-	h.loss, h.freed, h.lost = l, freed, l.done
-	h.watch(t, l, freed)
+	h.loss, h.freed, h.lost, h.stop = l, freed, l.done, stop
+	h.watch(t, l, freed, stop)
 	registerHeld(holder, h)
 	return true, nil
 }
 
 // startLease makes the lease of a new hold bound to one (WithLease), and
-// renews it from then on, while it waits too, until freed is closed. The
-// context it returns ends with the lease (its cause the reason). Without
-// a lease it returns ctx as it is.
-func (h *hold) startLease(ctx context.Context, l *loss, freed chan struct{}) (int64, context.Context, error) {
+// renews it from then on, while it waits too, until freed is closed; the
+// hold ends when stop's deadline passes, while it waits too. The context
+// it returns ends with the lease (its cause the reason). Without a lease
+// it returns ctx as it is.
+func (h *hold) startLease(ctx context.Context, l *loss, freed chan struct{}, stop *stopBy) (int64, context.Context, error) {
 	if h.lease == 0 {
 		return 0, ctx, nil
 	}
@@ -176,15 +188,22 @@ func (h *hold) startLease(ctx context.Context, l *loss, freed chan struct{}) (in
 	if h.maxHold > 0 {
 		opts = append(opts, client.MaxHold(h.maxHold))
 	}
+	sent := time.Now()
 	lease, err := h.q.c.CreateLease(ctx, h.lease, h.owner, opts...)
 	if err != nil {
 		return 0, ctx, err
 	}
+	stop.created(sent, lease.TTL, h.maxHold)
 	every := h.every
 	if every == 0 {
-		every = lease.TTL / 3 // the TTL the server granted
+		// A third of the TTL the server granted, or of the session's
+		// timeout if that is shorter: the lease ends with the session,
+		// and a renewal is what tells the holder, for its deadline, that
+		// the session lives.
+		every = min(lease.TTL, h.q.c.SessionTimeout()) / 3
 	}
-	go h.renew(lease.ID, every, freed, l)
+	go h.renew(lease.ID, every, freed, l, stop)
+	go stop.enforce(l, freed)
 	waitCtx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		select {
@@ -207,9 +226,11 @@ func reason(l *loss, err error) error {
 }
 
 // watch watches a new hold of t, which ends with l: if, before freed is
-// closed, its session ends, or, for a hold bound to a lease, its node is
-// deleted (the lease's renewals, started with it, end it too).
-func (h *hold) watch(t ticket, l *loss, freed chan struct{}) {
+// closed, its session ends, its stop-by deadline passes (a lease's,
+// enforced since the lease began, or the session's, from now), or, for a
+// hold bound to a lease, its node is deleted (the lease's renewals,
+// started with it, end it too).
+func (h *hold) watch(t ticket, l *loss, freed chan struct{}, stop *stopBy) {
 	c := h.q.c
 	id, done := c.Session()
 	if id != t.owner {
@@ -223,12 +244,14 @@ func (h *hold) watch(t ticket, l *loss, freed chan struct{}) {
 		case <-freed:
 		}
 	}()
-	if t.lease != 0 {
-		// Watching the node costs a read and a notification a hold, so
-		// only a hold bound to a lease, whose loss the holder must learn
-		// of at once, watches it.
-		go h.watchNode(t, freed, l)
+	if t.lease == 0 {
+		go stop.enforce(l, freed) // a lease's is enforced since the lease began
+		return
 	}
+	// Watching the node costs a read and a notification a hold, so only a
+	// hold bound to a lease, whose loss the holder must learn of at once,
+	// watches it.
+	go h.watchNode(t, freed, l)
 }
 
 // ErrNodeDeleted is the reason a hold is lost when its node was deleted by
@@ -286,8 +309,9 @@ func (h *hold) watchNode(t ticket, freed chan struct{}, l *loss) {
 }
 
 // renew renews lease every so often until freed is closed or the hold is
-// lost; a renewal the lease has not outlived ends the hold.
-func (h *hold) renew(lease int64, every time.Duration, freed chan struct{}, l *loss) {
+// lost; a renewal the lease has not outlived ends the hold, and one that
+// succeeds moves stop's deadline on.
+func (h *hold) renew(lease int64, every time.Duration, freed chan struct{}, l *loss, stop *stopBy) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -299,8 +323,12 @@ func (h *hold) renew(lease int64, every time.Duration, freed chan struct{}, l *l
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		_, err := h.q.c.RenewLease(ctx, lease, 0)
+		sent := time.Now()
+		renewed, err := h.q.c.RenewLease(ctx, lease, 0)
 		cancel()
+		if err == nil {
+			stop.renewedAt(sent, renewed.TTL)
+		}
 		if errors.Is(err, client.ErrLeaseExpired) {
 			l.end(client.ErrLeaseExpired)
 			return
@@ -314,7 +342,7 @@ func (h *hold) renew(lease int64, every time.Duration, freed chan struct{}, l *l
 // renewNow renews the held lease at once and returns its new expiry.
 func (h *hold) renewNow(ctx context.Context) (time.Time, error) {
 	h.mu.Lock()
-	t, l := h.t, h.loss
+	t, l, stop := h.t, h.loss, h.stop
 	h.mu.Unlock()
 	switch {
 	case t.Name == "":
@@ -324,7 +352,11 @@ func (h *hold) renewNow(ctx context.Context) (time.Time, error) {
 	case l.reason() != nil:
 		return time.Time{}, l.reason()
 	}
+	sent := time.Now()
 	lease, err := h.q.c.RenewLease(ctx, t.lease, 0)
+	if err == nil {
+		stop.renewedAt(sent, lease.TTL)
+	}
 	if errors.Is(err, client.ErrLeaseExpired) {
 		l.end(client.ErrLeaseExpired)
 	}
@@ -438,6 +470,14 @@ func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 	h.mu.Unlock()
 
 	if err := l.reason(); err != nil {
+		if errors.Is(err, ErrDeadlinePassed) {
+			// Nothing says the hold ended on the server: its nodes (and
+			// lease) may be there still, in the next waiter's way.
+			if lerr := h.q.leave(ctx, t); lerr != nil {
+				return errors.Join(err, lerr)
+			}
+			return err
+		}
 		if t.lease != 0 {
 			go h.q.closeLease(context.WithoutCancel(ctx), t.lease) // its node may be gone, not the lease
 		}
@@ -459,6 +499,18 @@ func (h *hold) held() lockq.Kind {
 	default:
 		return h.mode
 	}
+}
+
+// deadline returns the current hold's stop-by deadline, or the zero time
+// when nothing is held (or the hold was lost).
+func (h *hold) deadline() time.Time {
+	h.mu.Lock()
+	t, l, stop := h.t, h.loss, h.stop
+	h.mu.Unlock()
+	if t.Name == "" || l.reason() != nil {
+		return time.Time{}
+	}
+	return stop.at()
 }
 
 func (h *hold) fencingToken() int64 {

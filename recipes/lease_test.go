@@ -28,19 +28,34 @@ func (f *fenced) write(token int64) bool {
 
 // A holder that stops renewing its lease (a stuck process whose session's
 // heartbeats go on) loses the lock to the next waiter, with a higher
-// token, and the resource refuses its late write.
+// token, and the resource refuses its late write. It is told before the
+// next waiter holds: its deadline passed first.
 func TestAHolderThatStopsRenewingLosesTheLockWhileItsSessionLives(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxWait(t)
 	stuck := NewMutex(s.dial(t), "/locks/lease", WithLease(time.Second))
 	stuck.h.every = time.Hour // it will not renew
 	must(t, stuck.Lock(ctx))
+	lostAt := make(chan time.Time, 1)
+	go func() {
+		<-stuck.Lost()
+		lostAt <- time.Now()
+	}()
 	var res fenced
 	if !res.write(stuck.Token()) {
 		t.Fatal("the first holder's write was refused")
 	}
 	next := NewMutex(s.dial(t), "/locks/lease")
 	must(t, next.Lock(ctx)) // once the lease has ended
+	granted := time.Now()
+	select {
+	case at := <-lostAt:
+		if !at.Before(granted) {
+			t.Errorf("the stuck holder was told at %v, after the next one held at %v", at, granted)
+		}
+	default:
+		t.Fatal("the next waiter holds while the stuck holder's Lost is open")
+	}
 	if next.Token() <= stuck.Token() {
 		t.Fatalf("the next holder's token %d is not over %d", next.Token(), stuck.Token())
 	}
@@ -50,18 +65,13 @@ func TestAHolderThatStopsRenewingLosesTheLockWhileItsSessionLives(t *testing.T) 
 	if res.write(stuck.Token()) {
 		t.Error("the resource took the stuck holder's late write")
 	}
-	select {
-	case <-stuck.Lost():
-	case <-ctx.Done():
-		t.Fatal("the stuck holder was never told it lost the lock")
+	if err := stuck.LostReason(); !errors.Is(err, ErrDeadlinePassed) {
+		t.Errorf("LostReason = %v, want ErrDeadlinePassed", err)
 	}
-	if err := stuck.LostReason(); !errors.Is(err, client.ErrLeaseExpired) {
-		t.Errorf("LostReason = %v, want ErrLeaseExpired", err)
-	}
-	if _, err := stuck.Renew(ctx); !errors.Is(err, client.ErrLeaseExpired) {
+	if _, err := stuck.Renew(ctx); !errors.Is(err, ErrDeadlinePassed) {
 		t.Errorf("Renew after the lease ended: %v", err)
 	}
-	if err := stuck.Unlock(ctx); !errors.Is(err, client.ErrLeaseExpired) {
+	if err := stuck.Unlock(ctx); !errors.Is(err, ErrDeadlinePassed) {
 		t.Errorf("Unlock of a lost hold: %v, want the reason", err)
 	}
 	must(t, next.Unlock(ctx))
@@ -158,8 +168,8 @@ func TestAHoldEndsAtItsMaximumHoldWhateverItsRenewals(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the holder was never told")
 	}
-	if err := m.LostReason(); !errors.Is(err, client.ErrLeaseExpired) {
-		t.Errorf("LostReason = %v, want ErrLeaseExpired", err)
+	if err := m.LostReason(); !errors.Is(err, ErrDeadlinePassed) {
+		t.Errorf("LostReason = %v, want ErrDeadlinePassed: the maximum hold is known to the holder", err)
 	}
 	must(t, next.Unlock(ctx))
 }

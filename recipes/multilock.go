@@ -121,8 +121,8 @@ func (m *MultiLock) Token(path string) int64 {
 }
 
 // Lost returns a channel closed if any of the locks is lost while they
-// are held (the session ends, a lease ends, a lock is broken): from then
-// on others may hold it. Read it after Lock.
+// are held (the session ends, a lease ends, a deadline passes, a lock is
+// broken): from then on others may hold it. Read it after Lock.
 func (m *MultiLock) Lost() <-chan struct{} {
 	freed := m.holds[0].freedChan()
 	if freed == nil {
@@ -141,6 +141,22 @@ func (m *MultiLock) Lost() <-chan struct{} {
 		}
 	}()
 	return lost
+}
+
+// Deadline returns the earliest stop-by deadline of the locks (see
+// Mutex.Deadline): the zero time unless all of them are held.
+func (m *MultiLock) Deadline() time.Time {
+	var first time.Time
+	for _, h := range m.holds {
+		d := h.deadline()
+		if d.IsZero() {
+			return time.Time{}
+		}
+		if first.IsZero() || d.Before(first) {
+			first = d
+		}
+	}
+	return first
 }
 
 // LostReason says why the locks were lost (see Mutex.LostReason): the

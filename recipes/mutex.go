@@ -48,8 +48,9 @@ func (m *Mutex) TryLock(ctx context.Context) (bool, error) {
 }
 
 // Unlock gives up one hold of the lock and releases it after the last. It
-// returns an error matching client.ErrSessionExpired if the session ended
-// while the lock was held (see Lost), and ErrNotHeld if it is not held. If
+// returns the reason if the hold was lost while the lock was held (see
+// Lost and LostReason; a hold whose deadline passed still deletes its
+// node), and ErrNotHeld if it is not held. If
 // ctx ends before the server confirms the release, the release goes on in
 // the background (or the session's end releases the lock).
 func (m *Mutex) Unlock(ctx context.Context) error {
@@ -62,22 +63,51 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // highest token it has seen can refuse a holder whose lock has passed on.
 func (m *Mutex) Token() int64 { return m.h.fencingToken() }
 
-// Lost returns a channel that is closed if the session ends while the lock
-// is held by this hold: from then on another contender may hold it. Each
-// hold has its own channel; read it after Lock.
+// Lost returns a channel that is closed if the hold ends by itself while
+// the lock is held: the session ends, the hold's lease ends, or its
+// stop-by deadline (Deadline) passes first. From then on another
+// contender may hold it. Each hold has its own channel; read it after
+// Lock.
 func (m *Mutex) Lost() <-chan struct{} { return m.h.lostChan() }
+
+// Deadline returns the hold's stop-by deadline, on this process's
+// monotonic clock: the last moment at which this holder may still act as
+// the holder, because no other contender can have been granted the lock
+// before it, whatever the holder did not hear of (a partition, a server's
+// death, its own pause). It is the zero time when nothing is held, or
+// the hold was lost. Lost is closed at the deadline at the latest (with
+// LostReason ErrDeadlinePassed), whatever else the client hears.
+//
+// It counts from the send, not the answer, of requests the cluster
+// answered, less the clock drift (WithClockDrift) and a margin
+// (WithSafetyMargin). For a hold WithLease: the send of the lease's
+// latest successful renewal (or creation) plus its TTL or the session's
+// timeout, whichever is shorter, and no later than WithMaxHold after the
+// creation's send; each renewal moves it on. Renewals are writes a quorum
+// took, so this deadline holds whatever partition cuts the holder off.
+// For a hold of the session alone: the send of the latest request or
+// ping a server answered (client.Client.LastHeard) plus two thirds of the
+// session's timeout; this one assumes that a member cut off from the
+// quorum stops answering within a third of the session timeout (see
+// docs/locks.md, "The stop-by deadline").
+//
+// Before a step that must not run beside another holder's, check that
+// time.Now() is well before Deadline(); a resource that must never accept
+// a stale holder also checks the fencing token (Token).
+func (m *Mutex) Deadline() time.Time { return m.h.deadline() }
 
 // Held reports whether the value holds the lock (and its session has not
 // ended).
 func (m *Mutex) Held() bool { return m.h.held() != "" }
 
 // LostReason says why the hold was lost, once Lost is closed (nil before):
-// an error matching client.ErrSessionExpired (the session ended), or, for
-// a hold WithLease, client.ErrLeaseExpired (its renewals stopped coming in
-// time), ErrBroken (an admin broke the lock; the error names who and
-// why) or ErrNodeDeleted (someone deleted its node; ErrBroken matches it
-// too). A hold without a lease does not watch its node, which would cost
-// a read and a notification per hold.
+// an error matching client.ErrSessionExpired (the session ended),
+// ErrDeadlinePassed (its stop-by deadline passed before word came that it
+// lasts: see Deadline), or, for a hold WithLease, client.ErrLeaseExpired
+// (its renewals stopped coming in time), ErrBroken (an admin broke the
+// lock; the error names who and why) or ErrNodeDeleted (someone deleted
+// its node; ErrBroken matches it too). A hold without a lease does not
+// watch its node, which would cost a read and a notification per hold.
 func (m *Mutex) LostReason() error { return m.h.lostReason() }
 
 // Renew renews the hold's lease now (WithLease) and returns when it ends

@@ -29,6 +29,11 @@ type options struct {
 	acl     []client.CreateOption // client.WithACL, or none for the server's default ACL
 	prio    int                   // WithPriority
 	delay   time.Duration         // WithLockDelay
+	// WithClockDrift and WithSafetyMargin, if given.
+	drift     float64
+	driftSet  bool
+	margin    time.Duration
+	marginSet bool
 }
 
 // WithData sets the data stored in the nodes a recipe creates (default:
@@ -58,12 +63,17 @@ func WithHolder(id string) Option {
 }
 
 // WithLease binds each hold of a Mutex, an RWMutex or a MultiLock to a
-// lease of ttl (1 s to 1 h), which the value renews at a third of ttl while
-// it holds: if the renewals stop coming in time (a process stuck, or cut
-// off from the cluster, while its session's heartbeats go on), the lease
-// ends, the lock goes to the next waiter, whose token is higher, and Lost
-// is closed with LostReason client.ErrLeaseExpired. Renew renews at once.
-// Without it a hold lasts as long as the session.
+// lease of ttl (1 s to 1 h), which the value renews at a third of ttl (or
+// of the session's timeout, if that is shorter: the lease ends with the
+// session) while it holds: if the renewals stop coming in time (a process
+// stuck, or cut off from the cluster, while its session's heartbeats go
+// on), the lease ends, the lock goes to the next waiter, whose token is
+// higher, and Lost is closed: at the hold's stop-by deadline
+// (Mutex.Deadline), before the lease ends, with LostReason
+// ErrDeadlinePassed, or with client.ErrLeaseExpired if the holder hears
+// of the end first. Renew renews at once. Without it a hold lasts as long
+// as the session, and its deadline rests on an assumption about the
+// cluster's election timeout (see Mutex.Deadline).
 func WithLease(ttl time.Duration) Option {
 	return func(o *options) { o.lease = ttl }
 }
@@ -72,8 +82,9 @@ func WithLease(ttl time.Duration) Option {
 // after it began to wait (1 s to 7 days), however it is renewed: the lock
 // goes to the next waiter, and Lost closes with LostReason
 // client.ErrLeaseExpired. A hold that renewals would keep alive forever
-// (a holder stuck in a loop that still renews) so ends. It binds the hold
-// to a lease (WithLease; of 30 s unless WithLease says).
+// (a holder stuck in a loop that still renews) so ends; its stop-by
+// deadline (Mutex.Deadline) comes before. It binds the hold to a lease
+// (WithLease; of 30 s unless WithLease says).
 func WithMaxHold(d time.Duration) Option {
 	return func(o *options) { o.maxHold = d }
 }
@@ -118,7 +129,7 @@ func (o options) lockRecord() []byte {
 // newLockHold returns the hold of a lock on path: reentrant, bound to a
 // lease WithLease.
 func newLockHold(c *client.Client, path string, o options) *hold {
-	h := newHold(newQueue(c, path, o), true)
+	h := newHold(newQueue(c, path, o), true, o)
 	if o.maxHold > 0 && o.lease == 0 {
 		o.lease = defaultLeaseTTL
 	}

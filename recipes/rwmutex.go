@@ -90,9 +90,13 @@ func (rw *RWMutex) Downgrade(ctx context.Context) error {
 // it; a hold that changed mode has the token of the change.
 func (rw *RWMutex) Token() int64 { return rw.h.fencingToken() }
 
-// Lost returns a channel closed if the session ends during the current
-// hold (see Mutex.Lost).
+// Lost returns a channel closed if the current hold ends by itself (see
+// Mutex.Lost).
 func (rw *RWMutex) Lost() <-chan struct{} { return rw.h.lostChan() }
+
+// Deadline returns the current hold's stop-by deadline, read or write
+// (see Mutex.Deadline); the zero time when nothing is held.
+func (rw *RWMutex) Deadline() time.Time { return rw.h.deadline() }
 
 // LostReason says why the hold was lost (see Mutex.LostReason).
 func (rw *RWMutex) LostReason() error { return rw.h.lostReason() }

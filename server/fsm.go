@@ -90,6 +90,15 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	case txn.Type == tree.TxnCreateSession && res.Err == nil && res.Lease.Version > 0,
 		txn.Type == tree.TxnRenewLease && res.Err == nil:
 		f.sessions.SetLease(txn.Session, res.Lease.Version, time.UnixMilli(res.Lease.Expires))
+		if p := res.Lease.Parent; p != 0 {
+			// The lease's session spoke, and a quorum has it: on the
+			// leader, its deadline is a full timeout from now, after the
+			// request's send. A holder counts its stop-by deadline from a
+			// successful renewal's send for this (recipes' deadline),
+			// not from pings, which a member cut off from the leader
+			// may answer.
+			f.sessions.Touch(p, time.Now())
+		}
 		if due != 0 && f.onRenewal != nil {
 			f.onRenewal(txn.Time - due)
 		}
