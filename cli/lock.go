@@ -68,7 +68,7 @@ func killAfter(asked time.Duration, set bool, period time.Duration) (time.Durati
 
 func (e *env) lockCommand() *cobra.Command {
 	var priority int
-	var lease, grace time.Duration
+	var lease, grace, delay time.Duration
 	cmd := &cobra.Command{
 		Use:   "lock PATH [-- CMD [ARGS...]]",
 		Short: "Hold a lock while a command runs, or until interrupted",
@@ -82,6 +82,8 @@ func (e *env) lockCommand() *cobra.Command {
 			"process cut off), or when the hold is lost otherwise, and SIGKILL --kill-after\n" +
 			"later; the exit status is then 1. --lease TTL binds the hold to a lease, whose\n" +
 			"deadline holds whatever partition cuts the holder off (docs/locks.md).\n\n" +
+			"--lock-delay D (at most 1m): if this hold is lost without a release, nobody\n" +
+			"holds the lock for D, for resources that cannot check fencing tokens.\n\n" +
 			"--priority (1 to 999) serves the wait before the waiters of lower priority still\n" +
 			"waiting, never before the holder; no waiter is passed by more than 64 later ones\n" +
 			"(docs/locks.md, Priorities).",
@@ -105,13 +107,16 @@ func (e *env) lockCommand() *cobra.Command {
 			if grace < 0 {
 				return fmt.Errorf("--kill-after %v is negative", grace)
 			}
+			if delay < 0 || delay > lockq.MaxLockDelay {
+				return fmt.Errorf("--lock-delay %v is not 0 to %v", delay, lockq.MaxLockDelay)
+			}
 			return nil
 		}),
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
 			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
-				opts := []recipes.Option{recipes.WithPriority(priority)}
+				opts := []recipes.Option{recipes.WithPriority(priority), recipes.WithLockDelay(delay)}
 				if lease != 0 {
 					opts = append(opts, recipes.WithLease(lease))
 				}
@@ -156,6 +161,7 @@ func (e *env) lockCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&priority, "priority", 0, "serve the wait before waiters of lower priority (0 to 999; 0: first come, first served)")
+	cmd.Flags().DurationVar(&delay, "lock-delay", 0, "if the hold is lost without a release, nobody holds the lock for this long (at most 1m; docs/locks.md, Lock-delay)")
 	cmd.Flags().DurationVar(&lease, "lease", 0, "bind the hold to a lease of this TTL (1s to 1h), renewed while held; 0: the session's")
 	cmd.Flags().DurationVar(&grace, "kill-after", defaultKillAfter, "with CMD: the grace between its SIGTERM and its SIGKILL, which comes at the hold's stop-by deadline (at most a fifth of the session timeout or lease TTL)")
 	return cmd

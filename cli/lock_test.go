@@ -160,6 +160,9 @@ func TestLockWithAPriorityWaitsBeforeLowerOnes(t *testing.T) {
 	if r := arbor(t, addr, "lock", "--priority", "1000", "/locks/prio"); r.code == 0 || !strings.Contains(r.stderr, "--priority 1000") {
 		t.Errorf("--priority 1000: %v", r)
 	}
+	if r := arbor(t, addr, "lock", "--lock-delay", "2m", "/locks/prio"); r.code != 2 || !strings.Contains(r.stderr, "--lock-delay 2m0s") {
+		t.Errorf("--lock-delay 2m: %v", r)
+	}
 	high.stop(t, syscall.SIGINT)
 	low.stop(t, syscall.SIGINT)
 }

@@ -42,7 +42,9 @@ func handshake(t *testing.T, addr string, req wire.ConnectRequest) wire.ConnectR
 func TestANewSessionReattachedToALaggingMemberIsNotExpired(t *testing.T) {
 	c := startCluster(t, 3)
 	lead, lag := c.leader(), c.follower()
-	c.net.Delay(lead, lag, 500*time.Millisecond)
+	// Behind, but within its election timeout (10 ticks of 20 ms): a
+	// member that stops hearing the leader drops its clients instead.
+	c.net.Delay(lead, lag, 150*time.Millisecond)
 	made := handshake(t, c.addr(lead), wire.ConnectRequest{})
 	if made.Err != wire.CodeOK || made.SessionID == 0 {
 		t.Fatalf("new session: %+v", made)
