@@ -110,69 +110,117 @@ func (h *hold) acquire(ctx context.Context, kind lockq.Kind, data []byte, wait b
 		return false, err
 	}
 	defer h.leave()
+	p, held, err := h.begin(ctx, kind, data)
+	if p == nil {
+		return held, err
+	}
+	inh := inherit(p.waitCtx, h, p.holder) // nil unless the holder holds other locks
+	defer inh.stop()
+	t, err := h.q.enqueueAt(p.waitCtx, kind, data, p.lease, max(h.q.prio, inh.priority()))
+	if err != nil {
+		return false, p.fail(ctx, nil, err)
+	}
+	if p.lease != 0 {
+		t.owner = p.session // its node's owner is the lease, which is the session's
+	}
+	err = h.q.wait(p.waitCtx, &t, wait, inh)
+	inh.stop()
+	if err != nil {
+		return false, p.fail(ctx, &t, err)
+	}
+	if err := p.install(t); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// uncount takes back the count a begin of a held hold added.
+func (h *hold) uncount() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reentrant && h.count > 1 {
+		h.count--
+	}
+}
+
+// pending is a new acquisition of a hold under way, between its start
+// (begin) and its node's turn: install makes it the hold, fail ends it.
+type pending struct {
+	h       *hold
+	kind    lockq.Kind
+	holder  string
+	session int64
+	lease   int64 // its lease, if the hold is bound to one
+	l       *loss
+	freed   chan struct{}
+	stop    *stopBy
+	waitCtx context.Context // ends with the lease
+}
+
+// begin starts an acquire of kind with data, the caller in the
+// turnstile. A hold that holds already counts it, if it is reentrant, and
+// returns no pending acquisition: held says whether it holds. Else it
+// makes the new hold's lease, if it is bound to one.
+func (h *hold) begin(ctx context.Context, kind lockq.Kind, data []byte) (p *pending, held bool, err error) {
 	h.mu.Lock()
 	if h.t.Name != "" {
 		defer h.mu.Unlock()
 		if err := h.loss.reason(); err != nil {
-			return false, err // the hold ended by itself
+			return nil, false, err // the hold ended by itself
 		}
 		if h.mode != kind {
-			return false, ErrHeldInOtherMode
+			return nil, false, ErrHeldInOtherMode
 		}
 		if h.reentrant {
 			h.count++
 		}
-		return true, nil
+		return nil, true, nil
 	}
 	h.mu.Unlock()
-
-	session := h.q.c.SessionID()
-	l, freed, stop := newLoss(), make(chan struct{}), h.newStopBy() // the new hold's, from its lease on
-	lease, waitCtx, err := h.startLease(ctx, l, freed, stop)
-	if err != nil {
-		return false, err
-	}
-	var holder string
+	p = &pending{h: h, kind: kind, session: h.q.c.SessionID(), l: newLoss(), freed: make(chan struct{}), stop: h.newStopBy()}
 	if kind.IsLock() {
-		holder = lockq.DecodeRecord(data).Holder
+		p.holder = lockq.DecodeRecord(data).Holder
 	}
-	inh := inherit(waitCtx, h, holder) // nil unless the holder holds other locks
-	defer inh.stop()
-	t, err := h.q.enqueueAt(waitCtx, kind, data, lease, max(h.q.prio, inh.priority()))
-	if err != nil {
-		close(freed)
-		if lease != 0 {
-			go h.q.closeLease(context.WithoutCancel(ctx), lease)
-		}
-		return false, reason(l, err)
+	if p.lease, p.waitCtx, err = h.startLease(ctx, p.l, p.freed, p.stop); err != nil {
+		return nil, false, err
 	}
-	if lease != 0 {
-		t.owner = session // its node's owner is the lease, which is the session's
-	}
-	err = h.q.wait(waitCtx, &t, wait, inh)
-	inh.stop()
-	if err == nil && l.reason() != nil {
-		err = l.reason() // the lease ended while it waited: its node is gone
-	}
-	if err != nil {
-		close(freed)
-		err = reason(l, err)
-		if rerr := h.q.giveUp(ctx, t); rerr != nil && ctx.Err() == nil {
+	return p, false, nil
+}
+
+// fail ends the acquisition p with err: its lease, and its node t if it
+// was queued, go. It returns the error to report, or nil when the
+// acquisition only would have had to wait (errWouldBlock).
+func (p *pending) fail(ctx context.Context, t *ticket, err error) error {
+	close(p.freed)
+	err = reason(p.l, err)
+	switch {
+	case t != nil:
+		if rerr := p.h.q.giveUp(ctx, *t); rerr != nil && ctx.Err() == nil {
 			err = errors.Join(err, rerr)
 		}
-		if errors.Is(err, errWouldBlock) {
-			return false, nil
-		}
-		return false, err
+	case p.lease != 0:
+		go p.h.q.closeLease(context.WithoutCancel(ctx), p.lease)
 	}
+	if errors.Is(err, errWouldBlock) {
+		return nil
+	}
+	return err
+}
 
+// install makes p, whose node t has its turn, the hold; if its lease ended
+// while it waited (its node is gone), it fails instead.
+func (p *pending) install(t ticket) error {
+	if err := p.l.reason(); err != nil {
+		return p.fail(context.Background(), &t, err)
+	}
+	h := p.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.t, h.mode, h.count, h.holder = t, kind, 1, holder
-	h.loss, h.freed, h.lost, h.stop = l, freed, l.done, stop
-	h.watch(t, l, freed, stop)
-	registerHeld(holder, h)
-	return true, nil
+	h.t, h.mode, h.count, h.holder = t, p.kind, 1, p.holder
+	h.loss, h.freed, h.lost, h.stop = p.l, p.freed, p.l.done, p.stop
+	h.watch(t, p.l, p.freed, p.stop)
+	registerHeld(p.holder, h)
+	return nil
 }
 
 // startLease makes the lease of a new hold bound to one (WithLease), and

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,11 +22,15 @@ type LockPart struct {
 	Read bool
 }
 
-// MultiLock takes several locks all or none. It takes them one by one in
-// the order of their paths, whatever order they were given in, so two
-// MultiLocks over shared locks cannot each hold one the other waits for.
-// Each part is the same lock as a Mutex or an RWMutex on its path: they
-// exclude each other.
+// MultiLock takes several locks all or none. One write joins every lock's
+// queue at once (a multi of creates, applied as one txn), and the
+// MultiLock then waits its turn in each. Two MultiLocks over shared locks
+// joined those queues in the order their writes were applied, the same in
+// every queue, so neither can hold a lock the other waits for, whatever
+// order their parts were given in: they never deadlock each other. It
+// waits as one waiter, with one timeout (Lock's ctx), and a wait that
+// ends leaves no node in any queue. Each part is the same lock as a Mutex
+// or an RWMutex on its path: they exclude each other.
 //
 // A MultiLock value is one holder (one vertex of the wait-for graph, one
 // holder id in its nodes) and is reentrant, as a Mutex.
@@ -36,7 +41,8 @@ type MultiLock struct {
 }
 
 // NewMultiLock returns a MultiLock of parts for the session of c. It
-// returns an error if parts is empty, or names a path twice.
+// returns an error if parts is empty, or names a path twice, or opts give
+// a priority: a priority would place it differently in each queue.
 func NewMultiLock(c *client.Client, parts []LockPart, opts ...Option) (*MultiLock, error) {
 	if len(parts) == 0 {
 		return nil, errors.New("multilock: no locks")
@@ -49,6 +55,9 @@ func NewMultiLock(c *client.Client, parts []LockPart, opts ...Option) (*MultiLoc
 		}
 	}
 	o := newOptions(opts)
+	if o.prio != 0 {
+		return nil, errors.New("multilock: a MultiLock takes no priority (WithPriority): it joins every queue at the end, at once")
+	}
 	m := &MultiLock{parts: parts, data: o.lockRecord()}
 	for _, p := range parts {
 		m.holds = append(m.holds, newLockHold(c, p.Path, o))
@@ -63,9 +72,9 @@ func (p LockPart) kind() lockq.Kind {
 	return lockq.Exclusive
 }
 
-// Lock takes every lock, in path order. If ctx ends or an error comes
-// before it has them all, it releases those it took and returns the
-// error (matching ctx's when ctx ended).
+// Lock takes every lock. If ctx ends or an error comes before it has them
+// all, it leaves every queue and returns the error (matching ctx's when
+// ctx ended).
 func (m *MultiLock) Lock(ctx context.Context) error {
 	_, err := m.lock(ctx, true)
 	return err
@@ -78,17 +87,141 @@ func (m *MultiLock) TryLock(ctx context.Context) (bool, error) {
 }
 
 func (m *MultiLock) lock(ctx context.Context, wait bool) (bool, error) {
+	for i, h := range m.holds {
+		if err := h.enter(ctx); err != nil {
+			for _, h := range m.holds[:i] {
+				h.leave()
+			}
+			return false, err
+		}
+	}
+	defer func() {
+		for _, h := range m.holds {
+			h.leave()
+		}
+	}()
+	// Begin every part: each holds already (a reentrant Lock: counted),
+	// or none does (a new acquisition).
+	ps, counted := make([]*pending, len(m.holds)), make([]bool, len(m.holds))
+	var err error
+	held := 0
 	for i, p := range m.parts {
-		ok, err := m.holds[i].acquire(ctx, p.kind(), m.data, wait)
-		if err == nil && ok {
-			continue
+		if ps[i], counted[i], err = m.holds[i].begin(ctx, p.kind(), m.data); err != nil {
+			err = opError("multilock", p.Path, err)
+			break
 		}
-		if rerr := m.release(context.WithoutCancel(ctx), i); rerr != nil && err == nil {
-			err = rerr
+		if counted[i] {
+			held++
 		}
-		return false, opError("multilock", p.Path, err)
+	}
+	if err == nil && held == len(ps) {
+		return true, nil
+	}
+	if err == nil && held > 0 {
+		err = opError("multilock", m.parts[0].Path, errors.New("some of the locks are held and others not"))
+	}
+	if err != nil {
+		for i, c := range counted {
+			if c {
+				m.holds[i].uncount()
+			}
+		}
+		return false, m.failFrom(ctx, ps, 0, nil, err)
+	}
+	ts, err := joinAll(ctx, m.parts, ps, m.data)
+	if err != nil {
+		return false, m.failFrom(ctx, ps, 0, nil, err)
+	}
+	for i := range ts {
+		if err := m.holds[i].q.wait(ps[i].waitCtx, &ts[i], wait, nil); err != nil {
+			return false, m.failFrom(ctx, ps, 0, ts, err)
+		}
+	}
+	for i, p := range ps {
+		if err := p.install(ts[i]); err != nil { // its lease ended as it waited: its node is gone
+			rerr := m.release(context.WithoutCancel(ctx), i)
+			return false, cmp.Or(m.failFrom(ctx, ps, i+1, ts, err), opError("multilock", m.parts[i].Path, err), rerr)
+		}
 	}
 	return true, nil
+}
+
+// failFrom ends the pending acquisitions of the parts from on, with err,
+// and their nodes ts if they were queued, and returns the first error to
+// report (nil for a TryLock that would have waited).
+func (m *MultiLock) failFrom(ctx context.Context, ps []*pending, from int, ts []ticket, err error) error {
+	var first error
+	for i := from; i < len(ps); i++ {
+		if ps[i] == nil {
+			continue
+		}
+		var t *ticket
+		if ts != nil {
+			t = &ts[i]
+		}
+		if ferr := ps[i].fail(ctx, t, err); ferr != nil && first == nil {
+			first = opError("multilock", m.parts[i].Path, ferr)
+		}
+	}
+	return first
+}
+
+// joinAll joins the queue of every part in one multi: a node for each,
+// named with one acquisition id, bound to its part's lease if it has one.
+// A multi whose answer was lost is found again by the nodes' names: it
+// applied in every queue or in none.
+func joinAll(ctx context.Context, parts []LockPart, ps []*pending, data []byte) ([]ticket, error) {
+	id := randomID()
+	ts := make([]ticket, len(parts))
+	ops := make([]client.Op, len(parts))
+	for i, p := range ps {
+		q := p.h.q
+		ts[i] = ticket{prefix: lockq.IDPrefix(id), lease: p.lease, data: data}
+		ops[i] = client.CreateOp(q.dir+"/"+lockq.Prefix(id, parts[i].kind()), data, client.EphemeralSequential, ts[i].createOptions(q)...)
+	}
+	c := ps[0].h.q.c
+	for {
+		res, err := c.Multi(ctx, ops...)
+		switch {
+		case err == nil:
+			for i, r := range res {
+				ts[i].Entry, _ = lockq.Parse(r.Path[len(ps[i].h.q.dir)+1:])
+				ts[i].czxid, ts[i].owner = r.Stat.Czxid, ps[i].session
+			}
+			return ts, nil
+		case errors.Is(err, client.ErrNoNode):
+			for _, p := range ps {
+				if err := makeDirs(ctx, c, p.h.q.dir, p.h.q.acl); err != nil {
+					return nil, err
+				}
+			}
+		case retry(ctx, err):
+			// The multi may yet apply: look for its nodes before another.
+			found := 0
+			for i, p := range ps {
+				ts[i].lossy = true
+				e, st, err := p.h.q.findOwn(ctx, ts[i].prefix, ts[i].nodeOwner(p.h.q))
+				if err != nil {
+					return nil, err
+				}
+				if e.Name != "" {
+					ts[i].Entry, ts[i].czxid, ts[i].owner = e, st.Czxid, p.session
+					found++
+				}
+			}
+			switch found {
+			case len(ps):
+				return ts, nil
+			case 0:
+			default:
+				// A multi applies whole: some nodes found and not the
+				// others were deleted meanwhile (a lease ended).
+				return ts, errors.New("multilock: the nodes of the acquisition are gone in part")
+			}
+		default:
+			return nil, err
+		}
+	}
 }
 
 // Unlock gives up one hold of every lock, and releases them after the

@@ -3,6 +3,8 @@ package recipes
 import (
 	"context"
 	"errors"
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/lockq"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,4 +114,61 @@ func TestAMultiLockIsLostWhenAnyPartIs(t *testing.T) {
 	if err := m.LostReason(); !errors.Is(err, ErrNodeDeleted) {
 		t.Errorf("LostReason = %v", err)
 	}
+}
+
+// A MultiLock joins every queue in one write: while it waits for one lock,
+// its node is in every queue, all with one acquisition id, and a Mutex
+// that comes after it on a lock that was free waits behind it there.
+func TestAMultiLockJoinsEveryQueueAtOnce(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	other := NewMutex(s.dial(t), "/locks/j/b")
+	must(t, other.Lock(ctx))
+	m, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/j/a"}, {Path: "/locks/j/b"}})
+	must(t, err)
+	done := make(chan error, 1)
+	go func() { done <- m.Lock(ctx) }()
+	waitFor(t, "the MultiLock to join both queues", func() bool {
+		return len(children(t, c, "/locks/j/a")) == 1 && len(children(t, c, "/locks/j/b")) == 2
+	})
+	a, b := children(t, c, "/locks/j/a"), children(t, c, "/locks/j/b")
+	ea, _ := lockq.Parse(a[0])
+	eb, _ := lockq.Parse(b[1])
+	if ea.ID != eb.ID {
+		t.Errorf("the MultiLock's nodes %s and %s are not one acquisition", a[0], b[1])
+	}
+	if ok, err := NewMutex(s.dial(t), "/locks/j/a").TryLock(ctx); err != nil || ok {
+		t.Errorf("a Mutex on a, which the waiting MultiLock queues for: %v, %v", ok, err)
+	}
+	must(t, other.Unlock(ctx))
+	must(t, <-done)
+	if m.Token("/locks/j/a") == 0 || m.Token("/locks/j/b") == 0 {
+		t.Errorf("tokens %d, %d", m.Token("/locks/j/a"), m.Token("/locks/j/b"))
+	}
+	must(t, m.Unlock(ctx))
+}
+
+// A MultiLock whose joining write's answer is lost finds its nodes again
+// (the write applied in every queue, or in none) and holds with them,
+// leaving no second node behind.
+func TestAMultiLockWhoseJoinAnswerIsLostFindsItsNodes(t *testing.T) {
+	s := startServer(t)
+	var k cutter
+	c := s.dial(t, client.WithDialer(k.dial))
+	must(t, makeDirs(ctxWait(t), c, "/locks/l/a", nil))
+	must(t, makeDirs(ctxWait(t), c, "/locks/l/b", nil))
+	m, err := NewMultiLock(c, []LockPart{{Path: "/locks/l/a"}, {Path: "/locks/l/b"}})
+	must(t, err)
+	k.dropAck.Store(true)
+	must(t, m.Lock(ctxWait(t)))
+	if k.dropAck.Load() {
+		t.Fatal("the join's answer was not dropped")
+	}
+	for _, dir := range []string{"/locks/l/a", "/locks/l/b"} {
+		if nodes := children(t, c, dir); len(nodes) != 1 {
+			t.Errorf("%s: %v, want the one node of the join", dir, nodes)
+		}
+	}
+	must(t, m.Unlock(ctxWait(t)))
 }
