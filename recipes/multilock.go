@@ -16,10 +16,44 @@ import (
 
 // LockPart is one lock a MultiLock takes: the path of a Mutex or an
 // RWMutex, exclusively (as a Mutex, or an RWMutex's writer) or, with Read,
-// as a reader.
+// as a reader. With Intent it is an intention mode instead (intent-shared
+// with Read, else intent-exclusive), which a hierarchical lock takes on
+// the locks above its own (see HierarchyParts).
 type LockPart struct {
-	Path string
-	Read bool
+	Path   string
+	Read   bool
+	Intent bool
+}
+
+// HierarchyParts returns the parts of a hierarchical lock on path, under
+// root: a lock on a path covers its subtree. It takes path's own lock
+// (as a reader with read, else exclusively) and, on every lock from root
+// down to path's parent, the intention mode of the same kind, as a
+// database's intention locks: a holder of /locks/orders excludes the
+// holders of /locks/orders/42, and the other way round, while holders of
+// different locks below /locks/orders do not exclude each other there
+// (lockq.Conflicts). Every client of a tree of locks must take its locks
+// this way: a Mutex on /locks/orders/42 alone takes no intention lock on
+// /locks/orders, and is not excluded by its holder.
+//
+//	parts, err := recipes.HierarchyParts("/locks", "/locks/orders/42", false)
+//	l, err := recipes.NewMultiLock(c, parts)
+func HierarchyParts(root, path string, read bool) ([]LockPart, error) {
+	root = strings.TrimSuffix(root, "/")
+	if root == "" || path != root && !strings.HasPrefix(path, root+"/") || strings.HasSuffix(path, "/") {
+		return nil, fmt.Errorf("hierarchy: %q is not a lock under the root %q (a node's path, not /)", path, root)
+	}
+	var parts []LockPart
+	for p := root; p != path; {
+		parts = append(parts, LockPart{Path: p, Read: read, Intent: true})
+		next := strings.IndexByte(path[len(p)+1:], '/')
+		if next < 0 {
+			p = path
+		} else {
+			p = path[:len(p)+1+next]
+		}
+	}
+	return append(parts, LockPart{Path: path, Read: read}), nil
 }
 
 // MultiLock takes several locks all or none. One write joins every lock's
@@ -66,7 +100,12 @@ func NewMultiLock(c *client.Client, parts []LockPart, opts ...Option) (*MultiLoc
 }
 
 func (p LockPart) kind() lockq.Kind {
-	if p.Read {
+	switch {
+	case p.Intent && p.Read:
+		return lockq.IntentShared
+	case p.Intent:
+		return lockq.IntentExclusive
+	case p.Read:
 		return lockq.Read
 	}
 	return lockq.Exclusive

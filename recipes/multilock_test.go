@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/lockq"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,4 +172,106 @@ func TestAMultiLockWhoseJoinAnswerIsLostFindsItsNodes(t *testing.T) {
 		}
 	}
 	must(t, m.Unlock(ctxWait(t)))
+}
+
+func TestHierarchyPartsTakeIntentionsAbove(t *testing.T) {
+	for _, tc := range []struct {
+		root, path string
+		read       bool
+		want       []LockPart
+		bad        bool
+	}{
+		{"/locks", "/locks/orders/42", false, []LockPart{
+			{Path: "/locks", Intent: true}, {Path: "/locks/orders", Intent: true}, {Path: "/locks/orders/42"}}, false},
+		{"/locks/", "/locks/orders", true, []LockPart{
+			{Path: "/locks", Intent: true, Read: true}, {Path: "/locks/orders", Read: true}}, false},
+		{"/locks", "/locks", false, []LockPart{{Path: "/locks"}}, false},
+		{"/locks", "/lockset/a", false, nil, true},
+		{"/locks", "/locks/a/", false, nil, true},
+		{"/", "/a", false, nil, true},
+	} {
+		got, err := HierarchyParts(tc.root, tc.path, tc.read)
+		if tc.bad != (err != nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("HierarchyParts(%q, %q, %v) = %v, %v; want %v (an error: %v)", tc.root, tc.path, tc.read, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// A hierarchical lock on a path covers its subtree: its holder excludes
+// the holders of the locks below it, and they exclude it, while holders of
+// different locks below it, and readers, share.
+func TestAHierarchicalLockCoversItsSubtree(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	lock := func(path string, read bool) *MultiLock {
+		t.Helper()
+		parts, err := HierarchyParts("/locks", path, read)
+		must(t, err)
+		m, err := NewMultiLock(s.dial(t), parts)
+		must(t, err)
+		return m
+	}
+	try := func(m *MultiLock) bool {
+		t.Helper()
+		ok, err := m.TryLock(ctx)
+		must(t, err)
+		return ok
+	}
+	leaf1, leaf2 := lock("/locks/orders/1", false), lock("/locks/orders/2", false)
+	if !try(leaf1) || !try(leaf2) {
+		t.Fatal("two writers of different orders do not share /locks/orders")
+	}
+	orders := lock("/locks/orders", false)
+	if try(orders) {
+		t.Fatal("a writer of /locks/orders holds beside writers of orders below it")
+	}
+	if try(lock("/locks/orders", true)) {
+		t.Error("a reader of /locks/orders holds beside writers below it")
+	}
+	must(t, leaf1.Unlock(ctx))
+	must(t, leaf2.Unlock(ctx))
+	if !try(orders) {
+		t.Fatal("a writer of /locks/orders, alone")
+	}
+	if try(lock("/locks/orders/3", false)) || try(lock("/locks/orders/3", true)) {
+		t.Error("a writer or a reader below /locks/orders holds beside its writer")
+	}
+	if !try(lock("/locks/invoices/9", false)) {
+		t.Error("a writer of another subtree does not share /locks")
+	}
+	must(t, orders.Unlock(ctx))
+	reader := lock("/locks/orders", true)
+	if !try(reader) || !try(lock("/locks/orders/5", true)) {
+		t.Error("a reader of /locks/orders and a reader below it do not share")
+	}
+}
+
+// The deadlock view sees through intention locks: a holder of an order
+// waiting for a lock whose holder waits for all the orders is a cycle.
+func TestADeadlockThroughAnIntentionLockIsFound(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	c := s.dial(t)
+	parts, err := HierarchyParts("/locks", "/locks/orders/1", false)
+	must(t, err)
+	order, err := NewMultiLock(c, parts, WithOwner("order-1"), WithHolder("order-1"))
+	must(t, err)
+	must(t, order.Lock(ctx))
+	audit := s.dial(t)
+	must(t, NewMutex(audit, "/locks/ledger", WithOwner("audit"), WithHolder("audit")).Lock(ctx))
+	// audit, holding the ledger, waits for every order; order-1, holding
+	// an order, waits for the ledger.
+	parts, err = HierarchyParts("/locks", "/locks/orders", false)
+	must(t, err)
+	all, err := NewMultiLock(audit, parts, WithOwner("audit"), WithHolder("audit"))
+	must(t, err)
+	waits, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = all.Lock(waits) }()
+	go func() { _ = NewMutex(c, "/locks/ledger", WithOwner("order-1"), WithHolder("order-1")).Lock(waits) }()
+	waitFor(t, "the cycle", func() bool {
+		cycles, err := c.Deadlocks(ctx, true)
+		must(t, err)
+		return len(cycles) == 1 && len(cycles[0]) == 2
+	})
 }
