@@ -27,6 +27,10 @@ type Report struct {
 	ReadRatio  float64  `json:"readRatio"`
 	Contenders int      `json:"contenders"`
 	Watchers   int      `json:"watchers"`
+	Locks      int      `json:"locks,omitempty"`   // locks: the locks, the lease, the hold and the target rate
+	LeaseMs    float64  `json:"leaseMs,omitempty"` // 0: the session's
+	HoldMs     float64  `json:"holdMs,omitempty"`
+	Rate       float64  `json:"rate,omitempty"` // 0: no bound
 	WarmupMs   float64  `json:"warmupMs"`
 	DurationMs float64  `json:"durationMs"`
 	MaxOps     int64    `json:"maxOps"` // the --ops bound; 0 for none
@@ -101,6 +105,9 @@ func (r *runner) report(ctx context.Context) (*Report, error) {
 	}
 	if cfg.Workload == "watch" {
 		rep.Size = max(cfg.Size, stampLen)
+	}
+	if cfg.Workload == "locks" {
+		rep.Locks, rep.LeaseMs, rep.HoldMs, rep.Rate = cfg.Locks, ms(cfg.Lease), ms(cfg.Hold), cfg.Rate
 	}
 	var all histogram
 	for op := range numOps {

@@ -15,7 +15,7 @@ import (
 )
 
 // Workloads are the workloads Run knows.
-var Workloads = []string{"set", "get", "create", "mixed", "lock", "watch", "session"}
+var Workloads = []string{"set", "get", "create", "mixed", "lock", "locks", "watch", "session"}
 
 // Config is what to run.
 type Config struct {
@@ -29,8 +29,17 @@ type Config struct {
 	Size       int     // bytes of each value (watch: at least 16)
 	Keys       int     // set, get, mixed: nodes the workers go over
 	ReadRatio  float64 // mixed: the share of getData, 0 to 1
-	Contenders int     // lock: sessions taking turns on the lock
+	Contenders int     // lock: sessions taking turns on the lock; locks: holders of each lock
 	Watchers   int     // watch: sessions watching the node
+
+	// locks: Locks locks, each taken in turn by Contenders holders over
+	// Conns sessions, each hold bound to a lease of Lease (0: the
+	// session) and lasting Hold; the cycles of all holders together at
+	// most Rate per second (0: no bound).
+	Locks int
+	Lease time.Duration
+	Hold  time.Duration
+	Rate  float64
 
 	Warmup   time.Duration // load that is not counted, first
 	Duration time.Duration // the measured phase
@@ -57,6 +66,9 @@ type Progress struct {
 
 // maxCount bounds the counts of a Config, against mistakes.
 const maxCount = 10000
+
+// maxHolders bounds the holders of the locks workload: a goroutine each.
+const maxHolders = 20000
 
 // Check reports the first thing wrong with c.
 func (c Config) Check() error {
@@ -87,6 +99,14 @@ func (c Config) Check() error {
 		return fmt.Errorf("timeout must be positive, not %v", c.Timeout)
 	case c.Prefix == "/" || wire.ValidatePath(c.Prefix, false) != nil:
 		return fmt.Errorf("prefix %q is not a path below /", c.Prefix)
+	case c.Workload == "locks" && (c.Locks < 1 || c.Locks*c.Contenders > maxHolders):
+		return fmt.Errorf("locks × contenders must be from 1 to %d, not %d × %d", maxHolders, c.Locks, c.Contenders)
+	case c.Lease != 0 && (c.Lease < time.Second || c.Lease > time.Hour):
+		return fmt.Errorf("lease must be 0 (the session's) or from 1s to 1h, not %v", c.Lease)
+	case c.Hold < 0 || c.Hold > time.Minute:
+		return fmt.Errorf("hold must be from 0 to 1m, not %v", c.Hold)
+	case !(c.Rate >= 0):
+		return fmt.Errorf("rate must not be negative: %v", c.Rate)
 	}
 	for _, err := range []error{
 		count("conns", c.Conns, 1), count("workers", c.Workers, 1),
@@ -195,7 +215,7 @@ type plan struct {
 // prepares makes each workload's sessions and nodes under r.path.
 var prepares = map[string]func(ctx context.Context, r *runner) (*plan, error){
 	"set": prepareKV, "get": prepareKV, "create": prepareKV, "mixed": prepareKV,
-	"lock": prepareLock, "watch": prepareWatch, "session": prepareSession,
+	"lock": prepareLock, "locks": prepareLocks, "watch": prepareWatch, "session": prepareSession,
 }
 
 // The phases of a run.
@@ -405,10 +425,11 @@ const (
 	opSession
 	opConnect
 	opClose
+	opHandoff
 	numOps
 )
 
-var opNames = [numOps]string{"get", "set", "create", "acquire", "release", "notify", "session", "connect", "close"}
+var opNames = [numOps]string{"get", "set", "create", "acquire", "release", "notify", "session", "connect", "close", "handoff"}
 
 // recorder is what one loop measured. Only its loop touches it until the
 // run ends.

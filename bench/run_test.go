@@ -119,6 +119,11 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 		"no watchers":               func(c *Config) { c.Watchers = 0 },
 		"no keys":                   func(c *Config) { c.Keys = 0 },
 		"a prefix with a slash end": func(c *Config) { c.Prefix = "/bench/" },
+		"locks without locks":       func(c *Config) { c.Workload, c.Locks = "locks", 0 },
+		"too many holders":          func(c *Config) { c.Workload, c.Locks, c.Contenders = "locks", maxHolders, 2 },
+		"a lease too short":         func(c *Config) { c.Lease = time.Millisecond },
+		"a negative hold":           func(c *Config) { c.Hold = -time.Second },
+		"a negative rate":           func(c *Config) { c.Rate = -1 },
 	} {
 		c := good
 		change(&c)

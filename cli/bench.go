@@ -14,7 +14,7 @@ import (
 
 func (e *env) benchCommand() *cobra.Command {
 	cfg := bench.Config{
-		Conns: 8, Workers: 64, Size: 256, Keys: 1000, ReadRatio: 0.9, Contenders: 16, Watchers: 16,
+		Conns: 8, Workers: 64, Size: 256, Keys: 1000, ReadRatio: 0.9, Contenders: 16, Watchers: 16, Locks: 64,
 		Warmup: 2 * time.Second, Duration: 10 * time.Second, Prefix: "/bench",
 	}
 	var progress bool
@@ -28,6 +28,10 @@ func (e *env) benchCommand() *cobra.Command {
 			"  create   persistent sequential creates of --size bytes\n" +
 			"  mixed    getData with probability --read-ratio, else setData\n" +
 			"  lock     --contenders sessions take turns on one lock: handoffs/s, acquire latency\n" +
+			"  locks    a lock service's load: --locks locks, each taken in turn by --contenders\n" +
+			"           holders (1: uncontended) over --conns sessions, each hold --hold long and\n" +
+			"           bound to a --lease, at most --rate cycles/s in all: acquires/s, acquire,\n" +
+			"           release and handoff latency (a release's send to the next grant)\n" +
 			"  watch    --watchers sessions with a persistent watch on one node that a writer\n" +
 			"           sets: notifications/s, latency from the write's send to each receipt\n" +
 			"  session  sessions opened and closed per second, by --workers goroutines\n\n" +
@@ -39,7 +43,8 @@ func (e *env) benchCommand() *cobra.Command {
 		Example: "  arbor bench set\n" +
 			"  arbor bench get --conns 8 --workers 64 --duration 30s\n" +
 			"  arbor bench mixed --read-ratio 0.8 -o json\n" +
-			"  arbor bench lock --contenders 16",
+			"  arbor bench lock --contenders 16\n" +
+			"  arbor bench locks --locks 1000 --contenders 1 --lease 10s --rate 2000",
 		Args:      usageArgs(cobra.ExactArgs(1)),
 		ValidArgs: bench.Workloads,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,12 +77,16 @@ func (e *env) benchCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "sessions the workers share (set, get, create, mixed)")
+	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "sessions the workers share (set, get, create, mixed; locks: the holders)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "goroutines making requests (set, get, create, mixed, session)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes of each value (watch: at least 16)")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "nodes the workers go over (set, get, mixed)")
 	f.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "the share of getData (mixed), from 0 to 1")
-	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock)")
+	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock); holders of each lock (locks)")
+	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "locks (locks)")
+	f.DurationVar(&cfg.Lease, "lease", 0, "bind each hold to a lease of this TTL, renewed at a third of it (locks; 0: the session)")
+	f.DurationVar(&cfg.Hold, "hold", 0, "how long each hold lasts (locks)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "acquire/release cycles per second of all holders together at most (locks; 0: no bound)")
 	f.IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "sessions watching the node (watch)")
 	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load first, not counted")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "the measured phase")

@@ -25,6 +25,10 @@ type jBench struct {
 	ReadRatio  float64          `json:"readRatio"`
 	Contenders int              `json:"contenders"`
 	Watchers   int              `json:"watchers"`
+	Locks      int              `json:"locks"`
+	LeaseMs    float64          `json:"leaseMs"`
+	HoldMs     float64          `json:"holdMs"`
+	Rate       float64          `json:"rate"`
 	WarmupMs   float64          `json:"warmupMs"`
 	DurationMs float64          `json:"durationMs"`
 	MaxOps     int64            `json:"maxOps"`
@@ -91,6 +95,8 @@ func TestBenchEachWorkloadReportsItsLoad(t *testing.T) {
 		{"mixed", []string{"--read-ratio", "0.5"}, []string{"get", "set"}, 40, 40},
 		// Waits for the lock that the end of the run cuts short do not count.
 		{"lock", nil, []string{"acquire", "release"}, 1, 40},
+		// 4 locks of 2 holders each, leased: the handoffs are timed too.
+		{"locks", []string{"--locks", "4", "--contenders", "2", "--lease", "5s"}, []string{"acquire", "release", "handoff"}, 1, 40},
 		// A write counts for its 3 notifications.
 		{"watch", nil, []string{"notify", "set"}, 40, 42},
 		{"session", nil, []string{"session", "connect", "close"}, 40, 40},
@@ -194,6 +200,11 @@ func TestBenchRefusesBadFlagsWithStatus2(t *testing.T) {
 		{"set", "--prefix", "/"},
 		{"set", "--prefix", "/bench/"},
 		{"lock", "--contenders", "0"},
+		{"locks", "--locks", "0"},
+		{"locks", "--locks", "10000", "--contenders", "16"},
+		{"locks", "--lease", "100ms"},
+		{"locks", "--hold", "-1s"},
+		{"locks", "--rate", "-3"},
 		{"watch", "--watchers", "0"},
 		{"set", "--nosuch"},
 	} {

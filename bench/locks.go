@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/arbor-coord/arbor/recipes"
+)
+
+// The locks workload is a lock service's load: Locks locks, each with
+// Contenders holders that take it in turn (1: uncontended), spread over
+// Conns sessions. Each hold lasts Hold, bound to a lease of Lease if
+// given (which the recipes renew at a third of its TTL, so that the
+// renewals come at about 3 × Locks × Contenders / Lease per second), and
+// the cycles of all the holders together come at Rate per second at most
+// (0: as fast as they go). It times each acquire and release and, for a
+// lock that passes from one holder to a waiter, the handoff: from the
+// release's send to the next holder's grant.
+
+// prepareLocks makes the sessions and holders of locks.
+func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
+	cs, err := dialN(ctx, r.cfg, r.cfg.Conns)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{sessions: cs, primary: []opKind{opAcquire}}
+	holders := r.cfg.Locks * r.cfg.Contenders
+	var pace time.Duration // between one holder's cycles, for Rate
+	if r.cfg.Rate > 0 {
+		pace = time.Duration(float64(holders) / r.cfg.Rate * float64(time.Second))
+	}
+	released := make([]atomic.Int64, r.cfg.Locks) // per lock: the send time of its last release, ns since start
+	for h := range holders {
+		lock := h % r.cfg.Locks
+		opts := []recipes.Option{recipes.WithOwner(fmt.Sprintf("bench-%d", h))}
+		if r.cfg.Lease > 0 {
+			opts = append(opts, recipes.WithLease(r.cfg.Lease))
+		}
+		m := recipes.NewMutex(cs[h%len(cs)], fmt.Sprintf("%s/locks/%d", r.path, lock), opts...)
+		p.loops = append(p.loops, func(rec *recorder) {
+			next := time.Now()
+			for {
+				if pace > 0 {
+					next = next.Add(pace)
+					if !sleepUntil(r.stopped, next) {
+						return
+					}
+				}
+				measured, ok := r.begin(1)
+				if !ok {
+					return
+				}
+				t0 := time.Now()
+				last := released[lock].Load()
+				err := m.Lock(r.stopped) // a waiter leaves the queue when the run ends
+				if !r.done(rec, opAcquire, measured, t0, err) {
+					return
+				}
+				if err != nil {
+					continue
+				}
+				// A grant after a release that came while it waited is a
+				// handoff.
+				if rel := released[lock].Load(); rel != last && rel > t0.Sub(r.start).Nanoseconds() {
+					r.count(rec, opHandoff, measured, time.Since(r.start.Add(time.Duration(rel))))
+				}
+				if !sleepUntil(r.stopped, time.Now().Add(r.cfg.Hold)) {
+					_ = m.Unlock(r.hard)
+					return
+				}
+				t1 := time.Now()
+				released[lock].Store(t1.Sub(r.start).Nanoseconds())
+				if !r.done(rec, opRelease, measured, t1, m.Unlock(r.hard)) {
+					return
+				}
+			}
+		})
+	}
+	return p, nil
+}
+
+// sleepUntil waits until t, and reports false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
