@@ -373,14 +373,16 @@ func (c *conn) refuse(code wire.Code, limit string) {
 	defer c.cancel()
 	defer c.nc.Close()
 	defer c.srv.limits.handshakes.done(c.nc)
+	// Counted before the client can hear of it: what it does next may
+	// be to read the count.
+	if limit != "" {
+		_ = c.srv.limits.refuse(c.log, limit, code, "refused a connection from %s", remoteIP(c.nc.RemoteAddr()))
+	}
 	if !c.srv.limits.handshakes.pressing() {
 		c.srv.limits.handshakes.shorten(c.nc, time.Second)
 		if _, ok := c.codec.readConnect(bufio.NewReader(c.nc)); ok {
 			_, _ = c.nc.Write(c.codec.appendConnectResponse(nil, &wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: code}))
 		}
-	}
-	if limit != "" {
-		_ = c.srv.limits.refuse(c.log, limit, code, "refused a connection from %s", remoteIP(c.nc.RemoteAddr()))
 	}
 }
 
