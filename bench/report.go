@@ -141,7 +141,7 @@ func (r *runner) report(ctx context.Context) (*Report, error) {
 // what says what one op of each workload is, in the text report.
 var what = map[string]string{
 	"set": "setData", "get": "getData", "create": "sequential creates", "mixed": "getData and setData",
-	"lock": "lock handoffs", "watch": "notifications", "session": "sessions opened and closed",
+	"lock": "lock handoffs", "locks": "acquisitions", "watch": "notifications", "session": "sessions opened and closed",
 }
 
 // WriteText writes the report for people to read.
@@ -189,6 +189,16 @@ func (rep *Report) setup() string {
 	switch rep.Workload {
 	case "lock":
 		return fmt.Sprintf("%d contenders on one lock", rep.Contenders)
+	case "locks":
+		lease, rate := "the session", "no bound"
+		if rep.LeaseMs > 0 {
+			lease = "a lease of " + msDuration(rep.LeaseMs)
+		}
+		if rep.Rate > 0 {
+			rate = fmt.Sprintf("at most %.0f/s", rep.Rate)
+		}
+		return fmt.Sprintf("%d locks × %d holders over %d conns, holds of %s bound to %s, cycles %s",
+			rep.Locks, rep.Contenders, rep.Conns, msDuration(rep.HoldMs), lease, rate)
 	case "watch":
 		return fmt.Sprintf("%d watchers of one node, one writer, %d-byte values", rep.Watchers, rep.Size)
 	case "session":
