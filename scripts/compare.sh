@@ -8,6 +8,9 @@
 #         etcd: its default, linearizable)
 #   lock  16 contenders, a session each: ZooKeeper with go-zookeeper's lock
 #         recipe, etcd with its concurrency.Mutex, Arbor with recipes.Mutex
+#   locks 64 locks, one holder each, a session each: the same locks, many
+#         of them, uncontended (arbor bench locks)
+#   locks16  8 locks, 16 holders each, a session each: many contended locks
 # Arbor is measured with `arbor bench`, the others with scripts/compare
 # (the same method: each worker sends its next request when the last is
 # answered; what completed in DURATION after WARMUP).
@@ -19,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SYSTEMS=${SYSTEMS:-"arbor zk etcd"}
-WORKLOADS=${WORKLOADS:-"set set1 get lock"}
+WORKLOADS=${WORKLOADS:-"set set1 get lock locks locks16"}
 ROUNDS=${ROUNDS:-1}
 DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-2s}
@@ -115,10 +118,20 @@ bench() {
   set1) args=(--conns 1 --workers 1) ;;
   get) args=(--conns 8 --workers 64) ;;
   lock) args=(--contenders 16) ;;
+  locks) args=(--locks 64 --contenders 1) ;;
+  locks16) args=(--locks 8 --contenders 16) ;;
   esac
-  local w=${2%1}
+  local w=$2
+  case $2 in
+  set1) w=set ;;
+  locks16) w=locks ;;
+  esac
   if [ "$1" = arbor ]; then
-    ARBOR_SERVERS=$servers timeout 120 "$work/bin/arbor" bench "$w" "${args[@]}" --duration "$DURATION" --warmup "$WARMUP" 2>/dev/null
+    local own=()
+    if [ "$w" = locks ]; then # a session for each holder, as the others have
+      own=(--conns $((args[1] * args[3])))
+    fi
+    ARBOR_SERVERS=$servers timeout 120 "$work/bin/arbor" bench "$w" "${args[@]}" "${own[@]}" --duration "$DURATION" --warmup "$WARMUP" 2>/dev/null
   else
     local flags=()
     for a in "${args[@]}"; do flags+=("${a/--/-}"); done

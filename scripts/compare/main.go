@@ -1,4 +1,5 @@
-// Command compare runs three of arbor bench's workloads (set, get, lock)
+// Command compare runs four of arbor bench's workloads (set, get, lock,
+// locks)
 // against Apache ZooKeeper and etcd, measured the way arbor bench measures
 // Arbor: a fixed number of sessions and workers, each issuing its next
 // request as soon as the last was answered, for a duration after a warmup;
@@ -33,6 +34,7 @@ type config struct {
 	servers          []string
 	conns, workers   int
 	contenders       int
+	locks            int
 	size, keys       int
 	duration, warmup time.Duration
 }
@@ -56,10 +58,11 @@ func main() {
 	var servers string
 	flag.StringVar(&c.system, "system", "zk", "zk or etcd")
 	flag.StringVar(&servers, "servers", "", "comma-separated client addresses (zk) or endpoints (etcd)")
-	flag.StringVar(&c.workload, "workload", "set", "set, get or lock")
+	flag.StringVar(&c.workload, "workload", "set", "set, get, lock or locks")
 	flag.IntVar(&c.conns, "conns", 8, "sessions (set, get)")
 	flag.IntVar(&c.workers, "workers", 64, "workers over the sessions (set, get)")
-	flag.IntVar(&c.contenders, "contenders", 16, "lock contenders, a session each")
+	flag.IntVar(&c.contenders, "contenders", 16, "lock contenders, a session each (lock); holders of each lock, a session each (locks)")
+	flag.IntVar(&c.locks, "locks", 64, "locks (locks)")
 	flag.IntVar(&c.size, "size", 256, "value size in bytes")
 	flag.IntVar(&c.keys, "keys", 1000, "keys written and read")
 	flag.DurationVar(&c.duration, "duration", 8*time.Second, "measured time")
@@ -113,9 +116,13 @@ func run(c config) error {
 				return time.Since(t0), err
 			})
 		}
-	case "lock":
-		for i := 0; i < c.contenders; i++ {
-			l, err := newLocker(ctx, c)
+	case "lock", "locks":
+		holders, locks := c.contenders, 1
+		if c.workload == "locks" {
+			holders, locks = c.locks*c.contenders, c.locks
+		}
+		for i := 0; i < holders; i++ {
+			l, err := newLocker(ctx, c, fmt.Sprintf("/bench-lock-%d", i%locks))
 			if err != nil {
 				return err
 			}
@@ -178,9 +185,12 @@ func measure(ctx context.Context, c config, loops []func(context.Context) (time.
 	q := func(p float64) string {
 		return strconv.FormatFloat(float64(lat[int(p*float64(len(lat)-1))])/1e6, 'f', 3, 64)
 	}
-	if c.workload == "lock" {
+	switch c.workload {
+	case "locks":
+		fmt.Printf("%s locks: %d locks × %d holders, a session each\n", c.system, c.locks, c.contenders)
+	case "lock":
 		fmt.Printf("%s lock: %d contenders\n", c.system, c.contenders)
-	} else {
+	default:
 		fmt.Printf("%s %s: %d sessions, %d workers\n", c.system, c.workload, c.conns, c.workers)
 	}
 	fmt.Printf("throughput  %.0f ops/s (%d)\n", float64(len(lat))/c.duration.Seconds(), len(lat))
@@ -205,14 +215,14 @@ func dial(ctx context.Context, c config) (store, error) {
 	return nil, fmt.Errorf("unknown system %q", c.system)
 }
 
-func newLocker(ctx context.Context, c config) (locker, error) {
+func newLocker(ctx context.Context, c config, path string) (locker, error) {
 	switch c.system {
 	case "zk":
 		conn, err := dialZK(c)
 		if err != nil {
 			return nil, err
 		}
-		return &zkLocker{conn, zk.NewLock(conn, "/bench-lock", zk.WorldACL(zk.PermAll))}, nil
+		return &zkLocker{conn, zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))}, nil
 	case "etcd":
 		cl, err := clientv3.New(clientv3.Config{Endpoints: c.servers, DialTimeout: 5 * time.Second, Context: ctx})
 		if err != nil {
@@ -223,7 +233,7 @@ func newLocker(ctx context.Context, c config) (locker, error) {
 			cl.Close()
 			return nil, err
 		}
-		return &etcdLocker{cl, s, concurrency.NewMutex(s, "/bench-lock")}, nil
+		return &etcdLocker{cl, s, concurrency.NewMutex(s, path)}, nil
 	}
 	return nil, fmt.Errorf("unknown system %q", c.system)
 }
