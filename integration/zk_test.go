@@ -830,8 +830,8 @@ func TestFourLetterWords(t *testing.T) {
 	if got := word("isro"); got != "rw" {
 		t.Errorf("isro = %q", got)
 	}
-	if got := word("dump"); got != "dump is not executed because it is not in the whitelist.\n" {
-		t.Errorf("dump = %q", got)
+	if got := word("reqs"); got != "reqs is not executed because it is not in the whitelist.\n" {
+		t.Errorf("reqs = %q", got)
 	}
 	srvr, ok := zk.FLWSrvr([]string{addr}, 2*time.Second)
 	if !ok || srvr[0].Mode != zk.ModeStandalone || srvr[0].NodeCount != 1 || srvr[0].Connections < 2 {
@@ -866,6 +866,18 @@ func TestFourLetterWords(t *testing.T) {
 	}
 	if got := word("wchs"); got != "1 connections watching 1 paths\nTotal watches:1\n" {
 		t.Errorf("wchs = %q", got)
+	}
+	if _, err := zc.Create("/dumped", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("0x%x", zc.SessionID())
+	dump := word("dump")
+	for _, want := range []string{"SessionTracker dump:\nSession Sets (", ")/(2):\n", "\t" + id + "\n",
+		"ephemeral nodes dump:\nSessions with Ephemerals (1):\n" + id + ":\n\t/dumped\n",
+		"Connections dump:\nConnections Sets (", "sessionId: " + id + "\n"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("dump lacks %q:\n%s", want, dump)
+		}
 	}
 }
 

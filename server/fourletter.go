@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/user"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/arbor-coord/arbor/session"
 	"github.com/arbor-coord/arbor/tree"
 	"go.uber.org/zap"
 )
@@ -35,11 +37,12 @@ var fourLetterWords = map[string]func(s *Server, b *bytes.Buffer){
 	"cons": (*Server).writeCons,
 	"envi": (*Server).writeEnvi,
 	"wchs": (*Server).writeWchs,
+	"dump": (*Server).writeDump,
 }
 
 // otherFourLetterWords are ZooKeeper's words not answered here; they get
 // ZooKeeper's answer for a word left out of its whitelist.
-var otherFourLetterWords = []string{"dump", "reqs", "dirs", "gtmk", "stmk", "crst", "srst", "wchc", "wchp", "hash"}
+var otherFourLetterWords = []string{"reqs", "dirs", "gtmk", "stmk", "crst", "srst", "wchc", "wchp", "hash"}
 
 func isFourLetterWord(word string) bool {
 	_, ok := fourLetterWords[word]
@@ -325,4 +328,70 @@ func (s *Server) writeEnvi(b *bytes.Buffer) {
 func (s *Server) writeWchs(b *bytes.Buffer) {
 	conns, paths, watches := s.watches.summary()
 	fmt.Fprintf(b, "%d connections watching %d paths\nTotal watches:%d\n", conns, paths, watches)
+}
+
+// javaDate is the layout of Java's Date.toString, in which ZooKeeper's
+// dump writes its expiry times.
+const javaDate = "Mon Jan 02 15:04:05 MST 2006"
+
+// writeDump writes ZooKeeper's dump: the sessions by when they expire (as
+// this member's expiry tracking has them: the leader's is the one that
+// acts), each session's ephemeral nodes, and this member's connections by
+// when their sessions expire.
+func (s *Server) writeDump(b *bytes.Buffer) {
+	type session struct {
+		id  int64
+		eph []string
+	}
+	var sessions []session
+	s.fsm.read(func(t *tree.Tree) {
+		for _, ses := range t.Sessions() {
+			sessions = append(sessions, session{id: ses.ID, eph: t.Ephemerals(ses.ID)})
+		}
+	})
+	tracked := expirySets{}
+	for _, ses := range sessions {
+		tracked.add(s.sessions, ses.id, fmt.Sprintf("0x%x", uint64(ses.id)))
+	}
+	b.WriteString("SessionTracker dump:\n")
+	tracked.write(b, "Session Sets", len(sessions))
+	b.WriteString("ephemeral nodes dump:\n")
+	withEph := slices.DeleteFunc(sessions, func(ses session) bool { return len(ses.eph) == 0 })
+	fmt.Fprintf(b, "Sessions with Ephemerals (%d):\n", len(withEph))
+	for _, ses := range withEph {
+		fmt.Fprintf(b, "0x%x:\n", uint64(ses.id))
+		for _, p := range ses.eph {
+			fmt.Fprintf(b, "\t%s\n", p)
+		}
+	}
+	conns, connected := expirySets{}, s.sessionConns()
+	for _, c := range connected {
+		conns.add(s.sessions, c.session, fmt.Sprintf("ip: /%s sessionId: 0x%x", c.nc.RemoteAddr(), uint64(c.session)))
+	}
+	b.WriteString("Connections dump:\n")
+	conns.write(b, "Connections Sets", len(connected))
+}
+
+// expirySets groups what dump lists by the tick in which its session
+// expires, as ZooKeeper's expiry queue does.
+type expirySets map[int64][]string
+
+// add lists line under the tick in which session id expires, if the
+// session table tracks it.
+func (e expirySets) add(t *session.Table, id int64, line string) {
+	if d, ok := t.Deadline(id); ok {
+		tick := d.Truncate(expiryInterval).Add(expiryInterval).UnixMilli()
+		e[tick] = append(e[tick], line)
+	}
+}
+
+// write writes the sets under title, of n in all.
+func (e expirySets) write(b *bytes.Buffer, title string, n int) {
+	fmt.Fprintf(b, "%s (%d)/(%d):\n", title, len(e), n)
+	for _, tick := range slices.Sorted(maps.Keys(e)) {
+		fmt.Fprintf(b, "%d expire at %s:\n", len(e[tick]), time.UnixMilli(tick).UTC().Format(javaDate))
+		for _, line := range e[tick] {
+			fmt.Fprintf(b, "\t%s\n", line)
+		}
+	}
 }
