@@ -19,10 +19,13 @@ import (
 	"html/template"
 	"io/fs"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/arbor-coord/arbor/server"
 	"github.com/arbor-coord/arbor/wire"
@@ -111,6 +114,7 @@ type treePage struct {
 	Node       server.NodeView
 	Shown      string // the data as shown: indented JSON, text or a hex dump
 	Err        string // why the node cannot be shown
+	Editable   bool   // the data survives the edit box (editable)
 	Limit      int
 	Prev, Next int // offsets of the pages of children around this one; -1: none
 	Mode       string
@@ -136,7 +140,7 @@ func (c *console) tree(w http.ResponseWriter, r *http.Request) {
 		status, p.Err = http.StatusBadRequest, err.Error()
 	}
 	if err == nil {
-		p.Node, p.Shown = node, shown(node)
+		p.Node, p.Shown, p.Editable = node, shown(node), editable(node.Data)
 		if node.Offset > 0 {
 			p.Prev = max(node.Offset-p.Limit, 0)
 		}
@@ -207,17 +211,61 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"ago":      ago,
-	"when":     when,
-	"since":    since,
-	"child":    func(dir, name string) string { return strings.TrimSuffix(dir, "/") + "/" + name },
-	"spark":    spark,
-	"series":   series,
-	"charts":   func() []chart { return overviewCharts },
-	"last":     func(v []float64) float64 { return lastOf(v) },
-	"duration": func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
-	"add":      func(a, b int) int { return a + b },
-	"int64":    func(v int32) int64 { return int64(v) },
+	"ago":        ago,
+	"when":       when,
+	"since":      since,
+	"child":      func(dir, name string) string { return strings.TrimSuffix(dir, "/") + "/" + name },
+	"spark":      spark,
+	"series":     series,
+	"charts":     func() []chart { return overviewCharts },
+	"last":       func(v []float64) float64 { return lastOf(v) },
+	"duration":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
+	"add":        func(a, b int) int { return a + b },
+	"nodeURL":    nodeURL,
+	"consoleURL": consoleURL,
+	"int64":      func(v int32) int64 { return int64(v) },
+}
+
+// nodeURL is the tree page of the node at path, each name escaped: a
+// name with ?, # or % in it links to its own node.
+func nodeURL(path string) string {
+	names := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, n := range names {
+		names[i] = url.PathEscape(n)
+	}
+	return "/ui/tree/" + strings.Join(names, "/")
+}
+
+// consoleURL is the console of member m, "" when its HTTP address is not
+// known; a listener on every address (":2481") is reached at its peer
+// address's host.
+func consoleURL(m server.MemberView) string {
+	host, port, err := net.SplitHostPort(m.HTTPAddr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if host, _, err = net.SplitHostPort(m.PeerAddr); err != nil {
+			return ""
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/members"
+}
+
+// editable reports whether data comes back from a text box as it went in:
+// UTF-8 without carriage returns or control characters other than tab
+// and newline (a browser normalizes line ends, and the HTML parser drops
+// a first newline and rewrites NUL).
+func editable(data []byte) bool {
+	if !utf8.Valid(data) {
+		return false
+	}
+	for _, r := range string(data) {
+		if r < 0x20 && r != '\t' && r != '\n' || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // ago says how long ago an RFC 3339 time was, as "3m12s ago".

@@ -278,33 +278,54 @@ func blocker(es []Entry, gs []group, me int) int {
 	g := gs[me]
 	switch {
 	case g.upgrade > 0:
+		// Its read first: a node ahead that a read waits for (a lock-delay
+		// put before it) holds it back as it would hold back a read. Then
+		// each holder that came before the upgrade and shares with a read
+		// (reads, intent-shared), ahead of it or after it.
+		if j := nearestConflict(es, gs, me, Read); j >= 0 {
+			return j
+		}
 		for j, o := range gs {
-			if j != me && es[o.first].Seq < g.upgrade && o.kind == Read && blocker(es, gs, j) < 0 {
+			if j != me && es[o.first].Seq < g.upgrade && !Conflicts(Read, o.kind) && blocker(es, gs, j) < 0 {
 				return o.first
 			}
 		}
 		return -1
 	case g.kind.shares():
-		pos := es[g.first].Seq
-		for j := me - 1; j >= 0; j-- {
-			if Conflicts(g.kind, gs[j].seenBy(pos)) {
-				return gs[j].first
-			}
-		}
-		return -1
+		return nearestConflict(es, gs, me, g.kind)
 	case g.kind.Ordered() && me > 0:
 		return gs[me-1].first
 	}
 	return -1
 }
 
+// nearestConflict returns the index in es of the first node of the
+// nearest acquisition ahead of gs[me] that a hold of kind conflicts with,
+// as gs[me]'s first node sees it, or -1.
+func nearestConflict(es []Entry, gs []group, me int, kind Kind) int {
+	pos := es[gs[me].first].Seq
+	for j := me - 1; j >= 0; j-- {
+		if Conflicts(kind, gs[j].seenBy(pos)) {
+			return gs[j].first
+		}
+	}
+	return -1
+}
+
 // Holds reports whether the acquisition id holds the lock (or leads the
-// election) queued as es: it goes ahead, or it is upgrading (it holds its
-// read while it waits for the write). It is false for waiters, and for
-// leases and members, whose holders the queue alone does not tell.
+// election) queued as es: it goes ahead, or it is upgrading and its read
+// holds (it holds its read while it waits for the write). It is false for
+// waiters, and for leases and members, whose holders the queue alone does
+// not tell.
 func Holds(es []Entry, id string) bool {
 	gs, me := groups(es, id)
-	return me >= 0 && gs[me].kind.Ordered() && (gs[me].upgrade > 0 || blocker(es, gs, me) < 0)
+	if me < 0 || !gs[me].kind.Ordered() {
+		return false
+	}
+	if gs[me].upgrade > 0 {
+		return nearestConflict(es, gs, me, Read) < 0
+	}
+	return blocker(es, gs, me) < 0
 }
 
 // UpgradeRefused reports whether the acquisition id asked to upgrade after

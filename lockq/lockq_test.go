@@ -276,3 +276,34 @@ func TestIntentionModesQueueByWhatTheyConflictWith(t *testing.T) {
 		}
 	}
 }
+
+func TestAnUpgradeWaitsForWhatAReadWouldAndForSharingHolders(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		queue []string
+		holds bool // the upgrader's read
+		waits int  // the node its write waits for; -1: it holds the write
+	}{
+		{"beside an intent-shared holder", []string{"_c_r-read-0000000001", "_c_c-is-0000000002", "_c_r-write-0000000003"}, true, 1},
+		{"behind a lock-delay", []string{"_c_d-delay-0000000009", "_c_r-read-0000000001", "_c_r-write-0000000003"}, false, 0},
+		{"alone", []string{"_c_r-read-0000000001", "_c_r-write-0000000003"}, true, -1},
+	} {
+		es := Sort(tc.queue)
+		if got := Holds(es, "r"); got != tc.holds {
+			t.Errorf("%s: Holds = %v, want %v", tc.name, got, tc.holds)
+		}
+		if got := Blocker(es, "r"); got != tc.waits {
+			t.Errorf("%s: Blocker = %d, want %d", tc.name, got, tc.waits)
+		}
+	}
+}
+
+func TestAPriorityNewcomerIsNotPlacedAgainstALockDelay(t *testing.T) {
+	es := Sort([]string{"_c_d-delay-0000000009", "_c_w-lock-0000000003", "_c_v-lock-0000000004"})
+	// It must not panic, and goes at the end or after the first waiter,
+	// never right behind the delay.
+	p := Place(es, Exclusive, 5, 10)
+	if p.Key != "" && p.Key[:SeqDigits] < "0000000003" {
+		t.Errorf("placed with key %q, before the next holder", p.Key)
+	}
+}

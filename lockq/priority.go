@@ -167,8 +167,8 @@ func Place(es []Entry, kind Kind, priority int, seq int64) Placement {
 	}
 	at := gs[i].first
 	lo, hi := es[at-1].Key(), es[at].Key()
-	if lo >= hi {
-		return end // two nodes of one key: not made by Place
+	if lo >= hi || lo == "" {
+		return end // two nodes of one key, not made by Place; or right after a lock-delay
 	}
 	p := Placement{Key: between(lo, hi), Touch: -1}
 
@@ -193,8 +193,10 @@ func Place(es []Entry, kind Kind, priority int, seq int64) Placement {
 // number will be seq, may go before the acquisition gs[j] of es.
 func overtakable(es []Entry, gs []group, j, priority int, seq int64) bool {
 	g, e := gs[j], es[gs[j].first]
-	return g.nodes == 1 && e.Kind.IsLock() && e.Priority() < priority &&
-		e.Seq < seq && seq-e.Seq <= AgingWindow && blocker(es, gs, j) >= 0
+	b := blocker(es, gs, j)
+	return g.nodes == 1 && e.Kind.IsLock() && e.Kind != Delay && e.Priority() < priority &&
+		e.Seq < seq && seq-e.Seq <= AgingWindow && b >= 0 &&
+		es[b].Kind != Delay // behind a lock-delay: the next to hold, or a holder it holds back
 }
 
 // between returns a key strictly between the keys lo < hi: lo's ten

@@ -19,6 +19,9 @@ type Record struct {
 	// without releasing, nobody holds the lock for that long (Delay), at
 	// most MaxLockDelay.
 	DelayMs int64 `json:"delay_ms,omitempty"`
+	// Parts is how many locks a multi-lock over HTTP holds with the same
+	// lease: fewer nodes of its lease than that, and one was lost.
+	Parts int `json:"parts,omitempty"`
 }
 
 // MaxOwner is the longest owner (and holder) a record keeps; a longer one
@@ -39,7 +42,7 @@ func (r Record) Encode() []byte {
 func DecodeRecord(data []byte) Record {
 	var r Record
 	if len(data) > 0 && data[0] == '{' && json.Unmarshal(data, &r) == nil {
-		return Record{Owner: TrimOwner(r.Owner), Holder: TrimOwner(r.Holder), DelayMs: clampDelay(r.DelayMs)}
+		return Record{Owner: TrimOwner(r.Owner), Holder: TrimOwner(r.Holder), DelayMs: clampDelay(r.DelayMs), Parts: max(r.Parts, 0)}
 	}
 	if utf8.Valid(data) {
 		return Record{Owner: TrimOwner(string(data))}

@@ -502,6 +502,11 @@ func (h *hold) release(ctx context.Context, kind lockq.Kind, all bool) error {
 		return err
 	}
 	defer h.leave()
+	return h.releaseIn(ctx, kind, all)
+}
+
+// releaseIn is release for a caller in the turnstile already.
+func (h *hold) releaseIn(ctx context.Context, kind lockq.Kind, all bool) error {
 	h.mu.Lock()
 	if h.t.Name == "" || h.mode != kind {
 		h.mu.Unlock()

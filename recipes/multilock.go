@@ -169,7 +169,7 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (bool, error) {
 	}
 	ts, err := joinAll(ctx, m.parts, ps, m.data)
 	if err != nil {
-		return false, m.failFrom(ctx, ps, 0, nil, err)
+		return false, m.failFrom(ctx, ps, 0, ts, err) // ts: the nodes it found, if any
 	}
 	for i := range ts {
 		if err := m.holds[i].q.wait(ps[i].waitCtx, &ts[i], wait, nil); err != nil {
@@ -178,7 +178,10 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (bool, error) {
 	}
 	for i, p := range ps {
 		if err := p.install(ts[i]); err != nil { // its lease ended as it waited: its node is gone
-			rerr := m.release(context.WithoutCancel(ctx), i)
+			var rerr error
+			for j := i - 1; j >= 0; j-- { // the parts installed: in the turnstile already
+				rerr = cmp.Or(rerr, m.holds[j].releaseIn(context.WithoutCancel(ctx), m.parts[j].kind(), false))
+			}
 			return false, cmp.Or(m.failFrom(ctx, ps, i+1, ts, err), opError("multilock", m.parts[i].Path, err), rerr)
 		}
 	}
@@ -186,8 +189,8 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (bool, error) {
 }
 
 // failFrom ends the pending acquisitions of the parts from on, with err,
-// and their nodes ts if they were queued, and returns the first error to
-// report (nil for a TryLock that would have waited).
+// and their nodes ts if they were queued (those with a name), and returns
+// the error to report: nil only for a TryLock that would have waited.
 func (m *MultiLock) failFrom(ctx context.Context, ps []*pending, from int, ts []ticket, err error) error {
 	var first error
 	for i := from; i < len(ps); i++ {
@@ -195,12 +198,15 @@ func (m *MultiLock) failFrom(ctx context.Context, ps []*pending, from int, ts []
 			continue
 		}
 		var t *ticket
-		if ts != nil {
+		if ts != nil && ts[i].Name != "" {
 			t = &ts[i]
 		}
 		if ferr := ps[i].fail(ctx, t, err); ferr != nil && first == nil {
 			first = opError("multilock", m.parts[i].Path, ferr)
 		}
+	}
+	if first == nil && !errors.Is(err, errWouldBlock) {
+		first = err
 	}
 	return first
 }
@@ -208,7 +214,8 @@ func (m *MultiLock) failFrom(ctx context.Context, ps []*pending, from int, ts []
 // joinAll joins the queue of every part in one multi: a node for each,
 // named with one acquisition id, bound to its part's lease if it has one.
 // A multi whose answer was lost is found again by the nodes' names: it
-// applied in every queue or in none.
+// applied in every queue or in none. On an error, the tickets it returns
+// name the nodes it found, for the caller to give up.
 func joinAll(ctx context.Context, parts []LockPart, ps []*pending, data []byte) ([]ticket, error) {
 	id := randomID()
 	ts := make([]ticket, len(parts))
@@ -236,16 +243,22 @@ func joinAll(ctx context.Context, parts []LockPart, ps []*pending, data []byte) 
 			}
 		case retry(ctx, err):
 			// The multi may yet apply: look for its nodes before another.
+			// It applies whole, so nodes found in some queues and not in
+			// others mean it applied between two of the listings: a second
+			// look finds them all, unless some went since (a lease ended).
 			found := 0
-			for i, p := range ps {
-				ts[i].lossy = true
-				e, st, err := p.h.q.findOwn(ctx, ts[i].prefix, ts[i].nodeOwner(p.h.q))
-				if err != nil {
-					return nil, err
-				}
-				if e.Name != "" {
+			for look := 0; look < 2 && (look == 0 || found > 0 && found < len(ps)); look++ {
+				found = 0
+				for i, p := range ps {
+					ts[i].lossy = true
+					e, st, err := p.h.q.findOwn(ctx, ts[i].prefix, ts[i].nodeOwner(p.h.q))
+					if err != nil {
+						return ts, err
+					}
 					ts[i].Entry, ts[i].czxid, ts[i].owner = e, st.Czxid, p.session
-					found++
+					if e.Name != "" {
+						found++
+					}
 				}
 			}
 			switch found {
@@ -253,8 +266,6 @@ func joinAll(ctx context.Context, parts []LockPart, ps []*pending, data []byte) 
 				return ts, nil
 			case 0:
 			default:
-				// A multi applies whole: some nodes found and not the
-				// others were deleted meanwhile (a lease ended).
 				return ts, errors.New("multilock: the nodes of the acquisition are gone in part")
 			}
 		default:

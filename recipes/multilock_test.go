@@ -275,3 +275,17 @@ func TestADeadlockThroughAnIntentionLockIsFound(t *testing.T) {
 		return len(cycles) == 1 && len(cycles[0]) == 2
 	})
 }
+
+// An error before any node is queued (here, a lease the server refuses)
+// is Lock's error: the MultiLock holds nothing, and says so.
+func TestAMultiLockReportsAnErrorOfItsFirstPart(t *testing.T) {
+	s := startServer(t)
+	m, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/e/a"}, {Path: "/locks/e/b"}}, WithLease(500*time.Millisecond))
+	must(t, err)
+	if err := m.Lock(ctxWait(t)); err == nil {
+		t.Fatal("Lock with a lease the server refuses succeeded")
+	}
+	if ok, err := m.TryLock(ctxWait(t)); ok || err == nil {
+		t.Errorf("TryLock with a lease the server refuses: %v, %v", ok, err)
+	}
+}

@@ -809,11 +809,11 @@ func (q *queue) leave(ctx context.Context, t ticket) error {
 	go func() {
 		bg := context.WithoutCancel(ctx)
 		var err, lost error
-		for i, name := range t.nodes() {
+		for _, name := range t.nodes() {
 			if err == nil {
 				var gone bool
 				gone, err = q.delete(bg, q.dir+"/"+name)
-				if gone && i == 0 {
+				if gone && name == t.Name {
 					lost = q.endedBefore(bg, t)
 				}
 			}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -71,6 +71,10 @@ func (s *Server) localConns() []connView {
 // lists of connections.
 const peerConnsTimeout = time.Second
 
+// peerHTTP is the client that asks the other members: straight to them,
+// never through a proxy the environment names.
+var peerHTTP = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
+
 // peerConns asks the other members that are heard from for the
 // connections of sessions to them (their /api/v1/connections), by member;
 // a member that does not answer in time is left out.
@@ -87,15 +91,17 @@ func (s *Server) peerConns(ctx context.Context) map[uint64][]connView {
 		}
 		wg.Go(func() {
 			var v struct {
+				Member      uint64     `json:"member"`
 				Connections []connView `json:"connections"`
 			}
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/api/v1/connections", nil)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := peerHTTP.Do(req)
 			if err != nil {
 				return
 			}
 			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v) != nil {
+			if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v) != nil ||
+				v.Member != m.ID { // an address that is not that member's (a loopback one, seen from another host)
 				return
 			}
 			mu.Lock()
@@ -123,12 +129,14 @@ func reachableAddr(addr, peer string) string {
 }
 
 // Sessions lists the cluster's sessions and leases as ids may see them
-// (the ephemerals they may read), with their connections: to this
+// (the ephemerals they may read; a lease's owner only with one of its
+// nodes, or to the superuser), with their connections: to this
 // member, and to the others that answer in time (the client's address
 // is known only to the member it is connected to).
 func (s *Server) Sessions(ctx context.Context, ids []wire.Identity) []SessionView {
 	now := time.Now()
 	out := []SessionView{}
+	super := slices.ContainsFunc(ids, func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme })
 	s.fsm.read(func(t *tree.Tree) {
 		for _, ses := range t.Sessions() {
 			v := SessionView{ID: leaseID(ses.ID), TimeoutMs: ses.TimeoutMs, AgeMs: -1, LastHeardMsAgo: -1, Ephemerals: []string{}}
@@ -140,10 +148,17 @@ func (s *Server) Sessions(ctx context.Context, ids []wire.Identity) []SessionVie
 			}
 			eph := t.Ephemerals(ses.ID)
 			v.EphemeralCount = len(eph)
+			readable := false
 			for _, p := range eph {
-				if len(v.Ephemerals) < maxSessionEphemerals && t.Check(p, ids, wire.PermRead) == nil {
-					v.Ephemerals = append(v.Ephemerals, p)
+				if t.Check(p, ids, wire.PermRead) == nil {
+					readable = true
+					if len(v.Ephemerals) < maxSessionEphemerals {
+						v.Ephemerals = append(v.Ephemerals, p)
+					}
 				}
+			}
+			if v.Lease && !readable && !super {
+				v.LeaseOwner = "" // its owner is shown where its locks are: to who may read them
 			}
 			out = append(out, v)
 		}
@@ -184,15 +199,16 @@ func (s *Server) handleClusterAPI(mux *http.ServeMux) {
 
 // apiCloseSession answers DELETE /api/v1/sessions/ID: it closes the
 // session (or lease), whose ephemerals go with it, as its expiry would.
-// It needs what a membership change needs (memberRights): an operator's
-// act, not a client's.
+// It needs the superuser: an operator's act, not a client's. Coming from
+// loopback proves nothing over HTTP (a browser on the member's host, a
+// proxy), and the listener takes no client certificates.
 func (s *Server) apiCloseSession(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 16, 64)
 	if err != nil || id == 0 {
 		return nil, badRequest("%q is not a session id (hex)", r.PathValue("id"))
 	}
-	if err := memberRights(&s.cfg, "session closes", httpRemote(r), s.HTTPIdentities(r)); err != nil {
-		return nil, err
+	if !slices.ContainsFunc(s.HTTPIdentities(r), func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+		return nil, &apiError{http.StatusForbidden, "closing a session over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
 	}
 	var known bool
 	s.fsm.read(func(t *tree.Tree) { _, known = t.Session(int64(id)) })
@@ -206,15 +222,6 @@ func (s *Server) apiCloseSession(ctx context.Context, w http.ResponseWriter, r *
 		return nil, err
 	}
 	return map[string]bool{"closed": true}, nil
-}
-
-// httpRemote is r's client address.
-func httpRemote(r *http.Request) net.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return &net.TCPAddr{}
-	}
-	return net.TCPAddrFromAddrPort(ap)
 }
 
 // Rates: the overview samples its counters every rateStep and keeps

@@ -110,6 +110,12 @@ type Config struct {
 	// Limits of the HTTP listener (see http.go and docs/security.md).
 	HTTPMaxConns    int           // open HTTP connections at most (default 1024; NoLimit turns it off)
 	HTTPIdleTimeout time.Duration // how long a keep-alive HTTP connection may wait for its next request (default and at most 60s)
+	// HTTPHosts are the host names (besides IP addresses and localhost)
+	// that requests to the API and the console may name in their Host
+	// header: a name not listed is refused, so that a web page whose
+	// name an attacker points at this member (DNS rebinding) cannot use
+	// a browser to reach it.
+	HTTPHosts []string
 
 	// SuperDigest is the superuser's digest identity, user:base64(sha1(
 	// user:password)): a connection that authenticates as it passes every

@@ -69,7 +69,7 @@ func (s *Server) expiryLoop() {
 				// A lease is closed at the version seen: a renewal that
 				// commits first keeps it.
 				version, lease := s.sessions.LeaseVersion(id)
-				if !s.delayBeforeClose(id, now) {
+				if !s.delayBeforeClose(id, now, term) {
 					continue // tried again at the next tick
 				}
 				s.log.Info("session expired", zap.Int64("session", id), zap.Bool("lease", lease))

@@ -159,11 +159,7 @@ func (s *Server) lockName(name string) (string, bool) {
 // request's "user:password") or from a login (logins.go), and an x509
 // identity from a verified client certificate.
 func (s *Server) HTTPIdentities(r *http.Request) []wire.Identity {
-	host := r.RemoteAddr
-	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		host = strings.Trim(host[:i], "[]")
-	}
-	ids := []wire.Identity{{Scheme: "ip", ID: host}}
+	ids := []wire.Identity{{Scheme: "ip", ID: remoteHost(r)}}
 	addDigest := func(user, id string) {
 		ids = append(ids, wire.Identity{Scheme: "digest", ID: id})
 		if s.cfg.SuperDigest != "" && id == s.cfg.SuperDigest {
@@ -173,7 +169,7 @@ func (s *Server) HTTPIdentities(r *http.Request) []wire.Identity {
 	if user, password, ok := r.BasicAuth(); ok && user != "" {
 		addDigest(user, wire.DigestID(user, password))
 	}
-	if c, err := r.Cookie(loginCookie); err == nil {
+	if c, err := r.Cookie(s.loginCookie()); err == nil {
 		if l, ok := s.logins.get(c.Value, time.Now()); ok {
 			addDigest(l.user, l.digest)
 		}
@@ -182,6 +178,15 @@ func (s *Server) HTTPIdentities(r *http.Request) []wire.Identity {
 		ids = append(ids, wire.Identity{Scheme: "x509", ID: r.TLS.PeerCertificates[0].Subject.String()})
 	}
 	return ids
+}
+
+// remoteHost is the address r came from, without its port.
+func remoteHost(r *http.Request) string {
+	host := r.RemoteAddr
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = strings.Trim(host[:i], "[]")
+	}
+	return host
 }
 
 // needQuorum refuses what this member cannot do without a leader: grant,
@@ -244,7 +249,11 @@ func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := s.awaitHeld(ctx, &req, a, []queued{{path, node}}); err != nil {
 		return nil, err
 	}
-	return s.heldAnswer(path, a.lease, true)
+	answer, err := s.heldAnswer(path, a.lease, true)
+	if err != nil {
+		s.closeLease(a.lease) // it lost the lock as it was granted: nothing is left behind
+	}
+	return answer, err
 }
 
 // acquisition is an HTTP acquisition under way: its lease, its lock
@@ -363,6 +372,7 @@ func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
+	a.rec.Parts = len(paths)
 	id, data := hex.EncodeToString(b[:]), a.rec.Encode()
 	multi := wire.Request{Op: wire.OpMulti}
 	for i, path := range paths {
@@ -392,6 +402,7 @@ func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *htt
 	for i, path := range paths {
 		h, err := s.heldAnswer(path, a.lease, true)
 		if err != nil {
+			s.closeLease(a.lease)
 			return nil, err
 		}
 		answer["expires_at"] = h.ExpiresAt
@@ -706,6 +717,34 @@ func (s *Server) notHeld(path string, req leaseRequest) string {
 	return gone + ": " + end.Kind
 }
 
+// partLost reports whether lease, a multi-lock's, has fewer nodes than
+// its locks: one was broken.
+func (s *Server) partLost(lease int64) bool {
+	var lost bool
+	s.fsm.read(func(t *tree.Tree) {
+		nodes := t.Ephemerals(lease)
+		if len(nodes) > 0 {
+			data, _, _ := t.Get(nodes[0])
+			lost = len(nodes) < lockq.DecodeRecord(data).Parts
+		}
+	})
+	return lost
+}
+
+// brokenLease says which lock of lease was broken, as the lock history
+// has it ("" if none).
+func (s *Server) brokenLease(lease int64) string {
+	var out string
+	s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+		for _, ev := range x.History("/") {
+			if ev.Lease == lease && ev.Kind == wire.LockBroken {
+				out = fmt.Sprintf("%s was broken by %s (%q)", ev.Lock, ev.By, ev.Reason)
+			}
+		}
+	})
+	return out
+}
+
 func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, req, err := s.leaseBody(w, r)
 	if err != nil {
@@ -724,6 +763,9 @@ func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return nil, err
 	case lease == 0 || !held:
 		return nil, &apiError{http.StatusGone, s.notHeld(path, req)}
+	case s.partLost(lease):
+		// A multi-lock's other lock was broken: it holds no longer all.
+		return nil, &apiError{http.StatusGone, "the multi-lock no longer holds all its locks: " + s.brokenLease(lease)}
 	}
 	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnRenewLease, Session: lease, Time: time.Now().UnixMilli(), LeaseTTL: ttl}); err != nil {
 		if errors.Is(err, wire.ErrSessionExpired) {

@@ -834,3 +834,43 @@ func TestAMultiLockHoldsAllOrNone(t *testing.T) {
 		}
 	}
 }
+
+// A client cannot make a lock-delay's node: it would hold the lock against
+// every mode, for as long as it liked.
+func TestAClientCannotMakeALockDelaysNode(t *testing.T) {
+	s := startServer(t, "")
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	c.call(wire.Request{Op: wire.OpCreate, Path: "/l"})
+	for _, req := range []wire.Request{
+		{Op: wire.OpCreate, Path: "/l/_c_x-delay-", Mode: wire.ModePersistentSequential},
+		{Op: wire.OpCreate, Path: "/l/_c_x-delay-0000000001"},
+		{Op: wire.OpMulti, Ops: []wire.Request{{Op: wire.OpCreate, Path: "/l/_c_y-delay-", Mode: wire.ModeEphemeralSequential}}},
+	} {
+		if r := c.call(req); r.Err != wire.CodeBadArguments {
+			t.Errorf("%v %s: %v, want BadArguments", req.Op, req.Path, r.Err)
+		}
+	}
+	if r := c.call(wire.Request{Op: wire.OpCreate, Path: "/l/_c_z-lock-", Mode: wire.ModeEphemeralSequential}); r.Err != wire.CodeOK {
+		t.Errorf("a lock node: %v", r.Err)
+	}
+}
+
+// A multi-lock one of whose locks was broken holds no longer all of them:
+// a renewal through another of its locks says so.
+func TestAMultiLocksRenewalAfterABreakOfAnotherLockFails(t *testing.T) {
+	s := startServer(t, "")
+	code, v := api(t, s, "POST", "/api/v1/multilocks/acquire", map[string]any{"client_id": "m",
+		"locks": []any{map[string]any{"name": "rx"}, map[string]any{"name": "ry"}}})
+	if code != http.StatusOK {
+		t.Fatalf("acquire: %d %v", code, v)
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/rx/renew", map[string]any{"lease_id": v["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("renew of a whole multi-lock: %d %v", code, v)
+	}
+	api(t, s, "POST", "/api/v1/locks/ry/break", map[string]any{"reason": "a test"})
+	if code, r := api(t, s, "POST", "/api/v1/locks/rx/renew", map[string]any{"lease_id": v["lease_id"]}); code != http.StatusGone ||
+		!strings.Contains(fmt.Sprint(r["error"]), "/locks/ry was broken") {
+		t.Errorf("renew after a break of its other lock: %d %v", code, r)
+	}
+}

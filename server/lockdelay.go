@@ -83,11 +83,18 @@ func hasDelayFor(t *tree.Tree, dir, name string) bool {
 }
 
 // delayBeforeClose writes the lock-delays that the close of session id
-// calls for, before the leader proposes the close: they must hold the
+// calls for (its nodes', and those of the leases that end with it),
+// before the leader, in term, proposes the close: they must hold the
 // locks before its nodes go. It reports whether the close may go ahead.
-func (s *Server) delayBeforeClose(id int64, now time.Time) bool {
+func (s *Server) delayBeforeClose(id int64, now time.Time, term uint64) bool {
 	var ops []tree.Txn
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { ops = s.lockDelays(t, x, t.Ephemerals(id), now.UnixMilli()) })
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		nodes := t.Ephemerals(id)
+		for _, lease := range t.Leases(id) {
+			nodes = append(nodes, t.Ephemerals(lease)...)
+		}
+		ops = s.lockDelays(t, x, nodes, now.UnixMilli())
+	})
 	if len(ops) == 0 {
 		return true
 	}
@@ -98,7 +105,14 @@ func (s *Server) delayBeforeClose(id int64, now time.Time) bool {
 	// version: the holder holds again once the delay is reaped, and nobody
 	// held meanwhile.
 	txn := tree.Txn{Type: wire.OpMulti, Time: now.UnixMilli(), Session: id, Ops: ops, Cause: tree.CauseLockDelay}
-	if _, err := s.write(ctx, &txn); err != nil {
+	// As the close: only while this member leads in term, never forwarded
+	// to a leader that may have given the session a new timeout.
+	o := s.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), term).Wait(ctx)
+	err := o.Err
+	if err == nil {
+		err = o.Result.(*tree.Result).Err
+	}
+	if err != nil {
 		s.log.Info("could not put the lock-delays of an expired session; the close waits", zap.Int64("session", id), zap.Error(err))
 		return false
 	}

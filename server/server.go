@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/arbor-coord/arbor/lockq"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -484,8 +486,24 @@ func (s *Server) admit(r *wire.Request) error {
 		if op.Op.Counts(wire.LimitDataSize) && len(op.Data) > s.cfg.MaxDataSize {
 			return wire.Errorf(wire.CodeDataTooLarge, "data of %d bytes is over the %d-byte limit", len(op.Data), s.cfg.MaxDataSize)
 		}
+		if op.Op == wire.OpCreate && isDelayNode(op.Path) {
+			return wire.Errorf(wire.CodeBadArguments, "%s: a lock-delay's node is the server's to make", op.Path)
+		}
 	}
 	return nil
+}
+
+// isDelayNode reports whether a create of path would make a node of kind
+// lockq.Delay, which sorts before every holder of its lock.
+func isDelayNode(path string) bool {
+	name := path[strings.LastIndexByte(path, '/')+1:]
+	// As named, or with the number a sequential create gets.
+	for _, n := range []string{name, name + strings.Repeat("0", lockq.SeqDigits)} {
+		if e, ok := lockq.Parse(n); ok && e.Kind == lockq.Delay {
+			return true
+		}
+	}
+	return false
 }
 
 // write proposes a txn the server itself makes and waits for its result.

@@ -291,8 +291,8 @@ func (s *Server) apiCreate(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.ValidatePath(path, mode.IsSequential()); err != nil || path == "/" {
-		return nil, badRequest("cannot create %q: %v", path, err)
+	if path == "/" {
+		return nil, &apiError{http.StatusConflict, "the root exists"}
 	}
 	res, err := s.writeRequest(ctx, r, &wire.Request{Op: wire.OpCreate, Path: path, Data: data, Mode: mode})
 	if err != nil {
@@ -337,9 +337,11 @@ func (s *Server) apiSet(ctx context.Context, w http.ResponseWriter, r *http.Requ
 // its descendants first, each as it is when it is deleted.
 func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, err := nodePath(r)
-	var version int
-	if err == nil {
-		version, err = intParam(r, "version", -1)
+	version := int64(-1)
+	if v := r.URL.Query().Get("version"); err == nil && v != "" {
+		if version, err = strconv.ParseInt(v, 10, 32); err != nil {
+			err = badRequest("?version=%q is not a node version (-1 for any)", v)
+		}
 	}
 	recursive := r.URL.Query().Get("recursive")
 	if err == nil && recursive != "" && recursive != "true" && recursive != "false" {
@@ -353,7 +355,16 @@ func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	var below []string
 	if recursive == "true" {
-		below, err = s.descendants(path)
+		// The version first, through the log: a refused delete deletes
+		// nothing below either. (A change after it can still refuse the
+		// node's own delete, with its descendants gone: the delete is
+		// not atomic, as ZooKeeper's deleteall is not.)
+		if version != -1 {
+			if _, err := s.writeRequest(ctx, r, &wire.Request{Op: wire.OpCheck, Path: path, Version: int32(version)}); err != nil {
+				return nil, treeError(err)
+			}
+		}
+		below, err = s.descendants(path, s.HTTPIdentities(r))
 		if err != nil {
 			return nil, treeError(err)
 		}
@@ -373,23 +384,29 @@ func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.R
 }
 
 // descendants lists the nodes below path, deepest first, so that each
-// is deleted after its children.
-func (s *Server) descendants(path string) ([]string, error) {
+// is deleted after its children: as ids may list them (READ on each node
+// whose children it lists), at most maxDeleteAll of them.
+func (s *Server) descendants(path string, ids []wire.Identity) ([]string, error) {
 	var out []string
 	var err error
 	s.fsm.read(func(t *tree.Tree) {
-		var n int
-		if n, err = t.Descendants(path); err != nil {
-			return
-		}
-		if n > maxDeleteAll {
-			err = badRequest("%s has %d nodes below it; a recursive delete removes at most %d", path, n, maxDeleteAll)
-			return
-		}
 		var walk func(p string)
 		walk = func(p string) {
+			if err != nil {
+				return
+			}
+			if err = t.Check(p, ids, wire.PermRead); err != nil {
+				err = fmt.Errorf("listing %s for a recursive delete: %w", p, err)
+				return
+			}
 			names, _, _ := t.Children(p)
 			for _, name := range names {
+				if len(out) == maxDeleteAll {
+					err = badRequest("%s has more than %d nodes below it: a recursive delete removes at most %d", path, maxDeleteAll, maxDeleteAll)
+				}
+				if err != nil {
+					return
+				}
 				child := strings.TrimSuffix(p, "/") + "/" + name
 				walk(child)
 				out = append(out, child)

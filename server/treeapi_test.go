@@ -74,7 +74,11 @@ func TestTheTreeAPIReadsAndWritesNodes(t *testing.T) {
 		{"delete at a stale version", "DELETE", "/api/v1/tree/app/x?version=0", nil, 409, nil},
 		{"delete at a bad version", "DELETE", "/api/v1/tree/app/x?version=z", nil, 400, nil},
 		{"delete the root", "DELETE", "/api/v1/tree/?recursive=true", nil, 400, nil},
-		{"delete recursively", "DELETE", "/api/v1/tree/app?recursive=true", nil, 200, field("deleted", 4)},
+		{"delete recursively at a stale version", "DELETE", "/api/v1/tree/app?recursive=true&version=5", nil, 409, nil},
+		{"the refused recursive delete deleted nothing", "GET", "/api/v1/tree/app", nil, 200, field("children_total", 3)},
+		{"delete at a version past int32", "DELETE", "/api/v1/tree/app/x?version=4294967296", nil, 400, nil},
+		{"create the root", "POST", "/api/v1/tree/", map[string]any{}, 409, nil},
+		{"delete recursively", "DELETE", "/api/v1/tree/app?recursive=true&version=0", nil, 200, field("deleted", 4)},
 		{"deleted", "GET", "/api/v1/tree/app", nil, 404, nil},
 		{"a method the tree has not", "PATCH", "/api/v1/tree/app", nil, 405, nil},
 	} {
@@ -260,5 +264,56 @@ func TestTheSessionsViewListsAndClosesSessions(t *testing.T) {
 	}
 	if code, v := api(t, s, "GET", "/api/v1/overview", nil); code != 200 || v["znodes"] == nil || v["member"] != 1.0 {
 		t.Errorf("overview: %d %v", code, v)
+	}
+}
+
+// A request to the API or the console that names a host other than the
+// member's (a page whose name an attacker pointed here: DNS rebinding) is
+// refused, reads too; IP addresses, localhost and --http-hosts pass.
+func TestTheAPIAnswersOnlyItsOwnHostNames(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.HTTPHosts = []string{"arbor.example"} })
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"attacker.example:2481", http.StatusForbidden},
+		{"attacker.example", http.StatusForbidden},
+		{"arbor.example:2481", http.StatusOK},
+		{"localhost:2481", http.StatusOK},
+		{"127.0.0.1:2481", http.StatusOK},
+		{"[::1]:2481", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+s.HTTPAddr().String()+"/api/v1/tree/", nil)
+		req.Host = tc.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Host %s: %d, want %d", tc.host, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// A login takes nobody else's place: one address's logins past its bound
+// end its own oldest, never another address's.
+func TestLoginsFromOneAddressEndOnlyItsOwn(t *testing.T) {
+	ls := newLogins()
+	now := time.Unix(1000, 0)
+	alice, _, err := ls.add("alice", "pw", "10.0.0.1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxLoginsPerIP + 10 {
+		if _, _, err := ls.add(fmt.Sprint("mallory", i), "pw", "10.0.0.2", now.Add(time.Duration(i+1)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := ls.get(alice, now.Add(time.Second)); !ok {
+		t.Error("another address's logins ended alice's")
+	}
+	if n := len(ls.byToken); n != maxLoginsPerIP+1 {
+		t.Errorf("%d logins kept, want %d of one address and alice's", n, maxLoginsPerIP)
 	}
 }

@@ -3,6 +3,7 @@ package tree
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -251,6 +252,11 @@ func (t *Tree) Sessions() []Session {
 	}
 	slices.SortFunc(out, func(a, b Session) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// Leases returns the leases of the session id, sorted: they end with it.
+func (t *Tree) Leases(id int64) []int64 {
+	return slices.Sorted(maps.Keys(t.leases[id]))
 }
 
 // SessionCount returns the number of sessions (leases included).

@@ -42,6 +42,7 @@ func run(args []string) error {
 		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
 		admins   = fs.String("admin-identities", "", "client certificates that may change the membership, as x509:SUBJECT,... such as x509:CN=ops,O=Arbor (needs --tls-ca)")
 		ui       = fs.Bool("ui", true, "serve the web console at /ui/ on the --http listener")
+		hosts    = fs.String("http-hosts", "", "host names (besides IP addresses and localhost) the HTTP API and console answer to, as name,...: a request naming another host is refused (DNS rebinding)")
 		memLimit byteSize
 		budget   = byteSize(server.DefaultMemoryBudget)
 		snapSize = byteSize(128 << 20)
@@ -99,6 +100,9 @@ func run(args []string) error {
 	cfg.MemoryBudget, cfg.SnapshotBytes = int64(budget), uint64(snapSize)
 	if *ui {
 		cfg.UI = console.Handler
+	}
+	if *hosts != "" {
+		cfg.HTTPHosts = strings.Split(*hosts, ",")
 	}
 	cfg.ID = *id
 	var err error

@@ -115,9 +115,12 @@ document.addEventListener("click", async (e) => {
       notice("");
       await refresh();
       break;
-    case "delete":
-      document.getElementById("delete-dialog").showModal();
+    case "delete": {
+      const dialog = document.getElementById("delete-dialog");
+      dialog.returnValue = ""; // an earlier close's "delete" must not count again
+      dialog.showModal();
       break;
+    }
     case "close-session": {
       const id = el.dataset.session;
       if (!confirm(`Close session ${id}? Its ephemeral nodes are deleted and its client is told the session expired.`)) return;
@@ -139,7 +142,12 @@ document.addEventListener("submit", async (e) => {
   if (form.id === "login-form") {
     e.preventDefault();
     const r = await api("POST", "/api/v1/login", { user: form.elements["user"].value, password: form.elements["password"].value });
-    if (r.ok) location.href = new URLSearchParams(location.search).get("next") || "/ui/";
+    if (r.ok) {
+      // Only back into the console: a link must not send a user elsewhere
+      // with the login done.
+      const next = new URLSearchParams(location.search).get("next") || "";
+      location.href = next.startsWith("/ui/") && !next.startsWith("//") ? next : "/ui/";
+    }
   } else if (form.id === "edit-form") {
     e.preventDefault();
     const version = Number(form.elements["version"].value);
