@@ -19,7 +19,6 @@ import (
 	"html/template"
 	"io/fs"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -237,19 +236,12 @@ func nodeURL(path string) string {
 }
 
 // consoleURL is the console of member m, "" when its HTTP address is not
-// known; a listener on every address (":2481") is reached at its peer
-// address's host.
+// known.
 func consoleURL(m server.MemberView) string {
-	host, port, err := net.SplitHostPort(m.HTTPAddr)
-	if err != nil {
-		return ""
+	if addr := server.ReachableAddr(m.HTTPAddr, m.PeerAddr); addr != "" {
+		return "http://" + addr + "/ui/members"
 	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		if host, _, err = net.SplitHostPort(m.PeerAddr); err != nil {
-			return ""
-		}
-	}
-	return "http://" + net.JoinHostPort(host, port) + "/ui/members"
+	return ""
 }
 
 // editable reports whether data comes back from a text box as it went in:

@@ -85,7 +85,7 @@ func (s *Server) peerConns(ctx context.Context) map[uint64][]connView {
 	var wg sync.WaitGroup
 	out := map[uint64][]connView{}
 	for _, m := range s.Members().Members {
-		addr := reachableAddr(m.HTTPAddr, m.PeerAddr)
+		addr := ReachableAddr(m.HTTPAddr, m.PeerAddr)
 		if m.ID == s.cfg.ID || addr == "" || !m.Healthy {
 			continue
 		}
@@ -113,9 +113,11 @@ func (s *Server) peerConns(ctx context.Context) map[uint64][]connView {
 	return out
 }
 
-// reachableAddr is addr, a listener's address, with the host of peer (the
-// member's peer address) when addr's host is unspecified (0.0.0.0, ::).
-func reachableAddr(addr, peer string) string {
+// ReachableAddr is addr, a member's listener's address, with the host of
+// peer (the member's peer address) when addr's host is unspecified
+// (0.0.0.0, ::): where another host reaches that listener. It is "" when
+// either cannot be read.
+func ReachableAddr(addr, peer string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return ""

@@ -34,8 +34,8 @@ func TestReachableAddrUsesThePeersHostForAnUnspecifiedOne(t *testing.T) {
 		{"", "10.0.0.1:2381", ""},
 		{"0.0.0.0:2481", "nonsense", ""},
 	} {
-		if got := reachableAddr(tc.addr, tc.peer); got != tc.want {
-			t.Errorf("reachableAddr(%q, %q) = %q, want %q", tc.addr, tc.peer, got, tc.want)
+		if got := ReachableAddr(tc.addr, tc.peer); got != tc.want {
+			t.Errorf("ReachableAddr(%q, %q) = %q, want %q", tc.addr, tc.peer, got, tc.want)
 		}
 	}
 }
