@@ -363,16 +363,17 @@ var (
 )
 
 // freePort returns a loopback address nobody listens on right now, from
-// 20000-29999, below Linux's ephemeral range, so that outgoing connections
-// of tests running meanwhile cannot take it before arbord listens. It never
-// returns an address twice: a member that is down keeps its addresses for
-// its restart.
+// 25000-29999, below Linux's ephemeral range, so that outgoing connections
+// of tests running meanwhile cannot take it before arbord listens (the
+// integration tests, which run beside these, pick from 20000-24999). It
+// never returns an address twice: a member that is down keeps its
+// addresses for its restart.
 func freePort(t testing.TB) string {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 100 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		addr := fmt.Sprintf("127.0.0.1:%d", 25000+rand.IntN(5000))
 		if ports[addr] {
 			continue
 		}
@@ -382,6 +383,6 @@ func freePort(t testing.TB) string {
 			return addr
 		}
 	}
-	t.Fatal("no free loopback port in 20000-29999")
+	t.Fatal("no free loopback port in 25000-29999")
 	return ""
 }

@@ -61,21 +61,35 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // freePort returns a loopback address nobody listens on right now. It picks
-// from 20000-29999, below Linux's ephemeral range (32768-60999), so that
+// from 20000-24999, below Linux's ephemeral range (32768-60999), so that
 // the outgoing connections of tests running meanwhile cannot take the port
-// between this check and the server's listen.
+// between this check and the server's listen; the fault suite, which runs
+// beside this package, picks from 25000-29999. It never returns an address
+// twice: two members given one port would fail to start.
 func freePort(t testing.TB) string {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for range 100 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(5000))
+		if ports[addr] {
+			continue
+		}
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			ln.Close()
+			ports[addr] = true
 			return addr
 		}
 	}
-	t.Fatal("no free loopback port in 20000-29999")
+	t.Fatal("no free loopback port in 20000-24999")
 	return ""
 }
+
+// ports are the addresses freePort handed out.
+var (
+	portsMu sync.Mutex
+	ports   = map[string]bool{}
+)
 
 // waitEvent waits for one event on ch (an Arbor or a go-zookeeper watch).
 func waitEvent[E any](t *testing.T, ch <-chan E, within time.Duration) E {
