@@ -1089,19 +1089,7 @@ func (s *Server) apiLockEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	if !startEvents(w) {
-		return
-	}
-	keepAlive := time.NewTicker(eventsKeepAlive)
-	defer keepAlive.Stop()
-	for {
-		changed, done := s.lockWatch.next(path)
-		ok := s.sendLockEvent(w, r, path) && s.waitChange(w, r, changed, keepAlive.C)
-		done()
-		if !ok {
-			return
-		}
-	}
+	s.stream(w, r, s.lockWatch, path, func() bool { return s.sendLockEvent(w, r, path) })
 }
 
 // sendLockEvent writes the lock's state as a "lock" event and flushes it;
@@ -1113,16 +1101,28 @@ func (s *Server) sendLockEvent(w http.ResponseWriter, r *http.Request, path stri
 	return sendEvent(w, "lock", struct{}{})
 }
 
-// startEvents begins a stream of server-sent events on w; false, with an
-// error answered, when w cannot stream.
-func startEvents(w http.ResponseWriter) bool {
+// stream answers r with a stream of server-sent events: send at once and
+// after each change at path in pw, until send or the client says no more
+// (or the member closes), with a comment while idle. send is called after
+// the change's watch is taken, so that a change between the two wakes the
+// wait at once.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, pw *pathWatch, path string, send func() bool) {
 	if _, ok := w.(http.Flusher); !ok {
 		writeJSON(w, nil, errors.New("this connection cannot stream"))
-		return false
+		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	return true
+	keepAlive := time.NewTicker(eventsKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		changed, done := pw.next(path)
+		ok := send() && s.waitChange(w, r, changed, keepAlive.C)
+		done()
+		if !ok {
+			return
+		}
+	}
 }
 
 // waitChange waits for changed, keeping the stream alive meanwhile; false

@@ -471,26 +471,18 @@ func (s *Server) apiWatch(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nil, err)
 		return
 	}
-	if !startEvents(w) {
-		return
-	}
-	keepAlive := time.NewTicker(eventsKeepAlive)
-	defer keepAlive.Stop()
 	var sent nodeState
-	for first := true; ; first = false {
-		changed, done := s.nodeWatch.next(path)
-		err := read() // after next: a change between the two wakes the wait at once
-		ok := err == nil
-		if ok && (first || st.Exists != sent.Exists || st.Mzxid != sent.Mzxid || st.Pzxid != sent.Pzxid) {
-			sent = st
-			ok = sendEvent(w, "node", st)
+	first := true
+	s.stream(w, r, s.nodeWatch, path, func() bool {
+		if read() != nil {
+			return false
 		}
-		ok = ok && s.waitChange(w, r, changed, keepAlive.C)
-		done()
-		if !ok {
-			return
+		if first || st.Exists != sent.Exists || st.Mzxid != sent.Mzxid || st.Pzxid != sent.Pzxid {
+			first, sent = false, st
+			return sendEvent(w, "node", st)
 		}
-	}
+		return true
+	})
 }
 
 // sendEvent writes v as a server-sent event of type kind and flushes it;
