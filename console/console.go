@@ -81,7 +81,8 @@ type page struct {
 // render writes the page named name with data, or with ?fragment=1 only
 // its main part.
 func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
-	p := page{Title: title, Nav: name, Member: c.s.Status().ID, Leader: c.s.Status().Leader, Data: data,
+	st := c.s.Status()
+	p := page{Title: title, Nav: name, Member: st.ID, Leader: st.Leader, Data: data,
 		Fragment: r.URL.Query().Get("fragment") == "1"}
 	p.User, p.CSRF, _ = c.s.Login(r)
 	var b bytes.Buffer

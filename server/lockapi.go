@@ -2,12 +2,11 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -182,9 +181,9 @@ func (s *Server) HTTPIdentities(r *http.Request) []wire.Identity {
 
 // remoteHost is the address r came from, without its port.
 func remoteHost(r *http.Request) string {
-	host := r.RemoteAddr
-	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		host = strings.Trim(host[:i], "[]")
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
 	return host
 }
@@ -370,10 +369,8 @@ func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		return nil, err
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
 	a.rec.Parts = len(paths)
-	id, data := hex.EncodeToString(b[:]), a.rec.Encode()
+	id, data := randomHex(16), a.rec.Encode()
 	multi := wire.Request{Op: wire.OpMulti}
 	for i, path := range paths {
 		multi.Ops = append(multi.Ops, wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(id, kinds[i]),
@@ -446,9 +443,7 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 // the end) and the rewrite of the node that waiters would come to wait
 // for it watch.
 func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, prio int, lease int64, rec lockq.Record, ids []wire.Identity) (lockq.Entry, error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	base, data := hex.EncodeToString(b[:]), rec.Encode()
+	base, data := randomHex(16), rec.Encode()
 	for try := 0; ; try++ {
 		req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(lockq.ID(base, prio, ""), kind),
 			Mode: wire.ModeEphemeralSequential, Data: data}

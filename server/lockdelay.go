@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,11 +53,9 @@ func (s *Server) lockDelays(t *tree.Tree, x *locks.Index, paths []string, now in
 			continue
 		}
 		acl, _, _ := t.ACL(dir) // the delay reads as its lock does
-		var b [8]byte
-		_, _ = rand.Read(b[:])
 		member := []wire.Identity{{Scheme: tree.SuperScheme, ID: fmt.Sprintf("member %d", s.cfg.ID)}}
 		ops = append(ops, tree.Txn{
-			Type: wire.OpCreate, Time: now, Path: strings.TrimSuffix(dir, "/") + "/" + lockq.Prefix(hex.EncodeToString(b[:]), lockq.Delay),
+			Type: wire.OpCreate, Time: now, Path: strings.TrimSuffix(dir, "/") + "/" + lockq.Prefix(randomHex(8), lockq.Delay),
 			Mode: wire.ModePersistentSequentialWithTTL, TTL: rec.DelayMs, ACL: acl,
 			Data: lockq.Record{Owner: lockDelayOwner, Holder: name}.Encode(), Identities: member,
 		}, tree.Txn{Type: wire.OpSetData, Time: now, Path: p, Data: data, Version: -1, Identities: member})

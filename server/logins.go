@@ -54,10 +54,12 @@ type logins struct {
 
 func newLogins() *logins { return &logins{byToken: map[string]*login{}} }
 
-func randomToken() string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// randomHex is n random bytes in hex: a login's tokens, the unique part
+// of a lock node's name.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // add logs user in with password from ip and returns the cookie's value.
@@ -87,8 +89,8 @@ func (ls *logins) add(user, password, ip string, now time.Time) (string, *login,
 	if len(ls.byToken) >= maxLogins {
 		return "", nil, errTooManyLogins
 	}
-	tok := randomToken()
-	l := &login{user: user, digest: wire.DigestID(user, password), csrf: randomToken(), ip: ip, used: now}
+	tok := randomHex(24)
+	l := &login{user: user, digest: wire.DigestID(user, password), csrf: randomHex(24), ip: ip, used: now}
 	ls.byToken[tok] = l
 	return tok, l, nil
 }

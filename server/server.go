@@ -497,6 +497,9 @@ func (s *Server) admit(r *wire.Request) error {
 // lockq.Delay, which sorts before every holder of its lock.
 func isDelayNode(path string) bool {
 	name := path[strings.LastIndexByte(path, '/')+1:]
+	if !strings.HasPrefix(name, lockq.Mark) || !strings.Contains(name, "-"+string(lockq.Delay)+"-") {
+		return false // every create pays this much, no more
+	}
 	// As named, or with the number a sequential create gets.
 	for _, n := range []string{name, name + strings.Repeat("0", lockq.SeqDigits)} {
 		if e, ok := lockq.Parse(n); ok && e.Kind == lockq.Delay {
