@@ -123,6 +123,12 @@ func (d *Dir) Write(lock string, token int64, key string, data []byte) error {
 	if err := checkName("key", key); err != nil {
 		return err
 	}
+	return d.accept(lock, token, func(g *guard) error { return d.replaceLocked(g, lock, key, token, data) })
+}
+
+// accept runs write under lock's guard if token passes the rule against
+// the lock's highest token, loaded from disk if it was not yet.
+func (d *Dir) accept(lock string, token int64, write func(g *guard) error) error {
 	g, err := d.guardOf(lock)
 	if err != nil {
 		return err
@@ -135,7 +141,7 @@ func (d *Dir) Write(lock string, token int64, key string, data []byte) error {
 	if err := Check(lock, g.highest, token); err != nil {
 		return err
 	}
-	return d.replaceLocked(g, lock, key, token, data)
+	return write(g)
 }
 
 // Advance records token as the highest seen for lock without writing an
@@ -148,19 +154,12 @@ func (d *Dir) Advance(lock string, token int64) error {
 	if err := checkToken(lock, token); err != nil {
 		return err
 	}
-	g, err := d.guardOf(lock)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err := d.loadLocked(g, lock); err != nil {
-		return err
-	}
-	if err := Check(lock, g.highest, token); err != nil || token == g.highest {
-		return err
-	}
-	return d.replaceLocked(g, lock, "", token, nil)
+	return d.accept(lock, token, func(g *guard) error {
+		if token == g.highest {
+			return nil
+		}
+		return d.replaceLocked(g, lock, "", token, nil)
+	})
 }
 
 // Read returns the object key under lock and the token it was written
