@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -83,5 +84,40 @@ func TestTheConsoleCanBeOff(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/api/v1/tree/"); code != http.StatusOK {
 		t.Errorf("the API of a member without the console: %d", code)
+	}
+}
+
+// A node with more children than a page shows its pager, and binary data
+// its hex dump: the parts of the tree page only such nodes render.
+func TestTheTreePageRendersPagesAndBinaryData(t *testing.T) {
+	s := startMember(t, true)
+	base := "http://" + s.HTTPAddr().String()
+	post := func(path string, body string) {
+		t.Helper()
+		resp, err := http.Post(base+"/api/v1/tree"+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create %s: %d", path, resp.StatusCode)
+		}
+	}
+	post("/many", `{}`)
+	for i := range server.DefaultChildPage + 20 {
+		post(fmt.Sprintf("/many/c%03d", i), `{}`)
+	}
+	post("/many/bin", `{"data": "/wAB", "encoding": "base64"}`)
+	code, body := get(t, base+"/ui/tree/many")
+	if code != 200 || !strings.Contains(body, `href="?offset=100"`) || !strings.Contains(body, "1–100 of 121") {
+		t.Errorf("the first page of 121 children: %d\n%.2000s", code, body)
+	}
+	code, body = get(t, base+"/ui/tree/many?offset=100")
+	if code != 200 || !strings.Contains(body, `href="?offset=0"`) || !strings.Contains(body, "101–121 of 121") {
+		t.Errorf("the second page: %d", code)
+	}
+	code, body = get(t, base+"/ui/tree/many/bin")
+	if code != 200 || !strings.Contains(body, "ff 00 01") {
+		t.Errorf("binary data: %d, want a hex dump", code)
 	}
 }
