@@ -126,3 +126,30 @@ func TestCheckSaysWhetherATokenHolds(t *testing.T) {
 		t.Errorf("check of a token that is not a number: %v, want exit 2", r)
 	}
 }
+
+// The lock doctor shows a hierarchical lock's intention locks as holds of
+// their own mode, beside the lock they cover.
+func TestTheLockDoctorShowsIntentionLocks(t *testing.T) {
+	addr, _ := startServer(t)
+	parts, err := recipes.HierarchyParts("/locks", "/locks/orders/42", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := recipes.NewMultiLock(dial(t, addr), parts, recipes.WithOwner("order-42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]string{}
+	for _, l := range decode[[]lockJSON](t, must(t, addr, "locks", "-o", "json", "/locks")) {
+		for _, h := range l.Holders {
+			modes[l.Path] += h.Mode
+		}
+	}
+	want := map[string]string{"/locks": "ix", "/locks/orders": "ix", "/locks/orders/42": "lock"}
+	if fmt.Sprint(modes) != fmt.Sprint(want) {
+		t.Errorf("the doctor shows %v, want %v", modes, want)
+	}
+}
