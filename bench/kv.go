@@ -53,6 +53,9 @@ func prepareKV(ctx context.Context, r *runner) (*plan, error) {
 		if cfg.Workload == "create" {
 			w.parent = nodes[i] + "/n-"
 		}
+		if cfg.Linearizable {
+			w.readOpts = []client.ReadOption{client.Linearizable()}
+		}
 		p.loops = append(p.loops, w.loop)
 	}
 	return p, nil
@@ -77,6 +80,8 @@ type kvWorker struct {
 	step   int      // how far the next key is from the last
 	parent string   // create: the prefix of the worker's nodes
 	rand   *rand.Rand
+	// readOpts: the options of each getData
+	readOpts []client.ReadOption
 }
 
 func (w *kvWorker) loop(rec *recorder) {
@@ -93,7 +98,7 @@ func (w *kvWorker) loop(rec *recorder) {
 		var err error
 		switch op {
 		case opGet:
-			_, _, err = w.c.Get(r.hard, key)
+			_, _, err = w.c.Get(r.hard, key, w.readOpts...)
 		case opSet:
 			_, err = w.c.Set(r.hard, key, w.value, -1)
 		case opCreate:

@@ -17,23 +17,24 @@ import (
 // json`, documented in docs/cli.md: fields may be added, never renamed or
 // removed. Durations are in milliseconds.
 type Report struct {
-	Workload   string   `json:"workload"`
-	Servers    []string `json:"servers"`
-	Path       string   `json:"path"` // the run's node
-	Conns      int      `json:"conns"`
-	Workers    int      `json:"workers"`
-	Size       int      `json:"size"`
-	Keys       int      `json:"keys"`
-	ReadRatio  float64  `json:"readRatio"`
-	Contenders int      `json:"contenders"`
-	Watchers   int      `json:"watchers"`
-	Locks      int      `json:"locks,omitempty"`   // locks: the locks, the lease, the hold and the target rate
-	LeaseMs    float64  `json:"leaseMs,omitempty"` // 0: the session's
-	HoldMs     float64  `json:"holdMs,omitempty"`
-	Rate       float64  `json:"rate,omitempty"` // 0: no bound
-	WarmupMs   float64  `json:"warmupMs"`
-	DurationMs float64  `json:"durationMs"`
-	MaxOps     int64    `json:"maxOps"` // the --ops bound; 0 for none
+	Workload     string   `json:"workload"`
+	Servers      []string `json:"servers"`
+	Path         string   `json:"path"` // the run's node
+	Conns        int      `json:"conns"`
+	Workers      int      `json:"workers"`
+	Size         int      `json:"size"`
+	Keys         int      `json:"keys"`
+	ReadRatio    float64  `json:"readRatio"`
+	Linearizable bool     `json:"linearizable,omitempty"` // get, mixed: linearizable reads
+	Contenders   int      `json:"contenders"`
+	Watchers     int      `json:"watchers"`
+	Locks        int      `json:"locks,omitempty"`   // locks: the locks, the lease, the hold and the target rate
+	LeaseMs      float64  `json:"leaseMs,omitempty"` // 0: the session's
+	HoldMs       float64  `json:"holdMs,omitempty"`
+	Rate         float64  `json:"rate,omitempty"` // 0: no bound
+	WarmupMs     float64  `json:"warmupMs"`
+	DurationMs   float64  `json:"durationMs"`
+	MaxOps       int64    `json:"maxOps"` // the --ops bound; 0 for none
 
 	ElapsedMs float64 `json:"elapsedMs"` // the measured phase, as it was
 	Ops       int64   `json:"ops"`       // the workload's ops that succeeded in it
@@ -98,7 +99,7 @@ func (r *runner) report(ctx context.Context) (*Report, error) {
 	elapsed := r.end.Sub(r.start.Add(time.Duration(at)))
 	rep := &Report{
 		Workload: cfg.Workload, Servers: cfg.Servers, Path: r.path,
-		Conns: cfg.Conns, Workers: cfg.Workers, Size: cfg.Size, Keys: cfg.Keys, ReadRatio: cfg.ReadRatio,
+		Conns: cfg.Conns, Workers: cfg.Workers, Size: cfg.Size, Keys: cfg.Keys, ReadRatio: cfg.ReadRatio, Linearizable: cfg.Linearizable,
 		Contenders: cfg.Contenders, Watchers: cfg.Watchers,
 		WarmupMs: ms(cfg.Warmup), DurationMs: ms(cfg.Duration), MaxOps: cfg.Ops,
 		ElapsedMs: ms(elapsed), ErrorKinds: map[string]int64{}, ByOp: map[string]OpReport{},
@@ -205,11 +206,15 @@ func (rep *Report) setup() string {
 		return fmt.Sprintf("%d workers", rep.Workers)
 	case "create":
 		return fmt.Sprintf("%d conns, %d workers, %d-byte values", rep.Conns, rep.Workers, rep.Size)
-	case "mixed":
-		return fmt.Sprintf("%d conns, %d workers, %d-byte values, %d keys, %.0f%% reads",
-			rep.Conns, rep.Workers, rep.Size, rep.Keys, 100*rep.ReadRatio)
 	}
-	return fmt.Sprintf("%d conns, %d workers, %d-byte values, %d keys", rep.Conns, rep.Workers, rep.Size, rep.Keys)
+	s := fmt.Sprintf("%d conns, %d workers, %d-byte values, %d keys", rep.Conns, rep.Workers, rep.Size, rep.Keys)
+	if rep.Workload == "mixed" {
+		s += fmt.Sprintf(", %.0f%% reads", 100*rep.ReadRatio)
+	}
+	if rep.Linearizable {
+		s += ", linearizable reads"
+	}
+	return s
 }
 
 func (l Latency) String() string {

@@ -24,13 +24,16 @@ type Config struct {
 	// ClientOptions are given to every client.Dial of the run (client.WithTLS, say).
 	ClientOptions []client.Option
 
-	Conns      int     // set, get, create, mixed: sessions shared by the workers
-	Workers    int     // set, get, create, mixed, session: goroutines making requests
-	Size       int     // bytes of each value (watch: at least 16)
-	Keys       int     // set, get, mixed: nodes the workers go over
-	ReadRatio  float64 // mixed: the share of getData, 0 to 1
-	Contenders int     // lock: sessions taking turns on the lock; locks: holders of each lock
-	Watchers   int     // watch: sessions watching the node
+	Conns     int     // set, get, create, mixed: sessions shared by the workers
+	Workers   int     // set, get, create, mixed, session: goroutines making requests
+	Size      int     // bytes of each value (watch: at least 16)
+	Keys      int     // set, get, mixed: nodes the workers go over
+	ReadRatio float64 // mixed: the share of getData, 0 to 1
+	// get, mixed: getData with client.Linearizable, a raft read index
+	// each (shared by the reads that arrive together)
+	Linearizable bool
+	Contenders   int // lock: sessions taking turns on the lock; locks: holders of each lock
+	Watchers     int // watch: sessions watching the node
 
 	// locks: Locks locks, each taken in turn by Contenders holders over
 	// Conns sessions, each hold bound to a lease of Lease (0: the

@@ -82,6 +82,7 @@ func (e *env) benchCommand() *cobra.Command {
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes of each value (watch: at least 16)")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "nodes the workers go over (set, get, mixed)")
 	f.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "the share of getData (mixed), from 0 to 1")
+	f.BoolVar(&cfg.Linearizable, "linearizable", false, "linearizable getData (get, mixed)")
 	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock); holders of each lock (locks)")
 	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "locks (locks)")
 	f.DurationVar(&cfg.Lease, "lease", 0, "bind each hold to a lease of this TTL, renewed at a third of it (locks; 0: the session)")

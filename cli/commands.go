@@ -118,14 +118,16 @@ type getJSON struct {
 }
 
 func (e *env) getCommand() *cobra.Command {
-	var withStat, watch bool
+	var withStat, watch, lin bool
 	cmd := &cobra.Command{
-		Use:   "get [-s] [-w] PATH",
+		Use:   "get [-s] [-w] [--linearizable] PATH",
 		Short: "Print a node's data",
 		Long: "Print a node's data, followed by a newline. With -s, also its Stat; with -w,\n" +
 			"then wait for the next change to the node and print it (NodeDataChanged or\n" +
-			"NodeDeleted). The JSON always carries the Stat.",
-		Example:           "  arbor get /app\n  arbor get -s /app\n  arbor get -w /app       # waits for the next change\n  arbor get -o json /app",
+			"NodeDeleted). The JSON always carries the Stat. With --linearizable, the\n" +
+			"member answers only once it has applied every write committed before the\n" +
+			"read, on any member.",
+		Example:           "  arbor get /app\n  arbor get -s /app\n  arbor get -w /app       # waits for the next change\n  arbor get --linearizable /app\n  arbor get -o json /app",
 		Args:              e.pathArgs(),
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -138,9 +140,9 @@ func (e *env) getCommand() *cobra.Command {
 				var events <-chan client.Event
 				var err error
 				if watch {
-					data, st, events, err = c.GetW(rctx, path)
+					data, st, events, err = c.GetW(rctx, path, readOptions(lin)...)
 				} else {
-					data, st, err = c.Get(rctx, path)
+					data, st, err = c.Get(rctx, path, readOptions(lin)...)
 				}
 				if err != nil {
 					return describe(err, path)
@@ -162,7 +164,21 @@ func (e *env) getCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&withStat, "stat", "s", false, "also print the node's Stat")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "then wait for the next change to the node and print it")
+	linearizableFlag(cmd, &lin)
 	return cmd
+}
+
+// linearizableFlag adds --linearizable to a read command.
+func linearizableFlag(cmd *cobra.Command, lin *bool) {
+	cmd.Flags().BoolVar(lin, "linearizable", false, "read only what every write committed before the read is in (a raft read index)")
+}
+
+// readOptions are the options of a read, linearizable or not.
+func readOptions(linearizable bool) []client.ReadOption {
+	if linearizable {
+		return []client.ReadOption{client.Linearizable()}
+	}
+	return nil
 }
 
 // awaitEvent waits for one event and prints it. An interrupt ends the wait
@@ -222,9 +238,9 @@ type lsRecursiveJSON struct {
 }
 
 func (e *env) lsCommand() *cobra.Command {
-	var recursive, withStat, watch bool
+	var recursive, withStat, watch, lin bool
 	cmd := &cobra.Command{
-		Use:   "ls [-R] [-s] [-w] PATH",
+		Use:   "ls [-R] [-s] [-w] [--linearizable] PATH",
 		Short: "List a node's children",
 		Long: "List a node's children, one name per line, sorted. With -R, the full path of\n" +
 			"PATH and of every node below it, parents first. With -s, also PATH's Stat; with\n" +
@@ -239,6 +255,12 @@ func (e *env) lsCommand() *cobra.Command {
 			path := e.pathArg(args)
 			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
 				if recursive {
+					if lin {
+						// The walk's reads all come after the sync.
+						if err := c.Sync(ctx, path); err != nil {
+							return describe(err, path)
+						}
+					}
 					return e.lsRecursive(ctx, c, path, withStat)
 				}
 				rctx, cancel := e.req(ctx)
@@ -248,9 +270,9 @@ func (e *env) lsCommand() *cobra.Command {
 				var events <-chan client.Event
 				var err error
 				if watch {
-					names, st, events, err = c.ChildrenW(rctx, path)
+					names, st, events, err = c.ChildrenW(rctx, path, readOptions(lin)...)
 				} else {
-					names, st, err = c.Children(rctx, path)
+					names, st, err = c.Children(rctx, path, readOptions(lin)...)
 				}
 				if err != nil {
 					return describe(err, path)
@@ -279,6 +301,7 @@ func (e *env) lsCommand() *cobra.Command {
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "list the whole subtree, as full paths")
 	cmd.Flags().BoolVarP(&withStat, "stat", "s", false, "also print PATH's Stat")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "then wait for the next change to the children and print it")
+	linearizableFlag(cmd, &lin)
 	return cmd
 }
 
@@ -312,8 +335,9 @@ func (e *env) lsRecursive(ctx context.Context, c *client.Client, path string, wi
 }
 
 func (e *env) statCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "stat PATH",
+	var lin bool
+	cmd := &cobra.Command{
+		Use:   "stat [--linearizable] PATH",
 		Short: "Print a node's Stat",
 		Long: "Print a node's Stat, one field per line as zkCli does: zxids in hex, times in\n" +
 			"UTC, ephemeralOwner the owning session in hex (0x0 for a node that is not\n" +
@@ -324,7 +348,7 @@ func (e *env) statCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.pathArg(args)
 			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
-				ok, st, err := c.Exists(ctx, path)
+				ok, st, err := c.Exists(ctx, path, readOptions(lin)...)
 				if err == nil && !ok {
 					err = client.ErrNoNode
 				}
@@ -339,6 +363,8 @@ func (e *env) statCommand() *cobra.Command {
 			})
 		},
 	}
+	linearizableFlag(cmd, &lin)
+	return cmd
 }
 
 func (e *env) deleteCommand() *cobra.Command {

@@ -205,11 +205,11 @@ func (c *Client) WhoAmI(ctx context.Context) ([]Identity, error) {
 // GetACL returns the ACL of the node at path, and its Stat (Aversion is
 // the ACL's version). It needs PermRead, or PermAdmin to see a digest
 // entry's hash, which the server hides from other callers.
-func (c *Client) GetACL(ctx context.Context, path string) ([]ACL, Stat, error) {
+func (c *Client) GetACL(ctx context.Context, path string, opts ...ReadOption) ([]ACL, Stat, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
 		return nil, Stat{}, opError("getACL", path, err)
 	}
-	rep, err := c.do(ctx, "getACL", path, wire.Request{Op: wire.OpGetACL, Path: path}, nil)
+	rep, err := c.do(ctx, "getACL", path, readRequest(wire.OpGetACL, path, false, opts), nil)
 	if err != nil {
 		return nil, Stat{}, err
 	}

@@ -79,6 +79,7 @@ type conn struct {
 	c           *Client
 	nc          net.Conn
 	addr        string
+	version     int32 // the protocol version the server speaks on it
 	log         *zap.Logger
 	pingEvery   time.Duration // a third of the negotiated session timeout
 	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
@@ -119,7 +120,7 @@ func (c *Client) connect(ctx context.Context, addr string, limit time.Duration) 
 	timeout := c.timeout
 	c.mu.Unlock()
 	cn := &conn{
-		c: c, nc: nc, addr: addr,
+		c: c, nc: nc, addr: addr, version: resp.ProtocolVersion,
 		log:         c.log.With(zap.String("server", addr)),
 		pingEvery:   timeout / 3,
 		readTimeout: timeout * 2 / 3,

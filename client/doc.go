@@ -53,6 +53,20 @@
 // operation and path ("get /x: no node"); compare them with errors.Is, and
 // find the node with errors.As and *OpError.
 //
+// # Consistency of reads
+//
+// A read is served by the member the client is connected to, from what it
+// has applied, which may be a little behind the leader (ZooKeeper's
+// reads): a client never sees the tree go back in time, and sees its own
+// writes, but may not yet see another client's write that was just
+// acknowledged. Pass Linearizable to a read to see every write committed
+// before the read began, at the cost of a round of heartbeats from the
+// leader (shared by the reads that arrive together):
+//
+//	data, _, err := c.Get(ctx, "/app/config", client.Linearizable())
+//
+// Sync before a run of reads gives the same guarantee to all of them.
+//
 // # Subtrees
 //
 // Walk visits a node and everything below it, depth first and in name

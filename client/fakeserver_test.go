@@ -31,6 +31,7 @@ type fakeServer struct {
 	refuse   wire.Code       // when set, every handshake is refused with it
 	badCreds map[string]bool // digest credentials refused by auth
 	keepConn bool            // keep a connection whose auth was refused (Arbor does; ZooKeeper closes it)
+	version  int32           // the protocol version it speaks; 0: wire.ProtocolVersion
 	requests []wire.Request  // every request but pings, in arrival order
 	// onRequest, when set, runs before each request but pings is handled:
 	// a change another client makes just then.
@@ -228,7 +229,11 @@ func (s *fakeServer) serve(nc net.Conn) {
 }
 
 func (s *fakeServer) handshakeLocked(fc *fakeConn, hs *wire.ConnectRequest) wire.ConnectResponse {
-	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, TimeoutMs: hs.TimeoutMs}
+	version := wire.ProtocolVersion
+	if s.version != 0 {
+		version = s.version
+	}
+	resp := wire.ConnectResponse{ProtocolVersion: min(version, hs.ProtocolVersion), TimeoutMs: hs.TimeoutMs}
 	switch pw, ok := s.sessions[hs.SessionID]; {
 	case s.refuse != wire.CodeOK:
 		resp.Err = s.refuse

@@ -48,24 +48,24 @@ func (c *Client) create(ctx context.Context, op Op) (string, Stat, error) {
 }
 
 // Get returns the data and Stat of the node at path.
-func (c *Client) Get(ctx context.Context, path string) ([]byte, Stat, error) {
-	data, st, _, err := c.get(ctx, path, false)
+func (c *Client) Get(ctx context.Context, path string, opts ...ReadOption) ([]byte, Stat, error) {
+	data, st, _, err := c.get(ctx, path, false, opts)
 	return data, st, err
 }
 
 // GetW is Get, and also leaves a watch on the node: the channel receives
 // one event (NodeDataChanged or NodeDeleted, or a session event) and is then
 // closed. No watch is left when GetW fails.
-func (c *Client) GetW(ctx context.Context, path string) ([]byte, Stat, <-chan Event, error) {
-	return c.get(ctx, path, true)
+func (c *Client) GetW(ctx context.Context, path string, opts ...ReadOption) ([]byte, Stat, <-chan Event, error) {
+	return c.get(ctx, path, true, opts)
 }
 
-func (c *Client) get(ctx context.Context, path string, watch bool) ([]byte, Stat, <-chan Event, error) {
+func (c *Client) get(ctx context.Context, path string, watch bool, opts []ReadOption) ([]byte, Stat, <-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
 		return nil, Stat{}, nil, opError("get", path, err)
 	}
 	w := newWatch(path, watch)
-	rep, err := c.do(ctx, "get", path, wire.Request{Op: wire.OpGetData, Path: path, Watch: watch}, w)
+	rep, err := c.do(ctx, "get", path, readRequest(wire.OpGetData, path, watch, opts), w)
 	if err != nil {
 		return nil, Stat{}, nil, err
 	}
@@ -74,24 +74,24 @@ func (c *Client) get(ctx context.Context, path string, watch bool) ([]byte, Stat
 
 // Exists reports whether a node is at path, with its Stat if so. A missing
 // node is not an error.
-func (c *Client) Exists(ctx context.Context, path string) (bool, Stat, error) {
-	ok, st, _, err := c.exists(ctx, path, false)
+func (c *Client) Exists(ctx context.Context, path string, opts ...ReadOption) (bool, Stat, error) {
+	ok, st, _, err := c.exists(ctx, path, false, opts)
 	return ok, st, err
 }
 
 // ExistsW is Exists, and also leaves a watch, whether or not the node
 // exists: the channel receives one event (NodeCreated, NodeDataChanged or
 // NodeDeleted, or a session event) and is then closed.
-func (c *Client) ExistsW(ctx context.Context, path string) (bool, Stat, <-chan Event, error) {
-	return c.exists(ctx, path, true)
+func (c *Client) ExistsW(ctx context.Context, path string, opts ...ReadOption) (bool, Stat, <-chan Event, error) {
+	return c.exists(ctx, path, true, opts)
 }
 
-func (c *Client) exists(ctx context.Context, path string, watch bool) (bool, Stat, <-chan Event, error) {
+func (c *Client) exists(ctx context.Context, path string, watch bool, opts []ReadOption) (bool, Stat, <-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
 		return false, Stat{}, nil, opError("exists", path, err)
 	}
 	w := newWatch(path, watch)
-	rep, err := c.do(ctx, "exists", path, wire.Request{Op: wire.OpExists, Path: path, Watch: watch}, w)
+	rep, err := c.do(ctx, "exists", path, readRequest(wire.OpExists, path, watch, opts), w)
 	switch {
 	case rep != nil && rep.Err == wire.CodeNoNode:
 		return false, Stat{}, w.channel(), nil
@@ -103,24 +103,24 @@ func (c *Client) exists(ctx context.Context, path string, watch bool) (bool, Sta
 
 // Children returns the names of the children of the node at path, sorted,
 // and the node's Stat.
-func (c *Client) Children(ctx context.Context, path string) ([]string, Stat, error) {
-	names, st, _, err := c.children(ctx, path, false)
+func (c *Client) Children(ctx context.Context, path string, opts ...ReadOption) ([]string, Stat, error) {
+	names, st, _, err := c.children(ctx, path, false, opts)
 	return names, st, err
 }
 
 // ChildrenW is Children, and also leaves a watch on the node's children:
 // the channel receives one event (NodeChildrenChanged or NodeDeleted, or a
 // session event) and is then closed.
-func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, Stat, <-chan Event, error) {
-	return c.children(ctx, path, true)
+func (c *Client) ChildrenW(ctx context.Context, path string, opts ...ReadOption) ([]string, Stat, <-chan Event, error) {
+	return c.children(ctx, path, true, opts)
 }
 
-func (c *Client) children(ctx context.Context, path string, watch bool) ([]string, Stat, <-chan Event, error) {
+func (c *Client) children(ctx context.Context, path string, watch bool, opts []ReadOption) ([]string, Stat, <-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
 		return nil, Stat{}, nil, opError("children", path, err)
 	}
 	w := newWatch(path, watch)
-	rep, err := c.do(ctx, "children", path, wire.Request{Op: wire.OpGetChildren, Path: path, Watch: watch}, w)
+	rep, err := c.do(ctx, "children", path, readRequest(wire.OpGetChildren, path, watch, opts), w)
 	if err != nil {
 		return nil, Stat{}, nil, err
 	}
@@ -190,6 +190,17 @@ func (c *Client) call(ctx context.Context, req wire.Request, w *watchReg) (*wire
 		cn, changed, err := c.current()
 		if err != nil {
 			return nil, err
+		}
+		if cn != nil && req.Linearizable && cn.version < wire.LinearizableReads {
+			// A server older than the flag would skip it and answer from
+			// what it holds: a sync first makes the read linearizable
+			// there too. (Should the read go to another server, that one
+			// has applied at least what the sync's reply showed, or it
+			// would refuse the client.)
+			if err := c.Sync(ctx, "/"); err != nil {
+				return nil, err
+			}
+			r.req.Linearizable = false
 		}
 		if cn != nil && cn.send(r) == nil {
 			return r.wait(ctx)

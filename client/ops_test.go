@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -393,5 +394,35 @@ func TestARenewingClientStartsANewSessionAfterAnExpiry(t *testing.T) {
 	mustCreate(t, c, "/later", nil, Persistent)
 	if ev := wait(t, watch); ev.Type != EventNodeCreated {
 		t.Errorf("a watch of the new session got %v", ev)
+	}
+}
+
+// A linearizable read carries its flag to a server that knows it; to an
+// older one, which would skip the flag, the client sends a sync first.
+func TestALinearizableReadIsFlaggedOrSyncedFirst(t *testing.T) {
+	for _, tc := range []struct {
+		version int32
+		want    []wire.Request
+	}{
+		{wire.LinearizableReads, []wire.Request{{Op: wire.OpGetData, Path: "/a", Linearizable: true}}},
+		{1, []wire.Request{{Op: wire.OpSync, Path: "/"}, {Op: wire.OpGetData, Path: "/a"}}},
+	} {
+		t.Run(fmt.Sprintf("protocol version %d", tc.version), func(t *testing.T) {
+			s := newFakeServer(t)
+			s.version = tc.version
+			c := dialFake(t, []string{s.listen()})
+			mustCreate(t, c, "/a", []byte("v"), Persistent)
+			before := len(s.received())
+			if data, _, err := c.Get(context.Background(), "/a", Linearizable()); err != nil || string(data) != "v" {
+				t.Fatalf("Get: %q, %v", data, err)
+			}
+			var got []wire.Request
+			for _, r := range s.received()[before:] {
+				got = append(got, wire.Request{Op: r.Op, Path: r.Path, Linearizable: r.Linearizable})
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("the server got %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -44,6 +44,10 @@ func TestTheRegisterModel(t *testing.T) {
 		{"a read that returns an overwritten value after the overwrite was acknowledged is illegal", []porcupine.Operation{
 			op(0, create, 0, 10, ok), op(0, setB, 20, 30, regOutput{outcome: outOK, version: 1}), op(1, read, 40, 50, sawA),
 		}, porcupine.Illegal},
+		{"a linearizable get that returns an overwritten value is illegal too", []porcupine.Operation{
+			op(0, create, 0, 10, ok), op(0, setB, 20, 30, regOutput{outcome: outOK, version: 1}),
+			op(1, regInput{op: opLinGet, key: k}, 40, 50, sawA),
+		}, porcupine.Illegal},
 		{"a read concurrent with the overwrite may see either", []porcupine.Operation{
 			op(0, create, 0, 10, ok), op(0, setB, 20, 60, regOutput{outcome: outOK, version: 1}), op(1, read, 40, 50, sawA),
 		}, porcupine.Ok},

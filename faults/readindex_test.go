@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/raftnode"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -74,5 +75,81 @@ func TestASyncWithoutALeaderFailsAtOnce(t *testing.T) {
 	defer cancel()
 	if err := n.ReadIndex(ctx); !errors.Is(err, raftnode.ErrProposalDropped) {
 		t.Fatalf("ReadIndex without a leader returned %v; want ErrProposalDropped at once", err)
+	}
+}
+
+// A linearizable read on a member cut off from the rest never returns
+// what the rest has since overwritten: it fails until the member is back,
+// and then sees the overwrite. A plain read there serves the old value
+// meanwhile, as ZooKeeper's reads do.
+func TestALinearizableReadOnACutOffMemberIsNeverStale(t *testing.T) {
+	dir := t.TempDir()
+	c := startCluster(t, dir, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lead, ok := c.waitLeader(15 * time.Second)
+	if !ok {
+		t.Fatal("no leader")
+	}
+	var cut uint64
+	var rest []string
+	for _, id := range c.ids {
+		if id != lead && cut == 0 {
+			cut = id
+		} else {
+			rest = append(rest, c.members[id].addr)
+		}
+	}
+	onCut, err := client.Dial(ctx, []string{c.members[cut].addr}, client.WithSessionTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onCut.Close()
+	onRest, err := client.Dial(ctx, rest, client.WithSessionTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onRest.Close()
+	if _, err := onRest.Create(ctx, "/lin", []byte("old"), client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := onCut.Get(ctx, "/lin", client.Linearizable()); err != nil || string(data) != "old" {
+		t.Fatalf("linearizable get on member %d before the cut: %q, %v", cut, data, err)
+	}
+
+	for k, l := range c.links {
+		if k[0] == cut || k[1] == cut {
+			l.set(linkBlackhole, 0, 0)
+		}
+	}
+	if _, err := onRest.Set(ctx, "/lin", []byte("new"), -1); err != nil {
+		t.Fatalf("set on the majority: %v", err)
+	}
+	if data, _, err := onCut.Get(ctx, "/lin"); err == nil && string(data) != "old" {
+		t.Fatalf("plain get on the cut-off member %d: %q, want the old value it still holds", cut, data)
+	}
+	for i := range 3 {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		data, _, err := onCut.Get(rctx, "/lin", client.Linearizable())
+		rcancel()
+		if err == nil {
+			t.Fatalf("linearizable get %d on the cut-off member %d returned %q; want an error", i, cut, data)
+		}
+	}
+
+	c.heal()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		data, _, err := onCut.Get(rctx, "/lin", client.Linearizable())
+		rcancel()
+		if err == nil {
+			if string(data) != "new" {
+				t.Fatalf("linearizable get after the heal: %q, want new", data)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("linearizable get on member %d 30s after the heal: %v (logs in %s)", cut, err, dir)
+		}
 	}
 }

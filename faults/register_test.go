@@ -18,7 +18,7 @@ import (
 
 // The register workload: clients read and write a few keys, each a
 // register that may be absent. Writes (set, versioned set, create,
-// delete) and sync+get reads go into a history checked for
+// delete), sync+get reads and linearizable gets go into a history checked for
 // linearizability; plain gets, which a follower serves from its own state
 // (sequentially consistent, as ZooKeeper's), are checked separately: each
 // must show a value some write wrote, and no older a state than its
@@ -33,9 +33,11 @@ const (
 	opCreate               // Create, persistent
 	opDelete               // Delete with version -1
 	opGet                  // a plain Get (not in the linearizable history)
+	opLinGet               // a Get with client.Linearizable: the read index in one request
+	numRegOps
 )
 
-var regOpNames = [...]string{"sync+get", "set", "cas", "create", "delete", "get"}
+var regOpNames = [numRegOps]string{"sync+get", "set", "cas", "create", "delete", "get", "lin-get"}
 
 func (o regOp) String() string { return regOpNames[o] }
 
@@ -80,7 +82,7 @@ type regState struct {
 func regStep(s regState, in regInput, out regOutput) (bool, regState) {
 	unknown := out.outcome == outUnknown
 	switch in.op {
-	case opSyncGet:
+	case opSyncGet, opLinGet:
 		if !s.exists {
 			return out.outcome == outNoNode, s
 		}
@@ -142,7 +144,7 @@ var registerModel = porcupine.Model{
 		}
 		res := regOutcomeNames[out.outcome]
 		switch {
-		case in.op == opSyncGet && out.outcome == outOK:
+		case (in.op == opSyncGet || in.op == opLinGet) && out.outcome == outOK:
 			res = fmt.Sprintf("%q v%d", out.value, out.version)
 		case (in.op == opSet || in.op == opCAS) && out.outcome == outOK:
 			res = fmt.Sprintf("ok v%d", out.version)
@@ -198,7 +200,7 @@ type registerWorkload struct {
 	reads    []plainRead
 	written  map[string]map[string]bool // key -> values any write (even unknown) tried to write
 	stale    []string                   // plain reads that went back in time, found as they happened
-	counts   [6][5]int                  // op -> outcome
+	counts   [numRegOps][5]int                  // op -> outcome
 	readErrs int                        // reads that failed (not in the history)
 }
 
@@ -246,8 +248,10 @@ func (w *registerWorkload) worker(ctx context.Context, id int, rng *rand.Rand) {
 		}
 		in := regInput{key: w.key(rng.IntN(w.keys)), value: fmt.Sprintf("w%d-%d", id, n)}
 		switch r := rng.IntN(100); {
-		case r < 25:
+		case r < 12:
 			in.op = opSyncGet
+		case r < 25:
+			in.op = opLinGet
 		case r < 40:
 			in.op = opGet
 		case r < 58:
@@ -274,13 +278,17 @@ func (w *registerWorkload) do(ctx context.Context, c *tracked, id, session int, 
 	var st client.Stat
 	var err error
 	switch in.op {
-	case opSyncGet, opGet:
+	case opSyncGet, opGet, opLinGet:
 		if in.op == opSyncGet {
 			err = c.Sync(octx, in.key)
 		}
+		var opts []client.ReadOption
+		if in.op == opLinGet {
+			opts = append(opts, client.Linearizable())
+		}
 		var data []byte
 		if err == nil {
-			data, st, err = c.Get(octx, in.key)
+			data, st, err = c.Get(octx, in.key, opts...)
 		}
 		out = regOutput{outcome: outcomeOf(err), exists: err == nil, value: string(data), version: st.Version}
 	case opSet, opCAS:
@@ -303,7 +311,7 @@ func (w *registerWorkload) do(ctx context.Context, c *tracked, id, session int, 
 		// as unknown, a read is dropped.
 		out.outcome = outUnknown
 	}
-	isRead := in.op == opSyncGet || in.op == opGet
+	isRead := in.op == opSyncGet || in.op == opGet || in.op == opLinGet
 	if out.outcome == outOK && in.op != opDelete {
 		// The data this session saw: for a later plain read's check, and
 		// the version for the next compare-and-set.

@@ -174,6 +174,11 @@ type Node struct {
 	confPending atomic.Bool // a membership change is in flight from here
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
+	readMu     sync.Mutex
+	readNext   *readRound    // the round new reads join; nil when none waits
+	readBusy   bool          // a round is under way; readMu guards the three
+	readRounds atomic.Uint64 // read index requests made of raft
+
 	mu        sync.Mutex
 	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
 	reads     map[uint64]*pending
@@ -402,43 +407,6 @@ func (p *Proposal) Wait(ctx context.Context) Outcome {
 		delete(p.n.waiters, p.id)
 		p.n.mu.Unlock()
 		return Outcome{Err: ctx.Err()}
-	}
-}
-
-// ReadIndex waits until this member has applied everything committed
-// before the call: a read served after it is linearizable.
-func (n *Node) ReadIndex(ctx context.Context) error {
-	id := n.reqIDs.Add(1)
-	w := &pending{done: make(chan struct{})}
-	n.mu.Lock()
-	if n.err != nil {
-		n.mu.Unlock()
-		return n.err
-	}
-	w.epoch = n.epoch
-	n.reads[id] = w
-	n.mu.Unlock()
-	defer func() {
-		n.mu.Lock()
-		delete(n.reads, id)
-		n.mu.Unlock()
-	}()
-	select {
-	case n.readc <- id:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.donec:
-		return n.stopErr()
-	}
-	select {
-	case <-w.done:
-		o := w.out
-		if o.Err != nil {
-			return o.Err
-		}
-		return n.WaitApplied(ctx, o.Index)
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -78,6 +78,10 @@ type request struct {
 	// against its session's limit until the reply.
 	ephemerals int
 
+	// linearized has the outcome of a linearizable read's raft read
+	// index, asked for as the request arrives (see linearize).
+	linearized chan error
+
 	lease  int64    // leaseCreate, leaseRenew: the lease's id, for the reply
 	broken []string // lockBreak: the nodes it deletes, for the reply
 
@@ -209,6 +213,7 @@ func (c *conn) read(br *bufio.Reader) {
 		}
 		if r.err == nil {
 			c.admitMemory(r, len(body))
+			c.linearize(r)
 		}
 		select {
 		case c.pending <- r:

@@ -30,7 +30,8 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	if c.ctx.Err() != nil {
 		return false // closed meanwhile: the deadline that unblocks the reader was just cleared
 	}
-	resp := wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion}
+	// The connection speaks the lower of the two versions.
+	resp := wire.ConnectResponse{ProtocolVersion: min(max(req.ProtocolVersion, 1), wire.ProtocolVersion)}
 	var err error
 	switch {
 	case c.srv.node.Leader() == 0:
@@ -46,7 +47,7 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	}
 	if err != nil {
 		c.log.Info("refusing session", zap.Int64("session", req.SessionID), zap.Error(err))
-		resp = wire.ConnectResponse{ProtocolVersion: wire.ProtocolVersion, Err: wire.CodeOf(err)}
+		resp = wire.ConnectResponse{ProtocolVersion: resp.ProtocolVersion, Err: wire.CodeOf(err)}
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.HandshakeTimeout))
 	if _, werr := c.nc.Write(c.codec.appendConnectResponse(nil, &resp)); werr != nil || err != nil {

@@ -61,7 +61,9 @@ func (c *rawConn) write(b []byte) {
 
 func (c *rawConn) connect(req wire.ConnectRequest) wire.ConnectResponse {
 	c.t.Helper()
-	req.ProtocolVersion = wire.ProtocolVersion
+	if req.ProtocolVersion == 0 {
+		req.ProtocolVersion = wire.ProtocolVersion
+	}
 	if req.TimeoutMs == 0 {
 		req.TimeoutMs = 5000
 	}

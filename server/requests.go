@@ -48,7 +48,7 @@ func (c *conn) respond() {
 		switch {
 		case r.refuseConn:
 			c.closeRefused(r)
-		case !c.answerRead(r, &reply):
+		case !c.linearized(r) || !c.answerRead(r, &reply):
 			c.answer(r, &reply)
 			c.applied(r)
 			c.reply(r, &reply)
@@ -68,6 +68,36 @@ func (c *conn) respond() {
 			c.cancel()
 		}
 	}
+}
+
+// linearize asks raft for the read index of r if it is a linearizable
+// read: as it arrives, so that the reads a client pipelines share a round
+// (raftnode.Node.ReadIndex), and the responder waits for it in linearized.
+func (c *conn) linearize(r *request) {
+	if !r.req.Linearizable || r.req.Op.Class() != wire.ClassRead {
+		return
+	}
+	r.linearized = make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithDeadline(c.ctx, r.start.Add(c.srv.cfg.RequestTimeout))
+		defer cancel()
+		r.linearized <- c.srv.node.ReadIndex(ctx)
+	}()
+}
+
+// linearized waits until this member has applied everything committed
+// before the linearizable read r arrived, and reports true; a read that
+// cannot be served so gets its error, in r.err, and false. Any other
+// request passes at once.
+func (c *conn) linearized(r *request) bool {
+	if r.linearized == nil || r.err != nil {
+		return true
+	}
+	if err := <-r.linearized; err != nil {
+		r.err = c.srv.writeError(err)
+		return false
+	}
+	return true
 }
 
 // closeRefused answers r, a request no reply can answer, with the closing

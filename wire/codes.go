@@ -22,7 +22,15 @@ func RequestXidAllowed(xid int32, op Op) bool {
 }
 
 // ProtocolVersion is the version this package speaks in the handshake.
-const ProtocolVersion int32 = 1
+// A server answers with the lower of the client's version and its own, and
+// both sides then speak that version on the connection.
+const ProtocolVersion int32 = LinearizableReads
+
+// Protocol versions, each with what it added.
+const (
+	// LinearizableReads (2) added Request.Linearizable.
+	LinearizableReads int32 = 2
+)
 
 // DefaultMaxFrame is the server's default limit on a request frame's length:
 // room for a full 1 MiB znode value and 64 KiB for the rest of the request.

@@ -71,6 +71,8 @@ var goldenRequests = []struct {
 		}}},
 	{"a check of the cversion adds its mode", "00000008" + "95" + "0c" + "0d" + "a22f61" + "02" + "01", // [xid 12, check, "/a", 2, CheckCversion]
 		wire.Request{Xid: 12, Op: wire.OpCheck, Path: "/a", Version: 2, Mode: wire.CheckCversion}},
+	{"a linearizable getData adds its flag", "00000008" + "95" + "0d" + "04" + "a22f61" + "c2" + "c3", // [xid 13, getData, "/a", no watch, linearizable]
+		wire.Request{Xid: 13, Op: wire.OpGetData, Path: "/a", Linearizable: true}},
 	{"a getEphemerals request", "0000000e" + "93" + "0b" + "67" + "aa2f6170702f6c6f636b2d", // op 103, "/app/lock-"
 		wire.Request{Xid: 11, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 }

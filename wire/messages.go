@@ -140,6 +140,13 @@ type Request struct {
 	TTL     int64      // create with a TTL mode: milliseconds
 	Watch   bool       // getData, exists, getChildren: leave a watch
 
+	// Every read (ClassRead): served only once the member has applied
+	// everything committed before the request arrived (a raft read
+	// index), so the answer is linearizable. Servers of protocol version
+	// 1 do not know it and skip it: send it only on a connection of
+	// version LinearizableReads or later.
+	Linearizable bool
+
 	Ops []Request // multi: create, delete, setData and check sub-requests
 
 	// create (optional: empty means the server's default ACL) and setACL.
@@ -293,6 +300,9 @@ func optionalFields(r *Request) int {
 	case OpCheck:
 		return 1 // its mode (CheckCversion), which came later
 	}
+	if r.Linearizable && r.Op.Class() == ClassRead {
+		return 1 // sent only when set, so a plain read is as it was
+	}
 	return 0
 }
 
@@ -316,6 +326,10 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 		}
 		r.Lease = dec.int64()
 		return 2
+	}
+	if r.Op.Class() == ClassRead {
+		r.Linearizable = dec.bool()
+		return 1
 	}
 	return 0
 }
@@ -392,6 +406,9 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.int(r.TTL)
 	case OpLeaseClose:
 		enc.int(r.Lease)
+	}
+	if r.Linearizable && r.Op.Class() == ClassRead {
+		enc.bool(true)
 	}
 }
 
