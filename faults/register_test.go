@@ -200,7 +200,7 @@ type registerWorkload struct {
 	reads    []plainRead
 	written  map[string]map[string]bool // key -> values any write (even unknown) tried to write
 	stale    []string                   // plain reads that went back in time, found as they happened
-	counts   [numRegOps][5]int                  // op -> outcome
+	counts   [numRegOps][5]int          // op -> outcome
 	readErrs int                        // reads that failed (not in the history)
 }
 
