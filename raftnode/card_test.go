@@ -209,3 +209,38 @@ func TestAFrameOfAnUnknownKindIsSkipped(t *testing.T) {
 		t.Fatalf("got %+v after a frame of an unknown kind, want the card from 1", got)
 	}
 }
+
+// Over TCP too, touches are followed by a probe that the receiver
+// answers, and a receiver that stops hearing the sender stops answering.
+func TestTCPTouchesAreProbedAndAnswered(t *testing.T) {
+	t1, err := NewTCPTransport(1, "127.0.0.1:0", nil, zaptest.NewLogger(t).Named("t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t1.Close() })
+	t2, err := NewTCPTransport(2, "127.0.0.1:0", map[uint64]string{1: t1.Addr().String()}, zaptest.NewLogger(t).Named("t2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t2.Close() })
+	t1.AddPeer(2, t2.Addr().String())
+	touched := make(chan []int64, 10)
+	t2.Attach(nil, func(ids []int64) { touched <- ids })
+
+	t1.SendTouches(2, []int64{7, 8})
+	if ids := <-touched; len(ids) != 2 || ids[0] != 7 || ids[1] != 8 {
+		t.Fatalf("touched %v, want [7 8]", ids)
+	}
+	waitFor(t, "the probe's answer", func() bool {
+		t1.acks.mu.Lock()
+		knows := t1.acks.knows[2]
+		t1.acks.mu.Unlock()
+		return knows && t1.TouchesUnanswered(2) == 0
+	})
+	t2.SetFilter(func(from, to uint64) bool { return from != 1 }) // 2 no longer hears 1
+	t1.SendTouches(2, []int64{7})
+	time.Sleep(50 * time.Millisecond)
+	if d := t1.TouchesUnanswered(2); d < 50*time.Millisecond {
+		t.Fatalf("probe ignored for 50ms: unanswered for %v", d)
+	}
+}

@@ -167,6 +167,7 @@ type MemTransport struct {
 	step   func(raftpb.Message) error
 	report func(to uint64, snap bool, status raft.SnapshotStatus)
 	touch  func(ids []int64)
+	acks   touchAcks
 	card   func(from uint64, card []byte)
 	filter Filter
 	closed bool
@@ -186,6 +187,8 @@ type memFrame struct {
 	raft    []byte
 	snap    bool // a MsgSnap: its sender hears how it went
 	touches []int64
+	probe   bool      // after touches: asks for an ack
+	ack     bool      // the answer to a probe
 	card    []byte    // the sender's own copy; nil unless a card
 	due     time.Time // when the link's delay has passed
 }
@@ -252,12 +255,24 @@ func (t *MemTransport) Send(msgs []raftpb.Message) {
 // SendTouches forwards the ids of sessions heard from to member to.
 func (t *MemTransport) SendTouches(to uint64, ids []int64) {
 	t.enqueue(to, memFrame{touches: ids})
+	t.probe(to)
+}
+
+func (t *MemTransport) probe(to uint64) {
+	t.acks.sent(to, time.Now())
+	t.enqueue(to, memFrame{probe: true})
+}
+
+// TouchesUnanswered is TCPTransport.TouchesUnanswered.
+func (t *MemTransport) TouchesUnanswered(to uint64) time.Duration {
+	return t.acks.unanswered(to, time.Now())
 }
 
 // SendCard sends member to this member's card, as TCPTransport.SendCard
 // does; the receiver refuses a card over MaxCard. It does not keep card.
 func (t *MemTransport) SendCard(to uint64, card []byte) {
 	t.enqueue(to, memFrame{card: append([]byte{}, card...)})
+	t.probe(to)
 }
 
 func (t *MemTransport) enqueue(to uint64, f memFrame) bool {
@@ -341,7 +356,14 @@ func (t *MemTransport) receive(from uint64, f memFrame) bool {
 		}
 		return true
 	}
-	if f.raft == nil {
+	switch {
+	case f.probe:
+		t.enqueue(from, memFrame{ack: true})
+		return true
+	case f.ack:
+		t.acks.acked(from)
+		return true
+	case f.raft == nil:
 		if touch != nil {
 			touch(f.touches)
 		}

@@ -458,3 +458,47 @@ func TestAGroupCommitsOverLinksThatLoseAndDelay(t *testing.T) {
 		t.Fatalf("the members count %v, want the same, at least 20", counts)
 	}
 }
+
+// Touches are followed by a probe the receiver answers: the sender can
+// tell when what it sends stops arriving, though it still hears the
+// receiver.
+func TestUnansweredTouchesShowAOneWayCut(t *testing.T) {
+	nw := NewMemNetwork()
+	a := joinEnd(t, nw, 1)
+	joinEnd(t, nw, 2)
+	if d := a.tr.TouchesUnanswered(2); d != 0 {
+		t.Fatalf("before any touch: unanswered for %v", d)
+	}
+	a.tr.SendTouches(2, []int64{7})
+	waitFor(t, "the first probe's answer", func() bool {
+		a.tr.acks.mu.Lock()
+		defer a.tr.acks.mu.Unlock()
+		return a.tr.acks.knows[2]
+	})
+	if d := a.tr.TouchesUnanswered(2); d != 0 {
+		t.Fatalf("after the answer: unanswered for %v", d)
+	}
+	nw.Drop(1, 2, 1) // 1's messages are lost; 2's still reach 1
+	a.tr.SendTouches(2, []int64{7})
+	time.Sleep(50 * time.Millisecond)
+	if d := a.tr.TouchesUnanswered(2); d < 50*time.Millisecond {
+		t.Fatalf("touches lost for 50ms: unanswered for %v", d)
+	}
+	nw.Heal()
+	a.tr.SendTouches(2, []int64{7})
+	waitFor(t, "an answer after the heal", func() bool { return a.tr.TouchesUnanswered(2) == 0 })
+}
+
+// A member that never answered a probe may be of a version that skips
+// them: its silence says nothing.
+func TestAMemberThatNeverAnsweredIsNotCutOff(t *testing.T) {
+	nw := NewMemNetwork()
+	a := joinEnd(t, nw, 1)
+	nw.Drop(1, 2, 1)
+	joinEnd(t, nw, 2)
+	a.tr.SendTouches(2, []int64{7})
+	time.Sleep(30 * time.Millisecond)
+	if d := a.tr.TouchesUnanswered(2); d != 0 {
+		t.Fatalf("unanswered for %v by a member that never answered", d)
+	}
+}

@@ -23,6 +23,8 @@ const (
 	frameRaft    byte = 1 // a raftpb.Message
 	frameTouches byte = 2 // session ids heard from, for the leader's expiry (8 bytes each)
 	frameCard    byte = 3 // a member card: the sender's id (8 bytes), then the card
+	frameProbe   byte = 4 // after touches: the sender's id (8 bytes), which asks for a frameAck
+	frameAck     byte = 5 // the answer to a probe: the sender's id (8 bytes)
 )
 
 // MaxCard bounds a member card, the opaque payload of SendCard: a member
@@ -53,6 +55,7 @@ type TCPTransport struct {
 	peers   map[uint64]*peer // mu guards peers, node, touch, card, filter, conns, refused
 	node    *Node
 	touch   func(ids []int64)
+	acks    touchAcks
 	card    func(from uint64, card []byte)
 	filter  Filter
 	delay   time.Duration // added before each write, for tests
@@ -191,6 +194,27 @@ func (t *TCPTransport) SendTouches(to uint64, ids []int64) {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 	}
 	t.enqueue(to, outFrame{b: b})
+	t.probe(to)
+}
+
+// probe follows what was just queued for member to with a probe.
+func (t *TCPTransport) probe(to uint64) {
+	t.acks.sent(to, time.Now())
+	t.enqueue(to, outFrame{b: t.idFrame(frameProbe)})
+}
+
+// idFrame is a frame of kind that carries this member's id.
+func (t *TCPTransport) idFrame(kind byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, 9)
+	b = append(b, kind)
+	return binary.BigEndian.AppendUint64(b, t.id)
+}
+
+// TouchesUnanswered is how long the touches sent to member to have gone
+// without their ack: 0 when they all arrived, and when to is a member
+// that never answered (see touchAcks).
+func (t *TCPTransport) TouchesUnanswered(to uint64) time.Duration {
+	return t.acks.unanswered(to, time.Now())
 }
 
 // SendCard sends member to this member's card, an opaque payload for its
@@ -208,6 +232,7 @@ func (t *TCPTransport) SendCard(to uint64, card []byte) {
 	binary.BigEndian.PutUint64(b[5:], t.id)
 	b = append(b, card...)
 	t.enqueue(to, outFrame{b: b})
+	t.probe(to) // so that every member learns early which peers answer probes
 }
 
 func (t *TCPTransport) enqueue(to uint64, f outFrame) bool {
@@ -411,8 +436,11 @@ func readBody(r io.Reader, n int) ([]byte, error) {
 // checkFrameLength refuses a frame body whose length its kind does not
 // allow, before the body is read.
 func checkFrameLength(kind byte, n int) error {
-	if kind == frameCard && (n < 8 || n > 8+MaxCard) {
+	switch {
+	case kind == frameCard && (n < 8 || n > 8+MaxCard):
 		return fmt.Errorf("card frame of %d bytes (a card is at most %d)", n, MaxCard)
+	case (kind == frameProbe || kind == frameAck) && n != 8:
+		return fmt.Errorf("probe or ack frame of %d bytes", n)
 	}
 	return nil
 }
@@ -451,6 +479,15 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 		from := binary.BigEndian.Uint64(body)
 		if card != nil && (filter == nil || filter(from, t.id)) {
 			card(from, body[8:])
+		}
+	case frameProbe, frameAck:
+		from := binary.BigEndian.Uint64(body)
+		switch {
+		case filter != nil && !filter(from, t.id):
+		case kind == frameProbe:
+			t.enqueue(from, outFrame{b: t.idFrame(frameAck)})
+		default:
+			t.acks.acked(from)
 		}
 	default:
 		// A kind a newer member sends (as cards were once new): skipped,

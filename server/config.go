@@ -190,6 +190,9 @@ func (c *Config) setDefaults() {
 	if c.TickInterval == 0 {
 		c.TickInterval = 50 * time.Millisecond
 	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10 // raftnode's default, which vouchForSessions needs to know
+	}
 	if c.PeerAddr == "" {
 		c.PeerAddr = c.Peers[c.ID]
 	}

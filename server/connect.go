@@ -32,10 +32,9 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	}
 	// The connection speaks the lower of the two versions.
 	resp := wire.ConnectResponse{ProtocolVersion: min(max(req.ProtocolVersion, 1), wire.ProtocolVersion)}
-	var err error
+	err := c.srv.vouchForSessions() // a leader to create the session and keep it alive
 	switch {
-	case c.srv.node.Leader() == 0:
-		err = wire.ErrNoQuorum // no leader to create the session or keep it alive
+	case err != nil:
 	case !c.caughtUp(req.LastZxidSeen):
 		// A new session too: the client's next read must not go back in
 		// time, whichever session it is made in.

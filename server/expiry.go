@@ -25,7 +25,7 @@ func (s *Server) expiryLoop() {
 	tick := time.NewTicker(expiryInterval)
 	defer tick.Stop()
 	var ledTerm uint64 // the term whose leadership reset the deadlines
-	leaderless := false
+	refusing := false // the member refuses clients: it said so once
 	proposed := map[int64]time.Time{} // closes proposed and not yet applied
 	var lastReap time.Time
 	for {
@@ -35,18 +35,18 @@ func (s *Server) expiryLoop() {
 		case <-tick.C:
 		}
 		now := time.Now()
-		if s.node.Leader() == 0 {
-			// Cut off from any leader, this member cannot keep sessions
-			// alive: its clients go to members that can, as ZooKeeper's
-			// do when their server loses the leader.
-			if !leaderless {
-				s.log.Warn("no leader: closing client connections")
+		if err := s.vouchForSessions(); err != nil {
+			// Cut off from any leader, or unheard by it, this member
+			// cannot keep sessions alive: its clients go to members that
+			// can, as ZooKeeper's do when their server loses the leader.
+			if !refusing {
+				s.log.Warn("closing client connections", zap.Error(err))
 			}
-			leaderless = true
+			refusing = true
 			s.dropAllConns(wire.CodeNoQuorum)
 			continue
 		}
-		leaderless = false
+		refusing = false
 		term := s.node.Term() // read before IsLeader: a later term only fails the proposals
 		leader := s.node.IsLeader()
 		if leader && term != ledTerm {
@@ -111,6 +111,28 @@ func (s *Server) heardFrom(id int64) {
 	s.mu.Lock()
 	s.heard[id] = struct{}{}
 	s.mu.Unlock()
+}
+
+// vouchForSessions says whether this member may tell its clients that
+// their sessions live: only if it knows a leader, which keeps their
+// deadlines, and, as a follower, that leader hears the touches it
+// forwards. A member whose messages are lost on their way to the leader
+// while it still hears the leader (a one-way cut) would otherwise answer
+// pings while the leader expires the sessions; it refuses them, and its
+// clients move to a member the leader hears. An election timeout without
+// the answer to its touches is the sign (raftnode's touch probes).
+func (s *Server) vouchForSessions() error {
+	leader := s.node.Leader()
+	switch {
+	case leader == 0:
+		return wire.Errorf(wire.CodeNoQuorum, "no leader")
+	case s.transport == nil || leader == s.node.ID():
+		return nil
+	}
+	if d := s.transport.TouchesUnanswered(leader); d > time.Duration(s.cfg.ElectionTicks)*s.cfg.TickInterval {
+		return wire.Errorf(wire.CodeNoQuorum, "the leader (member %d) has not answered this member for %v", leader, d.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // forwardHeard sends the leader the sessions heard from since the last

@@ -186,12 +186,12 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 	req := &r.req
 	switch req.Op {
 	case wire.OpPing:
-		if c.srv.node.Leader() == 0 {
+		if err := c.srv.vouchForSessions(); err != nil {
 			// The session's deadline is kept by a leader this member
 			// cannot reach: a ping answered here would keep the client
 			// believing in a session that may be expiring. The client
 			// moves on.
-			reply.Err = wire.CodeNoQuorum
+			reply.Err = wire.CodeOf(err)
 		}
 		reply.Zxid = c.srv.fsm.lastZxid()
 	case wire.OpAuth:

@@ -217,6 +217,7 @@ type peerTransport interface {
 	raftnode.Transport
 	Attach(n *raftnode.Node, touch func(ids []int64))
 	SendTouches(to uint64, ids []int64)
+	TouchesUnanswered(to uint64) time.Duration
 	SendCard(to uint64, card []byte)
 	SetCardHandler(h func(from uint64, card []byte))
 	SetFilter(f raftnode.Filter)
