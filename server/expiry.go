@@ -24,8 +24,8 @@ func (s *Server) expiryLoop() {
 	defer s.wg.Done()
 	tick := time.NewTicker(expiryInterval)
 	defer tick.Stop()
-	var ledTerm uint64 // the term whose leadership reset the deadlines
-	refusing := false // the member refuses clients: it said so once
+	var ledTerm uint64                // the term whose leadership reset the deadlines
+	refusing := false                 // the member refuses clients: it said so once
 	proposed := map[int64]time.Time{} // closes proposed and not yet applied
 	var lastReap time.Time
 	for {
