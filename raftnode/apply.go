@@ -32,6 +32,8 @@ import (
 //     records the membership as of its index;
 //   - a leader change, which fails what was pending when it happened, but
 //     only once the entries committed before it were applied and answered.
+//   - a call from WithApplied, run between the entries before it and those
+//     after it (a backup's consistent copy of the state).
 //
 // Applying a committed entry before this member's own write of it is
 // durable is safe: an entry is committed only once a quorum holds it
@@ -49,7 +51,8 @@ type applyTask struct {
 	persisted     <-chan struct{}
 	snap          *raftpb.Snapshot
 	barrier       chan struct{}
-	leaderChanged uint64 // the epoch of the change; 0 for none
+	leaderChanged uint64     // the epoch of the change; 0 for none
+	call          *applyCall // a function to run between two entries (WithApplied)
 }
 
 // errApplyStopped ends the apply goroutine when the node stops.
@@ -90,6 +93,8 @@ func (n *Node) do(t applyTask) error {
 	switch {
 	case t.barrier != nil:
 		close(t.barrier)
+	case t.call != nil:
+		t.call.run(n.applied.Load())
 	case t.leaderChanged != 0:
 		// What was forwarded to the old leader may be lost: say so now
 		// rather than at the callers' deadlines. What was committed before
