@@ -175,6 +175,8 @@ type Request struct {
 	MaxHold int64
 
 	Reason string // lockBreak: why the lock is broken, for the log
+
+	Snapshot SnapshotRequest // snapshot
 }
 
 // Lease is a lease as a leaseCreate or leaseRenew reply gives it.
@@ -274,6 +276,8 @@ func requestFields(op Op) int {
 	case OpLeaseCreate, OpLeaseRenew:
 		return 2
 	case OpLeaseClose:
+		return 1
+	case OpSnapshot:
 		return 1
 	}
 	return -1
@@ -392,6 +396,8 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.int(r.TTL)
 	case OpLeaseClose:
 		enc.int(r.Lease)
+	case OpSnapshot:
+		enc.snapshotRequest(&r.Snapshot)
 	}
 }
 
@@ -474,6 +480,8 @@ func (dec *decoder) requestBody(r *Request) {
 		r.TTL = dec.int64()
 	case OpLeaseClose:
 		r.Lease = dec.int64()
+	case OpSnapshot:
+		r.Snapshot = dec.snapshotRequest()
 	}
 }
 
@@ -499,6 +507,7 @@ type Reply struct {
 	Locks       []LockInfo // locks
 	Deadlocks   [][]LockWait
 	LockHistory []LockEvent // lockHistory: oldest first
+	Snapshot    SnapshotChunk
 
 	// Notification fields.
 	EventType EventType
@@ -522,7 +531,8 @@ func replyFields(op Op) int {
 	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory,
+		OpSnapshot:
 		return 1
 	}
 	return 0
@@ -659,6 +669,8 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		for _, v := range [statusFields]int64{st.ID, st.Leader, st.Term, st.Applied, st.Zxid, int64(st.Digest), st.Sessions, st.Znodes} {
 			enc.int(v)
 		}
+	case OpSnapshot:
+		enc.snapshotChunk(&r.Snapshot)
 	}
 }
 
@@ -811,5 +823,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		st.ID, st.Leader, st.Term, st.Applied = dec.int64(), dec.int64(), dec.int64(), dec.int64()
 		st.Zxid, st.Digest, st.Sessions, st.Znodes = dec.int64(), uint64(dec.int64()), dec.int64(), dec.int64()
 		dec.skip(n - statusFields)
+	case OpSnapshot:
+		r.Snapshot = dec.snapshotChunk()
 	}
 }
