@@ -31,7 +31,7 @@ type StoreState struct {
 	LastIndex          uint64 // the last entry the member holds, committed or not (the snapshot's index if none)
 	LastTerm           uint64 // the term of that entry
 	Voters, Learners   []uint64
-	Peers              map[uint64]string // the peer addresses learned from membership changes
+	Peers              map[uint64]string // the peer addresses learned from membership changes (and a restore), not those of --peers
 }
 
 // ReadState reads the store in dir, read-only: the store must exist and no
