@@ -416,3 +416,33 @@ func TestARestoreNeverOverwritesAStore(t *testing.T) {
 		t.Fatal("a restore without members succeeded")
 	}
 }
+
+// TestAMemberAddedAfterTheLastSnapshotCatchesUpFromOne: a member added
+// once the log is compacted catches up only from a snapshot, and raft
+// refuses a snapshot whose membership lacks it. Every member takes one
+// after a membership change.
+func TestAMemberAddedAfterTheLastSnapshotCatchesUpFromOne(t *testing.T) {
+	g := newGroup(t)
+	g.mustStart(1, Config{Peers: peersOf(1), SnapshotEvery: 5, CatchUpEntries: 1})
+	g.leads(1)
+	for range 50 {
+		if o := g.add(1, 1); o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	}
+	if err := g.nodes[1].AddMember(context.Background(), 2, "", false); err != nil {
+		t.Fatal(err)
+	}
+	g.mustStart(2, Config{Peers: peersOf(1, 2), Join: true})
+	o := g.add(1, 1)
+	if o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	waitFor(t, "the new member to catch up", func() bool { return g.nodes[2].Applied() >= o.Index })
+	sm := g.sms[2]
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if sm.sum != 51 || sm.restores != 1 {
+		t.Fatalf("the new member counts %d after %d restores, want 51 after one", sm.sum, sm.restores)
+	}
+}
