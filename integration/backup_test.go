@@ -222,10 +222,13 @@ func TestASnapshotSavedUnderWritesRestoresIntoANewClusterAtOnePoint(t *testing.T
 	t.Logf("backup of member %d at zxid %d: %d znodes, %d bytes; %d acknowledged creates in it, %d after it",
 		h.Member, h.Index, h.Znodes, h.Size, in, out2)
 
-	// A new cluster of three, each member restored from the file.
+	// A new cluster of three, each member restored from the file, its
+	// zxids bumped past any the old cluster reached.
+	const bump = 1 << 20
 	fresh := newProcessCluster(t)
 	for id := uint64(1); id <= 3; id++ {
-		fresh.procs[id] = spawnProcess(t, fresh.dirs[id], fresh.addrs[id], fresh.https[id], append(fresh.args(id), "--restore", file)...)
+		fresh.procs[id] = spawnProcess(t, fresh.dirs[id], fresh.addrs[id], fresh.https[id],
+			append(fresh.args(id), "--restore", file, "--bump-zxid", fmt.Sprint(bump))...)
 	}
 	for _, p := range fresh.procs {
 		p.waitHealthy(t)
@@ -234,10 +237,10 @@ func TestASnapshotSavedUnderWritesRestoresIntoANewClusterAtOnePoint(t *testing.T
 	// the session that took the backup), the new cluster's tree is the
 	// backup's.
 	st := fresh.converged()
-	if st.Applied < h.Index || st.Zxid < int64(h.Index) {
-		t.Fatalf("the new cluster: %+v; the backup is at %d", st, h.Index)
+	if st.Applied < h.Index+bump || st.Zxid < int64(h.Index+bump) {
+		t.Fatalf("the new cluster: %+v; the backup is at %d, bumped by %d", st, h.Index, bump)
 	}
-	if st.Zxid == int64(h.Index) && (st.Digest != fmt.Sprintf("%016x", tr.Digest()) || st.Znodes != tr.Count() || st.Sessions != tr.SessionCount()) {
+	if st.Zxid == int64(h.Index+bump) && (st.Digest != fmt.Sprintf("%016x", tr.Digest()) || st.Znodes != tr.Count() || st.Sessions != tr.SessionCount()) {
 		t.Fatalf("the new cluster: %+v; the backup: digest %016x, %d znodes, %d sessions", st, tr.Digest(), tr.Count(), tr.SessionCount())
 	}
 	c := dialLong(t, fresh.clientAddrs())
@@ -249,7 +252,7 @@ func TestASnapshotSavedUnderWritesRestoresIntoANewClusterAtOnePoint(t *testing.T
 		}
 	}
 	_, stat, err := c.CreateStat(ctx, "/after-restore", nil, client.Persistent)
-	if err != nil || stat.Czxid <= int64(h.Index) {
+	if err != nil || stat.Czxid <= int64(h.Index+bump) {
 		t.Fatalf("a write to the new cluster: %+v, %v", stat, err)
 	}
 	// The old cluster goes on, apart.

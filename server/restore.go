@@ -25,15 +25,19 @@ func ReadState(dir string) (StoreState, error) { return raftnode.ReadState(dir) 
 // Restore makes cfg.DataDir the data directory of member cfg.ID of a new
 // cluster whose members are cfg.Peers (cfg.ID alone when empty), holding
 // the state in the backup file at path: its tree, sessions, leases and
-// lock history, at the backup's zxid; the new cluster's log begins after
-// it. Each member of the new cluster is restored from the same file with
-// the same peers; or one is, alone, and the others are added to it.
+// lock history, at the backup's zxid plus bump; the new cluster's log, and
+// so its zxids, begin after that. A bump past every zxid the old cluster
+// reached keeps the new cluster from handing out again a zxid the old one
+// did (as a fencing token, or a client's last zxid); etcd's restore has
+// --bump-revision for the same. Each member of the new cluster is
+// restored from the same file with the same peers and bump; or one is,
+// alone, and the others are added to it.
 //
 // Restore reads the whole file and checks it (its checksum, then the
 // tree's structure and digest) before it writes anything, and the data
 // directory must not exist or be empty: a file that is cut short,
 // damaged or of another version is refused with nothing written.
-func Restore(path string, cfg Config) (snapfile.Header, error) {
+func Restore(path string, bump uint64, cfg Config) (snapfile.Header, error) {
 	cfg.setDefaults()
 	var h snapfile.Header
 	peers := cfg.Peers
@@ -66,7 +70,10 @@ func Restore(path string, cfg Config) (snapfile.Header, error) {
 	if _, err := state.Seek(0, io.SeekStart); err != nil {
 		return h, err
 	}
-	if err := raftnode.RestoreStore(cfg.DataDir, h.Index, peers, state); err != nil {
+	if h.Index+bump < h.Index {
+		return h, fmt.Errorf("a bump of %d past zxid %d overflows", bump, h.Index)
+	}
+	if err := raftnode.RestoreStore(cfg.DataDir, h.Index+bump, peers, state); err != nil {
 		return h, fmt.Errorf("restore into %s: %w", cfg.DataDir, err)
 	}
 	return h, nil

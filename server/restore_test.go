@@ -54,7 +54,7 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 	before := s.Status()
 
 	dir := filepath.Join(t.TempDir(), "restored")
-	h, err := Restore(path, Config{ID: 1, DataDir: dir})
+	h, err := Restore(path, 0, Config{ID: 1, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +78,21 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 	}
 	if _, st, _ := rc.Get(ctx, "/new"); st.Czxid <= int64(h.Index) {
 		t.Fatalf("a write to the new cluster at zxid %d, not past the backup's %d", st.Czxid, h.Index)
+	}
+
+	// Restored with a bump, the new cluster's zxids begin past it.
+	const bump = 1 << 30
+	dir = filepath.Join(t.TempDir(), "bumped")
+	if _, err := Restore(path, bump, Config{ID: 1, DataDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	b := startServer(t, dir)
+	if st := b.Status(); st.Digest != before.Digest || st.Zxid != int64(h.Index)+bump {
+		t.Fatalf("the member restored with a bump: %+v; want the backup's digest %s at zxid %d", st, before.Digest, int64(h.Index)+bump)
+	}
+	bc := dialClient(t, b)
+	if _, st, err := bc.CreateStat(ctx, "/new", nil, client.Persistent); err != nil || st.Czxid <= int64(h.Index)+bump {
+		t.Fatalf("a write to the bumped cluster: %+v, %v; want a zxid past %d", st, err, int64(h.Index)+bump)
 	}
 }
 
@@ -112,7 +127,7 @@ func TestADamagedBackupIsRefusedWithNothingWritten(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			parent := t.TempDir()
 			dir := filepath.Join(parent, "data")
-			_, err := Restore(tt.file(t.TempDir()), Config{ID: 1, DataDir: dir})
+			_, err := Restore(tt.file(t.TempDir()), 0, Config{ID: 1, DataDir: dir})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Restore = %v, want an error saying %q", err, tt.want)
 			}
@@ -123,13 +138,13 @@ func TestADamagedBackupIsRefusedWithNothingWritten(t *testing.T) {
 	}
 	t.Run("a good file into a data directory in use", func(t *testing.T) {
 		path := write(t, t.TempDir(), good)
-		if _, err := Restore(path, Config{ID: 1, DataDir: s.cfg.DataDir}); err == nil || !strings.Contains(err.Error(), "not empty") {
+		if _, err := Restore(path, 0, Config{ID: 1, DataDir: s.cfg.DataDir}); err == nil || !strings.Contains(err.Error(), "not empty") {
 			t.Fatalf("Restore over a member's data = %v, want it refused", err)
 		}
 	})
 	t.Run("a good file for a member the peers do not name", func(t *testing.T) {
 		path := write(t, t.TempDir(), good)
-		if _, err := Restore(path, Config{ID: 4, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: filepath.Join(t.TempDir(), "d")}); err == nil {
+		if _, err := Restore(path, 0, Config{ID: 4, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: filepath.Join(t.TempDir(), "d")}); err == nil {
 			t.Fatal("Restore for a member outside the peers succeeded")
 		}
 	})

@@ -11,8 +11,10 @@ import (
 )
 
 // checkRecovery refuses the recovery flags together, and with --join.
-func checkRecovery(restore string, force, join bool) error {
+func checkRecovery(restore string, force, join bool, bump uint64) error {
 	switch {
+	case bump != 0 && restore == "":
+		return errors.New("--bump-zxid goes with --restore")
 	case restore != "" && force:
 		return errors.New("--restore and --force-new-cluster both start a new cluster: give one")
 	case restore != "" && join:

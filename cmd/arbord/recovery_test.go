@@ -14,18 +14,22 @@ func TestTheRecoveryFlagsGoAlone(t *testing.T) {
 	for _, tc := range []struct {
 		restore     string
 		force, join bool
+		bump        uint64
 		ok          bool
 	}{
-		{"", false, false, true},
-		{"b.arbor", false, false, true},
-		{"", true, false, true},
-		{"", false, true, true},
-		{"b.arbor", true, false, false},
-		{"b.arbor", false, true, false},
-		{"", true, true, false},
+		{"", false, false, 0, true},
+		{"b.arbor", false, false, 0, true},
+		{"b.arbor", false, false, 1 << 20, true},
+		{"", true, false, 0, true},
+		{"", false, true, 0, true},
+		{"b.arbor", true, false, 0, false},
+		{"b.arbor", false, true, 0, false},
+		{"", true, true, 0, false},
+		{"", false, false, 1 << 20, false},
+		{"", true, false, 1 << 20, false},
 	} {
-		if err := checkRecovery(tc.restore, tc.force, tc.join); (err == nil) != tc.ok {
-			t.Errorf("--restore %q --force-new-cluster=%v --join=%v: %v", tc.restore, tc.force, tc.join, err)
+		if err := checkRecovery(tc.restore, tc.force, tc.join, tc.bump); (err == nil) != tc.ok {
+			t.Errorf("--restore %q --force-new-cluster=%v --join=%v --bump-zxid %d: %v", tc.restore, tc.force, tc.join, tc.bump, err)
 		}
 	}
 	if err := run([]string{"--restore", "b.arbor", "--force-new-cluster", "--data", t.TempDir()}); err == nil {
