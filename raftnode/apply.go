@@ -31,7 +31,7 @@ import (
 //     goroutine is idle while the membership changes and a snapshot
 //     records the membership as of its index;
 //   - a leader change, which fails what was pending when it happened, but
-//     only once the entries committed before it were applied and answered.
+//     only once the entries committed before it were applied and answered;
 //   - a call from WithApplied, run between the entries before it and those
 //     after it (a backup's consistent copy of the state);
 //   - a snapshot to take now, after a membership change, if there was one
