@@ -37,6 +37,9 @@ type fakeServer struct {
 	// a change another client makes just then.
 	onRequest func(req *wire.Request)
 	wg        sync.WaitGroup
+
+	// snapshot, when set, answers the snapshot op (snapshot_test.go).
+	snapshot func(req wire.SnapshotRequest) (wire.SnapshotChunk, wire.Code)
 }
 
 type fakeNode struct {
@@ -297,6 +300,11 @@ func (s *fakeServer) handleLocked(fc *fakeConn, req *wire.Request) bool {
 		rep.Identities = append([]wire.Identity{{Scheme: "ip", ID: "127.0.0.1"}}, fc.ids...)
 	case wire.OpSetWatches2:
 		s.setWatchesLocked(fc, req)
+	case wire.OpSnapshot:
+		rep.Err = wire.CodeUnimplemented
+		if s.snapshot != nil {
+			rep.Snapshot, rep.Err = s.snapshot(req.Snapshot)
+		}
 	case wire.OpClose:
 		s.endSessionLocked(fc.session)
 		rep.Zxid = s.zxid

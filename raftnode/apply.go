@@ -31,7 +31,13 @@ import (
 //     goroutine is idle while the membership changes and a snapshot
 //     records the membership as of its index;
 //   - a leader change, which fails what was pending when it happened, but
-//     only once the entries committed before it were applied and answered.
+//     only once the entries committed before it were applied and answered;
+//   - a call from WithApplied, run between the entries before it and those
+//     after it (a backup's consistent copy of the state);
+//   - a snapshot to take now, after a membership change, if there was one
+//     before: a member that joins a group whose log is compacted catches
+//     up only from a snapshot, and raft refuses one whose membership lacks
+//     the member.
 //
 // Applying a committed entry before this member's own write of it is
 // durable is safe: an entry is committed only once a quorum holds it
@@ -49,7 +55,9 @@ type applyTask struct {
 	persisted     <-chan struct{}
 	snap          *raftpb.Snapshot
 	barrier       chan struct{}
-	leaderChanged uint64 // the epoch of the change; 0 for none
+	leaderChanged uint64     // the epoch of the change; 0 for none
+	call          *applyCall // a function to run between two entries (WithApplied)
+	snapshotNow   bool       // take a snapshot whatever the thresholds (after a membership change)
 }
 
 // errApplyStopped ends the apply goroutine when the node stops.
@@ -90,6 +98,14 @@ func (n *Node) do(t applyTask) error {
 	switch {
 	case t.barrier != nil:
 		close(t.barrier)
+	case t.call != nil:
+		t.call.run(n.applied.Load())
+	case t.snapshotNow:
+		// Without a snapshot yet, the log is whole from its first entry,
+		// which a new member replays instead.
+		if n.snapIndex > 0 && n.applied.Load() > n.snapIndex {
+			return n.snapshot(closedChan)
+		}
 	case t.leaderChanged != 0:
 		// What was forwarded to the old leader may be lost: say so now
 		// rather than at the callers' deadlines. What was committed before
@@ -196,6 +212,13 @@ func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
 	if applied == n.snapIndex || applied-n.snapIndex < n.cfg.SnapshotEvery && n.storage.LogBytes(n.snapIndex, applied) < n.cfg.SnapshotBytes {
 		return nil
 	}
+	return n.snapshot(persisted)
+}
+
+// snapshot snapshots the state machine at the applied index and compacts
+// the log behind it, once the Ready whose entries it covers is durable.
+func (n *Node) snapshot(persisted <-chan struct{}) error {
+	applied := n.applied.Load()
 	select {
 	case <-persisted:
 	case <-n.applyStop:

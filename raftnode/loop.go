@@ -219,6 +219,11 @@ func (n *Node) persistAndApply(rd raft.Ready) error {
 			if err != nil {
 				return err
 			}
+			// A snapshot with the new membership, for a new member to
+			// catch up from (apply.go).
+			if err := n.handOver(applyTask{snapshotNow: true}); err != nil {
+				return err
+			}
 		}
 		ents = ents[i+1:]
 	}

@@ -77,6 +77,12 @@ type Config struct {
 	Join  bool              // a new member of a running group: wait for the leader instead of bootstrapping
 	Dir   string            // the pebble store
 
+	// ForceNewCluster makes this member, from what its store holds, the
+	// only member of a new group, when a quorum of the old one is lost for
+	// good (recover.go). Give it for one start only: at every start it
+	// removes every other member again.
+	ForceNewCluster bool
+
 	TickInterval   time.Duration // default 50ms
 	ElectionTicks  int           // default 10
 	HeartbeatTicks int           // default 1
@@ -224,9 +230,18 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftnode: member id 0 is reserved")
 	}
+	if cfg.ForceNewCluster && cfg.Join {
+		return nil, errors.New("raftnode: a member cannot both join a group and force a new one")
+	}
 	storage, err := openStorage(cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ForceNewCluster {
+		if err := forceNewCluster(storage, cfg.ID, cfg.Logger); err != nil {
+			storage.Close()
+			return nil, err
+		}
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, sm: sm, storage: storage,
@@ -306,7 +321,7 @@ func (n *Node) init() error {
 	if err := n.processReady(); err != nil { // applies a bootstrap's membership
 		return err
 	}
-	if _, alone := n.cfg.Peers[n.cfg.ID]; alone && len(n.cfg.Peers) == 1 && !n.cfg.Join {
+	if _, alone := n.cfg.Peers[n.cfg.ID]; n.cfg.ForceNewCluster || alone && len(n.cfg.Peers) == 1 && !n.cfg.Join {
 		// Alone, there is nobody to wait for: lead at once.
 		if err := rn.Campaign(); err != nil {
 			return err

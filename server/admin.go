@@ -15,19 +15,23 @@ import (
 	"go.uber.org/zap"
 )
 
-// admin answers the membership and status ops. A membership change waits
-// until it is applied on this member; the reply lists the members then.
-// ACLs do not cover them: an op that needs admin rights (the membership
-// changes) needs what mayChangeMembers asks; the status and the member
-// list are open to every client.
+// admin answers the membership, status and snapshot ops. A membership
+// change waits until it is applied on this member; the reply lists the
+// members then. ACLs do not cover them: an op that needs admin rights (the
+// membership changes, a snapshot) needs what mayAdminister asks; the
+// status and the member list are open to every client.
 func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	id, m := uint64(req.Member.ID), req.Member
 	if req.Op.NeedsAdminRights() {
-		if err := s.mayChangeMembers(c); err != nil {
+		if err := s.mayAdminister(c, req.Op); err != nil {
 			// The reply carries only the code: the log says why.
-			c.log.Info("membership change refused", zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
+			what := "membership change refused"
+			if req.Op == wire.OpSnapshot {
+				what = "backup refused"
+			}
+			c.log.Info(what, zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
 				zap.Strings("identities", identityNames(whoAmI(c.identities()))), zap.Error(err))
 			reply.Err = wire.CodeOf(err)
 			return
@@ -42,6 +46,9 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 			ID: int64(st.ID), Leader: int64(st.Leader), Term: int64(st.Term), Applied: int64(st.Applied),
 			Zxid: st.Zxid, Digest: digest, Sessions: int64(st.Sessions), Znodes: int64(st.Znodes),
 		}
+		return
+	case wire.OpSnapshot:
+		s.snapshot(c, &req.Snapshot, reply)
 		return
 	case wire.OpMembers:
 	case wire.OpMemberAdd:
@@ -81,6 +88,16 @@ func (s *Server) memberError(err error, id uint64) error {
 // here and through any other protocol that changes them.
 func (s *Server) mayChangeMembers(c *conn) error {
 	return memberRights(&s.cfg, "membership changes", c.nc.RemoteAddr(), c.identities())
+}
+
+// mayAdminister decides whether c may run op, an op that needs admin
+// rights: the rights to change the members, which a backup of the whole
+// state (every node, whatever its ACL) needs too.
+func (s *Server) mayAdminister(c *conn, op wire.Op) error {
+	if op == wire.OpSnapshot {
+		return memberRights(&s.cfg, "backups", c.nc.RemoteAddr(), c.identities())
+	}
+	return s.mayChangeMembers(c)
 }
 
 // memberRights is the rule of mayChangeMembers, and of the other acts of

@@ -23,6 +23,12 @@ type Config struct {
 	Peers    map[uint64]string // every member's id -> peer address, this one included; empty for a single node
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
 	Join     bool              // a new member of a running cluster (added with memberAdd): do not bootstrap
+	// ForceNewCluster starts this member as the only member of a new
+	// cluster, with everything its data holds, when a quorum of its
+	// cluster is lost for good (docs/reliability.md, "Disaster recovery").
+	// For one start only: every start with it removes the other members
+	// again.
+	ForceNewCluster bool
 
 	// PeerNetwork, for tests, carries the raft traffic of the members of
 	// an in-process cluster over this in-memory network instead of TCP,

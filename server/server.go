@@ -38,6 +38,7 @@ type Server struct {
 	logins      *logins    // the HTTP API's browser logins
 	rates       rates      // the overview's recent rates
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
+	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
 
 	transport peerTransport // nil for a single node
 	cards     *peerCards    // the peers' member cards; nil for a single node
@@ -184,7 +185,7 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, Logger: s.log.Named("raft"),
-		SnapshotBytes: cfg.SnapshotBytes,
+		SnapshotBytes: cfg.SnapshotBytes, ForceNewCluster: cfg.ForceNewCluster,
 	}
 	s.memory.raftConfig(&rc)
 	if len(cfg.Peers) > 0 {
@@ -288,6 +289,7 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
+		s.backups.closeAll()
 		err = s.node.Stop()
 		if s.transport != nil {
 			s.transport.Close()

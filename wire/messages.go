@@ -182,6 +182,8 @@ type Request struct {
 	MaxHold int64
 
 	Reason string // lockBreak: why the lock is broken, for the log
+
+	Snapshot SnapshotRequest // snapshot
 }
 
 // Lease is a lease as a leaseCreate or leaseRenew reply gives it.
@@ -281,6 +283,8 @@ func requestFields(op Op) int {
 	case OpLeaseCreate, OpLeaseRenew:
 		return 2
 	case OpLeaseClose:
+		return 1
+	case OpSnapshot:
 		return 1
 	}
 	return -1
@@ -406,6 +410,8 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.int(r.TTL)
 	case OpLeaseClose:
 		enc.int(r.Lease)
+	case OpSnapshot:
+		enc.snapshotRequest(&r.Snapshot)
 	}
 	if r.Linearizable && r.Op.Class() == ClassRead {
 		enc.bool(true)
@@ -491,6 +497,8 @@ func (dec *decoder) requestBody(r *Request) {
 		r.TTL = dec.int64()
 	case OpLeaseClose:
 		r.Lease = dec.int64()
+	case OpSnapshot:
+		r.Snapshot = dec.snapshotRequest()
 	}
 }
 
@@ -516,6 +524,7 @@ type Reply struct {
 	Locks       []LockInfo // locks
 	Deadlocks   [][]LockWait
 	LockHistory []LockEvent // lockHistory: oldest first
+	Snapshot    SnapshotChunk
 
 	// Notification fields.
 	EventType EventType
@@ -539,7 +548,8 @@ func replyFields(op Op) int {
 	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
-		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory:
+		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory,
+		OpSnapshot:
 		return 1
 	}
 	return 0
@@ -676,6 +686,8 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		for _, v := range [statusFields]int64{st.ID, st.Leader, st.Term, st.Applied, st.Zxid, int64(st.Digest), st.Sessions, st.Znodes} {
 			enc.int(v)
 		}
+	case OpSnapshot:
+		enc.snapshotChunk(&r.Snapshot)
 	}
 }
 
@@ -828,5 +840,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		st.ID, st.Leader, st.Term, st.Applied = dec.int64(), dec.int64(), dec.int64(), dec.int64()
 		st.Zxid, st.Digest, st.Sessions, st.Znodes = dec.int64(), uint64(dec.int64()), dec.int64(), dec.int64()
 		dec.skip(n - statusFields)
+	case OpSnapshot:
+		r.Snapshot = dec.snapshotChunk()
 	}
 }

@@ -48,6 +48,7 @@ const (
 	OpMemberRemove  Op = 202
 	OpMemberPromote Op = 203 // make a learner a voter
 	OpStatus        Op = 204 // the answering member's leader, term, applied index and digest
+	OpSnapshot      Op = 205 // the answering member's whole state, in chunks (a backup)
 
 	// Lease ops, Arbor's own. A lease is a session without a connection,
 	// kept by renewals; an ephemeral created with a lease is the lease's
@@ -197,6 +198,9 @@ var ops = map[Op]opInfo{
 	OpMemberAdd:     {name: "memberAdd", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 	OpMemberRemove:  {name: "memberRemove", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 	OpMemberPromote: {name: "memberPromote", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
+	// A backup holds every node, whatever its ACL: an operator's act. The
+	// member catches up with the leader first (a ReadIndex, as sync).
+	OpSnapshot: {name: "snapshot", class: ClassAdmin, leader: true, admin: true, limits: LimitOutstanding},
 }
 
 // Known reports whether op is one of this package's ops.
@@ -225,14 +229,15 @@ func (op Op) IsWrite() bool { return op.Class() == ClassWrite }
 func (op Op) IsLogged() bool { return ops[op].logged }
 
 // NeedsLeader reports whether only a member that knows a leader can serve
-// op: whatever is logged, sync (the leader's commit index), and ping (it
-// vouches for a session that only the leader keeps alive). A member without
-// a leader answers them NoQuorum; it serves the other ops from what it
-// holds.
+// op: whatever is logged, sync and snapshot (the leader's commit index),
+// and ping (it vouches for a session that only the leader keeps alive). A
+// member without a leader answers them NoQuorum; it serves the other ops
+// from what it holds.
 func (op Op) NeedsLeader() bool { return ops[op].leader }
 
 // NeedsAdminRights reports whether op needs the right to change the
-// cluster's members, which ACLs do not give (the server's admin rule).
+// cluster's members, which ACLs do not give (the server's admin rule):
+// the membership changes, and a snapshot of the whole state.
 func (op Op) NeedsAdminRights() bool { return ops[op].admin }
 
 // InMulti reports whether op may be a sub-request of a multi.

@@ -79,6 +79,7 @@ var opRows = []opRow{
 	{op: wire.OpMemberAdd, name: "memberAdd", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpMemberRemove, name: "memberRemove", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpMemberPromote, name: "memberPromote", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpSnapshot, name: "snapshot", class: wire.ClassAdmin, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 }
 
 // definedOps reads the package's source for its constants of type Op, so

@@ -196,6 +196,11 @@ var requests = []struct {
 	{"a memberRemove carries the id", wire.Request{Xid: 32, Op: wire.OpMemberRemove, Member: wire.Member{ID: 3}}},
 	{"a memberPromote carries the id", wire.Request{Xid: 33, Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}}},
 	{"a status request has no fields", wire.Request{Xid: 34, Op: wire.OpStatus}},
+	{"a snapshot request for a new snapshot has no ID", wire.Request{Xid: 35, Op: wire.OpSnapshot}},
+	{"a snapshot request for a chunk carries the ID and the offset", wire.Request{
+		Xid: 36, Op: wire.OpSnapshot, Snapshot: wire.SnapshotRequest{ID: 0x7123_4567_89ab_cdef, Offset: 3 << 30},
+	}},
+	{"a snapshot request may release it", wire.Request{Xid: 37, Op: wire.OpSnapshot, Snapshot: wire.SnapshotRequest{ID: 9, Release: true}}},
 	{"a leaseCreate carries the TTL and the owner", wire.Request{Xid: 60, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "web-1:4242"}},
 	{"a leaseCreate may carry a maximum hold", wire.Request{Xid: 67, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "w", MaxHold: 600_000}},
 	{"a leaseRenew carries the lease and a TTL", wire.Request{Xid: 61, Op: wire.OpLeaseRenew, Lease: 0x0123_4567_89ab_cdef, TTL: 10_000}},
@@ -347,6 +352,15 @@ var replies = []struct {
 		{Waiter: wire.LockParty{Owner: "p2", Holder: "B"}, Lock: "/a", Holder: wire.LockParty{Owner: "p1", Holder: "A"}},
 		{Waiter: wire.LockParty{Owner: "p1", Holder: "A"}, Lock: "/b", Holder: wire.LockParty{Owner: "p2", Holder: "B"}},
 	}}}},
+	{"a snapshot reply carries the description and a chunk", wire.OpSnapshot, wire.Reply{Xid: 36, Zxid: 11, Snapshot: wire.SnapshotChunk{
+		ID: 0x7123_4567_89ab_cdef, Member: 2, Index: 1 << 40, Size: 5 << 30, Sum: bytes.Repeat([]byte{0xab}, 32),
+		Znodes: 1_000_000, Sessions: 12, Members: []wire.Member{{ID: 1, Addr: "10.0.0.1:2381"}, {ID: 2, Addr: "10.0.0.2:2381", Learner: true}},
+		Offset: 512 << 10, Data: bytes.Repeat([]byte("state"), 1000),
+	}}},
+	{"a snapshot reply past the end carries no data", wire.OpSnapshot, wire.Reply{Xid: 37, Zxid: 11, Snapshot: wire.SnapshotChunk{
+		ID: 9, Member: 1, Index: 7, Size: 100, Sum: make([]byte, 32), Znodes: 1, Members: []wire.Member{{ID: 1}}, Offset: 100,
+	}}},
+	{"a refused snapshot has no body", wire.OpSnapshot, wire.Reply{Xid: 38, Zxid: 11, Err: wire.CodeNoAuth}},
 	{"a status reply carries the full digest", wire.OpStatus, wire.Reply{
 		Xid: 34, Zxid: 11, Status: wire.Status{ID: 2, Leader: 1, Term: 3, Applied: 12, Zxid: 11, Digest: math.MaxUint64 - 5, Sessions: 4, Znodes: 100},
 	}},

@@ -43,6 +43,10 @@ func run(args []string) error {
 		admins   = fs.String("admin-identities", "", "client certificates that may change the membership, as x509:SUBJECT,... such as x509:CN=ops,O=Arbor (needs --tls-ca)")
 		ui       = fs.Bool("ui", true, "serve the web console at /ui/ on the --http listener")
 		hosts    = fs.String("http-hosts", "", "host names (besides IP addresses and localhost) the HTTP API and console answer to, as name,...: a request naming another host is refused (DNS rebinding)")
+		restore  = fs.String("restore", "", "start a new cluster from this backup file (arbor snapshot save): --data must not exist or be empty, and this member is --id of --peers (alone without --peers); give it on the first start only")
+		force    = fs.Bool("force-new-cluster", false, "start this member as the only member of a new cluster, with everything its --data holds, when a quorum is lost for good (docs/reliability.md); give it on one start only, then add members back with arbor member add")
+		bump     = fs.Uint64("bump-zxid", 0, "with --restore: begin the new cluster's zxids this far past the backup's, past any the old cluster reached, so that none is handed out twice (fencing tokens); give every member the same")
+		state    = fs.Bool("print-state", false, "print what the --data of a stopped member holds (its log's end, commit index, members) and exit: to choose the survivor to force a new cluster from")
 		memLimit byteSize
 		budget   = byteSize(server.DefaultMemoryBudget)
 		snapSize = byteSize(128 << 20)
@@ -88,6 +92,9 @@ func run(args []string) error {
 	if err := applyEnv(fs, os.LookupEnv); err != nil {
 		return err
 	}
+	if *state {
+		return printState(os.Stdout, cfg.DataDir)
+	}
 	if err := limits.apply(); err != nil {
 		return err
 	}
@@ -115,12 +122,25 @@ func run(args []string) error {
 	if cfg.AdminIdentities, err = server.ParseAdminIdentities(*admins); err != nil {
 		return fmt.Errorf("--admin-identities: %w", err)
 	}
+	if err := checkRecovery(*restore, *force, cfg.Join, *bump); err != nil {
+		return err
+	}
+	cfg.ForceNewCluster = *force
 	log, err := newLogger(*logLevel)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
 	cfg.Logger = log
+	if *restore != "" {
+		h, err := server.Restore(*restore, *bump, cfg)
+		if err != nil {
+			return fmt.Errorf("--restore: %w", err)
+		}
+		log.Info("restored a backup into a new data directory", zap.String("file", *restore), zap.String("data", cfg.DataDir),
+			zap.Uint64("zxid", h.Index), zap.Uint64("bumped_to", h.Index+*bump), zap.Int64("znodes", h.Znodes), zap.Int64("sessions", h.Sessions),
+			zap.Uint64("from_member", h.Member), zap.String("taken", h.Created))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return server.Run(ctx, cfg)

@@ -1,0 +1,344 @@
+package raftnode
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+)
+
+// What an operator does with a store when a cluster is lost
+// (docs/reliability.md, "Disaster recovery"): ReadState tells what a
+// stopped member's store holds, to pick the most advanced survivor;
+// Config.ForceNewCluster starts that member as the only member of a new
+// cluster with everything its store holds; RestoreStore makes a store for
+// a member of a new cluster from a backup.
+
+// StoreState is what a member's store holds.
+type StoreState struct {
+	Term, Vote, Commit uint64 // the HardState: Commit is what the member knew committed, which may lag the log
+	SnapshotIndex      uint64 // the last snapshot's
+	FirstIndex         uint64 // the first entry of the log after the snapshot; LastIndex+1 if there is none
+	LastIndex          uint64 // the last entry the member holds, committed or not (the snapshot's index if none)
+	LastTerm           uint64 // the term of that entry
+	Voters, Learners   []uint64
+	Peers              map[uint64]string // the peer addresses learned from membership changes (and a restore), not those of --peers
+}
+
+// ReadState reads the store in dir, read-only: the store must exist and no
+// member may be running on it. The membership is the one the log's last
+// entry makes, applied or not.
+func ReadState(dir string) (StoreState, error) {
+	var st StoreState
+	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
+		return st, fmt.Errorf("%s holds no member's store: %w", dir, err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{FS: vfs.Default, ReadOnly: true, Logger: pebbleLogger{zap.NewNop().Sugar()}})
+	if err != nil {
+		return st, fmt.Errorf("open %s (is a member running on it? stop it first): %w", dir, err)
+	}
+	s := &Storage{db: db, log: newMemLog(0)}
+	defer s.Close()
+	if err := s.load(); err != nil {
+		return st, fmt.Errorf("load %s: %w", dir, err)
+	}
+	cs, err := s.membersAtEnd()
+	if err != nil {
+		return st, err
+	}
+	if st.Peers, err = s.peers(); err != nil {
+		return st, err
+	}
+	m := s.log
+	st.Term, st.Vote, st.Commit = m.hs.Term, m.hs.Vote, m.hs.Commit
+	st.SnapshotIndex, st.FirstIndex, st.LastIndex = m.snap.Index, m.firstIndex(), m.lastIndex()
+	st.LastTerm, _ = m.term(m.lastIndex())
+	st.Voters, st.Learners = sorted(cs.Voters), sorted(cs.Learners)
+	return st, nil
+}
+
+func sorted(ids []uint64) []uint64 {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return ids
+}
+
+// membersAtEnd is the membership as of the last entry of the log: the
+// snapshot's, changed by the membership changes in the log after it.
+// Arbor makes one change at a time, never a joint configuration.
+func (s *Storage) membersAtEnd() (raftpb.ConfState, error) {
+	cs := s.snapshotMeta().ConfState
+	iter, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: indexKey(prefixEntry, s.snapshotIndex()+1),
+		UpperBound: indexKey(prefixEntry, math.MaxUint64),
+	})
+	if err != nil {
+		return cs, err
+	}
+	defer iter.Close()
+	voters, learners := setOf(cs.Voters), setOf(cs.Learners)
+	for iter.First(); iter.Valid(); iter.Next() {
+		var e raftpb.Entry
+		if err := e.Unmarshal(iter.Value()); err != nil {
+			return cs, fmt.Errorf("entry %x: %w", iter.Key(), err)
+		}
+		cc, ok, err := confChangeOf(&e)
+		if err != nil {
+			return cs, err
+		}
+		if !ok {
+			continue
+		}
+		for _, c := range cc.Changes {
+			switch c.Type {
+			case raftpb.ConfChangeAddNode:
+				voters[c.NodeID], learners[c.NodeID] = true, false
+			case raftpb.ConfChangeAddLearnerNode:
+				voters[c.NodeID], learners[c.NodeID] = false, true
+			case raftpb.ConfChangeRemoveNode:
+				voters[c.NodeID], learners[c.NodeID] = false, false
+			}
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return cs, err
+	}
+	return raftpb.ConfState{Voters: idsOf(voters), Learners: idsOf(learners)}, nil
+}
+
+// confChangeOf decodes e's membership change, if it is one.
+func confChangeOf(e *raftpb.Entry) (raftpb.ConfChangeV2, bool, error) {
+	var cc raftpb.ConfChangeV2
+	switch e.Type {
+	case raftpb.EntryConfChange:
+		var v1 raftpb.ConfChange
+		if err := v1.Unmarshal(e.Data); err != nil {
+			return cc, false, fmt.Errorf("conf change at %d: %w", e.Index, err)
+		}
+		return v1.AsV2(), true, nil
+	case raftpb.EntryConfChangeV2:
+		if err := cc.Unmarshal(e.Data); err != nil {
+			return cc, false, fmt.Errorf("conf change at %d: %w", e.Index, err)
+		}
+		return cc, true, nil
+	}
+	return cc, false, nil
+}
+
+func setOf(ids []uint64) map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+func idsOf(m map[uint64]bool) []uint64 {
+	var ids []uint64
+	for id, in := range m {
+		if in {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// forceNewCluster rewrites the store so that member id is the only voter
+// of its group, with everything the store holds, and reports the members
+// it removed. It appends to the log the membership changes that make it
+// so (id made a voter if it is a learner, then every other member removed,
+// one change each: raft takes a change of one voter without a joint
+// configuration, which the lost members could never leave), and sets the
+// commit index to the new last entry: the whole log is then committed and
+// applied, the entries the member holds but never learned were committed
+// included. Those were either committed by the lost quorum (acknowledged
+// to their writers) or of unknown outcome to their writers; none was
+// refused, and a member elected with this log would have committed them
+// too.
+func (s *Storage) forceNewCluster(id uint64) (removed []uint64, err error) {
+	cs, err := s.membersAtEnd()
+	if err != nil {
+		return nil, err
+	}
+	voter, learner := slices.Contains(cs.Voters, id), slices.Contains(cs.Learners, id)
+	if !voter && !learner {
+		return nil, fmt.Errorf("member %d is not a member in its own store (voters %v, learners %v): wrong --id, or a member that was removed", id, cs.Voters, cs.Learners)
+	}
+	var changes []raftpb.ConfChangeSingle
+	if learner {
+		changes = append(changes, raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode, NodeID: id})
+	}
+	for _, other := range slices.Concat(cs.Voters, cs.Learners) {
+		if other != id {
+			changes = append(changes, raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode, NodeID: other})
+			removed = append(removed, other)
+		}
+	}
+	slices.SortFunc(removed, cmp.Compare)
+	s.mu.RLock()
+	hs, last := s.log.hs, s.log.lastIndex()
+	s.mu.RUnlock()
+	var ents []raftpb.Entry
+	for i, c := range changes {
+		cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{c}, Context: make([]byte, 8)} // request id 0: nobody waits
+		data, err := cc.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		ents = append(ents, raftpb.Entry{Type: raftpb.EntryConfChangeV2, Term: hs.Term, Index: last + 1 + uint64(i), Data: data})
+	}
+	hs.Commit = last + uint64(len(ents))
+	if err := s.Save(hs, ents, raftpb.Snapshot{}, true); err != nil {
+		return nil, err
+	}
+	return removed, nil
+}
+
+// forceNewCluster rewrites storage for Config.ForceNewCluster, and says
+// what it did.
+func forceNewCluster(storage *Storage, id uint64, log *zap.Logger) error {
+	if storage.IsEmpty() {
+		return errors.New("raftnode: cannot force a new cluster from an empty store: it keeps what a member holds, and this one holds nothing")
+	}
+	last, _ := storage.LastIndex()
+	removed, err := storage.forceNewCluster(id)
+	if err != nil {
+		return fmt.Errorf("force a new cluster: %w", err)
+	}
+	log.Warn("forced a new cluster: this member is its only member, with every entry its log held; start it without --force-new-cluster from now on",
+		zap.Uint64("member", id), zap.Uint64s("removed", removed), zap.Uint64("last_index", last))
+	return nil
+}
+
+// RestoreStore makes dir, which must not exist or be empty, the store of
+// a member of a new group whose state is data at index: data is what the
+// state machine's Snapshot wrote, and the log begins after index. Every
+// member in peers (id -> peer address) is a voter. Each member of the new
+// group is made from the same data and peers; or one is, alone, and the
+// others join it, as members added later do.
+//
+// The store is written in a new directory beside dir, synced, and renamed
+// to dir only once whole: a failure leaves dir as it was.
+func RestoreStore(dir string, index uint64, peers map[uint64]string, data io.Reader) error {
+	if index == 0 {
+		return errors.New("raftnode: restore at index 0")
+	}
+	if len(peers) == 0 || slices.Contains(keys(peers), 0) {
+		return errors.New("raftnode: restore needs the members, none of them 0")
+	}
+	if err := checkEmptyDir(dir); err != nil {
+		return err
+	}
+	dir = filepath.Clean(dir)
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, filepath.Base(dir)+".restore-")
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := writeRestoredStore(tmp, index, peers, data); err != nil {
+		return err
+	}
+	// An empty dir is replaced (os.Remove removes only an empty one).
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	done = true
+	return syncDir(parent)
+}
+
+func keys(m map[uint64]string) []uint64 {
+	var ks []uint64
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// checkEmptyDir refuses a dir that exists and holds anything, or is not a
+// directory.
+func checkEmptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		return fmt.Errorf("%s is not empty: a restore makes a new data directory and never overwrites one", dir)
+	}
+	return nil
+}
+
+// writeRestoredStore writes the store of RestoreStore into dir.
+func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data io.Reader) error {
+	s, err := openStorage(dir, 0, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w := &chunkWriter{db: s.db, gen: s.gen.Add(1), b: s.db.NewBatch(), buf: make([]byte, 0, streamChunkSize)}
+	defer func() { w.b.Close() }()
+	if _, err := io.Copy(w, data); err != nil {
+		return fmt.Errorf("write the state: %w", err)
+	}
+	if err := w.finish(); err != nil {
+		return err
+	}
+	// Term 1: the new group's first leader is elected in term 2.
+	meta := raftpb.SnapshotMetadata{Index: index, Term: 1, ConfState: raftpb.ConfState{Voters: keys(peers)}}
+	if err := putSnapshotMeta(w.b, meta, w.gen); err != nil {
+		return err
+	}
+	hs, err := (&raftpb.HardState{Term: 1, Commit: index}).Marshal()
+	if err != nil {
+		return err
+	}
+	if err := w.b.Set(keyHardState, hs, nil); err != nil {
+		return err
+	}
+	for id, addr := range peers {
+		if addr == "" {
+			continue
+		}
+		if err := w.b.Set(indexKey(prefixPeer, id), []byte(addr), nil); err != nil {
+			return err
+		}
+	}
+	if err := w.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("sync the store: %w", err)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

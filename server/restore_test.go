@@ -1,0 +1,166 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/snapfile"
+)
+
+// backupFile writes a backup of the member c is connected to into a file
+// in dir, as arbor snapshot save does, and returns its path.
+func backupFile(t *testing.T, c *client.Client, dir string) string {
+	t.Helper()
+	info, data := takeBackup(t, c)
+	return writeBackupFile(t, dir, snapfile.Header{Member: info.Member, Index: uint64(info.Index),
+		Znodes: info.Znodes, Sessions: info.Sessions, Size: info.Size, Created: time.Now().UTC().Format(time.RFC3339)}, data)
+}
+
+func writeBackupFile(t *testing.T, dir string, h snapfile.Header, data []byte) string {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := snapfile.NewWriter(&b, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "backup.arbor")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
+	s := startServer(t, "")
+	c := dialClient(t, s, client.WithSessionTimeout(30*time.Second))
+	ctx := context.Background()
+	fill(t, c, 20, 100)
+	if _, err := c.Create(ctx, "/eph", []byte("e"), client.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	path := backupFile(t, c, t.TempDir())
+	before := s.Status()
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	h, err := Restore(path, 0, Config{ID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Index != before.Applied || h.Znodes != 23 {
+		t.Fatalf("restored %+v; the member was at %d with 23 znodes", h, before.Applied)
+	}
+	r := startServer(t, dir)
+	after := r.Status()
+	if after.Digest != before.Digest || after.Znodes != before.Znodes || after.Sessions != before.Sessions || after.Applied < before.Applied {
+		t.Fatalf("the restored member: %+v; the backed up one: %+v", after, before)
+	}
+	rc := dialClient(t, r)
+	if data, _, err := rc.Get(ctx, "/fill/n0007"); err != nil || !bytes.Equal(data, bytes.Repeat([]byte{7}, 100)) {
+		t.Fatalf("a node of the backup: %q, %v", data, err)
+	}
+	if _, st, err := rc.Get(ctx, "/eph"); err != nil || st.EphemeralOwner == 0 {
+		t.Fatalf("the ephemeral of a session the backup holds: %+v, %v", st, err)
+	}
+	if _, err := rc.Create(ctx, "/new", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if _, st, _ := rc.Get(ctx, "/new"); st.Czxid <= int64(h.Index) {
+		t.Fatalf("a write to the new cluster at zxid %d, not past the backup's %d", st.Czxid, h.Index)
+	}
+
+	// Restored with a bump, the new cluster's zxids begin past it.
+	const bump = 1 << 30
+	dir = filepath.Join(t.TempDir(), "bumped")
+	if _, err := Restore(path, bump, Config{ID: 1, DataDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	b := startServer(t, dir)
+	if st := b.Status(); st.Digest != before.Digest || st.Zxid != int64(h.Index)+bump {
+		t.Fatalf("the member restored with a bump: %+v; want the backup's digest %s at zxid %d", st, before.Digest, int64(h.Index)+bump)
+	}
+	bc := dialClient(t, b)
+	if _, st, err := bc.CreateStat(ctx, "/new", nil, client.Persistent); err != nil || st.Czxid <= int64(h.Index)+bump {
+		t.Fatalf("a write to the bumped cluster: %+v, %v; want a zxid past %d", st, err, int64(h.Index)+bump)
+	}
+}
+
+func TestADamagedBackupIsRefusedWithNothingWritten(t *testing.T) {
+	s := startServer(t, "")
+	c := dialClient(t, s)
+	fill(t, c, 5, 10)
+	good, err := os.ReadFile(backupFile(t, c, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, state := takeBackup(t, c)
+	header := snapfile.Header{Member: 1, Index: uint64(info.Index), Znodes: info.Znodes, Sessions: info.Sessions, Size: info.Size}
+	badState := bytes.Clone(state)
+	badState[len(badState)/2] ^= 1 // a bit flipped before the file's checksum was made
+	wrongCount := header
+	wrongCount.Znodes++
+	tests := []struct {
+		name string
+		file func(dir string) string
+		want string
+	}{
+		{"a missing file", func(dir string) string { return filepath.Join(dir, "none") }, "no such file"},
+		{"an empty file", func(dir string) string { return write(t, dir, nil) }, "not a whole backup file"},
+		{"a file cut short", func(dir string) string { return write(t, dir, good[:len(good)-100]) }, "cut short"},
+		{"a file with a flipped bit", func(dir string) string { return write(t, dir, flipped(good, len(good)/2)) }, "checksum"},
+		{"a file of another version", func(dir string) string { return write(t, dir, flipped(good, 11)) }, "unsupported backup file version"},
+		{"a whole file whose state is damaged", func(dir string) string { return writeBackupFile(t, dir, header, badState) }, "does not read"},
+		{"a file whose header miscounts its znodes", func(dir string) string { return writeBackupFile(t, dir, wrongCount, state) }, "znodes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "data")
+			_, err := Restore(tt.file(t.TempDir()), 0, Config{ID: 1, DataDir: dir})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Restore = %v, want an error saying %q", err, tt.want)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Fatalf("a refused restore left %v", entries)
+			}
+		})
+	}
+	t.Run("a good file into a data directory in use", func(t *testing.T) {
+		path := write(t, t.TempDir(), good)
+		if _, err := Restore(path, 0, Config{ID: 1, DataDir: s.cfg.DataDir}); err == nil || !strings.Contains(err.Error(), "not empty") {
+			t.Fatalf("Restore over a member's data = %v, want it refused", err)
+		}
+	})
+	t.Run("a good file for a member the peers do not name", func(t *testing.T) {
+		path := write(t, t.TempDir(), good)
+		if _, err := Restore(path, 0, Config{ID: 4, Peers: map[uint64]string{1: "127.0.0.1:1"}, DataDir: filepath.Join(t.TempDir(), "d")}); err == nil {
+			t.Fatal("Restore for a member outside the peers succeeded")
+		}
+	})
+}
+
+func write(t *testing.T, dir string, b []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, "file")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func flipped(b []byte, i int) []byte {
+	b = bytes.Clone(b)
+	b[i] ^= 0x10
+	return b
+}

@@ -1,0 +1,87 @@
+package wire
+
+// SnapshotRequest is the body of a snapshot request (OpSnapshot): a
+// member's whole state, taken at one index and fetched in chunks.
+//
+// ID 0 asks the member to take a new snapshot: it catches up with the
+// leader first, so that the snapshot holds every write acknowledged before
+// the request, then writes its state aside and answers
+// with the snapshot's ID, its description and its first chunk. A request
+// with that ID then asks for the chunk at Offset (the bytes received so
+// far; a chunk may be asked for again). Release ends the snapshot before
+// its last chunk; the member ends one by itself once its last chunk was
+// sent, and one nobody asked a chunk of for a minute.
+type SnapshotRequest struct {
+	ID      int64
+	Offset  int64
+	Release bool
+}
+
+// SnapshotChunk answers a snapshot request: the snapshot's description, the
+// same in every chunk, and a chunk of its bytes.
+type SnapshotChunk struct {
+	ID       int64
+	Member   int64    // the member that took it
+	Index    int64    // the raft index (the zxid) of the state
+	Size     int64    // bytes of the whole snapshot
+	Sum      []byte   // their SHA-256
+	Znodes   int64    // in the tree, the root included
+	Sessions int64    // sessions and leases
+	Members  []Member // the cluster's membership as the member knew it then
+	Offset   int64    // where Data begins in the snapshot
+	Data     []byte   // at most the chunk size; empty past the end
+}
+
+const (
+	snapshotRequestFields = 3
+	snapshotChunkFields   = 10
+)
+
+func (enc *encoder) snapshotRequest(r *SnapshotRequest) {
+	enc.array(snapshotRequestFields)
+	enc.int(r.ID)
+	enc.int(r.Offset)
+	enc.bool(r.Release)
+}
+
+func (dec *decoder) snapshotRequest() SnapshotRequest {
+	n := dec.array(snapshotRequestFields)
+	r := SnapshotRequest{ID: dec.int64(), Offset: dec.int64(), Release: dec.bool()}
+	dec.skip(n - snapshotRequestFields)
+	return r
+}
+
+func (enc *encoder) snapshotChunk(c *SnapshotChunk) {
+	enc.array(snapshotChunkFields)
+	enc.int(c.ID)
+	enc.int(c.Member)
+	enc.int(c.Index)
+	enc.int(c.Size)
+	enc.bytes(c.Sum)
+	enc.int(c.Znodes)
+	enc.int(c.Sessions)
+	enc.array(len(c.Members))
+	for _, m := range c.Members {
+		enc.array(3)
+		enc.int(m.ID)
+		enc.str(m.Addr)
+		enc.bool(m.Learner)
+	}
+	enc.int(c.Offset)
+	enc.bytes(c.Data)
+}
+
+func (dec *decoder) snapshotChunk() SnapshotChunk {
+	n := dec.array(snapshotChunkFields)
+	c := SnapshotChunk{ID: dec.int64(), Member: dec.int64(), Index: dec.int64(), Size: dec.int64(), Sum: dec.bytes(),
+		Znodes: dec.int64(), Sessions: dec.int64()}
+	members := dec.array(0)
+	for i := 0; i < members && dec.err == nil; i++ {
+		m := dec.array(3)
+		c.Members = append(c.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
+		dec.skip(m - 3)
+	}
+	c.Offset, c.Data = dec.int64(), dec.bytes()
+	dec.skip(n - snapshotChunkFields)
+	return c
+}
