@@ -74,6 +74,7 @@ func (n *Node) drain() {
 }
 
 func (n *Node) step(m raftpb.Message) {
+	n.contact.heardFrom(m, time.Now())
 	if err := n.rn.Step(m); err != nil {
 		n.log.Debug("raft step", zap.Error(err))
 	}
@@ -120,6 +121,9 @@ func (n *Node) processReady() error {
 		if rd.SoftState != nil {
 			old := n.leader.Swap(rd.SoftState.Lead)
 			leaderChanged = old != 0 && old != rd.SoftState.Lead
+			if rd.SoftState.Lead == n.cfg.ID && old != n.cfg.ID {
+				n.contact.lead(time.Now())
+			}
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			n.term.Store(rd.HardState.Term)

@@ -184,6 +184,7 @@ type Node struct {
 	readNext   *readRound    // the round new reads join; nil when none waits
 	readBusy   bool          // a round is under way; readMu guards the three
 	readRounds atomic.Uint64 // read index requests made of raft
+	contact    contact       // the leader's last answers from its peers
 
 	mu        sync.Mutex
 	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err

@@ -114,25 +114,45 @@ func (s *Server) heardFrom(id int64) {
 }
 
 // vouchForSessions says whether this member may tell its clients that
-// their sessions live: only if it knows a leader, which keeps their
-// deadlines, and, as a follower, that leader hears the touches it
-// forwards. A member whose messages are lost on their way to the leader
-// while it still hears the leader (a one-way cut) would otherwise answer
-// pings while the leader expires the sessions; it refuses them, and its
-// clients move to a member the leader hears. An election timeout without
-// the answer to its touches is the sign (raftnode's touch probes).
+// their sessions live, as a ping's answer does. The leader keeps the
+// sessions' deadlines, so only while this member knows a leader, and has
+// evidence that raft is live between them:
+//   - as a follower, that the leader hears the touches it forwards
+//     (raftnode's touch probes). A member whose messages are lost on their
+//     way to the leader while it still hears the leader (a one-way cut)
+//     would otherwise answer pings while the leader expires the sessions.
+//   - as the leader, that its raft goroutine heard from a quorum lately. A
+//     leader cut off from the others, or whose raft goroutine stands still
+//     (a slow disk, no CPU), would otherwise extend sessions that a new
+//     leader elected meanwhile is expiring; raft's check-quorum makes it
+//     step down, but only once its raft goroutine runs.
+//
+// Without that evidence for contactTimeout, it refuses, and the expiry
+// loop drops its clients: they move to a member that can vouch.
 func (s *Server) vouchForSessions() error {
 	leader := s.node.Leader()
 	switch {
 	case leader == 0:
 		return wire.Errorf(wire.CodeNoQuorum, "no leader")
-	case s.transport == nil || leader == s.node.ID():
+	case s.transport == nil:
 		return nil
-	}
-	if d := s.transport.TouchesUnanswered(leader); d > time.Duration(s.cfg.ElectionTicks)*s.cfg.TickInterval {
-		return wire.Errorf(wire.CodeNoQuorum, "the leader (member %d) has not answered this member for %v", leader, d.Round(time.Millisecond))
+	case leader == s.node.ID():
+		if d := s.node.QuorumContact(); d > s.contactTimeout() {
+			return wire.Errorf(wire.CodeNoQuorum, "this leader has not heard from a quorum for %v", d.Round(time.Millisecond))
+		}
+	default:
+		if d := s.transport.TouchesUnanswered(leader); d > s.contactTimeout() {
+			return wire.Errorf(wire.CodeNoQuorum, "the leader (member %d) has not answered this member for %v", leader, d.Round(time.Millisecond))
+		}
 	}
 	return nil
+}
+
+// contactTimeout is how long a member goes without news from the others
+// before it stops vouching for sessions: two election timeouts, so that a
+// short hiccup of a loaded machine does not send clients away.
+func (s *Server) contactTimeout() time.Duration {
+	return 2 * time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval
 }
 
 // forwardHeard sends the leader the sessions heard from since the last
