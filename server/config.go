@@ -42,6 +42,12 @@ type Config struct {
 	// certificate it signed. All empty: plaintext. The HTTP port stays
 	// plaintext.
 	TLSCert, TLSKey, TLSCA string
+	// Secure client ports beside the plaintext ones, as ZooKeeper's
+	// secureClientPort beside its clientPort: with either set, these two
+	// speak TLS (they need TLSCert) and Listen and ZKListen stay
+	// plaintext, so that TLS and plaintext clients are served at once.
+	SecureListen   string // Arbor's protocol over TLS (default: off)
+	ZKSecureListen string // ZooKeeper's protocol over TLS (default: off)
 	// TLS of the peer port, for a cluster: this member's certificate and
 	// key, used both to listen and to dial the others; with a CA file, the
 	// members verify each other's certificates against it both ways.

@@ -270,11 +270,19 @@ func openFiles() (int, bool) {
 // setting means the same.
 func (s *Server) writeConf(b *bytes.Buffer) {
 	cfg := &s.cfg
-	if _, port, err := net.SplitHostPort(s.ZKAddr().String()); err == nil {
-		fmt.Fprintf(b, "clientPort=%s\n", port)
+	for _, l := range []struct {
+		name string
+		addr net.Addr
+	}{{"clientPort", s.ZKAddr()}, {"secureClientPort", s.ZKSecureAddr()}} {
+		port := "-1"
+		if l.addr != nil {
+			_, port, _ = net.SplitHostPort(l.addr.String())
+		}
+		fmt.Fprintf(b, "%s=%s\n", l.name, port)
+		if l.addr != nil {
+			fmt.Fprintf(b, "%sAddress=%s\n", l.name, l.addr)
+		}
 	}
-	fmt.Fprintf(b, "clientPortAddress=%s\n", s.ZKAddr())
-	fmt.Fprintf(b, "secureClientPort=-1\n")
 	fmt.Fprintf(b, "dataDir=%s\n", cfg.DataDir)
 	fmt.Fprintf(b, "dataLogDir=%s\n", cfg.DataDir)
 	fmt.Fprintf(b, "tickTime=%d\n", ms(cfg.TickInterval))

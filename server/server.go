@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/arbor-coord/arbor/lockq"
@@ -40,12 +41,14 @@ type Server struct {
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
 
-	transport peerTransport // nil for a single node
-	cards     *peerCards    // the peers' member cards; nil for a single node
-	ln        net.Listener
-	zkLn      net.Listener // ZooKeeper's protocol; nil unless Config.ZKListen is set
-	httpLn    net.Listener
-	httpSrv   *http.Server
+	transport  peerTransport // nil for a single node
+	cards      *peerCards    // the peers' member cards; nil for a single node
+	ln         net.Listener
+	zkLn       net.Listener // ZooKeeper's protocol; nil unless Config.ZKListen is set
+	secureLn   net.Listener // Arbor's protocol over TLS; nil unless Config.SecureListen is set
+	zkSecureLn net.Listener // ZooKeeper's over TLS; nil unless Config.ZKSecureListen is set
+	httpLn     net.Listener
+	httpSrv    *http.Server
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{} // mu guards conns, bySession and heard
@@ -117,20 +120,39 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.ln, err = listen(cfg.Listen, tlsConf); err != nil {
+	plainConf := tlsConf // the TLS of Listen and ZKListen
+	if cfg.SecureListen != "" || cfg.ZKSecureListen != "" {
+		if tlsConf == nil {
+			return nil, errors.New("secure client ports need a TLS certificate and its key")
+		}
+		plainConf = nil
+	}
+	if s.ln, err = listen(cfg.Listen, plainConf); err != nil {
 		return nil, fmt.Errorf("listen for clients: %w", err)
 	}
 	closeListeners := func() {
-		for _, ln := range []net.Listener{s.ln, s.zkLn, s.httpLn} {
+		for _, ln := range []net.Listener{s.ln, s.zkLn, s.secureLn, s.zkSecureLn, s.httpLn} {
 			if ln != nil {
 				ln.Close()
 			}
 		}
 	}
-	if cfg.ZKListen != "" {
-		if s.zkLn, err = listen(cfg.ZKListen, tlsConf); err != nil {
+	for _, l := range []struct {
+		ln   *net.Listener
+		addr string
+		conf *tls.Config
+		what string
+	}{
+		{&s.zkLn, cfg.ZKListen, plainConf, "ZooKeeper clients"},
+		{&s.secureLn, cfg.SecureListen, tlsConf, "TLS clients"},
+		{&s.zkSecureLn, cfg.ZKSecureListen, tlsConf, "ZooKeeper TLS clients"},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		if *l.ln, err = listen(l.addr, l.conf); err != nil {
 			closeListeners()
-			return nil, fmt.Errorf("listen for ZooKeeper clients: %w", err)
+			return nil, fmt.Errorf("listen for %s: %w", l.what, err)
 		}
 	}
 	if cfg.HTTP != "-" {
@@ -152,9 +174,14 @@ func New(cfg Config) (*Server, error) {
 	go s.expiryLoop()
 	go s.watchMemory()
 	go s.watchDeadlocks()
-	if s.zkLn != nil {
-		s.wg.Add(1)
-		go s.acceptLoop(s.zkLn, newZKCodec)
+	for _, l := range []struct {
+		ln       net.Listener
+		newCodec func(*conn) codec
+	}{{s.zkLn, newZKCodec}, {s.secureLn, newArborCodec}, {s.zkSecureLn, newZKCodec}} {
+		if l.ln != nil {
+			s.wg.Add(1)
+			go s.acceptLoop(l.ln, l.newCodec)
+		}
 	}
 	if s.transport != nil {
 		s.cards = &peerCards{heard: map[uint64]heardCard{}}
@@ -166,12 +193,9 @@ func New(cfg Config) (*Server, error) {
 		s.httpSrv = newHTTPServer(&s.cfg, s.metrics.handler(s))
 		go func() { _ = s.httpSrv.Serve(s.httpLn) }()
 	}
-	zkClients := "off"
-	if s.zkLn != nil {
-		zkClients = s.zkLn.Addr().String()
-	}
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
-		zap.String("zookeeper_clients", zkClients), zap.Bool("client_tls", tlsConf != nil), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+		zap.String("zookeeper_clients", addrOf(s.zkLn)), zap.Bool("client_tls", plainConf != nil),
+		zap.String("tls_clients", addrOf(s.secureLn)), zap.String("zookeeper_tls_clients", addrOf(s.zkSecureLn)), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	if cfg.TLSCA != "" && cfg.SuperDigest == "" && len(cfg.AdminIdentities) == 0 {
 		s.log.Warn("membership changes are refused to every client: clients need certificates, and neither a superuser nor an admin identity is configured")
 	}
@@ -248,11 +272,29 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // ZKAddr is the address of the listener for ZooKeeper's protocol, nil when
 // it is off.
-func (s *Server) ZKAddr() net.Addr {
-	if s.zkLn == nil {
+func (s *Server) ZKAddr() net.Addr { return lnAddr(s.zkLn) }
+
+// SecureAddr is the address of the TLS listener for Arbor's protocol
+// (Config.SecureListen), nil when it is off.
+func (s *Server) SecureAddr() net.Addr { return lnAddr(s.secureLn) }
+
+// ZKSecureAddr is the address of the TLS listener for ZooKeeper's
+// protocol (Config.ZKSecureListen), nil when it is off.
+func (s *Server) ZKSecureAddr() net.Addr { return lnAddr(s.zkSecureLn) }
+
+func lnAddr(ln net.Listener) net.Addr {
+	if ln == nil {
 		return nil
 	}
-	return s.zkLn.Addr()
+	return ln.Addr()
+}
+
+// addrOf is ln's address for the log, "off" for none.
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
 }
 
 // HTTPAddr is the http listener's address, nil when it is off.
@@ -274,9 +316,10 @@ func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.stopc)
-		s.ln.Close()
-		if s.zkLn != nil {
-			s.zkLn.Close()
+		for _, ln := range []net.Listener{s.ln, s.zkLn, s.secureLn, s.zkSecureLn} {
+			if ln != nil {
+				ln.Close()
+			}
 		}
 		if s.httpSrv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -288,6 +288,7 @@ func TestTLSSettingsThatDoNotGoTogetherAreRefused(t *testing.T) {
 		{"a CA without a certificate", func(c *Config) { c.TLSCA = ca.File }, "needs both a certificate and its key"},
 		{"a key that is not the certificate's", func(c *Config) { c.TLSCert, c.TLSKey = f.Cert, f.Cert }, "client port TLS"},
 		{"a CA file with no certificate", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSCA = f.Cert, f.Key, f.Key }, "holds no PEM certificate"},
+		{"a secure port without a certificate", func(c *Config) { c.SecureListen = "127.0.0.1:0" }, "secure client ports need a TLS certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(), Logger: zaptest.NewLogger(t)}
@@ -344,5 +345,75 @@ func TestRFC2253WritesSubjectsAsZooKeepersX509ProviderDoes(t *testing.T) {
 	}
 	if _, err := rfc2253([]byte{0x30, 0x05, 0x01}); err == nil {
 		t.Fatal("a malformed subject was accepted")
+	}
+}
+
+// With secure ports (ZooKeeper's secureClientPort), TLS and plaintext
+// clients are served at once, on both protocols, from the same tree; a
+// plaintext client on a secure port is still refused.
+func TestPlaintextAndTLSClientsAreServedAtOnce(t *testing.T) {
+	ca := testcerts.NewCA(t, "arbor CA")
+	s, logs := tlsServer(t, ca, func(cfg *Config) {
+		cfg.SecureListen, cfg.ZKSecureListen = "127.0.0.1:0", "127.0.0.1:0"
+	})
+	plain := dialRaw(t, s)
+	if resp := plain.connect(wire.ConnectRequest{}); resp.Err != wire.CodeOK {
+		t.Fatalf("plaintext handshake on the plaintext port: %v", resp.Err)
+	}
+	if r := plain.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/both", Data: []byte("v")}); r.Err != wire.CodeOK {
+		t.Fatalf("create over plaintext: %v", r.Err)
+	}
+	secure := dialTLS(t, s.SecureAddr().String(), clientTLS(t, ca, ca, pkix.Name{CommonName: "alice"}))
+	if resp := secure.connect(wire.ConnectRequest{}); resp.Err != wire.CodeOK {
+		t.Fatalf("TLS handshake on the secure port: %v", resp.Err)
+	}
+	if r := secure.call(wire.Request{Xid: 1, Op: wire.OpGetData, Path: "/both"}); r.Err != wire.CodeOK || string(r.Data) != "v" {
+		t.Fatalf("getData over TLS: %q, %v", r.Data, r.Err)
+	}
+	if r := secure.call(wire.Request{Xid: 2, Op: wire.OpWhoAmI}); !slices.Contains(r.Identities, wire.Identity{Scheme: "x509", ID: "CN=alice"}) {
+		t.Fatalf("the TLS client is %v, want x509:CN=alice among its identities", r.Identities)
+	}
+	if r := plain.call(wire.Request{Xid: 2, Op: wire.OpWhoAmI}); slices.ContainsFunc(r.Identities, func(id wire.Identity) bool { return id.Scheme == "x509" }) {
+		t.Fatalf("the plaintext client has an x509 identity: %v", r.Identities)
+	}
+
+	ruok := func(nc net.Conn) string {
+		t.Helper()
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		// echo ruok | nc: five bytes, a whole TLS record header to a TLS
+		// port that gets plaintext.
+		if _, err := nc.Write([]byte("ruok\n")); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(nc)
+		return string(b)
+	}
+	nc, err := net.Dial("tcp", s.ZKAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ruok(nc); got != "imok" {
+		t.Fatalf("ruok on the plaintext ZooKeeper port: %q", got)
+	}
+	tc, err := tls.Dial("tcp", s.ZKSecureAddr().String(), clientTLS(t, ca, ca, pkix.Name{CommonName: "alice"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ruok(tc); got != "imok" {
+		t.Fatalf("ruok on the secure ZooKeeper port: %q", got)
+	}
+
+	before := logs.FilterMessage("closing connection: client sent plaintext to a TLS port").Len()
+	nc, err = net.Dial("tcp", s.SecureAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ruok(nc); strings.Contains(got, "imok") {
+		t.Fatalf("a plaintext client on the secure port was answered: %q", got)
+	}
+	waitLogFor(t, logs, "closing connection: client sent plaintext to a TLS port", 10*time.Second)
+	if logs.FilterMessage("closing connection: client sent plaintext to a TLS port").Len() <= before {
+		t.Fatal("the plaintext client on the secure port was not logged")
 	}
 }
