@@ -46,6 +46,9 @@ type codec interface {
 	appendReply(dst []byte, r *request, reply wire.Reply) []byte
 	// opName names r's op in metrics and in the cons four-letter word.
 	opName(r *request) string
+	// canBeReadOnly reports whether the client said in its handshake that
+	// it accepts a read-only server (ZooKeeper's canBeReadOnly).
+	canBeReadOnly() bool
 }
 
 // authFailureCloser is a codec whose protocol ends the connection once a
@@ -112,6 +115,9 @@ func (arborCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 
 // opName names a request by its op; all unknown ops share one name, so
 // that a client cannot grow the metrics' label set without bound.
+// canBeReadOnly: Arbor's protocol has no read-only mode.
+func (arborCodec) canBeReadOnly() bool { return false }
+
 func (arborCodec) opName(r *request) string {
 	if !r.req.Op.Known() {
 		return "unknown"

@@ -48,6 +48,11 @@ type Config struct {
 	// plaintext, so that TLS and plaintext clients are served at once.
 	SecureListen   string // Arbor's protocol over TLS (default: off)
 	ZKSecureListen string // ZooKeeper's protocol over TLS (default: off)
+	// NoReadOnly turns read-only mode off: a member that cannot reach a
+	// quorum then refuses ZooKeeper clients that accept a read-only server
+	// (canBeReadOnly), as it refuses every other client, instead of
+	// serving them reads.
+	NoReadOnly bool
 	// TLS of the peer port, for a cluster: this member's certificate and
 	// key, used both to listen and to dial the others; with a CA file, the
 	// members verify each other's certificates against it both ways.

@@ -39,8 +39,12 @@ type conn struct {
 	log     *zap.Logger
 	codec   codec // Arbor's protocol or ZooKeeper's
 	session int64
-	ctx     context.Context // cancelled when the connection closes
-	cancel  context.CancelFunc
+	// readOnly: served read-only by a member that cannot reach a quorum
+	// (readOnlySession); set in the handshake, before the goroutines that
+	// read it start.
+	readOnly bool
+	ctx      context.Context // cancelled when the connection closes
+	cancel   context.CancelFunc
 
 	ids atomic.Pointer[[]wire.Identity] // see identities; replaced, never changed in place
 
@@ -194,6 +198,9 @@ func (c *conn) read(br *bufio.Reader) {
 			c.log.Info("closing connection: malformed frame", zap.Error(err))
 			c.goodbye(wire.CodeMalformed)
 			return
+		}
+		if c.readOnly && r.err == nil && !r.batch && changesState(r.req.Op) {
+			r.err = wire.ErrNotReadOnly
 		}
 		if r.err == nil && !r.batch && !r.req.Op.Counts(wire.LimitOutstanding) {
 			// A ping (the op that waits behind nothing) is answered at

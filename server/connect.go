@@ -34,6 +34,8 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	resp := wire.ConnectResponse{ProtocolVersion: min(max(req.ProtocolVersion, 1), wire.ProtocolVersion)}
 	err := c.srv.vouchForSessions() // a leader to create the session and keep it alive
 	switch {
+	case err != nil && !c.srv.cfg.NoReadOnly && c.codec.canBeReadOnly():
+		err = c.readOnlySession(&req, &resp)
 	case err != nil:
 	case !c.caughtUp(req.LastZxidSeen):
 		// A new session too: the client's next read must not go back in
@@ -56,6 +58,9 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	c.session = resp.SessionID
 	c.stats.attached(resp.TimeoutMs)
 	c.srv.bindSession(c)
+	if c.readOnly {
+		return true // its session may be one of its own (readOnlySession)
+	}
 	// A close applied between the check in reattach and bindSession found
 	// no connection to end: look again now that this one is bound.
 	var live bool
@@ -64,6 +69,43 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		return false // the client learns of the expiry when it reattaches
 	}
 	return true
+}
+
+// readOnlySession serves, read-only, a ZooKeeper client that accepts a
+// read-only server (canBeReadOnly) on a member that cannot vouch for
+// sessions (no leader, or none that hears it), as a ZooKeeper server that
+// lost its quorum does in read-only mode. The client reads what this
+// member holds, never older than what it has seen; a change of any kind
+// is refused with NotReadOnly. Its session is not kept alive meanwhile:
+// the leader, on the other side, may expire it. A client without a
+// session gets one of this connection's own, which no other member
+// knows: ZooKeeper's clients start a real one when they reach a
+// read-write member. When this member can vouch again, it drops its
+// read-only clients (expiryLoop) so that they move to one.
+func (c *conn) readOnlySession(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
+	if !c.caughtUp(req.LastZxidSeen) {
+		return wire.ErrNotCaughtUp
+	}
+	timeout := c.srv.sessions.Negotiate(time.Duration(req.TimeoutMs) * time.Millisecond)
+	resp.TimeoutMs = int32(timeout / time.Millisecond)
+	if req.SessionID == 0 {
+		resp.SessionID, resp.Password = c.srv.ids.Next(), make([]byte, 16)
+		_, _ = rand.Read(resp.Password)
+	} else {
+		var s tree.Session
+		var ok bool
+		c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
+		switch {
+		case !ok:
+			return wire.ErrSessionExpired // as this member last knew it
+		case subtle.ConstantTimeCompare(s.Password, req.Password) != 1:
+			return wire.ErrBadPassword
+		}
+		resp.SessionID, resp.Password = req.SessionID, req.Password
+	}
+	c.readOnly = true
+	c.log.Info("serving a client read-only: this member cannot reach a quorum", zap.Int64("session", resp.SessionID))
+	return nil
 }
 
 func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {

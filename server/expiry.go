@@ -39,12 +39,18 @@ func (s *Server) expiryLoop() {
 			// Cut off from any leader, or unheard by it, this member
 			// cannot keep sessions alive: its clients go to members that
 			// can, as ZooKeeper's do when their server loses the leader.
+			// Those it serves read-only stay (readOnlySession).
 			if !refusing {
 				s.log.Warn("closing client connections", zap.Error(err))
 			}
 			refusing = true
-			s.dropAllConns(wire.CodeNoQuorum)
+			s.dropConns(wire.CodeNoQuorum, func(c *conn) bool { return !c.readOnly })
 			continue
+		}
+		if refusing {
+			// Read-write again: the read-only clients go, to come back
+			// (here or elsewhere) as read-write ones.
+			s.dropConns(wire.CodeConnectionLoss, func(c *conn) bool { return c.readOnly })
 		}
 		refusing = false
 		term := s.node.Term() // read before IsLeader: a later term only fails the proposals

@@ -29,7 +29,13 @@ const zkVersion = "3.9.0-arbor"
 // fourLetterWords are the words answered.
 var fourLetterWords = map[string]func(s *Server, b *bytes.Buffer){
 	"ruok": func(_ *Server, b *bytes.Buffer) { b.WriteString("imok") },
-	"isro": func(_ *Server, b *bytes.Buffer) { b.WriteString("rw") },
+	"isro": func(s *Server, b *bytes.Buffer) {
+		if s.readOnlyMode() {
+			b.WriteString("ro")
+		} else {
+			b.WriteString("rw")
+		}
+	},
 	"srvr": func(s *Server, b *bytes.Buffer) { s.writeStat(b, false) },
 	"stat": func(s *Server, b *bytes.Buffer) { s.writeStat(b, true) },
 	"mntr": (*Server).writeMntr,
@@ -72,11 +78,19 @@ func (s *Server) serving(b *bytes.Buffer) bool {
 	return true
 }
 
+// readOnlyMode reports whether this member serves read-only: it cannot
+// vouch for sessions (no quorum it can reach) and read-only mode is on.
+func (s *Server) readOnlyMode() bool {
+	return !s.cfg.NoReadOnly && s.vouchForSessions() != nil
+}
+
 // mode is ZooKeeper's name for this member's role.
 func (s *Server) mode() string {
 	switch {
 	case s.transport == nil:
 		return "standalone"
+	case s.readOnlyMode():
+		return "read-only"
 	case s.node.IsLeader():
 		return "leader"
 	}

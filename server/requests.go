@@ -70,6 +70,14 @@ func (c *conn) respond() {
 	}
 }
 
+// changesState reports whether op changes what the cluster holds, which a
+// read-only member refuses (ZooKeeper's NOTREADONLY): every write, sync
+// (it needs the leader) and the membership changes. A close is let
+// through: on a read-only connection it ends only the connection.
+func changesState(op wire.Op) bool {
+	return op.IsLogged() && op != wire.OpClose || op == wire.OpSync
+}
+
 // linearize asks raft for the read index of r if it is a linearizable
 // read: as it arrives, so that the reads a client pipelines share a round
 // (raftnode.Node.ReadIndex), and the responder waits for it in linearized.
@@ -186,7 +194,7 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 	req := &r.req
 	switch req.Op {
 	case wire.OpPing:
-		if err := c.srv.vouchForSessions(); err != nil {
+		if err := c.srv.vouchForSessions(); err != nil && !c.readOnly {
 			// The session's deadline is kept by a leader this member
 			// cannot reach: a ping answered here would keep the client
 			// believing in a session that may be expiring. The client
@@ -209,6 +217,12 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
 	case wire.OpClose:
 		c.closingSession.Store(true)
+		if c.readOnly {
+			// Nothing to end but the connection: a read-only member
+			// cannot close a session, which expires on its own.
+			reply.Zxid = c.srv.fsm.lastZxid()
+			return
+		}
 		_, err := c.srv.write(c.ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: c.session, Time: time.Now().UnixMilli()})
 		reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
 	default:

@@ -473,11 +473,19 @@ func (s *Server) dropConn(c *conn) {
 // restore their watches against the new state (setWatches fires what
 // changed), and sessions the snapshot no longer has are refused.
 func (s *Server) dropAllConns(code wire.Code) {
+	s.dropConns(code, func(*conn) bool { return true })
+}
+
+// dropConns closes the connections that which picks, telling their
+// clients code.
+func (s *Server) dropConns(code wire.Code, which func(*conn) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		c.goodbye(code)
-		c.cancel()
+		if which(c) {
+			c.goodbye(code)
+			c.cancel()
+		}
 	}
 }
 

@@ -24,9 +24,10 @@ import (
 // zkCodec is the ZooKeeper codec of one connection.
 type zkCodec struct {
 	c *conn
-	// readOnly is set when the client sent the readOnly flag in its
-	// ConnectRequest: the ConnectResponse then carries one too.
-	readOnly bool
+	// hasReadOnly is set when the client sent the readOnly flag in its
+	// ConnectRequest: the ConnectResponse then carries one too; readOnly
+	// is the flag (canBeReadOnly).
+	hasReadOnly, readOnly bool
 }
 
 func newZKCodec(c *conn) codec { return &zkCodec{c: c} }
@@ -54,15 +55,16 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 		z.c.log.Info("closing connection: malformed ZooKeeper handshake", zap.Error(err))
 		return wire.ConnectRequest{}, false
 	}
-	z.readOnly = m.HasReadOnly
+	z.hasReadOnly, z.readOnly = m.HasReadOnly, m.ReadOnly
 	return zkwire.ConnectRequestToWire(&m), true
 }
 
 func (z *zkCodec) appendConnectResponse(dst []byte, resp *wire.ConnectResponse) []byte {
-	m, ok := zkwire.ConnectResponseFromWire(resp, z.readOnly)
+	m, ok := zkwire.ConnectResponseFromWire(resp, z.hasReadOnly)
 	if !ok {
 		return dst // ZooKeeper closes without a word: the client tries another server
 	}
+	m.ReadOnly = m.HasReadOnly && z.c.readOnly
 	return zkwire.AppendConnectResponse(dst, &m)
 }
 
@@ -117,6 +119,8 @@ func (z *zkCodec) closesOnAuthFailure() {}
 // mapping) or is run in another op's form (checkWatches); all unknown ops
 // share one name, so that a client cannot grow the metrics' label set
 // without bound.
+func (z *zkCodec) canBeReadOnly() bool { return z.readOnly }
+
 func (z *zkCodec) opName(r *request) string {
 	zr := r.codecData.(*zkwire.Request)
 	switch {

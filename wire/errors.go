@@ -32,6 +32,7 @@ const (
 	CodeInvalidACL              Code = -114
 	CodeAuthFailed              Code = -115
 	CodeSessionMoved            Code = -118
+	CodeNotReadOnly             Code = -119 // a change asked of a member serving read-only (ZooKeeper's NOTREADONLY)
 	CodeNoWatcher               Code = -121
 	CodeRequestTimeout          Code = -122
 	CodeQuotaExceeded           Code = -125
@@ -91,6 +92,7 @@ var (
 	ErrInvalidACL              = newSentinel(CodeInvalidACL, "invalid ACL")
 	ErrAuthFailed              = newSentinel(CodeAuthFailed, "authentication failed")
 	ErrSessionMoved            = newSentinel(CodeSessionMoved, "session moved to another server")
+	ErrNotReadOnly             = newSentinel(CodeNotReadOnly, "the server is read-only: it cannot reach a quorum")
 	ErrNoWatcher               = newSentinel(CodeNoWatcher, "no such watcher")
 	ErrRequestTimeout          = newSentinel(CodeRequestTimeout, "request timed out")
 	ErrQuotaExceeded           = newSentinel(CodeQuotaExceeded, "quota exceeded")
@@ -169,6 +171,7 @@ var codeNames = map[Code]string{
 	CodeInvalidACL:              "invalid_acl",
 	CodeAuthFailed:              "auth_failed",
 	CodeSessionMoved:            "session_moved",
+	CodeNotReadOnly:             "not_read_only",
 	CodeNoWatcher:               "no_watcher",
 	CodeRequestTimeout:          "request_timeout",
 	CodeQuotaExceeded:           "quota_exceeded",

@@ -1109,6 +1109,7 @@ var codeTable = []struct {
 	{wire.ErrInvalidACL, wire.CodeInvalidACL, -114},
 	{wire.ErrAuthFailed, wire.CodeAuthFailed, -115},
 	{wire.ErrSessionMoved, wire.CodeSessionMoved, -118},
+	{wire.ErrNotReadOnly, wire.CodeNotReadOnly, -119},
 	{wire.ErrNoWatcher, wire.CodeNoWatcher, -121},
 	{wire.ErrRequestTimeout, wire.CodeRequestTimeout, -122},
 	{wire.ErrQuotaExceeded, wire.CodeQuotaExceeded, -125},
