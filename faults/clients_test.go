@@ -138,9 +138,9 @@ const expiryGrace = 2 * sessionTimeout
 
 // sessionMayExpire says whether a fault allows the session of tc to have
 // ended at e, and names the kind of fault that does. For every client: a
-// crash of the whole cluster; message loss (a write forwarded to the leader and lost holds its
-// connection, pings included, for the request timeout: see
-// docs/reliability.md, known limits); a stall of the test process (which
+// crash of the whole cluster; message loss (lost touches leave the leader
+// without news of sessions, and a member whose probes are answered now and
+// then still vouches for them); a stall of the test process (which
 // carries all peer traffic); a spell without a leader. For the clients of
 // one member: its pause or its stall (they need two thirds of a timeout to
 // give it up, and may try it again while it is stopped; a stalled leader

@@ -108,6 +108,10 @@ func runRound(t *testing.T, n int, seed int64, length time.Duration) roundStats 
 	r.makeDir()
 	defer r.keepOrRemove()
 	r.start()
+	// The round's members stop with the round, not with the test: a long
+	// run (-faults.duration) would otherwise keep every round's cluster
+	// running to its end.
+	defer r.c.stopAll()
 	defer r.fleet.closeAll()
 	windows := r.exercise()
 	return r.check(windows)

@@ -75,6 +75,9 @@ func (n *Node) drain() {
 
 func (n *Node) step(m raftpb.Message) {
 	n.contact.heardFrom(m, time.Now())
+	if !n.dropSeen(&m) {
+		return
+	}
 	if err := n.rn.Step(m); err != nil {
 		n.log.Debug("raft step", zap.Error(err))
 	}
@@ -95,10 +98,13 @@ func (n *Node) propose(p proposal) {
 			return
 		}
 	}
+	if p.resend && n.seen.has(p.id, time.Now()) {
+		return // in this member's log already: it leads now
+	}
 	data := make([]byte, 8+len(p.payload))
 	binary.BigEndian.PutUint64(data, p.id)
 	copy(data[8:], p.payload)
-	if err := n.rn.Propose(data); err != nil {
+	if err := n.rn.Propose(data); err != nil && !p.resend {
 		n.deliver(p.id, Outcome{Err: n.dropped()})
 	}
 }
@@ -117,6 +123,7 @@ func (n *Node) dropped() error {
 func (n *Node) processReady() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
+		n.noteEntries(rd.Entries)
 		leaderChanged := false
 		if rd.SoftState != nil {
 			old := n.leader.Swap(rd.SoftState.Lead)

@@ -255,10 +255,11 @@ func (t *MemTransport) Send(msgs []raftpb.Message) {
 // SendTouches forwards the ids of sessions heard from to member to.
 func (t *MemTransport) SendTouches(to uint64, ids []int64) {
 	t.enqueue(to, memFrame{touches: ids})
-	t.probe(to)
+	t.Probe(to)
 }
 
-func (t *MemTransport) probe(to uint64) {
+// Probe is TCPTransport.Probe.
+func (t *MemTransport) Probe(to uint64) {
 	t.acks.sent(to, time.Now())
 	t.enqueue(to, memFrame{probe: true})
 }
@@ -272,7 +273,7 @@ func (t *MemTransport) TouchesUnanswered(to uint64) time.Duration {
 // does; the receiver refuses a card over MaxCard. It does not keep card.
 func (t *MemTransport) SendCard(to uint64, card []byte) {
 	t.enqueue(to, memFrame{card: append([]byte{}, card...)})
-	t.probe(to)
+	t.Probe(to)
 }
 
 func (t *MemTransport) enqueue(to uint64, f memFrame) bool {

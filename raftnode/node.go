@@ -185,6 +185,7 @@ type Node struct {
 	readBusy   bool          // a round is under way; readMu guards the three
 	readRounds atomic.Uint64 // read index requests made of raft
 	contact    contact       // the leader's last answers from its peers
+	seen       seenIDs       // the ids of the entries recently in the log (resend.go)
 
 	mu        sync.Mutex
 	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
@@ -221,6 +222,7 @@ type proposal struct {
 	cc      *raftpb.ConfChangeV2
 	leader  bool // propose only as the leader of term
 	term    uint64
+	resend  bool // the same proposal again (resend.go)
 }
 
 // Start opens the store in cfg.Dir, restores the state machine from the
@@ -385,7 +387,7 @@ func (n *Node) ProposeAsLeader(ctx context.Context, payload []byte, term uint64)
 func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 	id := n.reqIDs.Add(1)
 	p1.id = id
-	p := &Proposal{n: n, id: id, w: pending{done: make(chan struct{})}}
+	p := &Proposal{n: n, id: id, p: p1, w: pending{done: make(chan struct{})}}
 	n.mu.Lock()
 	if n.err != nil {
 		n.mu.Unlock()
@@ -409,20 +411,32 @@ func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 type Proposal struct {
 	n  *Node
 	id uint64
+	p  proposal // to send again
 	w  pending
 }
 
 // Wait waits for the outcome or for ctx. A proposal abandoned because of
-// ctx may still be applied later.
+// ctx may still be applied later. A follower's proposal not applied
+// within retryAfter is sent again (resend.go).
 func (p *Proposal) Wait(ctx context.Context) Outcome {
-	select {
-	case <-p.w.done:
-		return p.w.out
-	case <-ctx.Done():
-		p.n.mu.Lock()
-		delete(p.n.waiters, p.id)
-		p.n.mu.Unlock()
-		return Outcome{Err: ctx.Err()}
+	var retry <-chan time.Time
+	if p.p.cc == nil && !p.p.leader {
+		t := time.NewTicker(p.n.retryAfter())
+		defer t.Stop()
+		retry = t.C
+	}
+	for {
+		select {
+		case <-p.w.done:
+			return p.w.out
+		case <-retry:
+			p.n.resend(p.p)
+		case <-ctx.Done():
+			p.n.mu.Lock()
+			delete(p.n.waiters, p.id)
+			p.n.mu.Unlock()
+			return Outcome{Err: ctx.Err()}
+		}
 	}
 }
 

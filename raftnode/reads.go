@@ -23,14 +23,6 @@ type readRound struct {
 	waiting atomic.Int32 // the reads still waiting for it
 }
 
-// readRetry is how long a round waits for raft's answer before it asks
-// again: raft does not resend a read index request that a follower
-// forwarded and the network lost. Asking again is safe, since a later
-// read index covers everything an earlier one would have.
-func (n *Node) readRetry() time.Duration {
-	return time.Duration(2*n.cfg.ElectionTicks) * n.cfg.TickInterval
-}
-
 // ReadIndex waits until this member has applied everything committed
 // before the call: a read served after it is linearizable. It fails at
 // once when this member knows no leader (ErrProposalDropped).
@@ -110,7 +102,10 @@ func (n *Node) readIndexOnce() (uint64, error) {
 		delete(n.reads, id)
 		n.mu.Unlock()
 	}()
-	timer := time.NewTimer(n.readRetry())
+	// Raft does not resend a read index request that a follower forwarded
+	// and the network lost: after retryAfter the round asks again, which
+	// is safe, since a later read index covers all an earlier one would.
+	timer := time.NewTimer(n.retryAfter())
 	defer timer.Stop()
 	select {
 	case n.readc <- id:

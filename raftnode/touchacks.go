@@ -13,7 +13,9 @@ import (
 // second, so that a member soon knows which peers answer probes), is
 // followed on the same ordered link by a probe that the receiving member
 // answers at once with an ack: a probe left unanswered tells the sender
-// that what it sends is not arriving.
+// that what it sends is not arriving. (A follower also probes its leader
+// every 100 ms when it has no touches to send, so that one probe lost in
+// a short outage is soon followed by one that is answered.)
 
 // touchAcks tracks the probes sent to each peer.
 type touchAcks struct {

@@ -194,11 +194,13 @@ func (t *TCPTransport) SendTouches(to uint64, ids []int64) {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 	}
 	t.enqueue(to, outFrame{b: b})
-	t.probe(to)
+	t.Probe(to)
 }
 
-// probe follows what was just queued for member to with a probe.
-func (t *TCPTransport) probe(to uint64) {
+// Probe sends member to a probe, which it answers at once: what was
+// queued for it before has arrived when the answer comes
+// (TouchesUnanswered).
+func (t *TCPTransport) Probe(to uint64) {
 	t.acks.sent(to, time.Now())
 	t.enqueue(to, outFrame{b: t.idFrame(frameProbe)})
 }
@@ -232,7 +234,7 @@ func (t *TCPTransport) SendCard(to uint64, card []byte) {
 	binary.BigEndian.PutUint64(b[5:], t.id)
 	b = append(b, card...)
 	t.enqueue(to, outFrame{b: b})
-	t.probe(to) // so that every member learns early which peers answer probes
+	t.Probe(to) // so that every member learns early which peers answer probes
 }
 
 func (t *TCPTransport) enqueue(to uint64, f outFrame) bool {

@@ -45,6 +45,9 @@ func (s *Server) expiryLoop() {
 			}
 			refusing = true
 			s.dropConns(wire.CodeNoQuorum, func(c *conn) bool { return !c.readOnly })
+			if !s.node.IsLeader() {
+				s.forwardHeard() // its probe tells when the leader hears this member again
+			}
 			continue
 		}
 		if refusing {
@@ -178,6 +181,11 @@ func (s *Server) forwardHeard() {
 	s.mu.Unlock()
 	if len(ids) > 0 {
 		s.transport.SendTouches(leader, ids)
+	} else {
+		// A probe every round, touches or not: an answer soon clears one
+		// lost earlier, so that only a link that goes on losing
+		// everything keeps one unanswered (vouchForSessions).
+		s.transport.Probe(leader)
 	}
 }
 

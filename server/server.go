@@ -243,6 +243,7 @@ type peerTransport interface {
 	Attach(n *raftnode.Node, touch func(ids []int64))
 	SendTouches(to uint64, ids []int64)
 	TouchesUnanswered(to uint64) time.Duration
+	Probe(to uint64)
 	SendCard(to uint64, card []byte)
 	SetCardHandler(h func(from uint64, card []byte))
 	SetFilter(f raftnode.Filter)
