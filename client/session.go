@@ -179,6 +179,14 @@ func (c *Client) restoreWatches(cn *conn) {
 			ChildWatches:      slices.Clip(batch[4]),
 		})
 	}
+	if cn.version >= wire.ResumableWatches {
+		// The server keeps every frame but the last and restores them
+		// all at once: no event is seen live by one frame's watch and
+		// replayed by another's.
+		for i := range len(frames) - 1 {
+			frames[i].MoreWatches = true
+		}
+	}
 	cn.restoreIn(len(frames))
 	for _, f := range frames {
 		cn.sendFrame(f)
