@@ -37,8 +37,12 @@ type historyLimits struct {
 //
 //	type (1 byte) | txn time ms (uvarint) | path (uvarint length, bytes) | ACL
 //
+//	| node (0: none; 1: data, length-prefixed, and the 11 fields of Stat as varints)
+//
 // where the ACL is 0 for the open ACL, else its length + 1 (uvarint) and,
-// per entry, perms, scheme and id (uvarints and length-prefixed strings).
+// per entry, perms, scheme and id (uvarints and length-prefixed strings),
+// and the node is a NodeCreated's or NodeDataChanged's, as a lasting
+// watch's live notification carries it.
 // The one other key, 'm', holds floor and applied (8 bytes each).
 const (
 	historyEventKey = 'e'
@@ -365,15 +369,31 @@ func appendEventValue(dst []byte, ev tree.Event, timeMs int64) []byte {
 	dst = binary.AppendUvarint(dst, uint64(timeMs))
 	dst = appendString(dst, ev.Path)
 	if slices.Equal(ev.ACL, wire.OpenACL) {
+		dst = append(dst, 0)
+	} else {
+		dst = binary.AppendUvarint(dst, uint64(len(ev.ACL))+1)
+		for _, a := range ev.ACL {
+			dst = binary.AppendUvarint(dst, uint64(a.Perms))
+			dst = appendString(dst, a.Scheme)
+			dst = appendString(dst, a.ID)
+		}
+	}
+	if ev.Stat.Czxid == 0 { // no node: not a NodeCreated or NodeDataChanged
 		return append(dst, 0)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(ev.ACL))+1)
-	for _, a := range ev.ACL {
-		dst = binary.AppendUvarint(dst, uint64(a.Perms))
-		dst = appendString(dst, a.Scheme)
-		dst = appendString(dst, a.ID)
+	dst = append(dst, 1)
+	dst = appendString(dst, string(ev.Data))
+	st := &ev.Stat
+	for _, v := range statValues(st) {
+		dst = binary.AppendVarint(dst, v)
 	}
 	return dst
+}
+
+// statValues lists a Stat's fields in the history's order.
+func statValues(st *wire.Stat) [11]int64 {
+	return [11]int64{st.Czxid, st.Mzxid, st.Pzxid, st.Ctime, st.Mtime, int64(st.Version), int64(st.Cversion),
+		int64(st.Aversion), st.EphemeralOwner, int64(st.DataLength), int64(st.NumChildren)}
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -406,11 +426,11 @@ func decodeEventValue(v []byte) (tree.Event, int64, error) {
 		return ev, 0, errBadEvent
 	case acls == 0:
 		ev.ACL = wire.OpenACL
-		return ev, int64(t), nil
+	case acls > 1:
+		ev.ACL = make([]wire.ACL, 0, acls-1)
 	}
 	v = v[n:]
-	ev.ACL = make([]wire.ACL, 0, acls-1)
-	for range acls - 1 {
+	for range max(acls, 1) - 1 {
 		perms, n := binary.Uvarint(v)
 		if n <= 0 {
 			return ev, 0, errBadEvent
@@ -424,6 +444,27 @@ func decodeEventValue(v []byte) (tree.Event, int64, error) {
 		}
 		ev.ACL = append(ev.ACL, a)
 	}
+	if len(v) < 1 || v[0] > 1 {
+		return ev, 0, errBadEvent
+	}
+	if v[0] == 0 {
+		return ev, int64(t), nil
+	}
+	data, v, ok := readString(v[1:])
+	if !ok {
+		return ev, 0, errBadEvent
+	}
+	var f [11]int64
+	for i := range f {
+		x, n := binary.Varint(v)
+		if n <= 0 {
+			return ev, 0, errBadEvent
+		}
+		f[i], v = x, v[n:]
+	}
+	ev.Data = []byte(data)
+	ev.Stat = wire.Stat{Czxid: f[0], Mzxid: f[1], Pzxid: f[2], Ctime: f[3], Mtime: f[4], Version: int32(f[5]), Cversion: int32(f[6]),
+		Aversion: int32(f[7]), EphemeralOwner: f[8], DataLength: int32(f[9]), NumChildren: int32(f[10])}
 	return ev, int64(t), nil
 }
 

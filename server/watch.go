@@ -422,7 +422,7 @@ func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) err
 	}
 	ok, err := s.watches.addFrom(kind, req.Path, c, req.FromZxid, func(zxid int64, ev tree.Event) {
 		s.watches.send(c, &wire.Reply{Xid: wire.XidReplay, Zxid: zxid, EventType: ev.Type,
-			State: wire.StateConnected, Path: ev.Path, ReplayOf: req.Xid})
+			State: wire.StateConnected, Path: ev.Path, ReplayOf: req.Xid, Data: ev.Data, Stat: ev.Stat})
 	})
 	if !ok {
 		return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,

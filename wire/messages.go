@@ -636,9 +636,17 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 			enc.stat(&r.Stat)
 		}
 	case r.Xid == XidReplay:
-		enc.array(3 + notificationFields + 1)
+		if carriesNode(r) {
+			enc.array(3 + notificationFields + 3)
+		} else {
+			enc.array(3 + notificationFields + 1)
+		}
 		enc.notificationHead(r)
 		enc.int(int64(r.ReplayOf))
+		if carriesNode(r) {
+			enc.bytes(r.Data)
+			enc.stat(&r.Stat)
+		}
 	case r.Err == CodeHistoryCompacted && op != OpMulti:
 		enc.array(4)
 		enc.int(int64(r.Xid))
@@ -805,6 +813,14 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 		case dec.err != nil:
 		case r.Xid == XidReplay:
 			r.ReplayOf = dec.int32()
+			if n-3 >= want+2 && dec.err == nil {
+				want += 2
+				r.Data = dec.bytes()
+				dec.stat(&r.Stat)
+				if !carriesNode(r) {
+					r.Data, r.Stat = nil, Stat{}
+				}
+			}
 		case r.Err == CodeHistoryCompacted:
 			if n-3 > want {
 				r.OldestZxid = dec.int64()

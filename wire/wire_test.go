@@ -420,6 +420,10 @@ var replies = []struct {
 	{"a replayed event names the addWatch it is for", 0, wire.Reply{
 		Xid: wire.XidReplay, Zxid: 98, EventType: wire.EventNodeDeleted, State: wire.StateConnected, Path: "/services/a", ReplayOf: 42,
 	}},
+	{"a replayed NodeDataChanged may carry the node's data and Stat", 0, wire.Reply{
+		Xid: wire.XidReplay, Zxid: 97, EventType: wire.EventNodeDataChanged, State: wire.StateConnected, Path: "/services/a", ReplayOf: 42,
+		Data: []byte("v=3"), Stat: wire.Stat{Czxid: 3, Mzxid: 97, Version: 5, DataLength: 3},
+	}},
 	{"a PersistentWatchRemoved after a compacted history names the oldest zxid", 0, wire.Reply{
 		Xid: wire.XidNotification, Zxid: 99, Err: wire.CodeHistoryCompacted, EventType: wire.EventPersistentWatchRemoved,
 		State: wire.StateConnected, Path: "/services", OldestZxid: 77,
