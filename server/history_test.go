@@ -192,3 +192,21 @@ func TestARestoreOverSeveralFramesReplaysEachEventOnce(t *testing.T) {
 		t.Errorf("after the restore: %+v %v", r, err)
 	}
 }
+
+// FuzzDecodeHistoryEvent: a damaged history value is refused, never
+// panicked on.
+func FuzzDecodeHistoryEvent(f *testing.F) {
+	f.Add(appendEventValue(nil, tree.Event{Type: wire.EventNodeDeleted, Path: "/a", ACL: wire.OpenACL}, 1))
+	f.Add(appendEventValue(nil, tree.Event{Type: wire.EventNodeDataChanged, Path: "/a/b", Data: []byte("v"),
+		Stat: wire.Stat{Czxid: 1, Mzxid: 2}, ACL: []wire.ACL{{Perms: wire.PermRead, Scheme: "world", ID: "anyone"}}}, 2))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		ev, tm, err := decodeEventValue(v)
+		if err != nil {
+			return
+		}
+		again, tm2, err := decodeEventValue(appendEventValue(nil, ev, tm))
+		if err != nil || tm2 != tm || again.Path != ev.Path || again.Type != ev.Type || string(again.Data) != string(ev.Data) {
+			t.Fatalf("%+v at %d re-encoded to %+v at %d, %v", ev, tm, again, tm2, err)
+		}
+	})
+}
