@@ -288,3 +288,37 @@ func TestGetAndLsWaitForOneEventWithW(t *testing.T) {
 		})
 	}
 }
+
+func TestWatchFromAZxidPrintsTheChangesAfterItThenTheLiveOnes(t *testing.T) {
+	addr, metrics := startServer(t)
+	c := dial(t, addr)
+	ctx := context.Background()
+	if _, err := c.Create(ctx, "/w", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := c.CreateStat(ctx, "/w/a", nil, client.Persistent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "/w/a", []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, "/other", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, "/w/b", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, addr, "watch", "-R", "--from", fmt.Sprintf("%#x", st.Czxid), "-n", "3", "/w")
+	waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
+	must(t, addr, "delete", "/w/a")
+	want := "NodeDataChanged /w/a\nNodeCreated /w/b\nNodeDeleted /w/a\n"
+	if code := w.wait(t); code != 0 || w.stdout.String() != want {
+		t.Fatalf("watch = %d, %q (stderr %q); want 0, %q", code, w.stdout, w.stderr, want)
+	}
+
+	r := arbor(t, addr, "watch", "--from", "zero", "/w")
+	if r.code != 2 || !strings.Contains(r.stderr, "not a zxid") {
+		t.Errorf("--from zero: %v", r)
+	}
+}

@@ -367,6 +367,8 @@ func (cn *conn) handle(body []byte) error {
 		return cn.handlePing(body)
 	case wire.XidClosing:
 		return cn.handleClosing(body)
+	case wire.XidReplay:
+		return cn.handleReplay(body)
 	case wire.XidSetWatches:
 		var rep wire.Reply
 		if err := wire.DecodeReply(body, wire.OpSetWatches2, &rep); err != nil {
@@ -434,6 +436,9 @@ func (cn *conn) handleReply(xid int32, body []byte) error {
 		return ErrSessionExpired
 	}
 	if r.watch != nil && !r.abandoned.Load() {
+		if rep.Err == wire.CodeOK {
+			r.watch.takeReplayed()
+		}
 		cn.c.watches.register(r.watch, r.req.Op, rep.Err)
 	}
 	r.done <- result{reply: rep}
@@ -459,11 +464,38 @@ func (cn *conn) handleNotification(body []byte) error {
 	return nil
 }
 
+// handleReplay takes a past event replayed for an addWatch with FromZxid:
+// it comes just before that request's reply, which is next in order, and
+// is that watch's alone. It does not raise the last zxid seen: the reply
+// does, once the watch holds every event up to it.
+func (cn *conn) handleReplay(body []byte) error {
+	var rep wire.Reply
+	if err := wire.DecodeReply(body, 0, &rep); err != nil {
+		return connLoss(err)
+	}
+	cn.mu.Lock()
+	var r *request
+	if len(cn.pending) > 0 {
+		r = cn.pending[0]
+	}
+	cn.mu.Unlock()
+	if r == nil || r.req.Xid != rep.ReplayOf || r.req.Op != wire.OpAddWatch || r.req.FromZxid == 0 || r.watch == nil {
+		return connLoss(fmt.Errorf("%w: a replayed event for xid %d, which is not the next addWatch from a zxid", ErrMalformed, rep.ReplayOf))
+	}
+	r.watch.replayed = append(r.watch.replayed, Event{Type: EventType(rep.EventType), Path: rep.Path, State: StateConnected,
+		Zxid: rep.Zxid, Data: rep.Data, Stat: rep.Stat})
+	return nil
+}
+
 // fire delivers a notification to the watches. Events come in zxid order:
 // having seen this one, the client has seen every earlier event of its
 // watches, so a reconnect need not replay them.
 func (cn *conn) fire(rep *wire.Reply) {
 	cn.c.noteZxid(rep.Zxid)
+	if rep.EventType == wire.EventPersistentWatchRemoved && rep.Err == wire.CodeHistoryCompacted {
+		cn.c.watches.lost(rep.Path, rep.Zxid, &HistoryCompactedError{Oldest: rep.OldestZxid})
+		return
+	}
 	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat)
 }
 

@@ -40,9 +40,24 @@
 // AddWatch leaves a watch that stays: WatchPersistent sees every event of
 // one node, WatchPersistentRecursive the creates, deletes and data changes
 // of a whole subtree. Its events arrive in zxid order on one channel, also
-// across reconnects (the server replays what was missed); a reader that
-// falls too far behind loses the watch with a last EventWatchRemoved event
-// rather than silently missing events.
+// across reconnects (the server replays what was missed, from its durable
+// change history); a reader that falls too far behind loses the watch with
+// a last EventWatchRemoved event rather than silently missing events.
+//
+// A watch can start in the past: AddWatch(ctx, path, mode, FromZxid(z))
+// first delivers every event after zxid z, in order, then the live ones,
+// with no gap and no duplicate. The servers keep a bounded history (by
+// count, age and bytes); asking for more than it holds fails with an error
+// matching ErrHistoryCompacted, and errors.As finds a
+// *HistoryCompactedError whose Oldest is the zxid to read the state at and
+// resume from. After a reconnect the client restores its watches from the
+// highest zxid it has delivered (events come in zxid order on a
+// connection, so every event up to it reached its watches); when the
+// server's history no longer goes back that far, each lasting watch gets a
+// last EventWatchRemoved whose Err matches both ErrEventsLost and
+// ErrHistoryCompacted. FromZxid needs a server of protocol version 3
+// (wire.ResumableWatches): an older one fails it with ErrUnsupported
+// rather than start the watch live and leave a gap.
 //
 // # Requests
 //

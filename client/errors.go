@@ -68,6 +68,15 @@ var (
 	ErrNotCaughtUp        error = wire.ErrNotCaughtUp
 	ErrLeaseExpired       error = wire.ErrLeaseExpired
 	ErrNoWatcher          error = wire.ErrNoWatcher
+	// ErrHistoryCompacted: a watch was to resume from a zxid the server's
+	// change history no longer goes back to. errors.As finds a
+	// *HistoryCompactedError, with the oldest zxid a watch can resume
+	// from: read the state again and watch from there.
+	ErrHistoryCompacted error = wire.ErrHistoryCompacted
+	// ErrUnsupported: the server speaks an older protocol version that
+	// lacks what the call needs (such as FromZxid). It has no protocol
+	// code.
+	ErrUnsupported = errors.New("not supported by the server's protocol version")
 
 	// ErrClosed: the Client was closed by Close. It has no protocol code.
 	ErrClosed = errors.New("client is closed")
@@ -78,6 +87,23 @@ var (
 	// protocol code.
 	ErrEventsLost = errors.New("watch events lost")
 )
+
+// HistoryCompactedError is the error of an AddWatch with FromZxid, or of
+// a watch's last event after a reconnect, when the server's change
+// history no longer holds every event after the zxid asked for. It
+// matches ErrHistoryCompacted.
+type HistoryCompactedError struct {
+	// Oldest is the oldest zxid a watch can resume from: the server holds
+	// every event after it.
+	Oldest int64
+}
+
+func (e *HistoryCompactedError) Error() string {
+	return fmt.Sprintf("%v: watches can resume from zxid %d on", ErrHistoryCompacted, e.Oldest)
+}
+
+// Unwrap returns ErrHistoryCompacted.
+func (e *HistoryCompactedError) Unwrap() error { return ErrHistoryCompacted }
 
 // errNotSent reports that a request was not handed to a connection because
 // the connection had already broken: it is safe to retry on the next one.

@@ -168,7 +168,11 @@ func (c *Client) Sync(ctx context.Context, path string) error {
 // reply error the reply is returned too.
 func (c *Client) do(ctx context.Context, name, path string, req wire.Request, w *watchReg) (*wire.Reply, error) {
 	rep, err := c.call(ctx, req, w)
-	if err == nil {
+	switch {
+	case err != nil:
+	case rep.Err == wire.CodeHistoryCompacted:
+		err = &HistoryCompactedError{Oldest: rep.OldestZxid}
+	default:
 		err = rep.Err.Err()
 	}
 	if err != nil {
@@ -201,6 +205,12 @@ func (c *Client) call(ctx context.Context, req wire.Request, w *watchReg) (*wire
 				return nil, err
 			}
 			r.req.Linearizable = false
+		}
+		if cn != nil && req.FromZxid != 0 && cn.version < wire.ResumableWatches {
+			// A server older than the field would skip it and start the
+			// watch live: the events in between would be lost unseen.
+			return nil, fmt.Errorf("%w: resuming a watch from a zxid needs protocol version %d, the server speaks %d",
+				ErrUnsupported, wire.ResumableWatches, cn.version)
 		}
 		if cn != nil && cn.send(r) == nil {
 			return r.wait(ctx)
@@ -367,23 +377,55 @@ func multiError(ops []Op, rep *wire.Reply) error {
 // the end of the session, across reconnects: the events missed while
 // disconnected are delivered on reconnect, in order.
 //
+// With FromZxid(z), the channel first receives every event after zxid z
+// the watch sees, in zxid order, then the live ones, with no gap and no
+// duplicate. Replayed events carry no data (Stat.Czxid is 0). If the
+// server's change history no longer goes back to z, AddWatch fails with
+// an error matching ErrHistoryCompacted (a *HistoryCompactedError names
+// the oldest zxid it can resume from); on a server of an older protocol
+// version, with ErrUnsupported.
+//
 // A reader that falls DefaultWatchQueue events behind loses the watch: the
 // channel gets a last event of Type EventWatchRemoved (Err matching
 // ErrEventsLost) and is closed, so nothing is silently skipped. The same
 // happens when, after a reconnect, the server no longer has all the events
-// missed. Read the state again and add a new watch then.
-func (c *Client) AddWatch(ctx context.Context, path string, mode AddWatchMode) (<-chan Event, error) {
+// missed (Err then matches ErrHistoryCompacted too). Read the state again
+// and add a new watch then.
+func (c *Client) AddWatch(ctx context.Context, path string, mode AddWatchMode, opts ...WatchOption) (<-chan Event, error) {
 	if err := wire.ValidatePath(path, false); err != nil {
 		return nil, opError("addWatch", path, err)
 	}
 	if mode != WatchPersistent && mode != WatchPersistentRecursive {
 		return nil, opError("addWatch", path, fmt.Errorf("%w: unknown mode %d", ErrBadArguments, mode))
 	}
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.from < 0 {
+		return nil, opError("addWatch", path, fmt.Errorf("%w: negative zxid %d", ErrBadArguments, o.from))
+	}
 	w := newLastingWatch(path, mode, DefaultWatchQueue)
-	if _, err := c.do(ctx, "addWatch", path, wire.Request{Op: wire.OpAddWatch, Path: path, AddWatchMode: mode}, w); err != nil {
+	req := wire.Request{Op: wire.OpAddWatch, Path: path, AddWatchMode: mode, FromZxid: o.from}
+	if _, err := c.do(ctx, "addWatch", path, req, w); err != nil {
 		return nil, err
 	}
 	return w.ch, nil
+}
+
+// WatchOption is an option of AddWatch.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct {
+	from int64
+}
+
+// FromZxid makes AddWatch resume from zxid: the watch first receives every
+// event after it, then the live ones. 0 (the default) is live events only.
+// A zxid from a reply or an event (Event.Zxid, Stat.Mzxid) says where to
+// resume from; so does HistoryCompactedError.Oldest.
+func FromZxid(zxid int64) WatchOption {
+	return func(o *watchOptions) { o.from = zxid }
 }
 
 // RemoveWatch removes the persistent or recursive watches of mode on path

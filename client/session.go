@@ -141,8 +141,10 @@ func (c *Client) expire(cause error) {
 // new connection, before it is published: they reach the server ahead of
 // any new request. The server fires at once what changed since lastZxid
 // and replays the events the persistent and recursive watches missed. The
-// paths are split over several frames so that none is too large; each
-// frame's replay starts again from lastZxid, so the connection holds the
+// paths are split over several frames so that none is too large; a server
+// of version 3 keeps every frame but the last (MoreWatches) and restores
+// them all at once. An older server restores each frame as it comes, its
+// replay starting again from lastZxid, so the connection holds the
 // notifications until every frame is answered and then delivers them in
 // zxid order (conn.restoreIn).
 func (c *Client) restoreWatches(cn *conn) {
@@ -178,6 +180,14 @@ func (c *Client) restoreWatches(cn *conn) {
 			ExistWatches:      slices.Clip(batch[3]),
 			ChildWatches:      slices.Clip(batch[4]),
 		})
+	}
+	if cn.version >= wire.ResumableWatches {
+		// The server keeps every frame but the last and restores them
+		// all at once: no event is seen live by one frame's watch and
+		// replayed by another's.
+		for i := range len(frames) - 1 {
+			frames[i].MoreWatches = true
+		}
 	}
 	cn.restoreIn(len(frames))
 	for _, f := range frames {

@@ -96,6 +96,24 @@ type watchReg struct {
 	// ch has room for one more event, the last), 0 for a one-shot watch.
 	lasting int
 	mode    AddWatchMode
+	// replayed holds the events replayed for an AddWatch with FromZxid
+	// until its reply registers the watch. Only the reader touches it.
+	replayed []Event
+}
+
+// takeReplayed puts the replayed events at the head of w's channel, which
+// it makes large enough for them and the usual queue besides, before the
+// watch is registered and its channel given to the caller.
+func (w *watchReg) takeReplayed() {
+	if len(w.replayed) == 0 {
+		return
+	}
+	w.lasting += len(w.replayed)
+	w.ch = make(chan Event, w.lasting+1)
+	for _, ev := range w.replayed {
+		w.ch <- ev
+	}
+	w.replayed = nil
 }
 
 // newWatch returns a watch on path, or nil when watch is false.
@@ -197,16 +215,7 @@ func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, s
 	defer t.mu.Unlock()
 	ev := Event{Type: typ, Path: path, State: StateConnected, Zxid: zxid}
 	if typ == EventWatchRemoved {
-		// The server could not replay what this path's lasting watches
-		// missed while the client was away: they end.
-		ev.Err = fmt.Errorf("%w: the server no longer has the events of %s since the client last saw it", ErrEventsLost, path)
-		for _, mode := range []AddWatchMode{WatchPersistent, WatchPersistentRecursive} {
-			k := lastingKey{path, mode}
-			for _, w := range t.lasting[k] {
-				deliver(w.ch, ev)
-			}
-			delete(t.lasting, k)
-		}
+		t.lostLocked(path, zxid, fmt.Errorf("the server no longer has the events of %s since the client last saw it", path))
 		return
 	}
 	var kinds []map[string][]chan Event
@@ -236,6 +245,26 @@ func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, s
 				break
 			}
 		}
+	}
+}
+
+// lost ends the lasting watches of path whose missed events the server
+// could not replay after a reconnect, for cause.
+func (t *watchTable) lost(path string, zxid int64, cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lostLocked(path, zxid, cause)
+}
+
+func (t *watchTable) lostLocked(path string, zxid int64, cause error) {
+	ev := Event{Type: EventWatchRemoved, Path: path, State: StateConnected, Zxid: zxid,
+		Err: fmt.Errorf("%w: %w", ErrEventsLost, cause)}
+	for _, mode := range []AddWatchMode{WatchPersistent, WatchPersistentRecursive} {
+		k := lastingKey{path, mode}
+		for _, w := range t.lasting[k] {
+			deliver(w.ch, ev)
+		}
+		delete(t.lasting, k)
 	}
 }
 

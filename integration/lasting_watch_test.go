@@ -163,9 +163,9 @@ func TestAPersistentWatchSeesItsNodeAndStaysUntilRemoved(t *testing.T) {
 	}
 }
 
-func TestALastingWatchEndsWhenTheServerCannotReplayWhatItMissed(t *testing.T) {
+func TestALastingWatchMissesNothingAcrossARestartOfItsServer(t *testing.T) {
 	dir, addr := t.TempDir(), freePort(t)
-	small := func(c *server.Config) { c.SnapshotEvery = 20 }
+	small := func(c *server.Config) { c.SnapshotEvery = 20 } // the log behind snapshots goes
 	s := startServer(t, dir, addr, small)
 	p := newProxy(t, addr)
 	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
@@ -176,25 +176,182 @@ func TestALastingWatchEndsWhenTheServerCannotReplayWhatItMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.cut(true)
-	for i := range 100 {
-		if _, err := writer.Create(ctx, fmt.Sprintf("/x%d", i), nil, client.Persistent); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := []string{"NodeCreated /x"}
 	if _, err := writer.Create(ctx, "/x", nil, client.Persistent); err != nil {
 		t.Fatal(err)
 	}
-	// A restart keeps only the events after its last snapshot.
+	for i := range 100 {
+		path := fmt.Sprintf("/y%d", i) // beside /x: not seen
+		if i%2 == 1 {
+			path = fmt.Sprintf("/x/n%d", i)
+			want = append(want, "NodeCreated "+path)
+		}
+		if _, err := writer.Create(ctx, path, nil, client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The history survives the restart, though the log behind its
+	// snapshots is gone: the watcher gets every event it missed.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	startServer(t, dir, addr, small)
 	p.setRefuse(false)
+	got := collect(t, events, len(want), 20*time.Second)
+	for i, ev := range got {
+		if s := ev.Type.String() + " " + ev.Path; s != want[i] {
+			t.Fatalf("event %d: %s, want %s", i, s, want[i])
+		}
+	}
+	noEvent(t, events, 100*time.Millisecond)
+}
+
+func TestALastingWatchEndsWhenTheHistoryNoLongerHasWhatItMissed(t *testing.T) {
+	addr := freePort(t)
+	startServer(t, "", addr, func(c *server.Config) { c.WatchHistoryEvents = 10 })
+	p := newProxy(t, addr)
+	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
+	writer := dial(t, addr)
+	ctx := testCtx(t)
+	events, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cut(true)
+	for i := range 30 {
+		if _, err := writer.Create(ctx, fmt.Sprintf("/n%d", i), nil, client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.setRefuse(false)
 	ev := collect(t, events, 1, 20*time.Second)[0]
-	if ev.Type != client.EventWatchRemoved || ev.Path != "/x" || !errors.Is(ev.Err, client.ErrEventsLost) {
-		t.Fatalf("got %v, want the watch removed with ErrEventsLost", ev)
+	var hc *client.HistoryCompactedError
+	if ev.Type != client.EventWatchRemoved || ev.Path != "/" || !errors.Is(ev.Err, client.ErrEventsLost) ||
+		!errors.As(ev.Err, &hc) || hc.Oldest <= 0 {
+		t.Fatalf("got %v (%v), want the watch removed with ErrEventsLost and the oldest zxid kept", ev, ev.Err)
 	}
 	if _, open := <-events; open {
 		t.Error("the channel is still open")
 	}
+	// The client can resume from there.
+	again, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive, client.FromZxid(hc.Oldest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := collect(t, again, 1, 5*time.Second)[0]
+	if first.Zxid != hc.Oldest+1 || first.Type != client.EventNodeCreated {
+		t.Errorf("resumed from %d: first event %v", hc.Oldest, first)
+	}
+}
+
+func TestAWatchFromAPastZxidGetsEveryChangeAfterItThenTheLiveOnes(t *testing.T) {
+	s := startServer(t, "", "", func(c *server.Config) { c.WatchHistoryEvents = 200 })
+	c := dial(t, s.Addr().String())
+	ctx := testCtx(t)
+	var zxids []int64 // of the changes under /a, in order
+	var want []string
+	for i := range 50 {
+		path := fmt.Sprintf("/a%d", i)
+		if i%2 == 0 {
+			path = fmt.Sprintf("/a/n%d", i)
+		}
+		if i == 0 {
+			path = "/a"
+		}
+		_, st, err := c.CreateStat(ctx, path, []byte{byte(i)}, client.Persistent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(path+"/", "/a/") {
+			zxids = append(zxids, st.Czxid)
+			want = append(want, "NodeCreated "+path)
+		}
+	}
+	from := zxids[10] // the changes after the eleventh
+	events, err := c.AddWatch(ctx, "/a", client.WatchPersistentRecursive, client.FromZxid(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(ctx, "/a", []byte("live"), -1); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want[11:], "NodeDataChanged /a")
+	got := collect(t, events, len(want), 5*time.Second)
+	for i, ev := range got {
+		if s := ev.Type.String() + " " + ev.Path; s != want[i] {
+			t.Fatalf("event %d: %s, want %s", i, s, want[i])
+		}
+		if i < len(zxids)-11 && (ev.Zxid != zxids[11+i] || ev.Stat.Czxid != ev.Zxid || len(ev.Data) != 1) {
+			t.Fatalf("replayed event %d: %+v, want zxid %d with the node", i, ev, zxids[11+i])
+		}
+	}
+	noEvent(t, events, 100*time.Millisecond)
+
+	// Far enough back, the history has gone: the error names where it
+	// starts.
+	for range 200 {
+		if _, err := c.Set(ctx, "/a", nil, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.AddWatch(ctx, "/a", client.WatchPersistent, client.FromZxid(from))
+	var hc *client.HistoryCompactedError
+	if !errors.Is(err, client.ErrHistoryCompacted) || !errors.As(err, &hc) || hc.Oldest <= from {
+		t.Fatalf("from %d after 200 more changes: %v, want ErrHistoryCompacted naming a later zxid", from, err)
+	}
+	old, err := c.AddWatch(ctx, "/a", client.WatchPersistent, client.FromZxid(hc.Oldest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := collect(t, old, 1, 5*time.Second)[0]; ev.Zxid != hc.Oldest+1 {
+		t.Errorf("from the oldest zxid %d: first event at %d", hc.Oldest, ev.Zxid)
+	}
+}
+
+// TestARestoreOfWatchesOverManyFramesHasNoDuplicate: more than 128 KiB of
+// watched paths go back in several setWatches2 frames, while a writer
+// keeps changing what they watch; every change reaches the watcher once.
+func TestARestoreOfWatchesOverManyFramesHasNoDuplicate(t *testing.T) {
+	s := startServer(t, "", "")
+	p := newProxy(t, s.Addr().String())
+	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
+	writer := dial(t, s.Addr().String())
+	ctx := testCtx(t)
+	all, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("p", 1000)
+	const paths = 200 // 200 KB of paths
+	for i := range paths {
+		if _, err := watcher.AddWatch(ctx, fmt.Sprintf("/%s%03d", long, i), client.WatchPersistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const writes = 600
+	done := make(chan error, 1)
+	go func() {
+		for i := range writes {
+			if _, err := writer.Create(ctx, fmt.Sprintf("/%s%03d", long, i%paths)+fmt.Sprint("x", i/paths), nil, client.Persistent); err != nil {
+				done <- err
+				return
+			}
+			if i%100 == 50 {
+				p.cut(false)
+			}
+		}
+		done <- nil
+	}()
+	got := collect(t, all, writes, 30*time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for i, ev := range got {
+		if seen[ev.Zxid] || i > 0 && ev.Zxid <= got[i-1].Zxid || ev.Type != client.EventNodeCreated {
+			t.Fatalf("event %d: %v, after %v", i, ev, got[max(0, i-2):i])
+		}
+		seen[ev.Zxid] = true
+	}
+	noEvent(t, all, 200*time.Millisecond)
 }

@@ -112,6 +112,18 @@ type Config struct {
 	// that idle connections filling the cap are shed quickly.
 	HandshakeTimeout, ShortHandshakeTimeout time.Duration
 
+	// The watch history (history.go): the events of the applied txns that
+	// persistent and recursive watches replay, from a client's last zxid
+	// after a reconnect or from addWatch's FromZxid. It keeps at most
+	// WatchHistoryEvents events (default 100,000), none older than
+	// WatchHistoryAge before the latest txn (default 1h), and at most
+	// WatchHistoryBytes on disk (default 64 MiB); NoLimit turns one off
+	// (at least one must stay). Past a limit it drops the oldest txns'
+	// events until it is a tenth below every limit.
+	WatchHistoryEvents int
+	WatchHistoryAge    time.Duration
+	WatchHistoryBytes  int64
+
 	// LockRoot is where the HTTP lock API's locks live: the lock NAME is
 	// the path LockRoot/NAME, the same lock a Go recipe takes there
 	// (default /locks).
@@ -154,6 +166,15 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.ID == 0 {
 		c.ID = 1
+	}
+	if c.WatchHistoryEvents == 0 {
+		c.WatchHistoryEvents = DefaultWatchHistoryEvents
+	}
+	if c.WatchHistoryAge == 0 {
+		c.WatchHistoryAge = DefaultWatchHistoryAge
+	}
+	if c.WatchHistoryBytes == 0 {
+		c.WatchHistoryBytes = DefaultWatchHistoryBytes
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:2281"

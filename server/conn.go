@@ -66,6 +66,11 @@ type conn struct {
 	drained chan struct{} // flush tells waitForRoom that it took out
 
 	stats connStats // for the stat, cons and mntr four-letter words
+
+	// restoring gathers the setWatches2 frames of a restore that say
+	// MoreWatches, until its last frame (setWatches). Only respond
+	// touches it.
+	restoring *wire.Request
 }
 
 // request is one decoded request on its way through the pipeline.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -18,8 +19,11 @@ import (
 // respect to apply: Apply holds it for writing while it changes the tree and
 // queues the watch notifications; readers hold it for reading.
 type fsm struct {
-	log      *zap.Logger
-	watches  *watchRegistry
+	log     *zap.Logger
+	watches *watchRegistry
+	// history records the events of every applied txn (nil: none, for
+	// tests of the fsm alone).
+	history  *watchHistory
 	sessions *session.Table
 	maxData  int
 	// historyLimit is how many events the lock history keeps.
@@ -77,6 +81,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
 	changed := f.locks.Apply(f.tree, zxid, txn.Time, cause, events)
+	if f.history != nil {
+		f.history.record(zxid, txn.Time, events)
+	}
 	f.watches.trigger(events, zxid)
 	f.mu.Unlock()
 	if len(changed) > 0 && f.lockChanged != nil {
@@ -127,7 +134,16 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 // no lock: raftnode calls it on the apply goroutine, the only writer of
 // the tree and the lock index, and readers only read, so reads go on
 // while a large tree is serialized.
+//
+// raftnode compacts the log behind a snapshot only once Snapshot
+// returns, so it first makes the watch history durable up to here: the
+// log after it regenerates the rest after a crash (see history).
 func (f *fsm) Snapshot(w io.Writer) error {
+	if f.history != nil {
+		if err := f.history.sync(); err != nil {
+			return fmt.Errorf("sync the watch history: %w", err)
+		}
+	}
 	return f.tree.WriteSnapshotWith(w, f.locks.Save())
 }
 
@@ -157,10 +173,15 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	}
 	x.Rebuild(t)
 	f.mu.Lock()
+	if f.history != nil {
+		if err := f.history.restored(int64(index)); err != nil {
+			f.mu.Unlock()
+			return fmt.Errorf("restart the watch history after the snapshot: %w", err)
+		}
+	}
 	x.Observe = f.locks.Observe
 	f.tree, f.locks = t, x
 	f.zxid = int64(index)
-	f.watches.restored(f.zxid)
 	f.sessions.Replace(sessions, leases, time.Now())
 	f.mu.Unlock()
 	if f.onRestore != nil {

@@ -113,6 +113,9 @@ func (c *Config) checkLimits() error {
 	if c.MaxOutstandingBytes < 1 {
 		return fmt.Errorf("the outstanding bytes limit must be at least 1, not %d", c.MaxOutstandingBytes)
 	}
+	if c.WatchHistoryEvents < 0 && c.WatchHistoryAge < 0 && c.WatchHistoryBytes < 0 {
+		return errors.New("the watch history needs at least one limit: events, age or bytes")
+	}
 	if c.LockHistory > locks.MaxHistory {
 		return fmt.Errorf("the lock history keeps at most %d events, not %d", locks.MaxHistory, c.LockHistory)
 	}

@@ -333,9 +333,9 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 		switch {
 		case err != nil:
 		case req.AddWatchMode == wire.AddWatchPersistent:
-			err = s.addWatch(watchPersistent, req.Path, c)
+			err = s.addLastingWatch(watchPersistent, req, c)
 		case req.AddWatchMode == wire.AddWatchPersistentRecursive:
-			err = s.addWatch(watchRecursive, req.Path, c)
+			err = s.addLastingWatch(watchRecursive, req, c)
 		default:
 			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
 		}
@@ -364,6 +364,9 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 		reply.Data, reply.Children = nil, nil
 	}
 	reply.Err = wire.CodeOf(err)
+	if hc := (*historyCompactedError)(nil); errors.As(err, &hc) {
+		reply.OldestZxid = hc.oldest
+	}
 }
 
 // setWatches restores a reconnected client's watches (setWatches and
@@ -373,11 +376,36 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 // missed (see restoreLasting). The caller holds the fsm's read lock. It
 // returns the zxid it saw, and an error, having set no watch, when the
 // connection could not hold them all.
+//
+// The frames of one restore that say MoreWatches are only kept, and
+// restored with the last frame, all at once: a watch restored by an
+// earlier frame would otherwise see live an event that a later frame's
+// replay sends again.
 func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
-	rel := req.RelativeZxid
 	zxid := c.srv.fsm.zxid
-	n := len(req.DataWatches) + len(req.ExistWatches) + len(req.ChildWatches) + len(req.PersistentWatches) + len(req.RecursiveWatches)
-	if err := c.srv.roomForWatches(c, n); err != nil {
+	if req.Op == wire.OpSetWatches2 && (req.MoreWatches || c.restoring != nil) {
+		r := c.restoring
+		if r == nil {
+			r = &wire.Request{Op: wire.OpSetWatches2, RelativeZxid: req.RelativeZxid}
+		}
+		r.RelativeZxid = min(r.RelativeZxid, req.RelativeZxid)
+		r.DataWatches = append(r.DataWatches, req.DataWatches...)
+		r.ExistWatches = append(r.ExistWatches, req.ExistWatches...)
+		r.ChildWatches = append(r.ChildWatches, req.ChildWatches...)
+		r.PersistentWatches = append(r.PersistentWatches, req.PersistentWatches...)
+		r.RecursiveWatches = append(r.RecursiveWatches, req.RecursiveWatches...)
+		c.restoring = nil
+		if err := c.srv.roomForWatches(c, watchCount(r)); err != nil {
+			return zxid, err
+		}
+		if req.MoreWatches {
+			c.restoring = r
+			return zxid, nil
+		}
+		req = r
+	}
+	rel := req.RelativeZxid
+	if err := c.srv.roomForWatches(c, watchCount(req)); err != nil {
 		return zxid, err
 	}
 	// The replayed events are older than the catch-up events below, which
@@ -414,6 +442,11 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		}
 	}
 	return zxid, nil
+}
+
+// watchCount is the number of watches a setWatches asks for.
+func watchCount(req *wire.Request) int {
+	return len(req.DataWatches) + len(req.ExistWatches) + len(req.ChildWatches) + len(req.PersistentWatches) + len(req.RecursiveWatches)
 }
 
 // outcomeUnknown reports whether a write failed without the server knowing

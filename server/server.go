@@ -9,6 +9,7 @@ import (
 	"github.com/arbor-coord/arbor/lockq"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -95,6 +96,10 @@ func New(cfg Config) (*Server, error) {
 		started:   time.Now(),
 	}
 	s.watches = newWatchRegistry(s.notify)
+	s.watches.send = func(c *conn, rep *wire.Reply) {
+		c.send(nil, rep)
+		s.metrics.notifications.Inc()
+	}
 	s.watches.maxPerConn = cfg.MaxWatches
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory)
 	s.fsm.onClose = s.sessionClosed
@@ -161,8 +166,16 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("listen for http: %w", err)
 		}
 	}
+	if s.fsm.history, err = openHistory(filepath.Join(cfg.DataDir, "history"), historyLimits{
+		events: cfg.WatchHistoryEvents, age: cfg.WatchHistoryAge, bytes: cfg.WatchHistoryBytes,
+	}, s.log.Named("history")); err != nil {
+		closeListeners()
+		return nil, err
+	}
+	s.watches.history = s.fsm.history
 	if s.node, err = s.startRaft(); err != nil {
 		closeListeners()
+		s.fsm.history.close()
 		return nil, err
 	}
 	// Sessions restored from disk got a fresh full timeout in Restore; those
@@ -338,6 +351,8 @@ func (s *Server) Close() error {
 		if s.transport != nil {
 			s.transport.Close()
 		}
+		// After the apply goroutine stopped: nothing records any more.
+		err = errors.Join(err, s.fsm.history.close())
 	})
 	return err
 }

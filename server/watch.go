@@ -5,6 +5,7 @@ import (
 
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
 )
 
 // watchKind is one of the four kinds of watch a connection can hold on a
@@ -38,15 +39,6 @@ type watchKey struct {
 	kind watchKind
 }
 
-// recentEvents is how many of the latest events the registry keeps, so
-// that a client that reconnects misses nothing its persistent and
-// recursive watches should have seen while it was away; recentBytes bounds
-// the data they hold on to.
-const (
-	recentEvents = 1 << 16
-	recentBytes  = 64 << 20
-)
-
 // watchRegistry holds the watches of this server's connections. A
 // connection holds at most one watch of a kind per path (the client fans
 // an event out to all its callers), and gets at most one notification per
@@ -57,6 +49,13 @@ const (
 // watch, never neither.
 type watchRegistry struct {
 	notify func(c *conn, zxid int64, ev tree.Event)
+	// send sends a notification notify cannot express: a replayed event
+	// for one addWatch, or a PersistentWatchRemoved that names the oldest
+	// zxid kept.
+	send func(c *conn, rep *wire.Reply)
+	// history is the member's record of past events, which a restore or
+	// an addWatch from a past zxid replays.
+	history *watchHistory
 	// maxPerConn is how many watches a connection may hold (the
 	// MaxWatches limit); zero or less is no limit.
 	maxPerConn int
@@ -65,7 +64,6 @@ type watchRegistry struct {
 	tables [watchKinds]map[string]map[*conn]struct{}
 	byConn map[*conn]map[watchKey]struct{} // the watches of each connection
 	count  int
-	recent eventRing
 	fired  map[*conn]uint8 // trigger's scratch set: firedOneShot|firedLasting
 }
 
@@ -74,7 +72,6 @@ func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event)) *watchReg
 	for k := range w.tables {
 		w.tables[k] = map[string]map[*conn]struct{}{}
 	}
-	w.recent.reset(1)
 	return w
 }
 
@@ -238,7 +235,6 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ev := range events {
-		w.recent.add(recentEvent{zxid, ev})
 		switch ev.Type {
 		case wire.EventNodeCreated, wire.EventNodeDataChanged:
 			w.take(watchData, ev.Path)
@@ -274,9 +270,10 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 
 // restoreLasting registers a reconnected connection's persistent and
 // recursive watches. First it replays, in order, the events after the
-// client's last seen zxid rel that they would have fired; if some of those
-// events are no longer kept, it tells the client with a
-// PersistentWatchRemoved event per path instead, and registers nothing:
+// client's last seen zxid rel that they would have fired, from the
+// history; if the history no longer holds them all, it tells the client
+// with a PersistentWatchRemoved event per path instead (err
+// HistoryCompacted, naming the oldest zxid kept), and registers nothing:
 // the client must read the state again. The caller holds the fsm's read
 // lock, so no event can come between the replay and the registration.
 func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, recursive []string) {
@@ -285,28 +282,74 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.recent.covers(rel) {
+	removeAll := func(oldest int64) {
 		for _, paths := range [][]string{persistent, recursive} {
 			for _, p := range paths {
-				w.notify(c, zxid, tree.Event{Type: wire.EventPersistentWatchRemoved, Path: p})
+				w.send(c, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, Err: wire.CodeHistoryCompacted,
+					EventType: wire.EventPersistentWatchRemoved, State: wire.StateConnected, Path: p, OldestZxid: oldest})
 			}
 		}
+	}
+	if oldest := w.history.oldestZxid(); rel < oldest {
+		removeAll(oldest)
 		return
 	}
 	lasting := map[watchKey]bool{}
+	var added []watchKey
 	for _, p := range persistent {
-		w.addLocked(watchPersistent, p, c)
+		if w.addLocked(watchPersistent, p, c) {
+			added = append(added, watchKey{p, watchPersistent})
+		}
 		lasting[watchKey{p, watchPersistent}] = true
 	}
 	for _, p := range recursive {
-		w.addLocked(watchRecursive, p, c)
+		if w.addLocked(watchRecursive, p, c) {
+			added = append(added, watchKey{p, watchRecursive})
+		}
 		lasting[watchKey{p, watchRecursive}] = true
 	}
-	w.recent.since(rel, func(ev recentEvent) {
-		if sees(lasting, ev.Event) && mayRead(c, ev.Event) {
-			w.notify(c, ev.zxid, ev.Event)
+	err := w.history.since(rel, func(z int64, ev tree.Event) {
+		if sees(lasting, ev) && mayRead(c, ev) {
+			w.notify(c, z, ev)
 		}
 	})
+	if err != nil {
+		// The history could not be read through: what was replayed may
+		// have a gap, so the watches end as if it were compacted.
+		c.log.Error("replaying the watch history failed", zap.Error(err))
+		for _, k := range added {
+			w.removeLocked(k.kind, k.path, c)
+		}
+		removeAll(w.history.oldestZxid())
+	}
+}
+
+// addFrom leaves a persistent or recursive watch of kind on path for c,
+// after replaying (send) every event after zxid from it sees, in order,
+// from the history: ErrHistoryCompacted if the history no longer holds
+// them all. The caller holds the fsm's read lock, so no event comes
+// between the replay and the registration. It reports false, having sent
+// and left nothing, when c holds as many watches as it may.
+func (w *watchRegistry) addFrom(kind watchKind, path string, c *conn, from int64, send func(zxid int64, ev tree.Event)) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if oldest := w.history.oldestZxid(); from < oldest {
+		return true, &historyCompactedError{oldest: oldest, from: from}
+	}
+	_, had := w.tables[kind][path][c]
+	if !w.addLocked(kind, path, c) {
+		return false, nil
+	}
+	lasting := map[watchKey]bool{{path, kind}: true}
+	err := w.history.since(from, func(z int64, ev tree.Event) {
+		if sees(lasting, ev) && mayRead(c, ev) {
+			send(z, ev)
+		}
+	})
+	if err != nil && !had {
+		w.removeLocked(kind, path, c)
+	}
+	return true, err
 }
 
 // mayRead reports whether c may see ev, a lasting watch's event: READ on
@@ -333,14 +376,6 @@ func sees(lasting map[watchKey]bool, ev tree.Event) bool {
 			return false
 		}
 	}
-}
-
-// restored is told that the tree was replaced by a snapshot at zxid: the
-// events before it are not known.
-func (w *watchRegistry) restored(zxid int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.recent.reset(zxid + 1)
 }
 
 // removeConn drops every watch of c, in time proportional to their number.
@@ -370,61 +405,28 @@ func parent(p string) string {
 	return "/"
 }
 
-type recentEvent struct {
-	zxid int64
-	tree.Event
-}
-
-// eventRing keeps the latest events, oldest first: at most recentEvents
-// of them, holding at most recentBytes of data.
-type eventRing struct {
-	buf   []recentEvent // circular: the n events from start
-	start int
-	n     int
-	bytes int   // the data the kept events hold
-	from  int64 // every event of a txn with zxid >= from is kept
-}
-
-func (r *eventRing) reset(from int64) {
-	clear(r.buf)
-	r.start, r.n, r.bytes, r.from = 0, 0, 0, from
-}
-
-func (r *eventRing) add(ev recentEvent) {
-	for r.n > 0 && (r.n == recentEvents || r.bytes+len(ev.Data) > recentBytes) {
-		r.dropOldest()
+// addLastingWatch leaves the persistent or recursive watch of an addWatch
+// for c. With a FromZxid, it first replays every event after it the watch
+// sees, in order, as XidReplay notifications naming the request: they are
+// that watch's alone (the connection's other watches saw them live, or
+// not at all), and come before the reply. The caller holds the fsm's read
+// lock.
+func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) error {
+	switch {
+	case req.FromZxid == 0:
+		return s.addWatch(kind, req.Path, c)
+	case req.FromZxid < 0:
+		return wire.Errorf(wire.CodeBadArguments, "fromZxid %d is negative", req.FromZxid)
+	case req.FromZxid > s.fsm.zxid:
+		return wire.Errorf(wire.CodeNotCaughtUp, "fromZxid %d is ahead of this member's last applied zxid %d", req.FromZxid, s.fsm.zxid)
 	}
-	if r.n == len(r.buf) { // full, but smaller than recentEvents: grow, oldest first
-		grown := make([]recentEvent, min(max(2*r.n, 64), recentEvents))
-		for i := range r.n {
-			grown[i] = r.buf[(r.start+i)%len(r.buf)]
-		}
-		r.buf, r.start = grown, 0
+	ok, err := s.watches.addFrom(kind, req.Path, c, req.FromZxid, func(zxid int64, ev tree.Event) {
+		s.watches.send(c, &wire.Reply{Xid: wire.XidReplay, Zxid: zxid, EventType: ev.Type,
+			State: wire.StateConnected, Path: ev.Path, ReplayOf: req.Xid, Data: ev.Data, Stat: ev.Stat})
+	})
+	if !ok {
+		return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,
+			"the connection holds %d watches, as many as it may", s.cfg.MaxWatches)
 	}
-	r.buf[(r.start+r.n)%len(r.buf)] = ev
-	r.n++
-	r.bytes += len(ev.Data)
-}
-
-// dropOldest forgets the oldest event, and with it the completeness of
-// its txn.
-func (r *eventRing) dropOldest() {
-	old := &r.buf[r.start]
-	r.from = max(r.from, old.zxid+1)
-	r.bytes -= len(old.Data)
-	*old = recentEvent{}
-	r.start = (r.start + 1) % len(r.buf)
-	r.n--
-}
-
-// covers reports whether every event after rel is kept.
-func (r *eventRing) covers(rel int64) bool { return rel+1 >= r.from }
-
-// since calls fn with each kept event after rel, in order.
-func (r *eventRing) since(rel int64, fn func(recentEvent)) {
-	for i := range r.n {
-		if ev := r.buf[(r.start+i)%len(r.buf)]; ev.zxid > rel {
-			fn(ev)
-		}
-	}
+	return err
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -50,16 +52,30 @@ type notification struct {
 	path string
 }
 
-func recordingRegistry() (*watchRegistry, *[]notification) {
+// recordingRegistry is a registry with a history of its own, recording
+// what it sends: PersistentWatchRemoved events with the oldest zxid kept
+// as their zxid.
+func recordingRegistry(t *testing.T) (*watchRegistry, *[]notification) {
 	var got []notification
 	w := newWatchRegistry(func(c *conn, zxid int64, ev tree.Event) {
 		got = append(got, notification{c, zxid, ev.Type, ev.Path})
 	})
+	w.send = func(c *conn, rep *wire.Reply) {
+		got = append(got, notification{c, rep.OldestZxid, rep.EventType, rep.Path})
+	}
+	w.history = testHistory(t, historyLimits{events: 1000})
 	return w, &got
 }
 
+// applyEvents records events in w's history and fires them, as the fsm
+// does for a txn applied at zxid.
+func applyEvents(w *watchRegistry, zxid int64, events ...tree.Event) {
+	w.history.record(zxid, 0, events)
+	w.trigger(events, zxid)
+}
+
 func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
-	w, got := recordingRegistry()
+	w, got := recordingRegistry(t)
 	p, r, all := &conn{}, &conn{}, &conn{}
 	w.add(watchPersistent, "/a", p)
 	w.add(watchRecursive, "/a", r)
@@ -110,16 +126,12 @@ func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
 }
 
 func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
-	w, got := recordingRegistry()
-	for i, ev := range []tree.Event{
-		{Type: wire.EventNodeCreated, Path: "/svc/a"},       // 5: seen before the reconnect
-		{Type: wire.EventNodeDataChanged, Path: "/svc/a"},   // 6
-		{Type: wire.EventNodeChildrenChanged, Path: "/svc"}, // 6, same txn
-		{Type: wire.EventNodeDeleted, Path: "/other"},       // 7
-		{Type: wire.EventNodeCreated, Path: "/cfg"},         // 8
-	} {
-		w.trigger([]tree.Event{ev}, map[int]int64{0: 5, 1: 6, 2: 6, 3: 7, 4: 8}[i])
-	}
+	w, got := recordingRegistry(t)
+	applyEvents(w, 5, tree.Event{Type: wire.EventNodeCreated, Path: "/svc/a"}) // seen before the reconnect
+	applyEvents(w, 6, tree.Event{Type: wire.EventNodeDataChanged, Path: "/svc/a"},
+		tree.Event{Type: wire.EventNodeChildrenChanged, Path: "/svc"})
+	applyEvents(w, 7, tree.Event{Type: wire.EventNodeDeleted, Path: "/other"})
+	applyEvents(w, 8, tree.Event{Type: wire.EventNodeCreated, Path: "/cfg"})
 	c := &conn{}
 	w.restoreLasting(c, 5, 9, []string{"/svc"}, []string{"/svc", "/cfg"})
 	want := []notification{
@@ -135,9 +147,12 @@ func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
 	}
 
 	// Events before a snapshot restore are not known: a client that was
-	// away since then is told its watches are gone.
+	// away since then is told its watches are gone, and from where it
+	// could resume.
 	*got = nil
-	w.restored(100)
+	if err := w.history.restored(100); err != nil {
+		t.Fatal(err)
+	}
 	d := &conn{}
 	w.restoreLasting(d, 50, 100, []string{"/svc"}, []string{"/cfg"})
 	want = []notification{{d, 100, wire.EventPersistentWatchRemoved, "/svc"}, {d, 100, wire.EventPersistentWatchRemoved, "/cfg"}}
@@ -151,52 +166,40 @@ func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
 	}
 }
 
-func TestTheEventRingForgetsWholeTxns(t *testing.T) {
-	var r eventRing
-	r.reset(1)
-	for i := range recentEvents + 2 {
-		r.add(recentEvent{zxid: int64(1 + i/2)}) // two events per txn
+func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
+	w, _ := recordingRegistry(t)
+	applyEvents(w, 5, tree.Event{Type: wire.EventNodeCreated, Path: "/svc/a"})
+	applyEvents(w, 6, tree.Event{Type: wire.EventNodeDataChanged, Path: "/svc/a"},
+		tree.Event{Type: wire.EventNodeChildrenChanged, Path: "/svc"})
+	applyEvents(w, 7, tree.Event{Type: wire.EventNodeCreated, Path: "/svcx"})
+	applyEvents(w, 8, tree.Event{Type: wire.EventNodeDeleted, Path: "/svc"})
+	c := &conn{}
+	var replayed []string
+	send := func(z int64, ev tree.Event) { replayed = append(replayed, fmt.Sprint(z, " ", ev.Type, " ", ev.Path)) }
+	if ok, err := w.addFrom(watchRecursive, "/svc", c, 5, send); !ok || err != nil {
+		t.Fatalf("addFrom: %v %v", ok, err)
 	}
-	// The two events of txn 1 went: every event after zxid 1 is kept.
-	if !r.covers(1) || r.covers(0) {
-		t.Errorf("from %d: covers(1) %v, covers(0) %v", r.from, r.covers(1), r.covers(0))
+	want := []string{"6 NodeDataChanged /svc/a", "8 NodeDeleted /svc"}
+	if !slices.Equal(replayed, want) {
+		t.Errorf("recursive from 5 replayed %q, want %q", replayed, want)
 	}
-	r.add(recentEvent{zxid: int64(1 + (recentEvents+2)/2)})
-	if r.covers(1) || !r.covers(2) {
-		t.Errorf("after cutting txn 2 in half, from %d", r.from)
+	replayed = nil
+	if ok, err := w.addFrom(watchPersistent, "/svc", c, 0, send); !ok || err != nil {
+		t.Fatalf("addFrom: %v %v", ok, err)
 	}
-	n := 0
-	r.since(int64(recentEvents/2), func(recentEvent) { n++ })
-	if n != 3 {
-		t.Errorf("since: %d events, want the 3 of the last two txns", n)
+	want = []string{"6 NodeChildrenChanged /svc", "8 NodeDeleted /svc"}
+	if !slices.Equal(replayed, want) || w.size() != 2 {
+		t.Errorf("persistent from 0 replayed %q (%d watches), want %q", replayed, w.size(), want)
 	}
-}
 
-func TestTheEventRingKeepsOrderWhileItGrowsAndDrops(t *testing.T) {
-	var r eventRing
-	r.reset(1)
-	big := make([]byte, recentBytes/2)
-	for z := int64(1); z <= 200; z++ {
-		ev := recentEvent{zxid: z}
-		if z == 10 || z == 20 || z == 30 {
-			ev.Data = big // two of them fill the byte budget
-		}
-		r.add(ev)
+	if err := w.history.restored(20); err != nil {
+		t.Fatal(err)
 	}
-	// The third big event pushed out events 1 to 10 while the ring was
-	// still small; then it grew (twice) with its oldest event mid-buffer.
-	var zs []int64
-	r.since(0, func(ev recentEvent) { zs = append(zs, ev.zxid) })
-	if len(zs) != 190 || zs[0] != 11 || r.bytes != 2*len(big) {
-		t.Fatalf("kept %d events from %v, %d bytes", len(zs), zs[:min(1, len(zs))], r.bytes)
-	}
-	for i := 1; i < len(zs); i++ {
-		if zs[i] != zs[i-1]+1 {
-			t.Fatalf("out of order: %d after %d", zs[i], zs[i-1])
-		}
-	}
-	if r.from != 11 || !r.covers(10) || r.covers(9) {
-		t.Errorf("from %d, want 11", r.from)
+	d := &conn{}
+	_, err := w.addFrom(watchPersistent, "/svc", d, 19, send)
+	var hc *historyCompactedError
+	if !errors.Is(err, wire.ErrHistoryCompacted) || !errors.As(err, &hc) || hc.oldest != 20 || len(w.byConn[d]) != 0 {
+		t.Errorf("from 19 after a restore at 20: %v, %+v; watches %v", err, hc, w.byConn[d])
 	}
 }
 
@@ -226,7 +229,7 @@ func connAs(ids ...wire.Identity) *conn {
 }
 
 func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
-	w, got := recordingRegistry()
+	w, got := recordingRegistry(t)
 	alice := connAs(wire.Identity{Scheme: "digest", ID: aliceDigest})
 	stranger := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
 	root := connAs(wire.Identity{Scheme: "super", ID: "root"})
@@ -236,8 +239,8 @@ func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
 	}
 	w.add(watchData, "/s", oneShot)
 	secret := []wire.ACL{{Perms: wire.PermRead, Scheme: "digest", ID: aliceDigest}}
-	w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/s", Data: []byte("x"), ACL: secret}}, 5)
-	w.trigger([]tree.Event{{Type: wire.EventNodeCreated, Path: "/open"}}, 6)
+	applyEvents(w, 5, tree.Event{Type: wire.EventNodeDataChanged, Path: "/s", Data: []byte("x"), ACL: secret})
+	applyEvents(w, 6, tree.Event{Type: wire.EventNodeCreated, Path: "/open"})
 	want := map[notification]bool{
 		{alice, 5, wire.EventNodeDataChanged, "/s"}: true, {root, 5, wire.EventNodeDataChanged, "/s"}: true,
 		{oneShot, 5, wire.EventNodeDataChanged, "/s"}: true, // set by a read that was checked; carries no data
@@ -267,7 +270,7 @@ func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
 // data, for its one-shot watch on the node (which ZooKeeper fires whatever
 // the ACL), rather than losing it.
 func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
-	w, got := recordingRegistry()
+	w, got := recordingRegistry(t)
 	stranger := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
 	w.add(watchRecursive, "/", stranger)
 	w.add(watchData, "/s", stranger) // set while /s was readable, or via setWatches

@@ -9,6 +9,11 @@ const (
 	XidPing         int32 = -2 // a keepalive and its reply
 	XidClosing      int32 = -3 // the server's last word before it closes the connection
 	XidSetWatches   int32 = -8 // re-registration of watches after a reconnect
+	// XidReplay marks a past event replayed for one addWatch with a
+	// FromZxid (Reply.ReplayOf names its xid): it is that watch's alone,
+	// and comes before the addWatch's reply. Servers send it; clients
+	// never do.
+	XidReplay int32 = -9
 )
 
 // RequestXidAllowed reports whether a client may send a request of op with
@@ -24,12 +29,18 @@ func RequestXidAllowed(xid int32, op Op) bool {
 // ProtocolVersion is the version this package speaks in the handshake.
 // A server answers with the lower of the client's version and its own, and
 // both sides then speak that version on the connection.
-const ProtocolVersion int32 = LinearizableReads
+const ProtocolVersion int32 = ResumableWatches
 
 // Protocol versions, each with what it added.
 const (
 	// LinearizableReads (2) added Request.Linearizable.
 	LinearizableReads int32 = 2
+	// ResumableWatches (3) added addWatch's FromZxid (with its XidReplay
+	// notifications and CodeHistoryCompacted) and setWatches2's
+	// MoreWatches. A version 2 server would skip FromZxid and start the
+	// watch live, leaving a gap: send it only on a connection of version
+	// ResumableWatches or later.
+	ResumableWatches int32 = 3
 )
 
 // DefaultMaxFrame is the server's default limit on a request frame's length:

@@ -47,6 +47,7 @@ const (
 	CodeShuttingDown       Code = -206 // the server is stopping
 	CodeNotCaughtUp        Code = -207 // the server has not yet applied what the client has seen
 	CodeLeaseExpired       Code = -208 // the lease ended (expired, closed, or its session ended), or never was
+	CodeHistoryCompacted   Code = -209 // the events after a watch's FromZxid are no longer all kept (Reply.OldestZxid says from where they are)
 )
 
 // Error is an error with a protocol code. Two Errors match under errors.Is
@@ -106,6 +107,7 @@ var (
 	ErrShuttingDown            = newSentinel(CodeShuttingDown, "server shutting down")
 	ErrNotCaughtUp             = newSentinel(CodeNotCaughtUp, "server is behind the client's last seen zxid")
 	ErrLeaseExpired            = newSentinel(CodeLeaseExpired, "lease expired")
+	ErrHistoryCompacted        = newSentinel(CodeHistoryCompacted, "the change history no longer goes back that far")
 )
 
 var sentinels = map[Code]*Error{}
@@ -185,6 +187,7 @@ var codeNames = map[Code]string{
 	CodeShuttingDown:            "shutting_down",
 	CodeNotCaughtUp:             "not_caught_up",
 	CodeLeaseExpired:            "lease_expired",
+	CodeHistoryCompacted:        "history_compacted",
 }
 
 // Name returns a short stable name for c, such as "no_node", for metric

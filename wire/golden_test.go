@@ -73,6 +73,10 @@ var goldenRequests = []struct {
 		wire.Request{Xid: 12, Op: wire.OpCheck, Path: "/a", Version: 2, Mode: wire.CheckCversion}},
 	{"a linearizable getData adds its flag", "00000008" + "95" + "0d" + "04" + "a22f61" + "c2" + "c3", // [xid 13, getData, "/a", no watch, linearizable]
 		wire.Request{Xid: 13, Op: wire.OpGetData, Path: "/a", Linearizable: true}},
+	{"an addWatch from a past zxid adds it", "0000000a" + "95" + "0e" + "6a" + "a22f61" + "01" + "cd012c", // [xid 14, addWatch, "/a", recursive, from 300]
+		wire.Request{Xid: 14, Op: wire.OpAddWatch, Path: "/a", AddWatchMode: wire.AddWatchPersistentRecursive, FromZxid: 300}},
+	{"a setWatches2 with more to come adds its flag", "0000000d" + "99" + "f8" + "69" + "4d" + "90" + "90" + "90" + "91a22f64" + "90" + "c3",
+		wire.Request{Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77, PersistentWatches: []string{"/d"}, MoreWatches: true}},
 	{"a getEphemerals request", "0000000e" + "93" + "0b" + "67" + "aa2f6170702f6c6f636b2d", // op 103, "/app/lock-"
 		wire.Request{Xid: 11, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 }
@@ -97,6 +101,13 @@ var goldenReplies = []struct {
 	{"a notification", "00000014" + "96" + "ff" + "cd012e" + "00" + "03" + "03" + "ab2f6170702f636f6e666967", wire.OpGetData,
 		wire.Reply{Xid: wire.XidNotification, Zxid: 302, EventType: wire.EventNodeDataChanged,
 			State: wire.StateConnected, Path: "/app/config"}},
+	{"an addWatch refused with HistoryCompacted names the oldest zxid", "0000000b" + "94" + "0e" + "cd0190" + "d1ff2f" + "cd012c", wire.OpAddWatch,
+		wire.Reply{Xid: 14, Zxid: 400, Err: wire.CodeHistoryCompacted, OldestZxid: 300}},
+	{"a replayed event names its addWatch", "0000000c" + "97" + "f7" + "cd012d" + "00" + "03" + "03" + "a22f61" + "0e", wire.OpGetData,
+		wire.Reply{Xid: wire.XidReplay, Zxid: 301, EventType: wire.EventNodeDataChanged, State: wire.StateConnected, Path: "/a", ReplayOf: 14}},
+	{"a PersistentWatchRemoved for a compacted history names the oldest zxid", "00000010" + "97" + "ff" + "cd0190" + "d1ff2f" + "07" + "03" + "a22f61" + "cd012c", wire.OpGetData,
+		wire.Reply{Xid: wire.XidNotification, Zxid: 400, Err: wire.CodeHistoryCompacted, EventType: wire.EventPersistentWatchRemoved,
+			State: wire.StateConnected, Path: "/a", OldestZxid: 300}},
 	{"a closing frame", "00000008" + "93" + "fd" + "cd012e" + "d1ff34", wire.OpPing,
 		wire.Reply{Xid: wire.XidClosing, Zxid: 302, Err: wire.CodeFrameTooLarge}},
 	{"a getEphemerals reply", "0000001c" + "94" + "0b" + "cd012c" + "00" +

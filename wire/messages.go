@@ -165,8 +165,17 @@ type Request struct {
 	ChildWatches      []string
 	PersistentWatches []string
 	RecursiveWatches  []string
-	AddWatchMode      AddWatchMode // addWatch
-	WatcherType       WatcherType  // removeWatches
+	// setWatches2 (optional, protocol version ResumableWatches): more
+	// frames of the same restore follow. The server keeps the watches of
+	// such frames and restores them all with the frame without it, in one
+	// step, so that the replay has no duplicate and no gap.
+	MoreWatches  bool
+	AddWatchMode AddWatchMode // addWatch
+	// addWatch (optional, protocol version ResumableWatches): replay every
+	// event after this zxid the watch sees, in zxid order, before the
+	// reply (XidReplay notifications); 0: live events only.
+	FromZxid    int64
+	WatcherType WatcherType // removeWatches
 
 	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove and
 	// memberPromote: ID.
@@ -303,6 +312,16 @@ func optionalFields(r *Request) int {
 		return 1 // maxHold, which came with it
 	case OpCheck:
 		return 1 // its mode (CheckCversion), which came later
+	case OpAddWatch:
+		if r.FromZxid != 0 {
+			return 1 // sent only when set, so a live watch is as it was
+		}
+		return 0
+	case OpSetWatches2:
+		if r.MoreWatches {
+			return 1
+		}
+		return 0
 	}
 	if r.Linearizable && r.Op.Class() == ClassRead {
 		return 1 // sent only when set, so a plain read is as it was
@@ -322,6 +341,12 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 		return 1
 	case OpCheck:
 		r.Mode = CreateMode(dec.int32())
+		return 1
+	case OpAddWatch:
+		r.FromZxid = dec.int64()
+		return 1
+	case OpSetWatches2:
+		r.MoreWatches = dec.bool()
 		return 1
 	case OpCreate:
 		r.ACL = dec.acls()
@@ -388,10 +413,16 @@ func (enc *encoder) requestBody(r *Request) {
 		if r.Op == OpSetWatches2 {
 			enc.strs(r.PersistentWatches)
 			enc.strs(r.RecursiveWatches)
+			if r.MoreWatches {
+				enc.bool(true)
+			}
 		}
 	case OpAddWatch:
 		enc.str(r.Path)
 		enc.int(int64(r.AddWatchMode))
+		if r.FromZxid != 0 {
+			enc.int(r.FromZxid)
+		}
 	case OpRemoveWatches:
 		enc.str(r.Path)
 		enc.int(int64(r.WatcherType))
@@ -529,6 +560,14 @@ type Reply struct {
 	// Notification fields.
 	EventType EventType
 	State     SessionState
+	// ReplayOf is, in a replayed event (Xid XidReplay), the xid of the
+	// addWatch it is replayed for.
+	ReplayOf int32
+	// OldestZxid is, with CodeHistoryCompacted (an addWatch's error reply,
+	// or a PersistentWatchRemoved notification after a restore), the
+	// oldest zxid a watch can resume from now: every event after it is
+	// kept.
+	OldestZxid int64
 }
 
 // OpResult is one sub-request's outcome in a multi reply. When the multi
@@ -581,22 +620,39 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 	dst, start := beginFrame(dst)
 	enc := getEncoder(dst)
 	switch {
+	case r.Xid == XidNotification && r.Err == CodeHistoryCompacted:
+		enc.array(3 + notificationFields + 1)
+		enc.notificationHead(r)
+		enc.int(r.OldestZxid)
 	case r.Xid == XidNotification:
 		if carriesNode(r) {
 			enc.array(3 + nodeNotificationFields)
 		} else {
 			enc.array(3 + notificationFields)
 		}
-		enc.int(int64(r.Xid))
-		enc.int(r.Zxid)
-		enc.int(int64(r.Err))
-		enc.int(int64(r.EventType))
-		enc.int(int64(r.State))
-		enc.str(r.Path)
+		enc.notificationHead(r)
 		if carriesNode(r) {
 			enc.bytes(r.Data)
 			enc.stat(&r.Stat)
 		}
+	case r.Xid == XidReplay:
+		if carriesNode(r) {
+			enc.array(3 + notificationFields + 3)
+		} else {
+			enc.array(3 + notificationFields + 1)
+		}
+		enc.notificationHead(r)
+		enc.int(int64(r.ReplayOf))
+		if carriesNode(r) {
+			enc.bytes(r.Data)
+			enc.stat(&r.Stat)
+		}
+	case r.Err == CodeHistoryCompacted && op != OpMulti:
+		enc.array(4)
+		enc.int(int64(r.Xid))
+		enc.int(r.Zxid)
+		enc.int(int64(r.Err))
+		enc.int(r.OldestZxid)
 	case r.Err != CodeOK && op != OpMulti:
 		enc.array(3)
 		enc.int(int64(r.Xid))
@@ -610,6 +666,16 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 		enc.replyBody(op, r)
 	}
 	return endFrame(enc.finish(), start)
+}
+
+// notificationHead encodes the fields every notification starts with.
+func (enc *encoder) notificationHead(r *Reply) {
+	enc.int(int64(r.Xid))
+	enc.int(r.Zxid)
+	enc.int(int64(r.Err))
+	enc.int(int64(r.EventType))
+	enc.int(int64(r.State))
+	enc.str(r.Path)
 }
 
 func (enc *encoder) replyBody(op Op, r *Reply) {
@@ -732,21 +798,46 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 	want := 0
 	switch {
 	case dec.err != nil:
-	case r.Xid == XidNotification:
+	case r.Xid == XidNotification || r.Xid == XidReplay:
 		want = notificationFields
+		if r.Xid == XidReplay {
+			want++
+		}
 		if n-3 < want {
 			dec.fail("notification has %d fields, want %d", n-3, want)
 		}
 		r.EventType = EventType(dec.int32())
 		r.State = SessionState(dec.int32())
 		r.Path = dec.str()
-		if n-3 >= nodeNotificationFields && dec.err == nil {
+		switch {
+		case dec.err != nil:
+		case r.Xid == XidReplay:
+			r.ReplayOf = dec.int32()
+			if n-3 >= want+2 && dec.err == nil {
+				want += 2
+				r.Data = dec.bytes()
+				dec.stat(&r.Stat)
+				if !carriesNode(r) {
+					r.Data, r.Stat = nil, Stat{}
+				}
+			}
+		case r.Err == CodeHistoryCompacted:
+			if n-3 > want {
+				r.OldestZxid = dec.int64()
+				want++
+			}
+		case n-3 >= nodeNotificationFields:
 			want = nodeNotificationFields
 			r.Data = dec.bytes()
 			dec.stat(&r.Stat)
 			if !carriesNode(r) {
 				r.Data, r.Stat = nil, Stat{} // only a created or changed node's are meant
 			}
+		}
+	case r.Err == CodeHistoryCompacted && op != OpMulti:
+		if n-3 > 0 {
+			r.OldestZxid = dec.int64()
+			want = 1
 		}
 	case r.Err != CodeOK && op != OpMulti:
 	default:

@@ -216,6 +216,9 @@ var requests = []struct {
 	{"an addWatch carries the path and the mode", wire.Request{
 		Xid: 38, Op: wire.OpAddWatch, Path: "/services", AddWatchMode: wire.AddWatchPersistentRecursive,
 	}},
+	{"an addWatch from a past zxid carries it", wire.Request{
+		Xid: 38, Op: wire.OpAddWatch, Path: "/services", AddWatchMode: wire.AddWatchPersistent, FromZxid: 0x0123_4567_89ab,
+	}},
 	{"a removeWatches carries the path and the watcher type", wire.Request{
 		Xid: 39, Op: wire.OpRemoveWatches, Path: "/services", WatcherType: wire.WatcherPersistent,
 	}},
@@ -240,6 +243,10 @@ var requests = []struct {
 		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
 		DataWatches: []string{"/a"}, ExistWatches: []string{"/b"}, ChildWatches: []string{"/c"},
 		PersistentWatches: []string{"/d"}, RecursiveWatches: []string{"/", "/e"},
+	}},
+	{"a setWatches2 with more frames to come says so", wire.Request{
+		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
+		RecursiveWatches: []string{"/e"}, MoreWatches: true,
 	}},
 }
 
@@ -406,6 +413,20 @@ var replies = []struct {
 	}},
 	{"a PersistentWatchRemoved notification", 0, wire.Reply{
 		Xid: wire.XidNotification, Zxid: 99, EventType: wire.EventPersistentWatchRemoved, State: wire.StateConnected, Path: "/services",
+	}},
+	{"an addWatch refused with HistoryCompacted names the oldest zxid kept", wire.OpAddWatch, wire.Reply{
+		Xid: 42, Zxid: 99, Err: wire.CodeHistoryCompacted, OldestZxid: 0x0123_4567_89ab,
+	}},
+	{"a replayed event names the addWatch it is for", 0, wire.Reply{
+		Xid: wire.XidReplay, Zxid: 98, EventType: wire.EventNodeDeleted, State: wire.StateConnected, Path: "/services/a", ReplayOf: 42,
+	}},
+	{"a replayed NodeDataChanged may carry the node's data and Stat", 0, wire.Reply{
+		Xid: wire.XidReplay, Zxid: 97, EventType: wire.EventNodeDataChanged, State: wire.StateConnected, Path: "/services/a", ReplayOf: 42,
+		Data: []byte("v=3"), Stat: wire.Stat{Czxid: 3, Mzxid: 97, Version: 5, DataLength: 3},
+	}},
+	{"a PersistentWatchRemoved after a compacted history names the oldest zxid", 0, wire.Reply{
+		Xid: wire.XidNotification, Zxid: 99, Err: wire.CodeHistoryCompacted, EventType: wire.EventPersistentWatchRemoved,
+		State: wire.StateConnected, Path: "/services", OldestZxid: 77,
 	}},
 	{"a ping reply has no body", wire.OpPing, wire.Reply{
 		Xid: wire.XidPing, Zxid: 99,
@@ -597,6 +618,13 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 			if tc.r.Op.Class() == wire.ClassRead && !tc.r.Linearizable {
 				// A later version sends the fields it appends after the
 				// linearizable flag, which it therefore sends.
+				extra = []any{false, futureField}
+			}
+			// Likewise after addWatch's fromZxid and setWatches2's more.
+			if tc.r.Op == wire.OpAddWatch && tc.r.FromZxid == 0 {
+				extra = []any{0, futureField}
+			}
+			if tc.r.Op == wire.OpSetWatches2 && !tc.r.MoreWatches {
 				extra = []any{false, futureField}
 			}
 			body := withExtraFields(t, frameBody(t, wire.AppendRequest(nil, &tc.r)), extra...)

@@ -60,6 +60,12 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "", "address for ZooKeeper's client protocol and four-letter words (empty: off)")
 	fs.StringVar(&cfg.LockRoot, "lock-root", server.DefaultLockRoot, "the path under which the HTTP lock API's lock NAME lives, as NAME's own node")
 	fs.IntVar(&cfg.LockHistory, "lock-history", locks.DefaultHistory, "how many events (at most 10000) the replicated lock history keeps: acquisitions, releases, expiries, breaks, over every lock; give every member the same")
+	fs.IntVar(&cfg.WatchHistoryEvents, "watch-history-events", server.DefaultWatchHistoryEvents,
+		"how many events of applied changes this member keeps for watches that resume from a zxid (-1: no limit by count)")
+	fs.DurationVar(&cfg.WatchHistoryAge, "watch-history-age", server.DefaultWatchHistoryAge,
+		"how long before the latest change the watch history keeps events (-1ns: no limit by age)")
+	fs.Int64Var(&cfg.WatchHistoryBytes, "watch-history-bytes", server.DefaultWatchHistoryBytes,
+		"bytes the watch history may keep on disk (-1: no limit by size)")
 	fs.BoolVar(&cfg.EndDeadlocks, "end-deadlocks", false, "the leader ends the youngest wait of each deadlock it finds (its waiter gets a deadlock error); off, deadlocks are only reported")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients (who may make them is unchanged: see --admin-identities)")
