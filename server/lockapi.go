@@ -444,6 +444,7 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 // for it watch.
 func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kind, prio int, lease int64, rec lockq.Record, ids []wire.Identity) (lockq.Entry, error) {
 	base, data := randomHex(16), rec.Encode()
+	remade := 0 // times the lock's directory was made again
 	for try := 0; ; try++ {
 		req := wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(lockq.ID(base, prio, ""), kind),
 			Mode: wire.ModeEphemeralSequential, Data: data}
@@ -460,6 +461,15 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 			continue // the queue changed, or this member's list was behind
 		case req.Op == wire.OpMulti && errors.Is(err, wire.ErrNoAuth):
 			try = lockq.PlaceTries - 1 // the caller may not read the queue, or rewrite a node of it: at the end
+			continue
+		case errors.Is(err, wire.ErrNoNode) && remade < 3:
+			// The lock's directory is a container, which the reaper takes
+			// once its last node is gone (a release or a break just
+			// before): make it again, as the recipes do.
+			remade++
+			if err := s.makeLockDirs(ctx, path, ids); err != nil {
+				return lockq.Entry{}, err
+			}
 			continue
 		case err != nil:
 			return lockq.Entry{}, err

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -354,6 +356,29 @@ func TestABreakOverHTTPFreesTheLock(t *testing.T) {
 	}
 	if evs := s.LockHistory(nil, "/"); len(evs) == 0 || evs[len(evs)-1].Reason != "again" || evs[len(evs)-1].Lock != "/locks/brk" {
 		t.Errorf("the history does not end with the break by path: %+v", evs)
+	}
+}
+
+// The lock's directory is a container: the reaper may take it between the
+// acquire's check that it is there and the create of the lock node, which
+// then makes it again.
+func TestALockNodeMakesAgainTheDirectoryTheReaperTook(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	lease := s.ids.Next()
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnCreateSession, Session: lease, Time: time.Now().UnixMilli(),
+		LeaseTTL: 10_000, LeaseOwner: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	// No makeLockDirs before: the directory is gone, as if just reaped.
+	e, err := s.createLockNode(ctx, "/locks/reaped", lockq.Exclusive, 0, lease, lockq.Record{Owner: "t"}, nil)
+	if err != nil {
+		t.Fatalf("a lock node whose directory is gone: %v", err)
+	}
+	var ok bool
+	s.fsm.read(func(tr *tree.Tree) { _, err := tr.Exists("/locks/reaped/" + e.Name); ok = err == nil })
+	if !ok {
+		t.Fatalf("lock node %q not made", e.Name)
 	}
 }
 
