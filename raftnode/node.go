@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/internal/quota"
+	"github.com/cockroachdb/pebble/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -96,6 +97,12 @@ type Config struct {
 
 	Transport Transport // nil for a single member
 	Logger    *zap.Logger
+
+	// DiskFullFile is for fault testing only (empty otherwise): while a
+	// file of this name exists, every write to the store fails with
+	// ENOSPC, as on a full disk. Pebble stops the process at its first
+	// failed write (see docs/reliability.md, "A full disk").
+	DiskFullFile string
 }
 
 func (c *Config) setDefaults() {
@@ -219,7 +226,11 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftnode: member id 0 is reserved")
 	}
-	storage, err := openStorage(cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
+	fs := vfs.Default
+	if cfg.DiskFullFile != "" {
+		fs = diskFullFS(fs, cfg.DiskFullFile)
+	}
+	storage, err := openStorageOn(fs, cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,44 @@
+package raftnode
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/cockroachdb/pebble/vfs/errorfs"
+)
+
+// diskFullFS is the store's file system for fault testing
+// (Config.DiskFullFile): while the file marker exists, every operation
+// that needs room on the disk fails with ENOSPC, as on a full disk, and
+// the others (reads, removals, closes, locks) go through. The marker is
+// looked for at each such operation, so a write that begins after the
+// marker appears fails, and one that begins after it is gone succeeds.
+func diskFullFS(fs vfs.FS, marker string) vfs.FS {
+	return errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if !needsRoom(op) || !exists(marker) {
+			return nil
+		}
+		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
+	}))
+}
+
+// needsRoom says whether op may need a free block: what fails with ENOSPC
+// on a full disk. Creating a file or a directory entry takes a block of
+// its directory, and a sync commits blocks that delayed allocation has not
+// yet found.
+func needsRoom(op errorfs.Op) bool {
+	switch op {
+	case errorfs.OpCreate, errorfs.OpLink, errorfs.OpRename, errorfs.OpReuseForRewrite, errorfs.OpMkdirAll,
+		errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFilePreallocate, errorfs.OpFileSync, errorfs.OpFileFlush:
+		return true
+	}
+	return false
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
