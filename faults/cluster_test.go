@@ -142,6 +142,32 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 	return c
 }
 
+// keptDir makes a directory for a test's cluster, under -faults.out if
+// set, and removes it once the test has passed: a failed test keeps its
+// members' data and logs, and says where.
+func keptDir(t *testing.T) string {
+	t.Helper()
+	parent := *flagOut
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(parent, "arbor-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("data and logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // addrs lists the client addresses of every member.
 func (c *cluster) addrs() []string {
 	var out []string

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ const servedWindow = 2 * time.Second
 //   - the planned restart ends with exit status 0, and no member exits by
 //     itself.
 func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
-	dir := t.TempDir()
+	dir := keptDir(t)
 	c := startCluster(t, dir, 5)
 	clk := &clock{start: time.Now()}
 	f := &fleet{c: c, clock: clk, log: fileLogger(t, filepath.Join(dir, "clients.log"))}
@@ -49,12 +48,6 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 	if err := makeRoots(ctx, f, "/dur", "/lockers"); err != nil {
 		t.Fatal(err)
 	}
-	var problems violations
-	fail := func(format string, args ...any) {
-		problems.add(format, args...)
-		t.Errorf(format, args...)
-	}
-
 	work, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	var wg, stallWG sync.WaitGroup
@@ -89,7 +82,7 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: in 30s, only %d writes acknowledged and the lock granted %d times (logs in %s)", while, w, l, dir)
+				t.Fatalf("%s: in 30s, only %d writes acknowledged and the lock granted %d times", while, w, l)
 			}
 		}
 	}
@@ -99,7 +92,7 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 		t.Helper()
 		lead, ok := c.waitLeader(30 * time.Second)
 		if !ok {
-			t.Fatalf("no leader (logs in %s)", dir)
+			t.Fatalf("no leader ")
 		}
 		st, err := c.status(lead)
 		if err != nil {
@@ -110,7 +103,7 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("member %d, started again, did not apply up to %d in 30s (logs in %s)", id, st.Applied, dir)
+				t.Fatalf("member %d, started again, did not apply up to %d in 30s", id, st.Applied)
 			}
 		}
 	}
@@ -120,7 +113,7 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 	for _, leaderPlanned := range []bool{true, false} {
 		lead, ok := c.waitLeader(15 * time.Second)
 		if !ok {
-			t.Fatalf("no leader (logs in %s)", dir)
+			t.Fatalf("no leader ")
 		}
 		other := c.ids[(slices.Index(c.ids, lead)+1)%len(c.ids)] // a follower
 		planned, killed := other, lead
@@ -135,7 +128,7 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 		go func() { defer both.Done(); c.kill(killed) }()
 		both.Wait()
 		if stopErr != nil {
-			fail("the planned restart: %v", stopErr)
+			t.Errorf("the planned restart: %v", stopErr)
 		}
 		served(fmt.Sprintf("members %d and %d down", planned, killed))
 		c.start(planned)
@@ -151,29 +144,29 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 
 	stopStalls()
 	stallWG.Wait()
-	machine := stalls.windows()[:0:0]
+	var machine []window
 	for _, w := range stalls.windows() {
 		if w.kind == machineStall {
 			machine = append(machine, w)
 		}
 	}
 	for _, g := range unserved(writes.ackTimes(), from, to, servedWindow, machine) {
-		fail("no write was acknowledged from %v to %v", g.start.Round(time.Millisecond), g.end.Round(time.Millisecond))
+		t.Errorf("no write was acknowledged from %v to %v", g.start.Round(time.Millisecond), g.end.Round(time.Millisecond))
 	}
 	for _, g := range unserved(granted(), from, to, servedWindow, machine) {
-		fail("the lock was granted to nobody from %v to %v", g.start.Round(time.Millisecond), g.end.Round(time.Millisecond))
+		t.Errorf("the lock was granted to nobody from %v to %v", g.start.Round(time.Millisecond), g.end.Round(time.Millisecond))
 	}
-	lockReport := locks.check(fail)
+	lockReport := locks.check(t.Errorf)
 	if _, ok := c.converged(30 * time.Second); !ok {
-		fail("the members did not converge")
+		t.Errorf("the members did not converge")
 	}
-	writes.final(ctx, c, fail)
+	writes.final(ctx, c, t.Errorf)
 	f.closeAll()
-	expiries := f.checkExpiries(stalls.windows(), fail)
+	expiries := f.checkExpiries(stalls.windows(), t.Errorf)
 	for done := false; !done; {
 		select {
 		case crash := <-c.crashes:
-			fail("%s", crash)
+			t.Errorf("%s", crash)
 		default:
 			done = true
 		}
@@ -181,9 +174,6 @@ func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
 	t.Logf("from %v to %v: %d writes acknowledged, the longest wait %v; lock: %s, the longest wait %v; clients: %s; machine: %s",
 		from.Round(time.Millisecond), to.Round(time.Millisecond), len(writes.ackTimes()), longestGap(writes.ackTimes(), from, to).Round(time.Millisecond),
 		lockReport, longestGap(granted(), from, to).Round(time.Millisecond), expiries, stalls.summary())
-	if len(problems) > 0 {
-		t.Logf("logs in %s: %s", dir, strings.Join(problems, "; "))
-	}
 }
 
 // unserved returns the spells within [from, to] longer than d without any
