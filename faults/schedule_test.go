@@ -234,10 +234,16 @@ func (n *nemesis) inject(ctx context.Context, f fault) {
 		}
 		sleep(ctx, f.dur/2)
 		for _, id := range ids {
+			if running, _ := c.state(id); running {
+				n.logf("%v member %d still runs on its full disk", n.clock.now().Round(time.Millisecond), id)
+			}
 			c.start(id)
 		}
 		sleep(ctx, f.dur/2)
 		for _, id := range ids {
+			if running, _ := c.state(id); running {
+				n.logf("%v member %d still runs on its full disk", n.clock.now().Round(time.Millisecond), id)
+			}
 			c.freeDisk(id)
 		}
 	case faultPauseLeader, faultPause:

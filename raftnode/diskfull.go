@@ -18,20 +18,22 @@ import (
 // marker appears fails, and one that begins after it is gone succeeds.
 func diskFullFS(fs vfs.FS, marker string) vfs.FS {
 	return errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if !needsRoom(op) || !exists(marker) {
+		if !needsRoom(op, path) || !exists(marker) {
 			return nil
 		}
 		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
 	}))
 }
 
-// needsRoom says whether op may need a free block: what fails with ENOSPC
-// on a full disk. Creating a file or a directory entry takes a block of
-// its directory, and a sync commits blocks that delayed allocation has not
-// yet found.
-func needsRoom(op errorfs.Op) bool {
+// needsRoom says whether op on path may need a free block: what fails
+// with ENOSPC on a full disk. Creating a file or a directory entry takes a
+// block of its directory (making a directory that exists takes none), and
+// a sync commits blocks that delayed allocation has not yet found.
+func needsRoom(op errorfs.Op, path string) bool {
 	switch op {
-	case errorfs.OpCreate, errorfs.OpLink, errorfs.OpRename, errorfs.OpReuseForRewrite, errorfs.OpMkdirAll,
+	case errorfs.OpMkdirAll:
+		return !exists(path)
+	case errorfs.OpCreate, errorfs.OpLink, errorfs.OpRename, errorfs.OpReuseForRewrite,
 		errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFilePreallocate, errorfs.OpFileSync, errorfs.OpFileFlush:
 		return true
 	}

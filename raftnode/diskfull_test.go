@@ -57,6 +57,12 @@ func TestTheDiskFullFSFailsWritesOnlyWhileItsMarkerExists(t *testing.T) {
 	if err := fs.Remove(filepath.Join(dir, "before")); err != nil {
 		t.Fatalf("a removal on a full disk: %v", err)
 	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("making a directory that exists, on a full disk: %v", err)
+	}
+	if err := fs.MkdirAll(filepath.Join(dir, "new"), 0o755); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("making a new directory on a full disk returned %v, want ENOSPC", err)
+	}
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +89,17 @@ func TestAStoreOnAFullDiskOpensOnceTheDiskHasRoom(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := openStorageOn(fs, dir, testCacheBytes, zaptest.NewLogger(t)); !errors.Is(err, syscall.ENOSPC) {
+	// Pebble must say so, not stop the process (zap would exit; here it
+	// panics).
+	panics := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WithFatalHook(zapcore.WriteThenPanic)))
+	full, err := openStorageOn(fs, dir, testCacheBytes, panics)
+	if !errors.Is(err, syscall.ENOSPC) {
 		if err == nil {
-			s.Close()
+			full.Close()
 		}
 		t.Fatalf("opening the store on a full disk returned %v, want ENOSPC", err)
 	}
+	t.Logf("on a full disk: %v", err)
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
