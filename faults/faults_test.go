@@ -142,6 +142,10 @@ func runRound(t *testing.T, n int, seed int64, length time.Duration) roundStats 
 	r.makeDir()
 	defer r.keepOrRemove()
 	r.start()
+	// The cluster goes with its round, before its directory does: a long
+	// run would otherwise keep every round's members running, ticking and
+	// heartbeating, until the last round of its size ends.
+	defer r.c.stopAll()
 	defer r.fleet.closeAll()
 	windows := r.exercise()
 	return r.check(windows)
