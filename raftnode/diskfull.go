@@ -17,12 +17,39 @@ import (
 // looked for at each such operation, so a write that begins after the
 // marker appears fails, and one that begins after it is gone succeeds.
 func diskFullFS(fs vfs.FS, marker string) vfs.FS {
-	return errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+	return reusedFull{errorfs.Wrap(fs, fullDisk(marker, "")), marker}
+}
+
+// reusedFull is an errorfs whose recycled files fail too: errorfs's
+// ReuseForWrite returns the file unwrapped, and pebble writes its logs to
+// recycled files once it has some, which then went on writing on a full
+// disk.
+type reusedFull struct {
+	*errorfs.FS
+	marker string
+}
+
+func (fs reusedFull) ReuseForWrite(oldname, newname string) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname)
+	if err != nil {
+		return nil, err
+	}
+	return errorfs.WrapFile(f, fullDisk(fs.marker, newname)), nil
+}
+
+// fullDisk fails the operations that need room while marker exists, with
+// the path of the operation, or name for an operation that has none (a
+// file wrapped by errorfs.WrapFile).
+func fullDisk(marker, name string) errorfs.Injector {
+	return errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if path == "" {
+			path = name
+		}
 		if !needsRoom(op, path) || !exists(marker) {
 			return nil
 		}
 		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}
-	}))
+	})
 }
 
 // needsRoom says whether op on path may need a free block: what fails

@@ -69,6 +69,19 @@ func TestTheDiskFullFSFailsWritesOnlyWhileItsMarkerExists(t *testing.T) {
 	if err := write("after"); err != nil {
 		t.Fatalf("a write once the disk has room again: %v", err)
 	}
+	// A file recycled while there was room (pebble recycles its logs) can
+	// no more grow on a full disk than one created then.
+	reused, err := fs.ReuseForWrite(filepath.Join(dir, "after"), filepath.Join(dir, "reused"))
+	if err != nil {
+		t.Fatalf("reuse a file with room on the disk: %v", err)
+	}
+	defer reused.Close()
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reused.Write([]byte("data")); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "reused") {
+		t.Fatalf("a write to a recycled file on a full disk returned %v, want ENOSPC naming the file", err)
+	}
 }
 
 // A member restarted on a full disk cannot open its store: it must fail
