@@ -212,3 +212,32 @@ func TestAStallOfTheTestProcessExplainsAnExpiry(t *testing.T) {
 		t.Fatalf("an expiry just after the stall: allowed %v (%q)", ok, why)
 	}
 }
+
+func TestSpellsWithoutServiceAreFoundUnlessTheMachineStood(t *testing.T) {
+	s := func(n float64) time.Duration { return time.Duration(n * float64(time.Second)) }
+	at := []time.Duration{s(1.5), s(0.5), s(2), s(5), s(5.5)} // unsorted, as several clients record them
+	stall := window{kind: machineStall, start: s(2.5), end: s(3)}
+	for _, tc := range []struct {
+		name     string
+		from, to time.Duration
+		excused  []window
+		want     []window
+	}{
+		{"a spell of 3s between two successes", 0, s(6), nil, []window{{start: s(2), end: s(5)}}},
+		{"a spell the test process stood still in is excused", 0, s(6), []window{stall}, nil},
+		{"a spell from the start before the first success", s(-2), s(6), nil, []window{{start: s(-2), end: s(0.5)}, {start: s(2), end: s(5)}}},
+		{"a spell from the last success to the end", s(1), s(8), nil, []window{{start: s(2), end: s(5)}, {start: s(5.5), end: s(8)}}},
+		{"no success at all", s(10), s(13), nil, []window{{start: s(10), end: s(13)}}},
+		{"short spells only", s(4.5), s(6), nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := unserved(at, tc.from, tc.to, 2*time.Second, tc.excused)
+			if !slices.EqualFunc(got, tc.want, func(a, b window) bool { return a.start == b.start && a.end == b.end }) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := longestGap(at, 0, s(6)); got != s(3) {
+		t.Fatalf("the longest gap is %v, want 3s", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -66,25 +68,30 @@ type member struct {
 	id                       uint64
 	dir, log                 string
 	addr, httpAddr, peerAddr string
+	diskFull                 string // while this file exists, the member's disk is full (arbord --fault-disk-full)
 	args                     []string
 
-	mu      sync.Mutex    // guards the fields below
-	cmd     *exec.Cmd     // nil while down
-	exited  chan struct{} // closed when cmd has exited
-	paused  bool
-	killing bool // an exit now is ours
+	mu       sync.Mutex    // guards the fields below
+	cmd      *exec.Cmd     // nil while down
+	exited   chan struct{} // closed when cmd has exited
+	paused   bool
+	killing  bool  // an exit now is ours
+	full     bool  // the disk is full
+	wasFull  bool  // the disk was full at some time since cmd started
+	logStart int64 // the size of the log when cmd started
 }
 
 // cluster is n arbord processes on loopback whose peer traffic goes
 // through one link per directed pair of members.
 type cluster struct {
-	t       testing.TB
-	crashes chan string // exits nobody asked for, with the member's log
-	dir     string
-	members map[uint64]*member
-	links   map[[2]uint64]*link // [from, to]
-	ids     []uint64
-	http    *http.Client
+	t         testing.TB
+	crashes   chan string  // exits nobody asked for, with the member's log
+	diskStops atomic.Int64 // exits of members that could not write to their full disk
+	dir       string
+	members   map[uint64]*member
+	links     map[[2]uint64]*link // [from, to]
+	ids       []uint64
+	http      *http.Client
 }
 
 func startCluster(t testing.TB, dir string, n int) *cluster {
@@ -93,7 +100,8 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 	c := &cluster{t: t, dir: dir, crashes: make(chan string, 64), members: map[uint64]*member{}, links: map[[2]uint64]*link{},
 		http: &http.Client{Timeout: time.Second}}
 	for id := uint64(1); id <= uint64(n); id++ {
-		m := &member{id: id, dir: filepath.Join(dir, fmt.Sprintf("n%d", id)), log: filepath.Join(dir, fmt.Sprintf("n%d.log", id))}
+		m := &member{id: id, dir: filepath.Join(dir, fmt.Sprintf("n%d", id)), log: filepath.Join(dir, fmt.Sprintf("n%d.log", id)),
+			diskFull: filepath.Join(dir, fmt.Sprintf("n%d.disk-full", id))}
 		m.addr, m.httpAddr, m.peerAddr = freePort(t), freePort(t), freePort(t)
 		c.members[id] = m
 		c.ids = append(c.ids, id)
@@ -122,7 +130,8 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 		m.args = []string{bin, "--id", fmt.Sprint(id), "--data", m.dir, "--listen", m.addr, "--http", m.httpAddr,
 			"--peer-listen", m.peerAddr, "--peers", strings.Join(peers, ","),
 			"--tick", tick.String(), "--request-timeout", requestTimeout.String(),
-			"--min-session-timeout", "1s", "--snapshot-every", "500", "--log-level", "info"}
+			"--min-session-timeout", "1s", "--snapshot-every", "500", "--log-level", "info",
+			"--fault-disk-full", m.diskFull}
 	}
 	for _, id := range c.ids {
 		c.start(id)
@@ -131,6 +140,32 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 		t.Fatalf("the %d-member cluster elected no leader in 30s (logs in %s)", n, dir)
 	}
 	return c
+}
+
+// keptDir makes a directory for a test's cluster, under -faults.out if
+// set, and removes it once the test has passed: a failed test keeps its
+// members' data and logs, and says where.
+func keptDir(t *testing.T) string {
+	t.Helper()
+	parent := *flagOut
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(parent, "arbor-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("data and logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }
 
 // addrs lists the client addresses of every member.
@@ -166,6 +201,11 @@ func (c *cluster) start(id uint64) {
 		return
 	}
 	defer logf.Close()
+	logStart, err := logf.Seek(0, io.SeekEnd)
+	if err != nil {
+		c.t.Errorf("member %d log: %v", id, err)
+		return
+	}
 	cmd := exec.Command(m.args[0], m.args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -174,19 +214,98 @@ func (c *cluster) start(id uint64) {
 	}
 	exited := make(chan struct{})
 	m.cmd, m.exited, m.paused, m.killing = cmd, exited, false, false
+	m.wasFull, m.logStart = m.full, logStart
 	go func() {
 		err := cmd.Wait()
 		close(exited)
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.cmd == cmd && !m.killing {
-			m.cmd = nil
-			select {
-			case c.crashes <- fmt.Sprintf("member %d exited by itself (%v); log %s", id, err, m.log):
-			default:
-			}
+		if m.cmd != cmd || m.killing {
+			return
+		}
+		m.cmd = nil
+		if m.wasFull && loggedSince(m.log, m.logStart, noSpace) {
+			c.diskStops.Add(1)
+			return
+		}
+		select {
+		case c.crashes <- fmt.Sprintf("member %d exited by itself (%v); log %s", id, err, m.log):
+		default:
 		}
 	}()
+}
+
+// noSpace is how a failed write to a full disk reads in a member's log.
+const noSpace = "no space left on device"
+
+// loggedSince reports whether the log at path holds text past offset.
+func loggedSince(path string, offset int64, text string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<40))
+	return err == nil && strings.Contains(string(b), text)
+}
+
+// stop stops member id as an operator does (SIGTERM) and waits up to d
+// for it to exit. It returns an error if the member did not exit, or
+// exited with a failure.
+func (c *cluster) stop(id uint64, d time.Duration) error {
+	m := c.members[id]
+	m.mu.Lock()
+	cmd, exited := m.cmd, m.exited
+	if cmd == nil {
+		m.mu.Unlock()
+		return nil
+	}
+	m.killing = true
+	err := cmd.Process.Signal(syscall.SIGTERM)
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("SIGTERM to member %d: %w", id, err)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-exited:
+	case <-timer.C:
+		c.kill(id)
+		return fmt.Errorf("member %d still ran %v after SIGTERM", id, d)
+	}
+	m.mu.Lock()
+	m.cmd, m.paused = nil, false
+	m.mu.Unlock()
+	if !cmd.ProcessState.Success() {
+		return fmt.Errorf("member %d exited with %v after SIGTERM; log %s", id, cmd.ProcessState, m.log)
+	}
+	return nil
+}
+
+// fillDisk fills member id's disk: every write it makes from now on
+// fails, and it stops at the first.
+func (c *cluster) fillDisk(id uint64) {
+	m := c.members[id]
+	m.mu.Lock()
+	m.full, m.wasFull = true, true
+	m.mu.Unlock()
+	if err := os.WriteFile(m.diskFull, nil, 0o644); err != nil {
+		c.t.Errorf("fill the disk of member %d: %v", id, err)
+	}
+}
+
+// freeDisk gives member id's disk room again, and starts the member if
+// it stopped.
+func (c *cluster) freeDisk(id uint64) {
+	m := c.members[id]
+	if err := os.Remove(m.diskFull); err != nil {
+		c.t.Errorf("free the disk of member %d: %v", id, err)
+	}
+	m.mu.Lock()
+	m.full = false
+	m.mu.Unlock()
+	c.start(id)
 }
 
 // kill sends SIGKILL to member id: nothing survives but what is on disk.

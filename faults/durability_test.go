@@ -17,9 +17,10 @@ type durabilityWorkload struct {
 	fleet *fleet
 	max   int
 
-	mu     sync.Mutex // guards acked and checks
-	acked  []string
-	checks []string
+	mu      sync.Mutex // guards acked, ackedAt and checks
+	acked   []string
+	ackedAt []time.Duration // when each create of acked was acknowledged
+	checks  []string
 }
 
 func (w *durabilityWorkload) run(ctx context.Context, wg *sync.WaitGroup) {
@@ -41,6 +42,7 @@ func (w *durabilityWorkload) run(ctx context.Context, wg *sync.WaitGroup) {
 			if err == nil {
 				w.mu.Lock()
 				w.acked = append(w.acked, name)
+				w.ackedAt = append(w.ackedAt, w.fleet.clock.now())
 				w.mu.Unlock()
 			}
 			sleep(ctx, thinkTime)
@@ -53,6 +55,13 @@ func (w *durabilityWorkload) ackedNames() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.acked)
+}
+
+// ackTimes returns when each create acknowledged so far was.
+func (w *durabilityWorkload) ackTimes() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.ackedAt)
 }
 
 // afterCrash checks, through any member, that every write acknowledged

@@ -54,24 +54,58 @@ func TestFaults(t *testing.T) {
 				total.add(runRound(t, tc.n, seed+int64(r), round))
 			}
 			t.Logf("%d members, %d rounds: %s", tc.n, total.rounds, total)
+			// One line for scripts/faults-long.sh to add up.
+			t.Logf("summary: members=%d %s", tc.n, total.fields())
 		})
 	}
 }
 
 // roundStats sums up rounds.
 type roundStats struct {
-	rounds, ops, faults, violations int
+	rounds, ops, unknown, violations int
+	faults                           [numFaultKinds]int // by kind
+	diskStops                        int                // members that stopped on a full disk
+	failed                           []int64            // the seeds of the rounds with violations
 }
 
 func (s *roundStats) add(o roundStats) {
 	s.rounds += o.rounds
 	s.ops += o.ops
-	s.faults += o.faults
+	s.unknown += o.unknown
 	s.violations += o.violations
+	for k, n := range o.faults {
+		s.faults[k] += n
+	}
+	s.diskStops += o.diskStops
+	s.failed = append(s.failed, o.failed...)
+}
+
+func (s roundStats) totalFaults() int {
+	n := 0
+	for _, k := range s.faults {
+		n += k
+	}
+	return n
 }
 
 func (s roundStats) String() string {
-	return fmt.Sprintf("%d register operations, %d faults, %d violations", s.ops, s.faults, s.violations)
+	return fmt.Sprintf("%d register operations (%d of unknown outcome), %d faults, %d violations",
+		s.ops, s.unknown, s.totalFaults(), s.violations)
+}
+
+// fields is the stats as name=value fields: rounds, operations, unknown,
+// faults, one per fault kind, disk-stops, violations, failed (seeds).
+func (s roundStats) fields() string {
+	f := []string{fmt.Sprintf("rounds=%d operations=%d unknown=%d faults=%d", s.rounds, s.ops, s.unknown, s.totalFaults())}
+	for k, n := range s.faults {
+		f = append(f, fmt.Sprintf("%s=%d", faultKind(k), n))
+	}
+	seeds := make([]string, len(s.failed))
+	for i, seed := range s.failed {
+		seeds[i] = fmt.Sprint(seed)
+	}
+	f = append(f, fmt.Sprintf("disk-stops=%d violations=%d failed=%s", s.diskStops, s.violations, strings.Join(seeds, ",")))
+	return strings.Join(f, " ")
 }
 
 // round is one cluster of n members run through length of faults drawn
@@ -108,9 +142,9 @@ func runRound(t *testing.T, n int, seed int64, length time.Duration) roundStats 
 	r.makeDir()
 	defer r.keepOrRemove()
 	r.start()
-	// The round's members stop with the round, not with the test: a long
-	// run (-faults.duration) would otherwise keep every round's cluster
-	// running to its end.
+	// The cluster goes with its round, before its directory does: a long
+	// run would otherwise keep every round's members running, ticking and
+	// heartbeating, until the last round of its size ends.
 	defer r.c.stopAll()
 	defer r.fleet.closeAll()
 	windows := r.exercise()
@@ -232,14 +266,23 @@ func (r *round) check(windows []window) roundStats {
 	report = append(report, "lock: "+r.locks.check(r.violate))
 	report = append(report, "watches: "+r.watch.check(r.violate))
 	r.reg.check(max(30*time.Second, r.length/2), r.dir, r.violate)
-	ops, opText := r.reg.summary()
+	ops, unknown, opText := r.reg.summary()
 	report = append(report, fmt.Sprintf("register: %d operations in a linearizable history:%s", ops, opText))
 	frames, dropped := r.c.linkStats()
 	report = append(report, fmt.Sprintf("links: %d peer messages, %d dropped", frames, dropped))
+	diskStops := int(r.c.diskStops.Load())
+	report = append(report, fmt.Sprintf("disks: %d stops of a member on its full disk", diskStops))
 	r.t.Logf("seed %d done:\n\t%s", r.seed, strings.Join(report, "\n\t"))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return roundStats{rounds: 1, ops: ops, faults: len(windows), violations: r.violations}
+	st := roundStats{rounds: 1, ops: ops, unknown: unknown, violations: r.violations, diskStops: diskStops}
+	for _, w := range windows {
+		st.faults[w.kind]++
+	}
+	if r.violations > 0 {
+		st.failed = []int64{r.seed}
+	}
+	return st
 }
 
 // fileLogger logs at info level to path.

@@ -385,7 +385,7 @@ func (w *registerWorkload) check(timeout time.Duration, outDir string, violate f
 }
 
 // summary says how many operations ended how.
-func (w *registerWorkload) summary() (ops int, text string) {
+func (w *registerWorkload) summary() (ops, unknown int, text string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	text = ""
@@ -398,7 +398,8 @@ func (w *registerWorkload) summary() (ops int, text string) {
 			continue
 		}
 		ops += n
+		unknown += outs[outUnknown]
 		text += fmt.Sprintf(" %s=%d(ok %d, unknown %d)", regOp(op), n, outs[outOK], outs[outUnknown])
 	}
-	return ops, text
+	return ops, unknown, text
 }

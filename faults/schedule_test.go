@@ -25,6 +25,7 @@ const (
 	faultLoss                           // drop a share of the messages on a minority's links
 	faultDelay                          // delay every message on every link
 	faultCrashAll                       // kill -9 every member, restart them all
+	faultDiskFull                       // fill a minority's disks (writes fail with ENOSPC), then free them
 	numFaultKinds
 
 	// machineStall and memberStall are no faults the nemesis injects: the
@@ -36,7 +37,7 @@ const (
 
 var faultNames = [numFaultKinds]string{
 	"kill-leader", "kill", "pause-leader", "pause", "isolate-leader", "isolate",
-	"one-way", "loss", "delay", "crash-all",
+	"one-way", "loss", "delay", "crash-all", "disk-full",
 }
 
 func (k faultKind) String() string {
@@ -53,7 +54,7 @@ func (k faultKind) String() string {
 
 // faultWeights: how often the schedule draws each kind. The leader is the
 // most frequent target.
-var faultWeights = [numFaultKinds]int{4, 2, 2, 1, 2, 1, 1, 2, 1, 1}
+var faultWeights = [numFaultKinds]int{4, 2, 2, 1, 2, 1, 1, 2, 1, 1, 2}
 
 // fault is one step of a schedule: everything about it that is random,
 // drawn from the seed. Which member is "the leader" is found when the step
@@ -222,6 +223,28 @@ func (n *nemesis) inject(ctx context.Context, f fault) {
 		sleep(ctx, f.dur)
 		for _, id := range ids {
 			c.start(id)
+		}
+	case faultDiskFull:
+		// Each member stops at its first write. Halfway through, it is
+		// started again, as a supervisor would, and stops again: its store
+		// cannot even be opened on a full disk. Once the disk has room it
+		// is started for good.
+		for _, id := range ids {
+			c.fillDisk(id)
+		}
+		sleep(ctx, f.dur/2)
+		for _, id := range ids {
+			if running, _ := c.state(id); running {
+				n.logf("%v member %d still runs on its full disk", n.clock.now().Round(time.Millisecond), id)
+			}
+			c.start(id)
+		}
+		sleep(ctx, f.dur/2)
+		for _, id := range ids {
+			if running, _ := c.state(id); running {
+				n.logf("%v member %d still runs on its full disk", n.clock.now().Round(time.Millisecond), id)
+			}
+			c.freeDisk(id)
 		}
 	case faultPauseLeader, faultPause:
 		for _, id := range ids {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/internal/quota"
+	"github.com/cockroachdb/pebble/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -102,6 +103,12 @@ type Config struct {
 
 	Transport Transport // nil for a single member
 	Logger    *zap.Logger
+
+	// DiskFullFile is for fault testing only (empty otherwise): while a
+	// file of this name exists, every write to the store fails with
+	// ENOSPC, as on a full disk. Pebble stops the process at its first
+	// failed write (see docs/reliability.md, "A full disk").
+	DiskFullFile string
 }
 
 func (c *Config) setDefaults() {
@@ -236,7 +243,11 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.ForceNewCluster && cfg.Join {
 		return nil, errors.New("raftnode: a member cannot both join a group and force a new one")
 	}
-	storage, err := openStorage(cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
+	fs := vfs.Default
+	if cfg.DiskFullFile != "" {
+		fs = diskFullFS(fs, cfg.DiskFullFile)
+	}
+	storage, err := openStorageOn(fs, cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

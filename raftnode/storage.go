@@ -71,7 +71,12 @@ func indexKey(prefix byte, i uint64) []byte {
 // keeping the newest entries up to cacheBytes in memory; the last
 // snapshot's data stays in the store (snapshotReader).
 func openStorage(dir string, cacheBytes int, log *zap.Logger) (*Storage, error) {
-	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{vfs.Default}, Logger: pebbleLogger{log.Sugar()}})
+	return openStorageOn(vfs.Default, dir, cacheBytes, log)
+}
+
+// openStorageOn is openStorage on the file system fs.
+func openStorageOn(fs vfs.FS, dir string, cacheBytes int, log *zap.Logger) (*Storage, error) {
+	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{fs}, Logger: pebbleLogger{log.Sugar()}})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}

@@ -157,6 +157,11 @@ type Config struct {
 
 	Logger *zap.Logger
 
+	// DiskFullFile is for fault testing only (arbord --fault-disk-full;
+	// empty otherwise): while a file of this name exists, every write to
+	// DataDir fails with ENOSPC, as on a full disk (raftnode.Config).
+	DiskFullFile string
+
 	// writeTimeout is how long a client may take to accept what is
 	// written to it before the server drops it (0: writeTimeout, 10s).
 	// Tests shorten it, or lengthen it to rule that drop out.
