@@ -168,6 +168,19 @@ func keptDir(t *testing.T) string {
 	return dir
 }
 
+// startLed starts an n-member cluster in a directory of the test and
+// waits for its leader: how the targeted tests begin.
+func startLed(t *testing.T, n int) (c *cluster, lead uint64, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	c = startCluster(t, dir, n)
+	lead, ok := c.waitLeader(15 * time.Second)
+	if !ok {
+		t.Fatalf("no leader (logs in %s)", dir)
+	}
+	return c, lead, dir
+}
+
 // addrs lists the client addresses of every member.
 func (c *cluster) addrs() []string {
 	var out []string

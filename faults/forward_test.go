@@ -14,14 +14,9 @@ import (
 // heals, rather than waiting out the request timeout with an unknown
 // outcome and closing its connection.
 func TestALostForwardedWriteCompletesOnce(t *testing.T) {
-	dir := t.TempDir()
-	c := startCluster(t, dir, 3)
+	c, lead, dir := startLed(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	lead, ok := c.waitLeader(15 * time.Second)
-	if !ok {
-		t.Fatal("no leader")
-	}
 	follower := lead%3 + 1
 	cl, err := client.Dial(ctx, []string{c.members[follower].addr}, client.WithSessionTimeout(30*time.Second))
 	if err != nil {

@@ -20,14 +20,9 @@ import (
 // once the leader no longer answers its touches, and its clients move to
 // the others and keep their sessions.
 func TestAOneWayCutExpiresNoSessionOfTheCutMember(t *testing.T) {
-	dir := t.TempDir()
-	c := startCluster(t, dir, 3)
+	c, lead, dir := startLed(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lead, ok := c.waitLeader(15 * time.Second)
-	if !ok {
-		t.Fatal("no leader")
-	}
 	cut := lead%3 + 1
 	sleep(ctx, 2*time.Second) // the members' first cards and probes
 

@@ -83,14 +83,9 @@ func TestASyncWithoutALeaderFailsAtOnce(t *testing.T) {
 // and then sees the overwrite. A plain read there serves the old value
 // meanwhile, as ZooKeeper's reads do.
 func TestALinearizableReadOnACutOffMemberIsNeverStale(t *testing.T) {
-	dir := t.TempDir()
-	c := startCluster(t, dir, 3)
+	c, lead, dir := startLed(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lead, ok := c.waitLeader(15 * time.Second)
-	if !ok {
-		t.Fatal("no leader")
-	}
 	var cut uint64
 	var rest []string
 	for _, id := range c.ids {
