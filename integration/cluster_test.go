@@ -321,3 +321,29 @@ func TestFiveMembersSurviveLossDelayAndTwoFailures(t *testing.T) {
 		t.Fatalf("a surviving member has %d nodes, %v; want 40", len(names), err)
 	}
 }
+
+// A leader that is stopped hands its leadership over first: by the time
+// its Close returns another member leads, and writes go on without an
+// election timeout's wait.
+func TestAStoppedLeaderHandsItsLeadershipOver(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	cl := dialAll(t, c.addrs())
+	if _, err := cl.Create(ctx, "/handover", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	old := c.leader()
+	c.stop(old)
+	var leads []uint64
+	for id, s := range c.servers {
+		if st := s.Status(); st.Leader == id {
+			leads = append(leads, id)
+		}
+	}
+	if len(leads) != 1 {
+		t.Fatalf("right after the leader's Close, members %v lead; want one (the one it handed over to)", leads)
+	}
+	if _, err := cl.Set(ctx, "/handover", []byte("after"), -1); err != nil {
+		t.Fatalf("a write after the handover: %v", err)
+	}
+}

@@ -35,6 +35,8 @@ func (n *Node) loop() error {
 			n.step(m)
 		case id := <-n.readc:
 			n.readIndex(id)
+		case f := <-n.callc:
+			f()
 		case r := <-n.reportc:
 			if r.snap {
 				n.rn.ReportSnapshot(r.to, r.status)

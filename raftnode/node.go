@@ -168,6 +168,7 @@ type Node struct {
 
 	propc   chan proposal
 	readc   chan uint64
+	callc   chan func() // run on the raft goroutine
 	recvc   chan raftpb.Message
 	reportc chan report
 	stopc   chan struct{}
@@ -259,7 +260,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, sm: sm, storage: storage,
-		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64),
+		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64), callc: make(chan func()),
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		applyc: make(chan applyTask, applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),

@@ -347,6 +347,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.wg.Wait()
 		s.backups.closeAll()
+		s.handOverLeadership()
 		err = s.node.Stop()
 		if s.transport != nil {
 			s.transport.Close()
@@ -355,6 +356,21 @@ func (s *Server) Close() error {
 		err = errors.Join(err, s.fsm.history.close())
 	})
 	return err
+}
+
+// handOverLeadership hands this member's leadership, if it leads, to
+// another member before it stops, so that the cluster does not wait an
+// election timeout for a new leader (a planned restart, a rolling
+// upgrade). It waits two election timeouts at most.
+func (s *Server) handOverLeadership() {
+	if s.transport == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Duration(s.cfg.ElectionTicks)*s.cfg.TickInterval)
+	defer cancel()
+	if to, err := s.node.TransferLeadership(ctx); to != 0 {
+		s.log.Info("handed the leadership over before stopping", zap.Uint64("to", to), zap.Error(err))
+	}
 }
 
 // Run runs a server until ctx is done or the server fails.
