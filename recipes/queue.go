@@ -703,11 +703,23 @@ func namesOf(es []lockq.Entry) []string {
 // priority may have been placed ahead of that one since es was listed,
 // without a word to me (it rewrites only the node of a waiter whose
 // blocker it becomes, and it never goes before a holder).
+//
+// So does a waiter whose deleted node was not the only node of its
+// acquisition in es. A release deletes the first node last (ticket.nodes),
+// but the first node also goes alone when it is a node the acquisition
+// did not know of, left by a create whose answer was lost and found by
+// its list (sibling): its create was applied after all, ahead of the node
+// the retry made. That acquisition still holds with the node that
+// remains (its fencing token is that node's), and the deletion says
+// nothing of it: only a new list tells the two apart.
 func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
 	if len(me.more) > 0 || !lockq.Holds(es, es[b].ID) {
 		return nil
 	}
 	gone := es[b].ID
+	if slices.ContainsFunc(es, func(e lockq.Entry) bool { return e.ID == gone && e.Name != es[b].Name }) {
+		return nil
+	}
 	es = slices.DeleteFunc(slices.Clone(es), func(e lockq.Entry) bool { return e.ID == gone })
 	if lockq.Blocker(es, me.ID) >= 0 {
 		return nil

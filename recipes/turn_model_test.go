@@ -14,7 +14,9 @@ import (
 // watch the blocker, wake, dropped, list again) and of the joins with a
 // priority (createPlaced: lockq.Place, the rewrite of Touch) and the
 // joins again of requeue, with the watch notifications delivered late and
-// in any order between waiters. It checks that a waiter only ever takes
+// in any order between waiters. Some joins are lossy: the create's answer
+// was lost and its retry made a second node, after the first one, which
+// the waiter deletes when it lists (list, sibling) and when it leaves. It checks that a waiter only ever takes
 // its turn when lockq.Holds says it holds in the real queue, and that once
 // everything is delivered every acquisition that holds knows it.
 func TestTheWaitProtocolKeepsMutualExclusionWithPriorities(t *testing.T) {
@@ -47,6 +49,7 @@ type modelWaiter struct {
 	holds    bool
 	needList bool // it will list again
 	needGetW bool // it will read its blocker and leave its watch
+	lossy    bool // a node of its acquisition other than me may be in the queue
 }
 
 type modelEvent struct {
@@ -120,8 +123,13 @@ func (m *model) step() {
 		kinds := []lockq.Kind{lockq.Read, lockq.Write, lockq.Exclusive}
 		kind, prio := kinds[m.r.IntN(3)], m.r.IntN(3)*m.r.IntN(4)
 		m.next++
-		e := m.join(kind, prio, fmt.Sprintf("w%d", m.next), "")
-		m.waiters = append(m.waiters, &modelWaiter{me: e, needList: true})
+		base := fmt.Sprintf("w%d", m.next)
+		lossy := prio == 0 && m.r.IntN(4) == 0
+		if lossy {
+			m.logf("%s joins, its answer lost", m.join(kind, 0, base, "").Name)
+		}
+		e := m.join(kind, prio, base, "")
+		m.waiters = append(m.waiters, &modelWaiter{me: e, needList: true, lossy: lossy})
 		m.logf("%s joins", e.Name)
 	case n < 6 && len(m.events) > 0:
 		i := m.r.IntN(len(m.events))
@@ -136,11 +144,12 @@ func (m *model) step() {
 			m.logf("%s leaves (held %v)", w.me.Name, w.holds)
 			m.waiters = slices.DeleteFunc(m.waiters, func(o *modelWaiter) bool { return o == w })
 			m.remove(w.me.Name)
+			m.removeSiblings(w)
 		}
 	default:
 		// A waiter joins again at a higher priority, as requeue does.
 		w := m.waiters[m.r.IntN(len(m.waiters))]
-		if w.holds {
+		if w.holds || w.lossy {
 			return
 		}
 		all := lockq.Sort(m.names)
@@ -166,6 +175,7 @@ func (m *model) step() {
 func (m *model) act(w *modelWaiter) {
 	if w.needList {
 		w.needList = false
+		m.removeSiblings(w)
 		w.stale, w.listedAt = lockq.Sort(m.names), m.now
 		m.logf("%s lists %v", w.me.Name, w.stale)
 		m.decide(w, w.stale)
@@ -228,6 +238,21 @@ func (m *model) drain() {
 		}
 		m.act(m.waiters[i])
 	}
+}
+
+// removeSiblings deletes the other nodes of w's acquisition, as list and
+// leave do.
+func (m *model) removeSiblings(w *modelWaiter) {
+	if !w.lossy {
+		return
+	}
+	for _, n := range slices.Clone(m.names) {
+		if e, _ := lockq.Parse(n); e.ID == w.me.ID && n != w.me.Name {
+			m.logf("%s deletes %s", w.me.Name, n)
+			m.remove(n)
+		}
+	}
+	w.lossy = false
 }
 
 func (m *model) check() error {
