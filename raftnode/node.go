@@ -90,6 +90,11 @@ type Config struct {
 	SnapshotEvery  uint64        // applied entries between snapshots, default 10,000
 	CatchUpEntries uint64        // entries kept behind a snapshot for slow followers, default 1,000
 	MaxBatch       int           // proposals taken into one Ready at most, default 512
+	// ResendWindow: a follower sends again a proposal it forwarded that is
+	// not applied (resend.go), and every member remembers the ids of the
+	// entries in its log for this long, so that a copy is not appended
+	// twice: longer than any caller waits for a proposal. Default 30s.
+	ResendWindow time.Duration
 
 	// The bytes the node may hold in memory, each a bound of its own
 	// (server.Config.MemoryBudget shares them out); zero means the
@@ -129,6 +134,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 512
+	}
+	if c.ResendWindow == 0 {
+		c.ResendWindow = 30 * time.Second
 	}
 	setDefault(&c.SnapshotBytes, 128<<20)
 	setDefault(&c.CatchUpBytes, 64<<20)
@@ -264,7 +272,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		applyc: make(chan applyTask, applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
-		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{},
+		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{}, seen: seenIDs{window: cfg.ResendWindow},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
 	}
 	var seed [8]byte
@@ -432,6 +440,7 @@ type Proposal struct {
 // within retryAfter is sent again (resend.go).
 func (p *Proposal) Wait(ctx context.Context) Outcome {
 	var retry <-chan time.Time
+	start := time.Now()
 	if p.p.cc == nil && !p.p.leader {
 		t := time.NewTicker(p.n.retryAfter())
 		defer t.Stop()
@@ -442,7 +451,10 @@ func (p *Proposal) Wait(ctx context.Context) Outcome {
 		case <-p.w.done:
 			return p.w.out
 		case <-retry:
-			p.n.resend(p.p)
+			// Not past the window in which the leader knows a copy.
+			if time.Since(start) < p.n.cfg.ResendWindow-p.n.retryAfter() {
+				p.n.resend(p.p)
+			}
 		case <-ctx.Done():
 			p.n.mu.Lock()
 			delete(p.n.waiters, p.id)

@@ -223,6 +223,7 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, Logger: s.log.Named("raft"),
 		SnapshotBytes: cfg.SnapshotBytes, ForceNewCluster: cfg.ForceNewCluster, DiskFullFile: cfg.DiskFullFile,
+		ResendWindow: cfg.RequestTimeout + 2*time.Second, // past which no write waits
 	}
 	s.memory.raftConfig(&rc)
 	if len(cfg.Peers) > 0 {
