@@ -69,6 +69,7 @@ type member struct {
 	dir, log                 string
 	addr, httpAddr, peerAddr string
 	diskFull                 string // while this file exists, the member's disk is full (arbord --fault-disk-full)
+	stall                    string // while this file exists, the member's raft goroutine stands still (arbord --fault-stall)
 	args                     []string
 
 	mu       sync.Mutex    // guards the fields below
@@ -101,7 +102,7 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 		http: &http.Client{Timeout: time.Second}}
 	for id := uint64(1); id <= uint64(n); id++ {
 		m := &member{id: id, dir: filepath.Join(dir, fmt.Sprintf("n%d", id)), log: filepath.Join(dir, fmt.Sprintf("n%d.log", id)),
-			diskFull: filepath.Join(dir, fmt.Sprintf("n%d.disk-full", id))}
+			diskFull: filepath.Join(dir, fmt.Sprintf("n%d.disk-full", id)), stall: filepath.Join(dir, fmt.Sprintf("n%d.stall", id))}
 		m.addr, m.httpAddr, m.peerAddr = freePort(t), freePort(t), freePort(t)
 		c.members[id] = m
 		c.ids = append(c.ids, id)
@@ -131,7 +132,7 @@ func startCluster(t testing.TB, dir string, n int) *cluster {
 			"--peer-listen", m.peerAddr, "--peers", strings.Join(peers, ","),
 			"--tick", tick.String(), "--request-timeout", requestTimeout.String(),
 			"--min-session-timeout", "1s", "--snapshot-every", "500", "--log-level", "info",
-			"--fault-disk-full", m.diskFull}
+			"--fault-disk-full", m.diskFull, "--fault-stall", m.stall}
 	}
 	for _, id := range c.ids {
 		c.start(id)
@@ -294,6 +295,20 @@ func (c *cluster) stop(id uint64, d time.Duration) error {
 		return fmt.Errorf("member %d exited with %v after SIGTERM; log %s", id, cmd.ProcessState, m.log)
 	}
 	return nil
+}
+
+// stallRaft holds member id's raft goroutine still, or lets it go again,
+// while the rest of the member runs.
+func (c *cluster) stallRaft(id uint64, stalled bool) {
+	var err error
+	if stalled {
+		err = os.WriteFile(c.members[id].stall, nil, 0o644)
+	} else {
+		err = os.Remove(c.members[id].stall)
+	}
+	if err != nil {
+		c.t.Errorf("stall member %d's raft (%v): %v", id, stalled, err)
+	}
 }
 
 // fillDisk fills member id's disk: every write it makes from now on

@@ -26,6 +26,7 @@ func (n *Node) loop() error {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
+		n.holdWhileStalled()
 		select {
 		case <-ticker.C:
 			n.rn.Tick()

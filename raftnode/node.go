@@ -114,6 +114,9 @@ type Config struct {
 	// ENOSPC, as on a full disk. Pebble stops the process at its first
 	// failed write (see docs/reliability.md, "A full disk").
 	DiskFullFile string
+	// StallFile is for fault testing only (empty otherwise): while a file
+	// of this name exists, the raft goroutine stands still (stall.go).
+	StallFile string
 }
 
 func (c *Config) setDefaults() {
@@ -201,6 +204,7 @@ type Node struct {
 	readBusy   bool          // a round is under way; readMu guards the three
 	readRounds atomic.Uint64 // read index requests made of raft
 	contact    contact       // the leader's last answers from its peers
+	stalled    atomic.Bool   // the stall file exists (stall.go)
 	seen       seenIDs       // the ids of the entries recently in the log (resend.go)
 
 	mu        sync.Mutex
@@ -287,6 +291,9 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, err
 	}
 	go n.run()
+	if cfg.StallFile != "" {
+		go n.watchStall()
+	}
 	return n, nil
 }
 

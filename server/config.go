@@ -161,6 +161,10 @@ type Config struct {
 	// empty otherwise): while a file of this name exists, every write to
 	// DataDir fails with ENOSPC, as on a full disk (raftnode.Config).
 	DiskFullFile string
+	// StallFile is for fault testing only (arbord --fault-stall; empty
+	// otherwise): while a file of this name exists, the member's raft
+	// goroutine stands still (raftnode.Config).
+	StallFile string
 
 	// writeTimeout is how long a client may take to accept what is
 	// written to it before the server drops it (0: writeTimeout, 10s).

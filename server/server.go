@@ -222,7 +222,7 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		ID: cfg.ID, Dir: cfg.DataDir, TickInterval: cfg.TickInterval,
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, Logger: s.log.Named("raft"),
-		SnapshotBytes: cfg.SnapshotBytes, ForceNewCluster: cfg.ForceNewCluster, DiskFullFile: cfg.DiskFullFile,
+		SnapshotBytes: cfg.SnapshotBytes, ForceNewCluster: cfg.ForceNewCluster, DiskFullFile: cfg.DiskFullFile, StallFile: cfg.StallFile,
 		ResendWindow: cfg.RequestTimeout + 2*time.Second, // past which no write waits
 	}
 	s.memory.raftConfig(&rc)

@@ -95,6 +95,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.PeerTLSCert, "peer-tls-cert", "", "TLS certificate (PEM) of this member on the peer port, to listen and to dial (empty: plaintext)")
 	fs.StringVar(&cfg.PeerTLSKey, "peer-tls-key", "", "the key (PEM) of --peer-tls-cert")
 	fs.StringVar(&cfg.PeerTLSCA, "peer-tls-ca", "", "CA certificates (PEM); with it, members verify each other's certificates both ways")
+	fs.StringVar(&cfg.StallFile, "fault-stall", "", "fault testing only: while this file exists, the member's raft goroutine stands still (a disk that does not answer, a starved CPU) while the rest of it runs (docs/reliability.md)")
 	fs.StringVar(&cfg.DiskFullFile, "fault-disk-full", "", "fault testing only: while this file exists, every write to --data fails with ENOSPC, as on a full disk, and the member stops at its first (docs/reliability.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
