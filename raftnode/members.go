@@ -137,6 +137,9 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 			if err := n.storage.deletePeer(c.NodeID); err != nil {
 				return err
 			}
+			if err := n.storage.setRemoved(c.NodeID); err != nil {
+				return err
+			}
 			n.setAddr(c.NodeID, "")
 			if book != nil {
 				book.RemovePeer(c.NodeID)

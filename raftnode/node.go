@@ -76,7 +76,11 @@ type Config struct {
 	ID    uint64            // this member's id, not zero
 	Peers map[uint64]string // the initial members and their peer addresses, this one included; empty for a single member
 	Join  bool              // a new member of a running group: wait for the leader instead of bootstrapping
-	Dir   string            // the pebble store
+	// Learners are members of Peers that are learners for good (ZooKeeper's
+	// observers): they replicate the log but never vote. A new group
+	// bootstraps without them, and its leader adds them (learners.go).
+	Learners []uint64
+	Dir      string // the pebble store
 
 	// ForceNewCluster makes this member, from what its store holds, the
 	// only member of a new group, when a quorum of the old one is lost for
@@ -294,6 +298,9 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.StallFile != "" {
 		go n.watchStall()
 	}
+	if len(cfg.Learners) > 0 {
+		go n.addLearners()
+	}
 	return n, nil
 }
 
@@ -309,7 +316,7 @@ func (n *Node) init() error {
 	if err := n.loadPeers(); err != nil {
 		return err
 	}
-	fresh := n.storage.IsEmpty() && !n.cfg.Join
+	fresh := n.storage.IsEmpty() && !n.cfg.Join && !n.cfg.isLearner(n.cfg.ID)
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:              n.cfg.ID,
 		ElectionTick:    n.cfg.ElectionTicks,
@@ -341,7 +348,9 @@ func (n *Node) init() error {
 	if fresh {
 		var peers []raft.Peer
 		for id := range n.cfg.Peers {
-			peers = append(peers, raft.Peer{ID: id})
+			if !n.cfg.isLearner(id) {
+				peers = append(peers, raft.Peer{ID: id})
+			}
 		}
 		slices.SortFunc(peers, func(a, b raft.Peer) int { return cmp.Compare(a.ID, b.ID) })
 		if err := rn.Bootstrap(peers); err != nil {
@@ -351,7 +360,7 @@ func (n *Node) init() error {
 	if err := n.processReady(); err != nil { // applies a bootstrap's membership
 		return err
 	}
-	if _, alone := n.cfg.Peers[n.cfg.ID]; n.cfg.ForceNewCluster || alone && len(n.cfg.Peers) == 1 && !n.cfg.Join {
+	if _, alone := n.cfg.Peers[n.cfg.ID]; n.cfg.ForceNewCluster || alone && len(n.cfg.Peers) == 1+len(n.cfg.Learners) && !n.cfg.Join && !n.cfg.isLearner(n.cfg.ID) {
 		// Alone, there is nobody to wait for: lead at once.
 		if err := rn.Campaign(); err != nil {
 			return err

@@ -23,6 +23,12 @@ type Config struct {
 	Peers    map[uint64]string // every member's id -> peer address, this one included; empty for a single node
 	PeerAddr string            // this member's peer listen address (default: its entry in Peers)
 	Join     bool              // a new member of a running cluster (added with memberAdd): do not bootstrap
+	// Observers are members of Peers that replicate the log and serve
+	// reads and watches but never vote (ZooKeeper's observers; raft
+	// learners for good): they forward writes to the leader, and add read
+	// capacity without slowing writes. A new cluster starts with the
+	// others; its leader adds them.
+	Observers []uint64
 	// ForceNewCluster starts this member as the only member of a new
 	// cluster, with everything its data holds, when a quorum of its
 	// cluster is lost for good (docs/reliability.md, "Disaster recovery").

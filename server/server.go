@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/arbor-coord/arbor/lockq"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -230,7 +231,10 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		if _, ok := cfg.Peers[cfg.ID]; !ok {
 			return nil, fmt.Errorf("--peers does not name this member (%d)", cfg.ID)
 		}
-		rc.Peers, rc.Join = cfg.Peers, cfg.Join
+		if err := checkObservers(&cfg); err != nil {
+			return nil, err
+		}
+		rc.Peers, rc.Join, rc.Learners = cfg.Peers, cfg.Join, cfg.Observers
 		tr, err := s.newTransport()
 		if err != nil {
 			return nil, err
@@ -248,6 +252,22 @@ func (s *Server) startRaft() (*raftnode.Node, error) {
 		s.transport.Attach(node, s.touchSessions)
 	}
 	return node, nil
+}
+
+// checkObservers refuses observers that are not members, and a cluster of
+// observers alone.
+func checkObservers(cfg *Config) error {
+	voters := maps.Clone(cfg.Peers)
+	for _, id := range cfg.Observers {
+		if _, ok := cfg.Peers[id]; !ok {
+			return fmt.Errorf("observer %d is not one of the members (--peers)", id)
+		}
+		delete(voters, id)
+	}
+	if len(voters) == 0 {
+		return errors.New("every member is an observer: a cluster needs a voter")
+	}
+	return nil
 }
 
 // peerTransport is what a member needs of its raft transport: a

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,7 @@ func run(args []string) error {
 		cfg      server.Config
 		id       = fs.Uint64("id", 1, "this member's id")
 		peers    = fs.String("peers", "", "the cluster's members as id=host:port,... (empty: a single node)")
+		observer = fs.String("observers", "", "members of --peers that are observers, as id,...: they replicate the log and serve reads and watches but never vote (ZooKeeper's observers); give every member the same")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 		defACL   = fs.String("default-acl", "world:anyone:cdrwa", "ACL of a node created without one, as scheme:id:perms,... (see docs/security.md)")
 		admins   = fs.String("admin-identities", "", "client certificates that may change the membership, as x509:SUBJECT,... such as x509:CN=ops,O=Arbor (needs --tls-ca)")
@@ -126,6 +128,9 @@ func run(args []string) error {
 	cfg.ID = *id
 	var err error
 	if cfg.Peers, err = parsePeers(*peers); err != nil {
+		return err
+	}
+	if cfg.Observers, err = parseIDs("--observers", *observer); err != nil {
 		return err
 	}
 	if cfg.DefaultACL, err = tree.ParseACL(*defACL); err != nil {
@@ -264,6 +269,25 @@ func parsePeers(s string) (map[uint64]string, error) {
 		peers[id] = addr
 	}
 	return peers, nil
+}
+
+// parseIDs parses "4,5", the member ids of flag.
+func parseIDs(flag, s string) ([]uint64, error) {
+	var ids []uint64
+	if s == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		id, err := strconv.ParseUint(part, 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%s: %q is not a member id", flag, part)
+		}
+		if slices.Contains(ids, id) {
+			return nil, fmt.Errorf("%s: member %d named twice", flag, id)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 func newLogger(level string) (*zap.Logger, error) {

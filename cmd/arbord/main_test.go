@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,20 @@ func TestHTTPIdleTimeoutMustBeMoreThanZeroAndAtMostAMinute(t *testing.T) {
 	} {
 		if err := checkHTTPIdleTimeout(tc.d); (err == nil) != tc.ok {
 			t.Errorf("checkHTTPIdleTimeout(%v) = %v, want it taken: %v", tc.d, err, tc.ok)
+		}
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	if got, err := parseIDs("--observers", "4,5"); err != nil || !slices.Equal(got, []uint64{4, 5}) {
+		t.Fatalf("parseIDs = %v, %v", got, err)
+	}
+	if got, err := parseIDs("--observers", ""); err != nil || got != nil {
+		t.Fatalf("parseIDs of nothing = %v, %v", got, err)
+	}
+	for _, bad := range []string{"x", "0", "4,", "4,4", "-1"} {
+		if _, err := parseIDs("--observers", bad); err == nil {
+			t.Errorf("parseIDs(%q) accepted", bad)
 		}
 	}
 }
