@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -182,9 +181,8 @@ func (n *Node) applyEntries(ents []raftpb.Entry) {
 		if e.Index <= n.applied.Load() {
 			continue // covered by a snapshot
 		}
-		if e.Type == raftpb.EntryNormal && len(e.Data) >= 8 {
-			id := binary.BigEndian.Uint64(e.Data)
-			res := n.sm.Apply(e.Index, e.Data[8:])
+		if id, payload, ok := entryPayload(*e); ok {
+			res := n.sm.Apply(e.Index, payload)
 			n.applied.Store(e.Index)
 			n.deliver(id, Outcome{Index: e.Index, Result: res})
 		}

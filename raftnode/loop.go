@@ -83,6 +83,8 @@ func (n *Node) step(m raftpb.Message) {
 	}
 	if err := n.rn.Step(m); err != nil {
 		n.log.Debug("raft step", zap.Error(err))
+	} else if m.Type == raftpb.MsgProp && n.leader.Load() == n.cfg.ID {
+		n.noteEntries(m.Entries) // at once: a copy may follow in this same batch
 	}
 }
 
@@ -101,12 +103,10 @@ func (n *Node) propose(p proposal) {
 			return
 		}
 	}
-	if p.resend && n.seen.has(p.id, time.Now()) {
-		return // in this member's log already: it leads now
+	if p.resend && n.leader.Load() == n.cfg.ID {
+		return // it leads now: the first send is in its log, or lost with its term
 	}
-	data := make([]byte, 8+len(p.payload))
-	binary.BigEndian.PutUint64(data, p.id)
-	copy(data[8:], p.payload)
+	data := entryData(p)
 	if err := n.rn.Propose(data); err != nil && !p.resend {
 		n.deliver(p.id, Outcome{Err: n.dropped()})
 	}

@@ -264,6 +264,9 @@ func (t *MemTransport) Probe(to uint64) {
 	t.enqueue(to, memFrame{probe: true})
 }
 
+// AnswersProbes is TCPTransport.AnswersProbes.
+func (t *MemTransport) AnswersProbes(id uint64) bool { return t.acks.answers(id) }
+
 // TouchesUnanswered is TCPTransport.TouchesUnanswered.
 func (t *MemTransport) TouchesUnanswered(to uint64) time.Duration {
 	return t.acks.unanswered(to, time.Now())

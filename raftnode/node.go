@@ -246,7 +246,8 @@ type proposal struct {
 	cc      *raftpb.ConfChangeV2
 	leader  bool // propose only as the leader of term
 	term    uint64
-	resend  bool // the same proposal again (resend.go)
+	resend  bool   // the same proposal again (resend.go)
+	sent    uint64 // the raft term when it was first proposed (resend.go)
 }
 
 // Start opens the store in cfg.Dir, restores the state machine from the
@@ -285,7 +286,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
-	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]))
+	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]) &^ copyBit) // room below copyBit for 2^62 ids at least
 	if err := n.init(); err != nil {
 		if n.rn != nil { // the apply goroutine started
 			close(n.applyStop)
@@ -422,7 +423,7 @@ func (n *Node) ProposeAsLeader(ctx context.Context, payload []byte, term uint64)
 // propose1 registers a waiter for p and hands p to the raft goroutine.
 func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 	id := n.reqIDs.Add(1)
-	p1.id = id
+	p1.id, p1.sent = id, n.term.Load()
 	p := &Proposal{n: n, id: id, p: p1, w: pending{done: make(chan struct{})}}
 	n.mu.Lock()
 	if n.err != nil {

@@ -57,13 +57,59 @@ func (s *seenIDs) rotate(now time.Time) {
 	}
 }
 
-// entryID is the proposal id a normal entry carries, and whether it has
-// one (raft's own empty entries do not).
-func entryID(e raftpb.Entry) (uint64, bool) {
+// copyBit marks, in an entry's id, a copy sent again: its data is then
+// the id, the raft term of the first send, and the payload. A leader takes
+// a copy only in that term (dropSeen): within its own term it appended
+// every entry itself, so its seen ids are complete, while an older term's
+// entries may have reached it in its log at start or in a snapshot.
+// Proposal ids stay below it.
+const copyBit = 1 << 63
+
+// entryData is the data of p's entry: its id and payload, with the term of
+// the first send between them for a copy.
+func entryData(p proposal) []byte {
+	if !p.resend {
+		data := make([]byte, 8+len(p.payload))
+		binary.BigEndian.PutUint64(data, p.id)
+		copy(data[8:], p.payload)
+		return data
+	}
+	data := make([]byte, 16+len(p.payload))
+	binary.BigEndian.PutUint64(data, p.id|copyBit)
+	binary.BigEndian.PutUint64(data[8:], p.sent)
+	copy(data[16:], p.payload)
+	return data
+}
+
+// entryPayload is the proposal id and payload of a normal entry, and
+// whether it has them (raft's own empty entries do not).
+func entryPayload(e raftpb.Entry) (id uint64, payload []byte, ok bool) {
 	if e.Type != raftpb.EntryNormal || len(e.Data) < 8 {
+		return 0, nil, false
+	}
+	id = binary.BigEndian.Uint64(e.Data)
+	if id&copyBit == 0 {
+		return id, e.Data[8:], true
+	}
+	if len(e.Data) < 16 {
+		return 0, nil, false
+	}
+	return id &^ copyBit, e.Data[16:], true
+}
+
+// entryID is the proposal id a normal entry carries, and whether it has
+// one.
+func entryID(e raftpb.Entry) (uint64, bool) {
+	id, _, ok := entryPayload(e)
+	return id, ok
+}
+
+// copyTerm is the term of the first send of a copy, and whether e is one.
+func copyTerm(e raftpb.Entry) (uint64, bool) {
+	if e.Type != raftpb.EntryNormal || len(e.Data) < 16 || binary.BigEndian.Uint64(e.Data)&copyBit == 0 {
 		return 0, false
 	}
-	return binary.BigEndian.Uint64(e.Data), true
+	return binary.BigEndian.Uint64(e.Data[8:]), true
 }
 
 // noteEntries remembers the ids of entries this member appends to its log.
@@ -77,22 +123,29 @@ func (n *Node) noteEntries(ents []raftpb.Entry) {
 }
 
 // dropSeen takes out of a proposal message, on the leader, the entries
-// already in its log, and remembers the others: it reports false when
-// none is left to step.
+// already in its log and the copies of another term: it reports false
+// when none is left to step. The leader notes the ids of the others once
+// raft took them (step).
 func (n *Node) dropSeen(m *raftpb.Message) bool {
 	if m.Type != raftpb.MsgProp || n.leader.Load() != n.cfg.ID {
 		return true
 	}
-	now := time.Now()
+	now, term := time.Now(), n.rn.BasicStatus().Term
 	kept := m.Entries[:0:0]
 	for _, e := range m.Entries {
 		id, ok := entryID(e)
+		sent, isCopy := copyTerm(e)
 		switch {
 		case !ok:
 			kept = append(kept, e)
-		case n.seen.has(id, now):
+		case isCopy && sent != term, n.seen.has(id, now):
 		default:
-			n.seen.add(id, now)
+			if isCopy {
+				// Into the log as the first send would have gone: no
+				// member ever applies a copy's form.
+				_, payload, _ := entryPayload(e)
+				e.Data = entryData(proposal{id: id, payload: payload})
+			}
 			kept = append(kept, e)
 		}
 	}
@@ -107,10 +160,20 @@ func (n *Node) retryAfter() time.Duration {
 	return time.Duration(2*n.cfg.ElectionTicks) * n.cfg.TickInterval
 }
 
-// resend proposes p again, if this member is a follower: a leader's own
-// proposal goes into its log at once and is not lost on the way.
+// prober is a Transport that knows which peers answer its probes (the
+// TCP and in-memory transports): members of a version that also takes
+// copies of proposals.
+type prober interface {
+	AnswersProbes(id uint64) bool
+}
+
+// resend proposes p again, if this member is a follower (a leader's own
+// proposal goes into its log at once and is not lost on the way) and its
+// leader knows copies: a member of an older version would append a copy's
+// form as it is.
 func (n *Node) resend(p proposal) {
-	if n.IsLeader() {
+	pr, ok := n.cfg.Transport.(prober)
+	if n.IsLeader() || !ok || !pr.AnswersProbes(n.Leader()) {
 		return
 	}
 	p.resend = true

@@ -47,6 +47,13 @@ func (a *touchAcks) acked(from uint64) {
 	a.knows[from] = true
 }
 
+// answers reports whether member id has answered a probe.
+func (a *touchAcks) answers(id uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.knows[id]
+}
+
 // unanswered is how long the oldest probe sent to member to has waited
 // for its answer: 0 when none waits, or when to never answered one (a
 // member of an older version, which skips probes, cannot be told from

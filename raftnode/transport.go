@@ -212,6 +212,10 @@ func (t *TCPTransport) idFrame(kind byte) []byte {
 	return binary.BigEndian.AppendUint64(b, t.id)
 }
 
+// AnswersProbes reports whether member id has answered a probe: it is of
+// a version that knows them (and copies of proposals, resend.go).
+func (t *TCPTransport) AnswersProbes(id uint64) bool { return t.acks.answers(id) }
+
 // TouchesUnanswered is how long the touches sent to member to have gone
 // without their ack: 0 when they all arrived, and when to is a member
 // that never answered (see touchAcks).
