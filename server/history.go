@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -100,11 +101,38 @@ func openHistory(dir string, limits historyLimits, log *zap.Logger) (*watchHisto
 	}
 	h := &watchHistory{db: db, log: log, limits: limits, floor: 1}
 	if err := h.load(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("read the watch history: %w", err)
+		// The history is derived from the log: a damaged one is started
+		// afresh rather than keep the member from starting. Watches can
+		// resume from the first txn it records.
+		log.Warn("the watch history is damaged: starting it afresh", zap.Error(err))
+		if err := h.wipe(); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("start the watch history afresh: %w", err)
+		}
 	}
 	return h, nil
 }
+
+// wipe empties the history: nothing is kept until the next txn recorded,
+// from which it is complete (record).
+func (h *watchHistory) wipe() error {
+	b := h.db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.DeleteRange(eventKey(0, 0), eventKey(math.MaxInt64, 0), nil),
+		b.Delete([]byte{historyMetaKey}, nil)); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	h.floor, h.applied = wipedFloor, 0
+	h.count, h.bytes, h.oldest, h.newest = 0, 0, 0, 0
+	return nil
+}
+
+// wipedFloor is the floor of a history started afresh: complete from
+// nothing until its first txn.
+const wipedFloor = math.MaxInt64
 
 // load reads the meta key and counts the events kept.
 func (h *watchHistory) load() error {
@@ -150,6 +178,9 @@ func (h *watchHistory) record(zxid, timeMs int64, events []tree.Event) {
 	defer h.mu.Unlock()
 	if zxid <= h.applied {
 		return
+	}
+	if h.floor == wipedFloor {
+		h.floor = zxid
 	}
 	h.applied = zxid
 	h.newest = max(h.newest, timeMs)

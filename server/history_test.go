@@ -10,6 +10,7 @@ import (
 
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
+	"github.com/cockroachdb/pebble"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -147,6 +148,31 @@ func TestAMalformedHistoryEventIsRefusedNotPanickedOn(t *testing.T) {
 	}
 	if _, _, err := decodeEventValue([]byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}); err == nil {
 		t.Error("a path longer than the value decoded")
+	}
+}
+
+// A damaged history does not keep the member from starting: it starts
+// afresh, complete from the next txn it records.
+func TestADamagedHistoryStartsAfresh(t *testing.T) {
+	dir := t.TempDir()
+	limits := historyLimits{events: 1000}
+	h := reopenHistory(t, dir, limits)
+	h.record(1, 10, []tree.Event{{Type: wire.EventNodeCreated, Path: "/a"}})
+	if err := h.db.Set(eventKey(2, 0), []byte{0xff, 0x01}, pebble.Sync); err != nil { // damaged
+		t.Fatal(err)
+	}
+	h.close()
+
+	h = reopenHistory(t, dir, limits)
+	if _, err := zxidsSince(h, 0); !errors.Is(err, wire.ErrHistoryCompacted) {
+		t.Fatalf("since 0 in a history started afresh: %v, want compacted", err)
+	}
+	h.record(5, 50, []tree.Event{{Type: wire.EventNodeCreated, Path: "/b"}})
+	if zs, err := zxidsSince(h, 4); err != nil || !slices.Equal(zs, []int64{5}) {
+		t.Fatalf("since 4: %v, %v; want [5]", zs, err)
+	}
+	if _, err := zxidsSince(h, 3); !errors.Is(err, wire.ErrHistoryCompacted) {
+		t.Fatalf("since 3: %v, want compacted", err)
 	}
 }
 
