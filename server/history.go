@@ -218,6 +218,15 @@ func (h *watchHistory) lostLocked(zxid int64, err error) {
 	h.log.Error("writing the watch history failed: watches cannot resume from before this txn",
 		zap.Int64("zxid", zxid), zap.Error(err))
 	h.floor = zxid + 1
+	// Durably at once: after a crash, the txns recorded past the gap would
+	// set applied beyond it, the replayed log would skip it, and a floor
+	// left below it would hide the gap.
+	if err := h.db.Set([]byte{historyMetaKey}, metaValue(h.floor, zxid), pebble.Sync); err != nil {
+		h.log.Error("writing the watch history's floor failed: starting it afresh", zap.Error(err))
+		if err := h.wipe(); err != nil {
+			h.log.Error("starting the watch history afresh failed", zap.Error(err))
+		}
+	}
 }
 
 // over reports whether a limit is passed, scaled by num/den.
