@@ -140,7 +140,9 @@ type Client struct {
 	clock   clock.Clock // every time the client reads or waits for: session, pings, backoff, attempt and close limits
 	born    time.Time   // base of lastAlive and request send times, for a monotonic clock
 
-	lastZxid  atomic.Int64 // highest zxid in a reply: sent on reattach
+	lastZxid  atomic.Int64 // highest zxid in a reply or a notification: sent on reattach
+	lastReply atomic.Int64 // highest zxid in a reply
+	lastEvent atomic.Int64 // highest zxid in a notification
 	lastAlive atomic.Int64 // since() of the latest send that a server then answered (see alive)
 	xid       atomic.Int32 // last xid given to a request
 
@@ -469,14 +471,39 @@ func (c *Client) sessionLeft() time.Duration {
 	return timeout - (c.since() - time.Duration(c.lastAlive.Load()))
 }
 
-// noteZxid raises lastZxid to z.
-func (c *Client) noteZxid(z int64) {
+// noteZxid raises lastZxid to z, the zxid of a reply (reply) or of a
+// notification.
+func (c *Client) noteZxid(z int64, reply bool) {
+	raise(&c.lastZxid, z)
+	if reply {
+		raise(&c.lastReply, z)
+	} else {
+		raise(&c.lastEvent, z)
+	}
+}
+
+// raise raises a to z.
+func raise(a *atomic.Int64, z int64) {
 	for {
-		cur := c.lastZxid.Load()
-		if z <= cur || c.lastZxid.CompareAndSwap(cur, z) {
+		cur := a.Load()
+		if z <= cur || a.CompareAndSwap(cur, z) {
 			return
 		}
 	}
+}
+
+// resumeZxid is the zxid a restore of watches resumes after: lastZxid,
+// unless the latest notification is newer than every reply. A txn may
+// fire several events for this client (a create seen by a watch of the
+// node and by one of its parent), and a connection that broke between
+// them lost the rest; a reply at that zxid or later comes after all of
+// them. So the restore resumes from the txn before, and the lasting
+// watches skip what they had of it (watchReg.fresh).
+func (c *Client) resumeZxid() int64 {
+	if ev := c.lastEvent.Load(); ev > c.lastReply.Load() {
+		return ev - 1
+	}
+	return c.lastZxid.Load()
 }
 
 // nextXid returns the next request xid: positive, increasing, wrapping to 1.

@@ -427,7 +427,7 @@ func (cn *conn) handleReply(xid int32, body []byte) error {
 		r.done <- result{err: err}
 		return err
 	}
-	cn.c.noteZxid(rep.Zxid)
+	cn.c.noteZxid(rep.Zxid, true)
 	if rep.Err != wire.CodeNoQuorum && rep.Err != wire.CodeShuttingDown {
 		cn.c.alive(r.sent)
 	}
@@ -491,7 +491,7 @@ func (cn *conn) handleReplay(body []byte) error {
 // having seen this one, the client has seen every earlier event of its
 // watches, so a reconnect need not replay them.
 func (cn *conn) fire(rep *wire.Reply) {
-	cn.c.noteZxid(rep.Zxid)
+	cn.c.noteZxid(rep.Zxid, false)
 	if rep.EventType == wire.EventPersistentWatchRemoved && rep.Err == wire.CodeHistoryCompacted {
 		cn.c.watches.lost(rep.Path, rep.Zxid, &HistoryCompactedError{Oldest: rep.OldestZxid})
 		return

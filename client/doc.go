@@ -51,8 +51,10 @@
 // matching ErrHistoryCompacted, and errors.As finds a
 // *HistoryCompactedError whose Oldest is the zxid to read the state at and
 // resume from. After a reconnect the client restores its watches from the
-// highest zxid it has delivered (events come in zxid order on a
-// connection, so every event up to it reached its watches); when the
+// highest zxid it has seen, or from the txn before when its last
+// notification is newer than every reply (the rest of that txn's
+// notifications may have been lost with the connection; each lasting
+// watch then drops the events the replay brings again); when the
 // server's history no longer goes back that far, each lasting watch gets a
 // last EventWatchRemoved whose Err matches both ErrEventsLost and
 // ErrHistoryCompacted. FromZxid needs a server of protocol version 3

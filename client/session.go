@@ -159,6 +159,8 @@ func (c *Client) restoreWatches(cn *conn) {
 		}
 		return n
 	}
+	rel := c.resumeZxid()
+	c.watches.rewind()
 	var frames []wire.Request
 	for left() > 0 {
 		var batch [5][]string
@@ -173,7 +175,7 @@ func (c *Client) restoreWatches(cn *conn) {
 		frames = append(frames, wire.Request{
 			Xid:               wire.XidSetWatches,
 			Op:                wire.OpSetWatches2,
-			RelativeZxid:      c.lastZxid.Load(),
+			RelativeZxid:      rel,
 			PersistentWatches: slices.Clip(batch[0]),
 			RecursiveWatches:  slices.Clip(batch[1]),
 			DataWatches:       slices.Clip(batch[2]),

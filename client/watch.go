@@ -99,6 +99,33 @@ type watchReg struct {
 	// replayed holds the events replayed for an AddWatch with FromZxid
 	// until its reply registers the watch. Only the reader touches it.
 	replayed []Event
+	// A lasting watch's place in the events (the table's mu guards them):
+	// seenZ is the zxid of the last event it got, atZ how many of that
+	// txn's events it got, skip how many of those a restore's replay
+	// brings again (fresh).
+	seenZ     int64
+	atZ, skip int
+}
+
+// fresh reports whether an event of the txn at zxid z is one lasting
+// watch w has not had, and counts it. A restore replays from the txn
+// before the last one the client saw an event of (Client.resumeZxid): w
+// drops what it had, every event of an older txn and the first atZ of
+// the txn it saw last, which the server sends in the order it sent them
+// live.
+func (w *watchReg) fresh(z int64) bool {
+	switch {
+	case z < w.seenZ:
+		return false
+	case z == w.seenZ && w.skip > 0:
+		w.skip--
+		return false
+	case z == w.seenZ:
+		w.atZ++
+	default:
+		w.seenZ, w.atZ, w.skip = z, 1, 0
+	}
+	return true
 }
 
 // takeReplayed puts the replayed events at the head of w's channel, which
@@ -111,6 +138,7 @@ func (w *watchReg) takeReplayed() {
 	w.lasting += len(w.replayed)
 	w.ch = make(chan Event, w.lasting+1)
 	for _, ev := range w.replayed {
+		w.fresh(ev.Zxid)
 		w.ch <- ev
 	}
 	w.replayed = nil
@@ -274,6 +302,9 @@ func (t *watchTable) stream(k lastingKey, ev Event) {
 	ws := t.lasting[k]
 	for i := 0; i < len(ws); i++ {
 		w := ws[i]
+		if !w.fresh(ev.Zxid) {
+			continue // replayed, and had already
+		}
 		if len(w.ch) < w.lasting {
 			w.ch <- ev
 			continue
@@ -287,6 +318,18 @@ func (t *watchTable) stream(k lastingKey, ev Event) {
 		delete(t.lasting, k)
 	} else {
 		t.lasting[k] = ws
+	}
+}
+
+// rewind readies the lasting watches for a restore's replay, which
+// brings again the events of the txn each saw last (fresh).
+func (t *watchTable) rewind() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ws := range t.lasting {
+		for _, w := range ws {
+			w.skip = w.atZ
+		}
 	}
 }
 

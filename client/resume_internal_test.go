@@ -1,0 +1,92 @@
+package client
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// A restore replays from the txn before the last one the client saw an
+// event of, and a lasting watch drops what it had: every event of an
+// older txn and those it got of that txn, and keeps the rest of it, which
+// a connection that broke in the middle of the txn's notifications lost.
+func TestALastingWatchSkipsWhatAReplayBringsAgain(t *testing.T) {
+	type ev struct {
+		zxid int64
+		name string
+	}
+	for _, tc := range []struct {
+		name         string
+		live, replay []ev
+		want         []string // what the watch gets in all
+	}{
+		{"the connection broke in the middle of a txn",
+			[]ev{{5, "a"}, {7, "b"}},
+			[]ev{{7, "b"}, {7, "c"}, {8, "d"}},
+			[]string{"a", "b", "c", "d"}},
+		{"the connection broke after a whole txn",
+			[]ev{{5, "a"}, {7, "b"}, {7, "c"}},
+			[]ev{{7, "b"}, {7, "c"}, {8, "d"}},
+			[]string{"a", "b", "c", "d"}},
+		{"an older server replays from further back",
+			[]ev{{5, "a"}, {7, "b"}},
+			[]ev{{5, "a"}, {7, "b"}, {9, "e"}},
+			[]string{"a", "b", "e"}},
+		{"nothing had come before",
+			nil,
+			[]ev{{3, "x"}},
+			[]string{"x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tab watchTable
+			tab.init()
+			w := newLastingWatch("/p", WatchPersistent, 100)
+			tab.register(w, wire.OpAddWatch, wire.CodeOK)
+			for _, e := range tc.live {
+				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{})
+			}
+			tab.rewind()
+			for _, e := range tc.replay {
+				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{})
+			}
+			var got []string
+			for len(w.ch) > 0 {
+				got = append(got, string((<-w.ch).Data))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("the watch got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The restore resumes after the last zxid, unless the last notification
+// is newer than every reply: the rest of its txn's notifications may be
+// lost, so it resumes from the txn before.
+func TestTheResumeZxid(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replies []int64
+		events  []int64
+		want    int64
+	}{
+		{"a reply after the last event", []int64{3, 8}, []int64{7}, 8},
+		{"a reply at the last event's zxid", []int64{7}, []int64{7}, 7},
+		{"the last event newer than every reply", []int64{3}, []int64{5, 7}, 6},
+		{"nothing yet", nil, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Client{}
+			for _, z := range tc.replies {
+				c.noteZxid(z, true)
+			}
+			for _, z := range tc.events {
+				c.noteZxid(z, false)
+			}
+			if got := c.resumeZxid(); got != tc.want {
+				t.Fatalf("resumeZxid = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
