@@ -71,6 +71,17 @@ type conn struct {
 	// MoreWatches, until its last frame (setWatches). Only respond
 	// touches it.
 	restoring *wire.Request
+	// replayed is how far preReplay sent the replay of the request respond
+	// is answering, before the fsm's lock: the locked part replays what
+	// came after. Only respond touches it.
+	replayed replayedPart
+}
+
+// replayedPart is what preReplay did: the zxid up to which it sent the
+// events (0: nothing), or why it stopped.
+type replayedPart struct {
+	to  int64
+	err error
 }
 
 // request is one decoded request on its way through the pipeline.

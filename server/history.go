@@ -325,11 +325,16 @@ func (h *watchHistory) oldestZxid() int64 {
 // txn's zxid. It fails with ErrHistoryCompacted, naming the oldest zxid
 // kept, when not every event after from is kept.
 func (h *watchHistory) since(from int64, fn func(zxid int64, ev tree.Event)) error {
+	return h.between(from, math.MaxInt64-1, fn)
+}
+
+// between is since, for the events up to zxid to.
+func (h *watchHistory) between(from, to int64, fn func(zxid int64, ev tree.Event)) error {
 	if oldest := h.oldestZxid(); from < oldest {
 		return &historyCompactedError{oldest: oldest, from: from}
 	}
 	opts := eventBounds()
-	opts.LowerBound = eventKey(from+1, 0)
+	opts.LowerBound, opts.UpperBound = eventKey(from+1, 0), eventKey(to+1, 0)
 	it, err := h.db.NewIter(opts)
 	if err != nil {
 		return err

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,4 +237,54 @@ func FuzzDecodeHistoryEvent(f *testing.F) {
 			t.Fatalf("%+v at %d re-encoded to %+v at %d, %v", ev, tm, again, tm2, err)
 		}
 	})
+}
+
+// A replay is sent in two parts, the bulk without the fsm's lock and the
+// rest with it: a change applied between them comes once, in order.
+func TestAReplayInTwoPartsSendsEachEventOnce(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ctx := context.Background()
+	write := func(req wire.Request) int64 {
+		t.Helper()
+		txn := tree.TxnFromRequest(&req, 0, time.Now().UnixMilli(), nil)
+		res, err := s.write(ctx, &txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Stat.Mzxid
+	}
+	set := func(v string) { write(wire.Request{Op: wire.OpSetData, Path: "/w", Data: []byte(v), Version: -1}) }
+	from := write(wire.Request{Op: wire.OpCreate, Path: "/w", Data: []byte("v0")})
+	set("v1")
+	set("v2")
+	var once sync.Once
+	s.afterPreReplay = func() { once.Do(func() { set("between") }) }
+
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	c.write(wire.AppendRequest(nil, &wire.Request{Xid: 1, Op: wire.OpAddWatch, Path: "/w",
+		AddWatchMode: wire.AddWatchPersistent, FromZxid: from}))
+	var got []string
+	for {
+		body, err := wire.ReadFrame(c.br, nil, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xid, _ := wire.PeekXid(body)
+		var r wire.Reply
+		if err := wire.DecodeReply(body, wire.OpAddWatch, &r); err != nil {
+			t.Fatal(err)
+		}
+		if xid == wire.XidReplay {
+			got = append(got, string(r.Data))
+			continue
+		}
+		if r.Xid != 1 || r.Err != wire.CodeOK {
+			t.Fatalf("the addWatch's reply: %+v", r)
+		}
+		break
+	}
+	if want := []string{"v1", "v2", "between"}; !slices.Equal(got, want) {
+		t.Fatalf("replayed %q, want %q", got, want)
+	}
 }

@@ -48,7 +48,7 @@ func (c *conn) respond() {
 		switch {
 		case r.refuseConn:
 			c.closeRefused(r)
-		case !c.linearized(r) || !c.answerRead(r, &reply):
+		case !c.linearized(r) || !c.answerReadAfterReplay(r, &reply):
 			c.answer(r, &reply)
 			c.applied(r)
 			c.reply(r, &reply)
@@ -409,8 +409,14 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		return zxid, err
 	}
 	// The replayed events are older than the catch-up events below, which
-	// carry zxid: they go first, so that events arrive in zxid order.
-	c.srv.watches.restoreLasting(c, rel, zxid, req.PersistentWatches, req.RecursiveWatches)
+	// carry zxid: they go first, so that events arrive in zxid order. What
+	// preReplay sent already is not sent again.
+	if err := c.replayed.err; err != nil {
+		c.log.Error("replaying the watch history failed", zap.Error(err))
+		c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), req.PersistentWatches, req.RecursiveWatches)
+	} else {
+		c.srv.watches.restoreLasting(c, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
+	}
 	for _, p := range req.DataWatches {
 		switch st, err := t.Exists(p); {
 		case errors.Is(err, wire.ErrNoNode):

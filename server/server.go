@@ -43,6 +43,10 @@ type Server struct {
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
 
+	// afterPreReplay, tests only, runs between the two parts of a
+	// replay (replay.go).
+	afterPreReplay func()
+
 	transport  peerTransport // nil for a single node
 	cards      *peerCards    // the peers' member cards; nil for a single node
 	ln         net.Listener

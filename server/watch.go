@@ -282,14 +282,7 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	removeAll := func(oldest int64) {
-		for _, paths := range [][]string{persistent, recursive} {
-			for _, p := range paths {
-				w.send(c, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, Err: wire.CodeHistoryCompacted,
-					EventType: wire.EventPersistentWatchRemoved, State: wire.StateConnected, Path: p, OldestZxid: oldest})
-			}
-		}
-	}
+	removeAll := func(oldest int64) { w.lostLocked(c, zxid, oldest, persistent, recursive) }
 	if oldest := w.history.oldestZxid(); rel < oldest {
 		removeAll(oldest)
 		return
@@ -324,6 +317,24 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 	}
 }
 
+// lost tells c that its lasting watches of persistent and recursive are
+// not restored, the history holding the events only from oldest on: a
+// PersistentWatchRemoved event per path, err HistoryCompacted.
+func (w *watchRegistry) lost(c *conn, zxid, oldest int64, persistent, recursive []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lostLocked(c, zxid, oldest, persistent, recursive)
+}
+
+func (w *watchRegistry) lostLocked(c *conn, zxid, oldest int64, persistent, recursive []string) {
+	for _, paths := range [][]string{persistent, recursive} {
+		for _, p := range paths {
+			w.send(c, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, Err: wire.CodeHistoryCompacted,
+				EventType: wire.EventPersistentWatchRemoved, State: wire.StateConnected, Path: p, OldestZxid: oldest})
+		}
+	}
+}
+
 // addFrom leaves a persistent or recursive watch of kind on path for c,
 // after replaying (send) every event after zxid from it sees, in order,
 // from the history: ErrHistoryCompacted if the history no longer holds
@@ -350,6 +361,14 @@ func (w *watchRegistry) addFrom(kind watchKind, path string, c *conn, from int64
 		w.removeLocked(kind, path, c)
 	}
 	return true, err
+}
+
+// replaySender sends c an event replayed for its addWatch req.
+func replaySender(c *conn, req *wire.Request) func(zxid int64, ev tree.Event) {
+	return func(zxid int64, ev tree.Event) {
+		c.srv.watches.send(c, &wire.Reply{Xid: wire.XidReplay, Zxid: zxid, EventType: ev.Type,
+			State: wire.StateConnected, Path: ev.Path, ReplayOf: req.Xid, Data: ev.Data, Stat: ev.Stat})
+	}
 }
 
 // mayRead reports whether c may see ev, a lasting watch's event: READ on
@@ -420,10 +439,11 @@ func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) err
 	case req.FromZxid > s.fsm.zxid:
 		return wire.Errorf(wire.CodeNotCaughtUp, "fromZxid %d is ahead of this member's last applied zxid %d", req.FromZxid, s.fsm.zxid)
 	}
-	ok, err := s.watches.addFrom(kind, req.Path, c, req.FromZxid, func(zxid int64, ev tree.Event) {
-		s.watches.send(c, &wire.Reply{Xid: wire.XidReplay, Zxid: zxid, EventType: ev.Type,
-			State: wire.StateConnected, Path: ev.Path, ReplayOf: req.Xid, Data: ev.Data, Stat: ev.Stat})
-	})
+	if c.replayed.err != nil {
+		return c.replayed.err // preReplay could not read the history through
+	}
+	// What preReplay sent already, the replay here does not send again.
+	ok, err := s.watches.addFrom(kind, req.Path, c, max(req.FromZxid, c.replayed.to), replaySender(c, req))
 	if !ok {
 		return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,
 			"the connection holds %d watches, as many as it may", s.cfg.MaxWatches)
