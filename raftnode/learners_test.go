@@ -10,7 +10,8 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// startMemGroupWith starts members 1 to n of which learners are learners.
+// startMemGroupWith starts a group of members 1 to n over a MemNetwork,
+// of which learners are learners.
 func startMemGroupWith(t *testing.T, n int, learners []uint64) *memGroup {
 	t.Helper()
 	g := &memGroup{nw: NewMemNetwork(), nodes: map[uint64]*Node{}, sms: map[uint64]*counter{}}

@@ -11,7 +11,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"go.uber.org/zap/zaptest"
 )
 
 // waitFor polls cond until it holds, failing the test after a deadline far
@@ -337,27 +336,7 @@ type memGroup struct {
 
 func startMemGroup(t *testing.T, n int) *memGroup {
 	t.Helper()
-	g := &memGroup{nw: NewMemNetwork(), nodes: map[uint64]*Node{}, sms: map[uint64]*counter{}}
-	peers := map[uint64]string{}
-	for id := uint64(1); id <= uint64(n); id++ {
-		peers[id] = ""
-	}
-	for id := range peers {
-		tr := g.nw.NewTransport(id)
-		g.sms[id] = &counter{}
-		node, err := Start(Config{ID: id, Peers: peers, Dir: t.TempDir(), TickInterval: 10 * time.Millisecond,
-			Transport: tr, Logger: zaptest.NewLogger(t).Named(fmt.Sprintf("n%d", id))}, g.sms[id])
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.Attach(node, nil)
-		g.nodes[id] = node
-		t.Cleanup(func() {
-			node.Stop()
-			tr.Close()
-		})
-	}
-	return g
+	return startMemGroupWith(t, n, nil)
 }
 
 // leader waits until the members in ids agree on a leader among them.
