@@ -378,7 +378,10 @@ func (cn *conn) handle(body []byte) error {
 			return ErrSessionExpired
 		}
 		if rep.Err != wire.CodeOK {
+			// The one-shot watches may not fire; the lasting ones end, so
+			// that their readers know to read and watch again.
 			cn.log.Warn("arbor: setWatches refused; restored watches may not fire", zap.Stringer("code", rep.Err))
+			cn.c.watches.endLasting(rep.Zxid, fmt.Errorf("the server refused to restore the watch: %w", rep.Err.Err()))
 		}
 		cn.restored()
 		return nil

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -88,5 +89,26 @@ func TestTheResumeZxid(t *testing.T) {
 				t.Fatalf("resumeZxid = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// A restore the server refused ends every lasting watch, with an event
+// that says so, rather than leave them registered and dead.
+func TestARefusedRestoreEndsTheLastingWatches(t *testing.T) {
+	var tab watchTable
+	tab.init()
+	p := newLastingWatch("/p", WatchPersistent, 10)
+	r := newLastingWatch("/", WatchPersistentRecursive, 10)
+	tab.register(p, wire.OpAddWatch, wire.CodeOK)
+	tab.register(r, wire.OpAddWatch, wire.CodeOK)
+	tab.endLasting(9, wire.ErrQuotaExceeded)
+	for _, w := range []*watchReg{p, r} {
+		ev := <-w.ch
+		if ev.Type != EventWatchRemoved || !errors.Is(ev.Err, ErrEventsLost) || !errors.Is(ev.Err, wire.ErrQuotaExceeded) {
+			t.Fatalf("the %s watch on %s got %+v", w.mode, w.path, ev)
+		}
+	}
+	if len(tab.lasting) != 0 {
+		t.Fatalf("%d lasting watches left", len(tab.lasting))
 	}
 }

@@ -284,6 +284,15 @@ func (t *watchTable) lost(path string, zxid int64, cause error) {
 	t.lostLocked(path, zxid, cause)
 }
 
+// endLasting ends every lasting watch, for cause.
+func (t *watchTable) endLasting(zxid int64, cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.lasting {
+		t.lostLocked(k.path, zxid, cause)
+	}
+}
+
 func (t *watchTable) lostLocked(path string, zxid int64, cause error) {
 	ev := Event{Type: EventWatchRemoved, Path: path, State: StateConnected, Zxid: zxid,
 		Err: fmt.Errorf("%w: %w", ErrEventsLost, cause)}

@@ -71,6 +71,9 @@ type conn struct {
 	// MoreWatches, until its last frame (setWatches). Only respond
 	// touches it.
 	restoring *wire.Request
+	// restoreRefused refuses the rest of a restore one of whose frames
+	// was refused, up to its last frame. Only respond touches it.
+	restoreRefused error
 	// replayed is how far preReplay sent the replay of the request respond
 	// is answering, before the fsm's lock: the locked part replays what
 	// came after. Only respond touches it.

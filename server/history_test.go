@@ -288,3 +288,33 @@ func TestAReplayInTwoPartsSendsEachEventOnce(t *testing.T) {
 		t.Fatalf("replayed %q, want %q", got, want)
 	}
 }
+
+// A restore over several frames one of which passes the watch limit is
+// refused whole, up to its last frame; the next restore starts afresh.
+func TestARestoreRefusedInOneFrameIsRefusedWhole(t *testing.T) {
+	s := startServer(t, t.TempDir(), func(cfg *Config) { cfg.MaxWatches = 2 })
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	frame := func(more bool, paths ...string) wire.Code {
+		t.Helper()
+		r := c.call(wire.Request{Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, PersistentWatches: paths, MoreWatches: more})
+		return r.Err
+	}
+	for i, tc := range []struct {
+		more  bool
+		paths []string
+		want  wire.Code
+	}{
+		{true, []string{"/a", "/b", "/c"}, wire.CodeQuotaExceeded},
+		{true, []string{"/d"}, wire.CodeQuotaExceeded},
+		{false, []string{"/e"}, wire.CodeQuotaExceeded},
+		{false, []string{"/f"}, wire.CodeOK}, // the next restore
+	} {
+		if got := frame(tc.more, tc.paths...); got != tc.want {
+			t.Fatalf("frame %d: %v, want %v", i, got, tc.want)
+		}
+	}
+	if _, _, n := s.watches.summary(); n != 1 {
+		t.Fatalf("%d watches held, want the last restore's one", n)
+	}
+}

@@ -45,7 +45,7 @@ func (c *conn) preReplay(r *request) {
 	case req.Op == wire.OpAddWatch && req.FromZxid > 0 && req.AddWatchMode == wire.AddWatchPersistentRecursive:
 		lasting[watchKey{req.Path, watchRecursive}] = true
 		from, send = req.FromZxid, replaySender(c, req)
-	case req.Op == wire.OpSetWatches2 && !req.MoreWatches:
+	case req.Op == wire.OpSetWatches2 && !req.MoreWatches && c.restoreRefused == nil:
 		from = req.RelativeZxid
 		persistent, recursive := req.PersistentWatches, req.RecursiveWatches
 		if g := c.restoring; g != nil { // the frames gathered before this last one

@@ -383,6 +383,15 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 // replay sends again.
 func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	zxid := c.srv.fsm.zxid
+	if req.Op == wire.OpSetWatches2 && c.restoreRefused != nil {
+		// A restore refused in an earlier frame is refused whole: the
+		// client ends its lasting watches rather than keep some.
+		err := c.restoreRefused
+		if !req.MoreWatches {
+			c.restoreRefused = nil
+		}
+		return zxid, err
+	}
 	if req.Op == wire.OpSetWatches2 && (req.MoreWatches || c.restoring != nil) {
 		r := c.restoring
 		if r == nil {
@@ -396,6 +405,9 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		r.RecursiveWatches = append(r.RecursiveWatches, req.RecursiveWatches...)
 		c.restoring = nil
 		if err := c.srv.roomForWatches(c, watchCount(r)); err != nil {
+			if req.MoreWatches {
+				c.restoreRefused = err
+			}
 			return zxid, err
 		}
 		if req.MoreWatches {
