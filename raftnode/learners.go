@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -27,6 +28,24 @@ const prefixRemoved = 'r'
 
 func (s *Storage) setRemoved(id uint64) error {
 	return s.db.Set(indexKey(prefixRemoved, id), nil, pebble.Sync)
+}
+
+func (s *Storage) clearRemoved(id uint64) error {
+	return s.db.Delete(indexKey(prefixRemoved, id), pebble.Sync)
+}
+
+// removedMembers lists the members marked removed.
+func (s *Storage) removedMembers() (map[uint64]bool, error) {
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRemoved}, UpperBound: []byte{prefixRemoved + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	out := map[uint64]bool{}
+	for iter.First(); iter.Valid(); iter.Next() {
+		out[binary.BigEndian.Uint64(iter.Key()[1:])] = true
+	}
+	return out, iter.Error()
 }
 
 func (s *Storage) wasRemoved(id uint64) bool {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -66,5 +67,30 @@ func TestConfiguredLearnersJoinAndStayLearners(t *testing.T) {
 	time.Sleep(3 * learnerEvery)
 	if slices.ContainsFunc(g.nodes[lead].Members(), func(m Member) bool { return m.ID == 4 }) {
 		t.Fatal("a removed learner was added again")
+	}
+}
+
+// A member removed from the group that still runs, or comes back (one a
+// forced recovery left out), is not heard: its messages, with a term of
+// its own, do not make the group's leader step down. Added again, it is
+// heard again.
+func TestARemovedMemberIsNotHeard(t *testing.T) {
+	g := startMemGroup(t, 3)
+	lead := g.leader(t, 1, 2, 3)
+	gone := lead%3 + 1
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.nodes[lead].RemoveMember(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	term := g.nodes[lead].Term()
+	if err := g.nodes[lead].Step(ctx, raftpb.Message{Type: raftpb.MsgHeartbeat, From: gone, To: lead, Term: term + 5}); err != nil {
+		t.Fatal(err)
+	}
+	if o := g.add(t, lead, 1); o.Err != nil {
+		t.Fatalf("a write after the removed member's message: %v", o.Err)
+	}
+	if !g.nodes[lead].IsLeader() || g.nodes[lead].Term() != term {
+		t.Fatalf("the leader heard the removed member: leads %v, term %d (was %d)", g.nodes[lead].IsLeader(), g.nodes[lead].Term(), term)
 	}
 }

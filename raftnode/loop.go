@@ -77,6 +77,12 @@ func (n *Node) drain() {
 }
 
 func (n *Node) step(m raftpb.Message) {
+	if n.removed[m.From] {
+		// A member removed from the group (one a forced recovery left
+		// out, say) that is still running: its messages, with a term of
+		// the old group, must not make this one step down.
+		return
+	}
 	n.contact.heardFrom(m, time.Now())
 	if !n.dropSeen(&m) {
 		return

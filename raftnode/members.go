@@ -124,6 +124,12 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	for _, c := range cc.Changes {
 		switch c.Type {
 		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+			if n.removed[c.NodeID] { // added again
+				if err := n.storage.clearRemoved(c.NodeID); err != nil {
+					return err
+				}
+				delete(n.removed, c.NodeID)
+			}
 			if addr != "" {
 				if err := n.storage.setPeer(c.NodeID, addr); err != nil {
 					return err
@@ -140,6 +146,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 			if err := n.storage.setRemoved(c.NodeID); err != nil {
 				return err
 			}
+			n.removed[c.NodeID] = true
 			n.setAddr(c.NodeID, "")
 			if book != nil {
 				book.RemovePeer(c.NodeID)

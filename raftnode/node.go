@@ -204,12 +204,13 @@ type Node struct {
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
 	readMu     sync.Mutex
-	readNext   *readRound    // the round new reads join; nil when none waits
-	readBusy   bool          // a round is under way; readMu guards the three
-	readRounds atomic.Uint64 // read index requests made of raft
-	contact    contact       // the leader's last answers from its peers
-	stalled    atomic.Bool   // the stall file exists (stall.go)
-	seen       seenIDs       // the ids of the entries recently in the log (resend.go)
+	readNext   *readRound      // the round new reads join; nil when none waits
+	readBusy   bool            // a round is under way; readMu guards the three
+	readRounds atomic.Uint64   // read index requests made of raft
+	contact    contact         // the leader's last answers from its peers
+	stalled    atomic.Bool     // the stall file exists (stall.go)
+	seen       seenIDs         // the ids of the entries recently in the log (resend.go)
+	removed    map[uint64]bool // members removed from the group: the raft goroutine's (step)
 
 	mu        sync.Mutex
 	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
@@ -314,6 +315,11 @@ func (n *Node) init() error {
 		n.snapIndex = snap.Index
 		n.members = snap.ConfState
 	}
+	removed, err := n.storage.removedMembers()
+	if err != nil {
+		return err
+	}
+	n.removed = removed
 	if err := n.loadPeers(); err != nil {
 		return err
 	}
