@@ -77,10 +77,12 @@ func (n *Node) drain() {
 }
 
 func (n *Node) step(m raftpb.Message) {
-	if n.removed[m.From] {
+	if n.removed[m.From] && !n.isMember(m.From) {
 		// A member removed from the group (one a forced recovery left
 		// out, say) that is still running: its messages, with a term of
-		// the old group, must not make this one step down.
+		// the old group, must not make this one step down. (One added
+		// again, which this member may know only from a snapshot, is
+		// heard.)
 		return
 	}
 	n.contact.heardFrom(m, time.Now())
@@ -89,7 +91,7 @@ func (n *Node) step(m raftpb.Message) {
 	}
 	if err := n.rn.Step(m); err != nil {
 		n.log.Debug("raft step", zap.Error(err))
-	} else if m.Type == raftpb.MsgProp && n.leader.Load() == n.cfg.ID {
+	} else if m.Type == raftpb.MsgProp && n.rn.BasicStatus().RaftState == raft.StateLeader {
 		n.noteEntries(m.Entries) // at once: a copy may follow in this same batch
 	}
 }
@@ -109,8 +111,14 @@ func (n *Node) propose(p proposal) {
 			return
 		}
 	}
-	if p.resend && n.leader.Load() == n.cfg.ID {
-		return // it leads now: the first send is in its log, or lost with its term
+	if p.resend {
+		// Only as a follower that knows its leader, as raft has it now
+		// (n.leader may lag a Ready behind): a member that just became
+		// leader would append the copy as it is, without the check of
+		// the ids in its log.
+		if st := n.rn.BasicStatus(); st.RaftState != raft.StateFollower || st.Lead == raft.None {
+			return
+		}
 	}
 	data := entryData(p)
 	if err := n.rn.Propose(data); err != nil && !p.resend {

@@ -2,9 +2,11 @@ package raftnode
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -127,8 +129,19 @@ func (n *Node) noteEntries(ents []raftpb.Entry) {
 // when none is left to step. The leader notes the ids of the others once
 // raft took them (step).
 func (n *Node) dropSeen(m *raftpb.Message) bool {
-	if m.Type != raftpb.MsgProp || n.leader.Load() != n.cfg.ID {
+	if m.Type != raftpb.MsgProp {
 		return true
+	}
+	if st := n.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		// Not the leader: raft would forward the proposal to the one it
+		// knows, which may be of an older version that would append a
+		// copy as it is. Copies go no further than here; the first
+		// sends go on.
+		m.Entries = slices.DeleteFunc(slices.Clone(m.Entries), func(e raftpb.Entry) bool {
+			_, isCopy := copyTerm(e)
+			return isCopy
+		})
+		return len(m.Entries) > 0
 	}
 	now, term := time.Now(), n.rn.BasicStatus().Term
 	kept := m.Entries[:0:0]

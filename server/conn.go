@@ -40,9 +40,8 @@ type conn struct {
 	codec   codec // Arbor's protocol or ZooKeeper's
 	session int64
 	// readOnly: served read-only by a member that cannot reach a quorum
-	// (readOnlySession); set in the handshake, before the goroutines that
-	// read it start.
-	readOnly bool
+	// (readOnlySession); set in the handshake, read by the expiry loop too.
+	readOnly atomic.Bool
 	ctx      context.Context // cancelled when the connection closes
 	cancel   context.CancelFunc
 
@@ -218,7 +217,7 @@ func (c *conn) read(br *bufio.Reader) {
 			c.goodbye(wire.CodeMalformed)
 			return
 		}
-		if c.readOnly && r.err == nil && !r.batch && changesState(r.req.Op) {
+		if c.readOnly.Load() && r.err == nil && !r.batch && changesState(r.req.Op) {
 			r.err = wire.ErrNotReadOnly
 		}
 		if r.err == nil && !r.batch && !r.req.Op.Counts(wire.LimitOutstanding) {

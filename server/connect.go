@@ -58,7 +58,7 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 	c.session = resp.SessionID
 	c.stats.attached(resp.TimeoutMs)
 	c.srv.bindSession(c)
-	if c.readOnly {
+	if c.readOnly.Load() {
 		return true // its session may be one of its own (readOnlySession)
 	}
 	// A close applied between the check in reattach and bindSession found
@@ -97,13 +97,17 @@ func (c *conn) readOnlySession(req *wire.ConnectRequest, resp *wire.ConnectRespo
 		c.srv.fsm.read(func(t *tree.Tree) { s, ok = t.Session(req.SessionID) })
 		switch {
 		case !ok:
-			return wire.ErrSessionExpired // as this member last knew it
+			// Unknown here, it may be newer than this member's state: an
+			// expiry is final for the client, so it is sent elsewhere.
+			return wire.Errorf(wire.CodeNotCaughtUp, "session %#x is not known to this member, which cannot reach a quorum", req.SessionID)
 		case subtle.ConstantTimeCompare(s.Password, req.Password) != 1:
 			return wire.ErrBadPassword
 		}
 		resp.SessionID, resp.Password = req.SessionID, req.Password
 	}
-	c.readOnly = true
+	c.readOnly.Store(true)
+	c.srv.readOnlyConns.Add(1)
+	context.AfterFunc(c.ctx, func() { c.srv.readOnlyConns.Add(-1) })
 	c.log.Info("serving a client read-only: this member cannot reach a quorum", zap.Int64("session", resp.SessionID))
 	return nil
 }

@@ -44,16 +44,18 @@ func (s *Server) expiryLoop() {
 				s.log.Warn("closing client connections", zap.Error(err))
 			}
 			refusing = true
-			s.dropConns(wire.CodeNoQuorum, func(c *conn) bool { return !c.readOnly })
+			s.dropConns(wire.CodeNoQuorum, func(c *conn) bool { return !c.readOnly.Load() })
 			if !s.node.IsLeader() {
 				s.forwardHeard() // its probe tells when the leader hears this member again
 			}
 			continue
 		}
-		if refusing {
+		if s.readOnlyConns.Load() > 0 {
 			// Read-write again: the read-only clients go, to come back
-			// (here or elsewhere) as read-write ones.
-			s.dropConns(wire.CodeConnectionLoss, func(c *conn) bool { return c.readOnly })
+			// (here or elsewhere) as read-write ones. At every tick, not
+			// only when it stops refusing: a handshake may have made one
+			// during a gap between two leaders that this loop never saw.
+			s.dropConns(wire.CodeConnectionLoss, func(c *conn) bool { return c.readOnly.Load() })
 		}
 		refusing = false
 		term := s.node.Term() // read before IsLeader: a later term only fails the proposals

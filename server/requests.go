@@ -194,7 +194,7 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 	req := &r.req
 	switch req.Op {
 	case wire.OpPing:
-		if err := c.srv.vouchForSessions(); err != nil && !c.readOnly {
+		if err := c.srv.vouchForSessions(); err != nil && !c.readOnly.Load() {
 			// The session's deadline is kept by a leader this member
 			// cannot reach: a ping answered here would keep the client
 			// believing in a session that may be expiring. The client
@@ -217,7 +217,7 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
 	case wire.OpClose:
 		c.closingSession.Store(true)
-		if c.readOnly {
+		if c.readOnly.Load() {
 			// Nothing to end but the connection: a read-only member
 			// cannot close a session, which expires on its own.
 			reply.Zxid = c.srv.fsm.lastZxid()

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -46,6 +47,9 @@ type Server struct {
 	// afterPreReplay, tests only, runs between the two parts of a
 	// replay (replay.go).
 	afterPreReplay func()
+	// readOnlyConns counts the connections served read-only
+	// (readOnlySession).
+	readOnlyConns atomic.Int64
 
 	transport  peerTransport // nil for a single node
 	cards      *peerCards    // the peers' member cards; nil for a single node
@@ -214,6 +218,9 @@ func New(cfg Config) (*Server, error) {
 	s.log.Info("arbord serving", zap.Uint64("id", cfg.ID), zap.String("clients", s.ln.Addr().String()),
 		zap.String("zookeeper_clients", addrOf(s.zkLn)), zap.Bool("client_tls", plainConf != nil),
 		zap.String("tls_clients", addrOf(s.secureLn)), zap.String("zookeeper_tls_clients", addrOf(s.zkSecureLn)), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
+	if plainConf == nil && cfg.TLSCA != "" {
+		s.log.Warn("the plaintext client ports (--listen, --zk-listen) take clients without a certificate beside the secure ones: ACLs still apply, but no x509 identity does there")
+	}
 	if cfg.TLSCA != "" && cfg.SuperDigest == "" && len(cfg.AdminIdentities) == 0 {
 		s.log.Warn("membership changes are refused to every client: clients need certificates, and neither a superuser nor an admin identity is configured")
 	}

@@ -64,7 +64,7 @@ func (z *zkCodec) appendConnectResponse(dst []byte, resp *wire.ConnectResponse) 
 	if !ok {
 		return dst // ZooKeeper closes without a word: the client tries another server
 	}
-	m.ReadOnly = m.HasReadOnly && z.c.readOnly
+	m.ReadOnly = m.HasReadOnly && z.c.readOnly.Load()
 	return zkwire.AppendConnectResponse(dst, &m)
 }
 
