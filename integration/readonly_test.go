@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ func TestACutOffMemberServesReadOnlyClients(t *testing.T) {
 	c.partition([]uint64{cut}, rest)
 	waitUntil(t, "the cut-off member to serve read-only", 15*time.Second, func() bool { return fourLetterWord(t, zkAddr, "isro") == "ro" })
 
+	if got := fourLetterWord(t, zkAddr, "srvr"); !strings.Contains(got, "Mode: read-only") {
+		t.Fatalf("srvr on the read-only member: %q", got)
+	}
 	ro := dialRawZK(t, zkAddr, zkwire.ConnectRequest{ReadOnly: true, HasReadOnly: true})
 	if !ro.resp.ReadOnly {
 		t.Fatalf("the ConnectResponse of a read-only member: %+v", ro.resp)

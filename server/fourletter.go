@@ -71,7 +71,7 @@ func (s *Server) fourLetter(nc net.Conn, word string) {
 
 // serving reports whether this member serves clients: it knows a leader.
 func (s *Server) serving(b *bytes.Buffer) bool {
-	if s.node.Leader() == 0 {
+	if s.node.Leader() == 0 && !s.readOnlyMode() {
 		b.WriteString("This ZooKeeper instance is not currently serving requests\n")
 		return false
 	}
