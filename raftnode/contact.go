@@ -20,10 +20,11 @@ type contact struct {
 }
 
 // heardFrom notes m, taken by the raft goroutine.
-func (c *contact) heardFrom(m raftpb.Message, now time.Time) {
+func (c *contact) heardFrom(m raftpb.Message) {
 	if m.Type != raftpb.MsgHeartbeatResp && m.Type != raftpb.MsgAppResp {
 		return
 	}
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.heard == nil {

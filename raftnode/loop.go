@@ -85,13 +85,17 @@ func (n *Node) step(m raftpb.Message) {
 		// heard.)
 		return
 	}
-	n.contact.heardFrom(m, time.Now())
-	if !n.dropSeen(&m) {
-		return
+	n.contact.heardFrom(m)
+	leading := false
+	if m.Type == raftpb.MsgProp {
+		leading = n.rn.BasicStatus().RaftState == raft.StateLeader
+		if !n.dropSeen(&m, leading) {
+			return
+		}
 	}
 	if err := n.rn.Step(m); err != nil {
 		n.log.Debug("raft step", zap.Error(err))
-	} else if m.Type == raftpb.MsgProp && n.rn.BasicStatus().RaftState == raft.StateLeader {
+	} else if leading {
 		n.noteEntries(m.Entries) // at once: a copy may follow in this same batch
 	}
 }
@@ -140,7 +144,6 @@ func (n *Node) dropped() error {
 func (n *Node) processReady() error {
 	for n.rn.HasReady() {
 		rd := n.rn.Ready()
-		n.noteEntries(rd.Entries)
 		leaderChanged := false
 		if rd.SoftState != nil {
 			old := n.leader.Swap(rd.SoftState.Lead)

@@ -95,9 +95,10 @@ type Config struct {
 	CatchUpEntries uint64        // entries kept behind a snapshot for slow followers, default 1,000
 	MaxBatch       int           // proposals taken into one Ready at most, default 512
 	// ResendWindow: a follower sends again a proposal it forwarded that is
-	// not applied (resend.go), and every member remembers the ids of the
-	// entries in its log for this long, so that a copy is not appended
-	// twice: longer than any caller waits for a proposal. Default 30s.
+	// not applied (resend.go), and a leader remembers the ids of the
+	// proposals forwarded to it for this long, so that a copy is not
+	// appended twice: longer than any caller waits for a proposal.
+	// Default 30s.
 	ResendWindow time.Duration
 
 	// The bytes the node may hold in memory, each a bound of its own
@@ -209,7 +210,7 @@ type Node struct {
 	readRounds atomic.Uint64   // read index requests made of raft
 	contact    contact         // the leader's last answers from its peers
 	stalled    atomic.Bool     // the stall file exists (stall.go)
-	seen       seenIDs         // the ids of the entries recently in the log (resend.go)
+	seen       seenIDs         // the ids of the proposals recently forwarded to this leader (resend.go)
 	removed    map[uint64]bool // members removed from the group: the raft goroutine's (step)
 
 	mu        sync.Mutex

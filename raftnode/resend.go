@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -16,17 +15,19 @@ import (
 // an unknown outcome. So a follower whose proposal is not applied within
 // retryAfter proposes it again, with the same id, until it is applied or
 // its caller gives up; and every member keeps the ids of the entries
-// recently in its log, so that a leader drops a proposal it already has
-// (the first copy was slow, not lost) rather than append it twice. A
+// recently forwarded to it, so that a leader drops a proposal it already
+// has (the first copy was slow, not lost) rather than append it twice. A
 // leader change fails the pending proposals as before (ErrLeaderChanged):
 // sending again covers a lost message within one leader's term.
 
-// seenIDs is the set of proposal ids recently in this member's log, in two
-// generations of window each (Config.ResendWindow: longer than any caller
-// waits for a proposal, so that a copy sent again is never mistaken for a
-// new one), so that forgetting is cheap. It costs about 30 bytes an
-// entry: some 10 MB at 20,000 writes a second with the server's window of
-// its request timeout and 2 s.
+// seenIDs is the set of the ids of the proposals forwarded to this member
+// while it led, in two generations of window each (Config.ResendWindow:
+// longer than any caller waits for a proposal, so that a copy sent again
+// is never mistaken for a new one), so that forgetting is cheap. Only
+// forwarded proposals are ever sent again, and a copy is taken only in the
+// term of its first send, when its leader saw that first send itself. It
+// costs about 30 bytes a forwarded write: some 10 MB at 20,000 of them a
+// second with the server's window of its request timeout and 2 s.
 type seenIDs struct {
 	mu       sync.Mutex
 	window   time.Duration
@@ -114,7 +115,8 @@ func copyTerm(e raftpb.Entry) (uint64, bool) {
 	return binary.BigEndian.Uint64(e.Data[8:]), true
 }
 
-// noteEntries remembers the ids of entries this member appends to its log.
+// noteEntries remembers the ids of the entries of a proposal the leader
+// took.
 func (n *Node) noteEntries(ents []raftpb.Entry) {
 	now := time.Now()
 	for _, e := range ents {
@@ -124,15 +126,12 @@ func (n *Node) noteEntries(ents []raftpb.Entry) {
 	}
 }
 
-// dropSeen takes out of a proposal message, on the leader, the entries
-// already in its log and the copies of another term: it reports false
-// when none is left to step. The leader notes the ids of the others once
-// raft took them (step).
-func (n *Node) dropSeen(m *raftpb.Message) bool {
-	if m.Type != raftpb.MsgProp {
-		return true
-	}
-	if st := n.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+// dropSeen takes out of a proposal message, on the leader (leading), the
+// entries already in its log and the copies of another term: it reports
+// false when none is left to step. The leader notes the ids of the others
+// once raft took them (step).
+func (n *Node) dropSeen(m *raftpb.Message, leading bool) bool {
+	if !leading {
 		// Not the leader: raft would forward the proposal to the one it
 		// knows, which may be of an older version that would append a
 		// copy as it is. Copies go no further than here; the first
