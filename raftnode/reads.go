@@ -83,7 +83,7 @@ func (n *Node) readRound(r *readRound) (uint64, error) {
 	}
 }
 
-// readIndexOnce asks raft for one read index and waits readRetry at most
+// readIndexOnce asks raft for one read index and waits retryAfter at most
 // for its answer.
 func (n *Node) readIndexOnce() (uint64, error) {
 	n.readRounds.Add(1)

@@ -31,7 +31,7 @@ func TestALeaderHandsItsLeadershipOver(t *testing.T) {
 	if o := g.add(t, to, 1); o.Err != nil {
 		t.Fatalf("a write to the new leader: %v", o.Err)
 	}
-	// A follower, or a member alone, hands nothing over.
+	// A follower hands nothing over.
 	if to, err := g.nodes[lead].TransferLeadership(ctx); to != 0 || err != nil {
 		t.Fatalf("a follower's TransferLeadership = %d, %v", to, err)
 	}

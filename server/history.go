@@ -155,7 +155,7 @@ func (h *watchHistory) load() error {
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		zxid, _, ok := decodeEventKey(it.Key())
-		ev, t, err := decodeEventValue(it.Value())
+		_, t, err := decodeEventValue(it.Value())
 		if !ok || err != nil {
 			return fmt.Errorf("event % x: %w", it.Key(), errors.Join(err, errors.New("malformed")))
 		}
@@ -166,7 +166,6 @@ func (h *watchHistory) load() error {
 		h.bytes += int64(len(it.Key()) + len(it.Value()))
 		h.newest = max(h.newest, t)
 		h.applied = max(h.applied, zxid)
-		_ = ev
 	}
 	return it.Error()
 }
