@@ -46,17 +46,12 @@ func (c *conn) preReplay(r *request) {
 		lasting[watchKey{req.Path, watchRecursive}] = true
 		from, send = req.FromZxid, replaySender(c, req)
 	case req.Op == wire.OpSetWatches2 && !req.MoreWatches && c.restoreRefused == nil:
-		from = req.RelativeZxid
-		persistent, recursive := req.PersistentWatches, req.RecursiveWatches
-		if g := c.restoring; g != nil { // the frames gathered before this last one
-			from = min(from, g.RelativeZxid)
-			persistent = append(persistent[:len(persistent):len(persistent)], g.PersistentWatches...)
-			recursive = append(recursive[:len(recursive):len(recursive)], g.RecursiveWatches...)
-		}
-		for _, p := range persistent {
+		all := c.restoreSoFar(req) // with the frames gathered before this last one
+		from = all.RelativeZxid
+		for _, p := range all.PersistentWatches {
 			lasting[watchKey{p, watchPersistent}] = true
 		}
-		for _, p := range recursive {
+		for _, p := range all.RecursiveWatches {
 			lasting[watchKey{p, watchRecursive}] = true
 		}
 		send = func(zxid int64, ev tree.Event) { c.srv.notify(c, zxid, ev) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -68,6 +69,24 @@ func (c *conn) respond() {
 			c.cancel()
 		}
 	}
+}
+
+// restoreSoFar is the restore that setWatches2 frame req continues or ends:
+// the frames gathered before it (c.restoring) and req's own watches, from
+// the lowest relative zxid of them. Without frames before, it is req.
+func (c *conn) restoreSoFar(req *wire.Request) *wire.Request {
+	g := c.restoring
+	if g == nil {
+		return req
+	}
+	r := *req
+	r.RelativeZxid = min(g.RelativeZxid, req.RelativeZxid)
+	r.DataWatches = append(slices.Clip(g.DataWatches), req.DataWatches...)
+	r.ExistWatches = append(slices.Clip(g.ExistWatches), req.ExistWatches...)
+	r.ChildWatches = append(slices.Clip(g.ChildWatches), req.ChildWatches...)
+	r.PersistentWatches = append(slices.Clip(g.PersistentWatches), req.PersistentWatches...)
+	r.RecursiveWatches = append(slices.Clip(g.RecursiveWatches), req.RecursiveWatches...)
+	return &r
 }
 
 // changesState reports whether op changes what the cluster holds, which a
@@ -392,29 +411,17 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		}
 		return zxid, err
 	}
-	if req.Op == wire.OpSetWatches2 && (req.MoreWatches || c.restoring != nil) {
-		r := c.restoring
-		if r == nil {
-			r = &wire.Request{Op: wire.OpSetWatches2, RelativeZxid: req.RelativeZxid}
-		}
-		r.RelativeZxid = min(r.RelativeZxid, req.RelativeZxid)
-		r.DataWatches = append(r.DataWatches, req.DataWatches...)
-		r.ExistWatches = append(r.ExistWatches, req.ExistWatches...)
-		r.ChildWatches = append(r.ChildWatches, req.ChildWatches...)
-		r.PersistentWatches = append(r.PersistentWatches, req.PersistentWatches...)
-		r.RecursiveWatches = append(r.RecursiveWatches, req.RecursiveWatches...)
+	if req.Op == wire.OpSetWatches2 {
+		req = c.restoreSoFar(req)
 		c.restoring = nil
-		if err := c.srv.roomForWatches(c, watchCount(r)); err != nil {
-			if req.MoreWatches {
-				c.restoreRefused = err
-			}
-			return zxid, err
-		}
 		if req.MoreWatches {
-			c.restoring = r
+			if err := c.srv.roomForWatches(c, watchCount(req)); err != nil {
+				c.restoreRefused = err
+				return zxid, err
+			}
+			c.restoring = req
 			return zxid, nil
 		}
-		req = r
 	}
 	rel := req.RelativeZxid
 	if err := c.srv.roomForWatches(c, watchCount(req)); err != nil {
