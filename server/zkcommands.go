@@ -3,13 +3,16 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
 )
 
 // ZooKeeper's commands, as ZooKeeper 3.9 answers them in two places: as
@@ -151,6 +154,81 @@ func commandJSON(command string, res commandResult, errText string) ([]byte, err
 	}
 	indented.WriteByte('\n')
 	return indented.Bytes(), nil
+}
+
+// handleZKCommands adds ZooKeeper's AdminServer commands to mux: GET
+// /commands lists them, GET /commands/NAME answers one, by any of its
+// names. The path is ZooKeeper's, not under /api/v1/, for the scripts
+// written against ZooKeeper's AdminServer.
+func (s *Server) handleZKCommands(mux *http.ServeMux) {
+	mux.HandleFunc("GET /commands", serveCommandList)
+	mux.HandleFunc("GET /commands/{$}", serveCommandList)
+	mux.HandleFunc("GET /commands/{name...}", s.serveCommand)
+	mux.HandleFunc("/commands", methodNotAllowed("GET"))
+	mux.HandleFunc("/commands/", methodNotAllowed("GET"))
+}
+
+// serveCommandList answers as ZooKeeper's AdminServer does at /commands:
+// a link to each command, by its primary name, sorted.
+func serveCommandList(w http.ResponseWriter, _ *http.Request) {
+	names := make([]string, 0, len(zkCommands))
+	for _, c := range zkCommands {
+		names = append(names, c.names[0])
+	}
+	slices.Sort(names)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "<a href=\"/commands/%s\">%s</a>\n<br/>\n", n, n)
+	}
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// serveCommand answers GET /commands/NAME as ZooKeeper's AdminServer does:
+// 200 and JSON, with the command's error in "error", an unknown command's
+// too. The paths a command lists are those the asker's identities (a
+// login, basic auth; see HTTPIdentities) may read, as in the sessions
+// view.
+func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	cmd := commandNamed(name)
+	var res commandResult
+	var errText string
+	switch {
+	case cmd == nil:
+		errText = "Unknown command: " + name
+	case !cmd.httpAlways && !s.servesClients():
+		errText = zkNotServing
+	default:
+		name = cmd.names[0]
+		res = cmd.run(s, commandQuery{mayList: listableBy(s.HTTPIdentities(r))})
+	}
+	body, err := commandJSON(name, res, errText)
+	if err != nil {
+		writeJSON(w, nil, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// listableBy is who may see a path listed, for ids: the superuser every
+// path; others a znode's path if they may read it, and a path without a
+// znode (an exists watch's) if they may read its nearest existing
+// ancestor, the node that would list it.
+func listableBy(ids []wire.Identity) func(t *tree.Tree, path string) bool {
+	if slices.ContainsFunc(ids, func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+		return nil
+	}
+	return func(t *tree.Tree, p string) bool {
+		for {
+			err := t.Check(p, ids, wire.PermRead)
+			if !errors.Is(err, wire.ErrNoNode) || p == "/" {
+				return err == nil
+			}
+			p = parent(p)
+		}
+	}
 }
 
 // keyValue is one entry of an ordered result (monitor, environment).
