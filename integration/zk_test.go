@@ -837,6 +837,9 @@ func TestFourLetterWords(t *testing.T) {
 	if !ok || srvr[0].Mode != zk.ModeStandalone || srvr[0].NodeCount != 1 || srvr[0].Connections < 2 {
 		t.Errorf("srvr = %+v (%q)", srvr[0], word("srvr"))
 	}
+	// A client hears its session's ConnectResponse just before the server
+	// binds the connection to the session, which cons lists.
+	waitUntil(t, "both clients in cons", 5*time.Second, func() bool { return strings.Count(word("cons"), "sid=0x") == 2 })
 	cons, ok := zk.FLWCons([]string{addr}, 2*time.Second)
 	if !ok || len(cons[0].Clients) != 2 || !slices.ContainsFunc(cons[0].Clients, func(cl *zk.ServerClient) bool {
 		return cl.SessionID == zc.SessionID() && cl.Timeout == 5000 && cl.Received > 0

@@ -85,3 +85,43 @@ func (n *Node) QuorumContact() time.Duration {
 	now := time.Now()
 	return now.Sub(n.contact.quorumSince(n.cfg.ID, voters, now))
 }
+
+// heardSince lists, sorted, the peers heard from at or after since and
+// since the lead began.
+func (c *contact) heardSince(since time.Time) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leadSince.After(since) {
+		since = c.leadSince
+	}
+	var out []uint64
+	for id, at := range c.heard {
+		if !at.Before(since) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// PeersHeard lists, sorted, the members whose answers to this member's
+// heartbeats and appends its raft goroutine took within the last d, since
+// it became leader: the followers and learners it leads and hears from
+// (ZooKeeper's synced learners). It is nil on a member that does not lead.
+func (n *Node) PeersHeard(d time.Duration) []uint64 {
+	if !n.IsLeader() {
+		return nil
+	}
+	return n.contact.heardSince(time.Now().Add(-d))
+}
+
+// LeadingSince is when this member last became leader: the zero time on a
+// member that does not lead.
+func (n *Node) LeadingSince() time.Time {
+	if !n.IsLeader() {
+		return time.Time{}
+	}
+	n.contact.mu.Lock()
+	defer n.contact.mu.Unlock()
+	return n.contact.leadSince
+}

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,28 @@ func TestQuorumSince(t *testing.T) {
 			c := contact{heard: tc.heard, leadSince: tc.leadSince}
 			if got := c.quorumSince(1, tc.voters, now); !got.Equal(tc.want) {
 				t.Fatalf("quorumSince = %v, want %v", got.Sub(t0), tc.want.Sub(t0))
+			}
+		})
+	}
+}
+
+func TestHeardSince(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	c := contact{heard: map[uint64]time.Time{2: at(4), 3: at(8), 4: at(1), 5: at(6)}, leadSince: at(5)}
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		want  []uint64
+	}{
+		{"the peers heard since the lead began, sorted", at(0), []uint64{3, 5}},
+		{"the peers heard within a window inside the lead", at(7), []uint64{3}},
+		{"an answer at the window's start counts", at(6), []uint64{3, 5}},
+		{"none heard in a window after the last answer", at(9), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := c.heardSince(tc.since); !slices.Equal(got, tc.want) {
+				t.Fatalf("heardSince = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -145,7 +145,8 @@ func (s *Server) guardHTTP(h http.Handler) http.Handler {
 		writeJSON(w, nil, &apiError{http.StatusForbidden, "refused: a cross-origin request that would change something"})
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/ui/")) && !s.knownHost(r.Host) {
+		if (strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/ui/") || strings.HasPrefix(r.URL.Path, "/commands")) &&
+			!s.knownHost(r.Host) {
 			writeJSON(w, nil, &apiError{http.StatusForbidden, fmt.Sprintf(
 				"refused: the host %q is not this member's (an IP address, localhost, or a name in --http-hosts)", r.Host)})
 			return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -204,6 +205,26 @@ func (w *watchRegistry) summary() (conns, paths, watches int) {
 		}
 	}
 	return conns, len(seen), w.count
+}
+
+// watchedPaths lists, sorted, the paths each session's connection
+// watches, of every kind (ZooKeeper's wchc and wchp), by session id.
+func (w *watchRegistry) watchedPaths() map[int64][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[int64][]string, len(w.byConn))
+	for c, keys := range w.byConn {
+		if len(keys) == 0 {
+			continue
+		}
+		paths := make([]string, 0, len(keys))
+		for k := range keys {
+			paths = append(paths, k.path)
+		}
+		slices.Sort(paths)
+		out[c.session] = slices.Compact(paths)
+	}
+	return out
 }
 
 // take removes the one-shot watches of kind on path, adding their

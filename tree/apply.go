@@ -144,6 +144,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 	oldParent := t.touchParent(zxid, parent, parentPath)
 	addChild(parent, n)
 	t.count++
+	t.dataSize += nodeSize(path, n)
 	t.index(n, path, ttl, owner)
 	t.digest += t.nodeDigest(path, n)
 	t.fireNode(wire.EventNodeCreated, path, n)
@@ -155,6 +156,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 			t.unindex(n, path)
 			removeChild(parent, n.name)
 			t.count--
+			t.dataSize -= nodeSize(path, n)
 			t.restoreParent(parent, parentPath, oldParent)
 		})
 	}
@@ -174,6 +176,7 @@ func (t *Tree) unlink(zxid int64, parent, n *node, path string) {
 	ttl, owner := t.ttls[path], t.owner(n)
 	removeChild(parent, n.name)
 	t.count--
+	t.dataSize -= nodeSize(path, n)
 	t.digest -= t.nodeDigest(path, n) // before unindex: the hash covers the ttl
 	t.unindex(n, path)
 	t.fire(wire.EventNodeDeleted, path, n)
@@ -189,6 +192,7 @@ func (t *Tree) unlink(zxid int64, parent, n *node, path string) {
 			t.digest += t.nodeDigest(path, n)
 			addChild(parent, n)
 			t.count++
+			t.dataSize += nodeSize(path, n)
 			t.restoreParent(parent, parentPath, oldParent)
 		})
 	}
@@ -312,6 +316,7 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 	}
 	old := *n
 	t.digest -= t.nodeDigest(txn.Path, n)
+	t.dataSize += int64(len(txn.Data) - len(n.data))
 	n.data, n.dataHash = txn.Data, hashData(txn.Data)
 	n.version++
 	n.mzxid, n.mtime = zxid, txn.Time
@@ -321,6 +326,7 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 		path := txn.Path
 		t.undo = append(t.undo, func() {
 			t.digest -= t.nodeDigest(path, n)
+			t.dataSize += int64(len(old.data) - len(n.data))
 			n.data, n.dataHash, n.version, n.mzxid, n.mtime = old.data, old.dataHash, old.version, old.mzxid, old.mtime
 			t.digest += t.nodeDigest(path, n)
 		})

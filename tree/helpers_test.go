@@ -278,6 +278,13 @@ func dumpTreeAt(tr *tree.Tree, reapAt []int64) treeDump {
 		}
 	}
 	walk("/")
+	var size int64
+	for path, n := range d.Nodes {
+		size += int64(len(path) + len(n.Data))
+	}
+	if tr.DataSize() != size {
+		panic(fmt.Sprintf("DataSize() = %d, the nodes' paths and data add up to %d", tr.DataSize(), size))
+	}
 	for _, s := range d.Sessions {
 		d.Ephemerals[s.ID] = nilIfEmpty(tr.Ephemerals(s.ID))
 	}

@@ -1,6 +1,7 @@
 package tree_test
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -172,4 +173,43 @@ func TestDescendants(t *testing.T) {
 			}
 		}
 	})
+}
+
+// DataSize is ZooKeeper's approximate data size: each znode's path and
+// data lengths, the root's "/" included, kept through every kind of change.
+func TestDataSizeAddsEachPathAndItsData(t *testing.T) {
+	f := newFixture(t)
+	want := func(step string, n int64) {
+		t.Helper()
+		if got := f.tr.DataSize(); got != n {
+			t.Errorf("%s: DataSize = %d, want %d", step, got, n)
+		}
+	}
+	want("the root alone", 1)
+	f.create("/app", "config")
+	want("a create", 1+4+6)
+	f.must(setTxn("/app", "c", -1))
+	want("a set", 1+4+1)
+	f.mustFail(multiTxn(createTxn("/app/x", "data", wire.ModePersistent), checkTxn("/app", 99)), wire.ErrBadVersion)
+	want("a failed multi", 1+4+1)
+	f.must(multiTxn(createTxn("/app/x", "data", wire.ModePersistent), setTxn("/", "root", -1)))
+	want("a multi", 1+4+4+1+6+4)
+	f.openSession(7)
+	f.must(ephemeralTxn("/app/e", 7))
+	f.must(closeTxn(7))
+	want("an ephemeral gone with its session", 1+4+4+1+6+4)
+	f.must(deleteTxn("/app/x", -1))
+	want("a delete", 1+4+4+1)
+
+	var buf bytes.Buffer
+	if err := f.tr.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := tree.Restore(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restored.DataSize() != f.tr.DataSize() {
+		t.Errorf("restored DataSize = %d, want %d", restored.DataSize(), f.tr.DataSize())
+	}
 }

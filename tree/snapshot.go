@@ -323,9 +323,11 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, 
 			return fmt.Errorf("first znode is %q, not the root", path)
 		}
 		t.digest -= t.nodeDigest("/", t.root)
+		t.dataSize -= nodeSize("/", t.root)
 		n.children = nil
 		*t.root = *n
 		t.digest += t.nodeDigest("/", t.root)
+		t.dataSize += nodeSize("/", t.root)
 		return nil
 	}
 	if path == "/" || wire.ValidatePath(path, false) != nil {
@@ -347,6 +349,7 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, 
 	n.name = strings.Clone(name) // not a slice of the path, which would stay alive with it
 	addChild(parent, n)
 	t.count++
+	t.dataSize += nodeSize(path, n)
 	t.index(n, path, ttl, owner)
 	t.digest += t.nodeDigest(path, n)
 	return nil

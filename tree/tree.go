@@ -98,7 +98,8 @@ type Lease struct {
 // Tree is the znode tree and the sessions that own its ephemerals.
 type Tree struct {
 	root     *node
-	count    int // znodes, the root included
+	count    int   // znodes, the root included
+	dataSize int64 // the sum of each znode's path and data lengths
 	zxid     int64
 	digest   uint64
 	maxData  int
@@ -140,6 +141,7 @@ func New(opts ...Option) *Tree {
 	}
 	t.root.dataHash = hashData(nil)
 	t.digest = t.nodeDigest("/", t.root)
+	t.dataSize = nodeSize("/", t.root)
 	return t
 }
 
@@ -148,6 +150,14 @@ func (t *Tree) Zxid() int64 { return t.zxid }
 
 // Count is the number of znodes, the root included.
 func (t *Tree) Count() int { return t.count }
+
+// DataSize is the sum, over every znode, of the length of its path and of
+// its data: ZooKeeper's approximate data size (zk_approximate_data_size),
+// kept as the tree changes rather than counted on demand.
+func (t *Tree) DataSize() int64 { return t.dataSize }
+
+// nodeSize is what n at path adds to DataSize.
+func nodeSize(path string, n *node) int64 { return int64(len(path) + len(n.data)) }
 
 // MaxDataSize is the limit on a znode's data length.
 func (t *Tree) MaxDataSize() int { return t.maxData }
