@@ -54,8 +54,9 @@ func aclOf(acl []client.ACL) []aclJSON {
 const aclHelp = "An ACL is entries scheme:id:perms separated by commas, as zkCli.sh takes it:\n" +
 	"world:anyone:r, digest:USER:HASH:cdrwa (HASH as arbor's client.DigestID computes it:\n" +
 	"base64(sha1(USER:PASSWORD))), ip:10.0.0.0/8:rw, auth::cdrwa (the identities of the\n" +
-	"session that runs the command), x509:CN=alice,O=Acme:r. Permissions are letters\n" +
-	"of cdrwa: create and delete children, read, write, admin (setacl)."
+	"session that runs the command), x509:CN=alice,O=Acme:r, sasl:alice:cdrwa (a ZooKeeper\n" +
+	"client that logged in with SASL as alice). Permissions are letters of cdrwa: create\n" +
+	"and delete children, read, write, admin (setacl)."
 
 // parseACLArg reads an ACL argument; a bad one is a usage mistake.
 func parseACLArg(s string) ([]client.ACL, error) {
@@ -70,7 +71,7 @@ func parseACLArg(s string) ([]client.ACL, error) {
 func completeACL(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	var out []string
 	prefix := toComplete[:strings.LastIndexByte(toComplete, ',')+1]
-	for _, s := range []string{"world:anyone:", "digest:", "ip:", "auth::", "x509:"} {
+	for _, s := range []string{"world:anyone:", "digest:", "ip:", "auth::", "x509:", "sasl:"} {
 		if strings.HasPrefix(prefix+s, toComplete) {
 			out = append(out, prefix+s)
 		}

@@ -13,7 +13,7 @@ func TestACLUsageMistakes(t *testing.T) {
 	must(t, addr, "create", "/app")
 	runSteps(t, addr, []step{
 		{"a bad ACL is a usage error", []string{"setacl", "/app", "world:anyone:x"}, 2, "", `unknown permission 'x'`},
-		{"an unknown scheme is a usage error", []string{"setacl", "/app", "sasl:bob:r"}, 2, "", `unknown scheme "sasl"`},
+		{"an unknown scheme is a usage error", []string{"setacl", "/app", "kerberos:bob:r"}, 2, "", `unknown scheme "kerberos"`},
 		{"create -a takes an ACL", []string{"create", "-a", "world", "/b"}, 2, "", "not scheme:id:perms"},
 		{"setacl -R and -v do not go together", []string{"setacl", "-R", "-v", "1", "/app", "world:anyone:r"}, 2, "", "do not go together"},
 		{"addauth on the command line says to use --auth", []string{"addauth", "digest", "alice:pw"}, 2, "", "use --auth"},
@@ -38,7 +38,7 @@ func TestCompleteACL(t *testing.T) {
 		word string
 		want []string
 	}{
-		{"", []string{"world:anyone:", "digest:", "ip:", "auth::", "x509:"}},
+		{"", []string{"world:anyone:", "digest:", "ip:", "auth::", "x509:", "sasl:"}},
 		{"d", []string{"digest:"}},
 		{"world:anyone:r,i", []string{"world:anyone:r,ip:"}},
 		{"digest:alice:", nil},

@@ -43,6 +43,7 @@ const (
 	SchemeIP     = "ip"     // id an address or a CIDR block of the client's address
 	SchemeAuth   = "auth"   // no id: every identity the creating connection has authenticated as
 	SchemeX509   = "x509"   // id the subject of the client's TLS certificate
+	SchemeSASL   = "sasl"   // id a user a ZooKeeper client logged in as with SASL (DIGEST-MD5) on the server's ZooKeeper port
 )
 
 // WorldACL grants perms to everyone (world:anyone).
@@ -81,6 +82,11 @@ func X509ACL(perms Perms, subject string) ACL {
 	return ACL{Perms: perms, Scheme: SchemeX509, ID: subject}
 }
 
+// SASLACL grants perms to ZooKeeper clients that logged in as user with
+// SASL on the server's ZooKeeper port (the server's --zk-sasl-users). An
+// Arbor client cannot log in so: it can set such an ACL for them.
+func SASLACL(perms Perms, user string) ACL { return ACL{Perms: perms, Scheme: SchemeSASL, ID: user} }
+
 // ParsePerms reads permissions in ZooKeeper's letters, cdrwa, in any order.
 func ParsePerms(s string) (Perms, error) { return wire.ParsePerms(s) }
 
@@ -92,7 +98,8 @@ func ParsePerms(s string) (Perms, error) { return wire.ParsePerms(s) }
 // id ("auth::cdrwa"). A comma starts a new entry only when a scheme and a
 // colon follow it, so an x509 subject keeps its commas
 // ("x509:CN=alice,O=Acme:r"). The ids are checked as far as the client
-// can: an address or CIDR for ip, user:hash for digest, anyone for world.
+// can: an address or CIDR for ip, user:hash for digest, anyone for world,
+// a name for sasl.
 func ParseACL(s string) ([]ACL, error) {
 	acl, err := wire.ParseACL(s)
 	for i := 0; err == nil && i < len(acl); i++ {
@@ -126,8 +133,12 @@ func checkACLEntry(a ACL) error {
 		if a.ID == "" {
 			return fmt.Errorf("an x509 id is a certificate subject, not empty")
 		}
+	case SchemeSASL:
+		if a.ID == "" {
+			return fmt.Errorf("a sasl id is a user name, not empty")
+		}
 	default:
-		return fmt.Errorf("unknown scheme %q (want world, digest, ip, auth or x509)", a.Scheme)
+		return fmt.Errorf("unknown scheme %q (want world, digest, ip, auth, x509 or sasl)", a.Scheme)
 	}
 	return nil
 }

@@ -39,6 +39,7 @@ func TestACLHelpers(t *testing.T) {
 		{IPACL(PermRead|PermWrite, "10.0.0.0/8"), "ip:10.0.0.0/8:rw"},
 		{AuthACL(PermAll), "auth::cdrwa"},
 		{X509ACL(PermAdmin, "CN=alice,O=Acme"), "x509:CN=alice,O=Acme:a"},
+		{SASLACL(PermAll, "alice"), "sasl:alice:cdrwa"},
 	} {
 		if tc.got.String() != tc.want {
 			t.Errorf("%v, want %s", tc.got, tc.want)
@@ -65,6 +66,7 @@ func TestParseACL(t *testing.T) {
 		{in: "ip:127.0.0.1:rwcda", want: []ACL{IPACL(PermAll, "127.0.0.1")}},
 		{in: "x509:CN=alice,O=Acme:r,world:anyone:r", want: []ACL{X509ACL(PermRead, "CN=alice,O=Acme"), WorldACL(PermRead)}},
 		{in: "world:anyone:", want: []ACL{WorldACL(0)}},
+		{in: "sasl:alice:cdrwa,world:anyone:r", want: []ACL{SASLACL(PermAll, "alice"), WorldACL(PermRead)}},
 
 		{in: "", bad: "not scheme:id:perms"},
 		{in: "world", bad: "not scheme:id:perms"},
@@ -76,7 +78,8 @@ func TestParseACL(t *testing.T) {
 		{in: "ip:10.0.0.300:r", bad: "an ip id is an address or a CIDR block"},
 		{in: "ip:10.0.0.0/33:r", bad: "an ip id is an address or a CIDR block"},
 		{in: "x509::r", bad: "an x509 id is a certificate subject"},
-		{in: "sasl:bob:r", bad: `unknown scheme "sasl"`},
+		{in: "sasl::r", bad: "a sasl id is a user name"},
+		{in: "kerberos:bob:r", bad: `unknown scheme "kerberos"`},
 		{in: "world:anyone:r,", bad: `unknown permission ','`},
 	} {
 		got, err := ParseACL(tc.in)

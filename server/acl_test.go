@@ -302,7 +302,8 @@ func TestCreateAndSetACLValidation(t *testing.T) {
 	}{
 		{"auth without an authenticated identity", anon, wire.Request{Op: wire.OpCreate, Path: "/x", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "auth"}}}},
 		{"a digest id that is no digest", alice, wire.Request{Op: wire.OpCreate, Path: "/x", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "digest", ID: "alice:secret"}}}},
-		{"an unknown scheme", alice, wire.Request{Op: wire.OpCreate, Path: "/x", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "sasl", ID: "alice"}}}},
+		{"an unknown scheme", alice, wire.Request{Op: wire.OpCreate, Path: "/x", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "kerberos", ID: "alice"}}}},
+		{"a sasl id that is no Kerberos name", alice, wire.Request{Op: wire.OpCreate, Path: "/x", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "sasl", ID: "a@b@c"}}}},
 		{"a bad ACL in a multi's create", alice, wire.Request{Op: wire.OpMulti, Ops: []wire.Request{{Op: wire.OpCreate, Path: "/x", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "ip", ID: "x"}}}}}},
 		{"an empty setACL", alice, wire.Request{Op: wire.OpSetACL, Path: "/auth", Version: -1}},
 	} {

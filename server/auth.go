@@ -12,12 +12,13 @@ import (
 )
 
 // A connection's identities are who it is for the ACL checks: always its
-// ip, then whatever its auth requests proved. They belong to the
-// connection, not to the session (as in ZooKeeper: a client that
-// reconnects sends its auth again). The list is never changed in place: an
-// auth that adds an identity stores a new slice, so the reads, the write
-// path (which puts them in each txn) and the apply path (which filters
-// lasting watches with them) load it without locking or copying.
+// ip, then whatever its auth requests and its SASL login (sasl.go) proved.
+// They belong to the connection, not to the session (as in ZooKeeper: a
+// client that reconnects sends its auth again, or logs in again). The
+// list is never changed in place: an auth that adds an identity stores a
+// new slice, so the reads, the write path (which puts them in each txn)
+// and the apply path (which filters lasting watches with them) load it
+// without locking or copying.
 
 // maxIdentities bounds how many identities auth requests can give one
 // connection: each travels in every txn the connection proposes.
@@ -55,7 +56,10 @@ func (c *conn) identities() []wire.Identity {
 //     client knows the password an ACL's digest was made from.
 //   - ip: nothing to add, the connection has its ip identity already.
 func (c *conn) authenticate(scheme string, data []byte) error {
-	err := c.addIdentities(scheme, data)
+	add, err := c.proves(scheme, data)
+	if err == nil {
+		err = c.addIdentities(add...)
+	}
 	if err != nil {
 		c.srv.metrics.authFailures.Inc()
 		c.log.Info("auth failed", zap.String("scheme", scheme), zap.Error(err))
@@ -63,13 +67,14 @@ func (c *conn) authenticate(scheme string, data []byte) error {
 	return err
 }
 
-func (c *conn) addIdentities(scheme string, data []byte) error {
+// proves returns the identities an auth request's credential proves.
+func (c *conn) proves(scheme string, data []byte) ([]wire.Identity, error) {
 	var add []wire.Identity
 	switch scheme {
 	case "digest":
 		id, err := digestID(string(data))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		add = append(add, wire.Identity{Scheme: "digest", ID: id})
 		if c.srv.cfg.SuperDigest != "" && id == c.srv.cfg.SuperDigest {
@@ -77,12 +82,18 @@ func (c *conn) addIdentities(scheme string, data []byte) error {
 			add = append(add, wire.Identity{Scheme: tree.SuperScheme, ID: user})
 		}
 	case "ip":
-		return nil
 	case "x509":
-		return wire.Errorf(wire.CodeAuthFailed, "an x509 identity comes from the client's TLS certificate, not from an auth request")
+		return nil, wire.Errorf(wire.CodeAuthFailed, "an x509 identity comes from the client's TLS certificate, not from an auth request")
 	default:
-		return wire.Errorf(wire.CodeAuthFailed, "unknown auth scheme %q (digest is known)", scheme)
+		return nil, wire.Errorf(wire.CodeAuthFailed, "unknown auth scheme %q (digest is known; a sasl identity comes from a SASL login)", scheme)
 	}
+	return add, nil
+}
+
+// addIdentities gives the connection the identities of add it does not
+// have yet, or fails with AuthFailed past maxIdentities. Only the
+// responder calls it.
+func (c *conn) addIdentities(add ...wire.Identity) error {
 	old := c.identities()
 	ids := slices.Clone(old)
 	for _, id := range add {

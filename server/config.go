@@ -157,6 +157,17 @@ type Config struct {
 	// ACL check (ZooKeeper's zookeeper.DigestAuthenticationProvider.
 	// superDigest). Empty: no superuser.
 	SuperDigest string
+	// ZKSASLUsers is a JAAS configuration file, ZooKeeper's jaas.conf,
+	// whose Server section names the users who may log in with SASL
+	// (DIGEST-MD5) on the ZooKeeper ports, as user_NAME="password" options
+	// of org.apache.zookeeper.server.auth.DigestLoginModule. It is read at
+	// start. Empty: no SASL users, and a client that asks for a SASL
+	// login gets the answer of a ZooKeeper server without a Server
+	// section.
+	ZKSASLUsers string
+	// ZKSASLSuperUser is a user of ZKSASLUsers who, once logged in, is the
+	// superuser (ZooKeeper's zookeeper.superUser). Empty: none.
+	ZKSASLSuperUser string
 	// DefaultACL is the ACL of a node created without one (default: the
 	// open ACL, world:anyone:cdrwa). It may not use scheme auth.
 	DefaultACL []wire.ACL

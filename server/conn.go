@@ -77,6 +77,9 @@ type conn struct {
 	// is answering, before the fsm's lock: the locked part replays what
 	// came after. Only respond touches it.
 	replayed replayedPart
+	// sasl is the connection's SASL login (sasl.go). Only respond
+	// touches it.
+	sasl saslLogin
 }
 
 // replayedPart is what preReplay did: the zxid up to which it sent the
@@ -127,6 +130,9 @@ type request struct {
 	batch        bool
 	batchReplies []wire.Reply
 	keepWatches  bool
+	// sasl marks ZooKeeper's sasl op, which the pipeline runs as an auth
+	// carrying a token (answered by saslStep, not authenticate).
+	sasl bool
 }
 
 // pipelineDepth caps the capacity of a connection's pipeline channels: the

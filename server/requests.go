@@ -222,7 +222,12 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 		}
 		reply.Zxid = c.srv.fsm.lastZxid()
 	case wire.OpAuth:
-		err := c.authenticate(req.AuthScheme, req.AuthData)
+		var err error
+		if r.sasl {
+			reply.Data, err = c.saslStep(req.AuthData)
+		} else {
+			err = c.authenticate(req.AuthScheme, req.AuthData)
+		}
 		if _, closes := c.codec.(authFailureCloser); err != nil && closes {
 			r.endConn = true
 		}

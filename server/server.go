@@ -44,6 +44,10 @@ type Server struct {
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
 
+	// saslUsers are Config.ZKSASLUsers' users, user to password; nil: no
+	// SASL (sasl.go).
+	saslUsers map[string]string
+
 	// afterPreReplay, tests only, runs between the two parts of a
 	// replay (replay.go).
 	afterPreReplay func()
@@ -86,6 +90,10 @@ func New(cfg Config) (*Server, error) {
 	if err := checkAdminIdentities(&cfg); err != nil {
 		return nil, err
 	}
+	saslUsers, err := loadSASLUsers(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DefaultACL != nil {
 		if err := tree.ValidateACL(cfg.DefaultACL); err != nil {
 			return nil, fmt.Errorf("default ACL: %w", err)
@@ -103,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 		heard:     map[int64]struct{}{},
 		stopc:     make(chan struct{}),
 		started:   time.Now(),
+		saslUsers: saslUsers,
 	}
 	s.watches = newWatchRegistry(s.notify)
 	s.watches.send = func(c *conn, rep *wire.Reply) {
@@ -220,6 +229,13 @@ func New(cfg Config) (*Server, error) {
 		zap.String("tls_clients", addrOf(s.secureLn)), zap.String("zookeeper_tls_clients", addrOf(s.zkSecureLn)), zap.String("data", cfg.DataDir), zap.Uint64("applied", s.node.Applied()))
 	if plainConf == nil && cfg.TLSCA != "" {
 		s.log.Warn("the plaintext client ports (--listen, --zk-listen) take clients without a certificate beside the secure ones: ACLs still apply, but no x509 identity does there")
+	}
+	if saslUsers != nil {
+		s.log.Info("SASL logins (DIGEST-MD5) on the ZooKeeper ports", zap.String("users_file", cfg.ZKSASLUsers),
+			zap.Int("users", len(saslUsers)), zap.String("superuser", cfg.ZKSASLSuperUser))
+		if s.zkLn == nil && s.zkSecureLn == nil {
+			s.log.Warn("SASL users are configured, and no ZooKeeper port is (--zk-listen, --zk-secure-listen): nobody can log in with SASL")
+		}
 	}
 	if cfg.TLSCA != "" && cfg.SuperDigest == "" && len(cfg.AdminIdentities) == 0 {
 		s.log.Warn("membership changes are refused to every client: clients need certificates, and neither a superuser nor an admin identity is configured")

@@ -18,8 +18,8 @@ import (
 // answered in jute (zkwire.ReplyFromWire). A session made by either
 // protocol is the same kind of session. What differs between the two
 // protocols is translation, in zkwire, and the few rules here: which paths
-// a request must name validly, and that a failed auth closes the
-// connection, as ZooKeeper does.
+// a request must name validly, that a failed auth closes the connection,
+// as ZooKeeper does, and SASL logins (sasl.go).
 
 // zkCodec is the ZooKeeper codec of one connection.
 type zkCodec struct {
@@ -89,6 +89,7 @@ func (z *zkCodec) decode(body []byte, r *request) error {
 		r.err = zkwire.RequestToWire(zr, &r.req)
 		r.batch = zr.Op == zkwire.OpMultiRead
 		r.keepWatches = zr.Op == zkwire.OpCheckWatches
+		r.sasl = zr.Op == zkwire.OpSASL
 	}
 	if r.err == nil {
 		r.err = z.checkPaths(zr, &r.req)
@@ -116,15 +117,15 @@ func (z *zkCodec) closesOnAuthFailure() {}
 
 // opName names a request by the pipeline op it became, or by its
 // ZooKeeper op when it became none (a multiRead, or one refused before
-// mapping) or is run in another op's form (checkWatches); all unknown ops
-// share one name, so that a client cannot grow the metrics' label set
-// without bound.
+// mapping) or is run in another op's form (checkWatches, sasl); all
+// unknown ops share one name, so that a client cannot grow the metrics'
+// label set without bound.
 func (z *zkCodec) canBeReadOnly() bool { return z.readOnly }
 
 func (z *zkCodec) opName(r *request) string {
 	zr := r.codecData.(*zkwire.Request)
 	switch {
-	case zr.Op == zkwire.OpCheckWatches:
+	case zr.Op == zkwire.OpCheckWatches, zr.Op == zkwire.OpSASL:
 		return zr.Op.String()
 	case r.req.Op != 0:
 		return r.req.Op.String()

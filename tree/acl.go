@@ -138,8 +138,8 @@ const SuperScheme = "super"
 
 // Permitted reports whether one of ids is granted perm by acl. An
 // identity of scheme super is granted everything; world:anyone grants
-// everyone; digest and x509 entries grant an identity of the same scheme
-// and id; an ip entry grants an ip identity whose address it matches (an
+// everyone; digest, x509 and sasl entries grant an identity of the same
+// scheme and id; an ip entry grants an ip identity whose address it matches (an
 // address, or a network in CIDR form). An empty acl grants everything, as
 // in ZooKeeper.
 func Permitted(acl []wire.ACL, ids []wire.Identity, perm wire.Perms) bool {
@@ -171,7 +171,7 @@ func idMatches(a wire.ACL, id string) bool {
 	switch a.Scheme {
 	case "ip":
 		return IPMatches(a.ID, id)
-	case "digest", "x509":
+	case "digest", "x509", "sasl":
 		return a.ID == id
 	}
 	return false

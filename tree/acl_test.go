@@ -86,6 +86,10 @@ func TestPermissionChecksFollowZooKeeper(t *testing.T) {
 		{"an x509 entry grants the same subject", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "x509", ID: "CN=alice"}}, setTxn("/p/c", "v", -1), []wire.Identity{{Scheme: "x509", ID: "CN=alice"}}, nil, nil},
 		{"an x509 entry refuses another subject", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "x509", ID: "CN=alice"}}, setTxn("/p/c", "v", -1), []wire.Identity{{Scheme: "x509", ID: "CN=bob"}}, wire.ErrNoAuth, nil},
 		{"an identity of another scheme with the same id is refused", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "x509", ID: aliceID}}, setTxn("/p/c", "v", -1), alice, wire.ErrNoAuth, nil},
+		{"a sasl entry grants the same user", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "sasl", ID: "alice"}}, setTxn("/p/c", "v", -1), []wire.Identity{{Scheme: "sasl", ID: "alice"}}, nil, nil},
+		{"a sasl entry refuses another user", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "sasl", ID: "alice"}}, setTxn("/p/c", "v", -1), []wire.Identity{{Scheme: "sasl", ID: "bob"}}, wire.ErrNoAuth, nil},
+		{"a sasl entry refuses a user named super, whom ZooKeeper lets through", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "sasl", ID: "alice"}}, setTxn("/p/c", "v", -1), []wire.Identity{{Scheme: "sasl", ID: "super"}}, wire.ErrNoAuth, nil},
+		{"a sasl entry refuses a digest identity of the same name", aliceACL(0), []wire.ACL{{Perms: wire.PermWrite, Scheme: "sasl", ID: "alice"}}, setTxn("/p/c", "v", -1), []wire.Identity{{Scheme: "digest", ID: "alice"}}, wire.ErrNoAuth, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

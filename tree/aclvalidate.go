@@ -22,8 +22,10 @@ const (
 
 // ValidateACL checks every entry of acl: world takes the id anyone; digest
 // an id user:base64(sha1), whose hash is 20 bytes; ip an address or a
-// network in CIDR form; x509 any non-empty id (a certificate's subject).
-// No id may hold a control character. Permissions must be letters of
+// network in CIDR form; x509 any non-empty id (a certificate's subject);
+// sasl a user name, non-empty and, if it holds an @, in the form of a
+// Kerberos principal, name[/host]@REALM (ZooKeeper's
+// SASLAuthenticationProvider's rule). No id may hold a control character. Permissions must be letters of
 // cdrwa. Scheme auth is refused here: it stands for the caller's
 // identities and is expanded by ResolveACL first. An empty list is
 // refused, and so is one over MaxACLEntries or MaxACLBytes. The errors
@@ -83,10 +85,14 @@ func validateEntry(a wire.ACL) error {
 		if a.ID == "" {
 			return wire.Errorf(wire.CodeInvalidACL, "ACL x509 with an empty id: it takes a certificate's subject")
 		}
+	case "sasl":
+		if !validSASLName(a.ID) {
+			return wire.Errorf(wire.CodeInvalidACL, "ACL sasl:%s: a sasl id is a user name, not empty, and name[/host]@REALM if it holds an @", a.ID)
+		}
 	case "auth":
 		return wire.Errorf(wire.CodeInvalidACL, "ACL scheme auth cannot be stored: it stands for the caller's identities")
 	default:
-		return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%s: unknown scheme %q (world, digest, ip, x509 and auth are known)", a.Scheme, a.ID, a.Scheme)
+		return wire.Errorf(wire.CodeInvalidACL, "ACL %s:%s: unknown scheme %q (world, digest, ip, x509, sasl and auth are known)", a.Scheme, a.ID, a.Scheme)
 	}
 	return nil
 }
@@ -101,6 +107,21 @@ func isSHA1Base64(s string) bool {
 	return err == nil && n == 20
 }
 
+// validSASLName reports whether s may be a sasl id: not empty, and
+// either without an @ or of the form name[/host]@realm, none of the three
+// holding a / or an @ (ZooKeeper's KerberosName).
+func validSASLName(s string) bool {
+	if s == "" {
+		return false
+	}
+	principal, realm, ok := strings.Cut(s, "@")
+	if !ok {
+		return true
+	}
+	name, host, _ := strings.Cut(principal, "/")
+	return !strings.ContainsAny(realm, "/@") && !strings.ContainsAny(name, "/@") && !strings.ContainsAny(host, "/@")
+}
+
 func validIPPattern(s string) bool {
 	if strings.Contains(s, "/") {
 		_, err := netip.ParsePrefix(s)
@@ -113,7 +134,7 @@ func validIPPattern(s string) bool {
 // ResolveACL returns the ACL to store for a create's or setACL's acl, as
 // ZooKeeper's fixupACL does. An empty acl is defaultACL for a create and
 // an error for setACL. An entry of scheme auth stands for each of ids that
-// a client proved (digest and x509; not ip, world or super), with the
+// a client proved (digest, x509 and sasl; not ip, world or super), with the
 // entry's permissions, and is an error when there is none. Duplicates are
 // dropped. Every entry is then checked (ValidateACL). acl is returned
 // unchanged, without allocating, when there is nothing to expand or drop.
@@ -136,7 +157,7 @@ func ResolveACL(acl, defaultACL []wire.ACL, ids []wire.Identity, setACL bool) ([
 			}
 			proved := false
 			for _, id := range ids {
-				if id.Scheme == "digest" || id.Scheme == "x509" {
+				if id.Scheme == "digest" || id.Scheme == "x509" || id.Scheme == "sasl" {
 					out = appendUnique(out, wire.ACL{Perms: a.Perms, Scheme: id.Scheme, ID: id.ID})
 					proved = true
 				}

@@ -31,7 +31,14 @@ func TestValidateACL(t *testing.T) {
 		{"an x509 subject is valid", entry("x509", "CN=alice,O=example"), true},
 		{"an empty x509 subject is refused", entry("x509", ""), false},
 		{"scheme auth is never stored", entry("auth", ""), false},
-		{"an unknown scheme is refused", entry("sasl", "alice"), false},
+		{"a sasl user is valid", entry("sasl", "alice"), true},
+		{"a sasl Kerberos principal is valid", entry("sasl", "zookeeper/zk1.example.com@EXAMPLE.COM"), true},
+		{"a sasl principal without a host is valid", entry("sasl", "alice@EXAMPLE.COM"), true},
+		{"an empty sasl id is refused", entry("sasl", ""), false},
+		{"a sasl id with two @ is refused", entry("sasl", "alice@A@B"), false},
+		{"a sasl id with two hosts is refused", entry("sasl", "a/b/c@R"), false},
+		{"a sasl id with a newline is refused", entry("sasl", "alice\nbob"), false},
+		{"an unknown scheme is refused", entry("kerberos", "alice"), false},
 		{"an empty ACL is refused", nil, false},
 		{"permission bits beyond cdrwa are refused", []wire.ACL{{Perms: 1 << 5, Scheme: "world", ID: "anyone"}}, false},
 		{"too many entries are refused", make([]wire.ACL, tree.MaxACLEntries+1), false},
@@ -56,7 +63,7 @@ func TestValidateACL(t *testing.T) {
 
 func TestResolveACL(t *testing.T) {
 	def := []wire.ACL{{Perms: wire.PermRead, Scheme: "world", ID: "anyone"}}
-	authed := []wire.Identity{{Scheme: "ip", ID: "10.1.2.3"}, {Scheme: "digest", ID: aliceID}, {Scheme: "x509", ID: "CN=a"}, {Scheme: tree.SuperScheme, ID: "root"}}
+	authed := []wire.Identity{{Scheme: "ip", ID: "10.1.2.3"}, {Scheme: "digest", ID: aliceID}, {Scheme: "x509", ID: "CN=a"}, {Scheme: "sasl", ID: "alice"}, {Scheme: tree.SuperScheme, ID: "root"}}
 	ipOnly := []wire.Identity{{Scheme: "ip", ID: "10.1.2.3"}}
 	for _, tc := range []struct {
 		name   string
@@ -69,8 +76,9 @@ func TestResolveACL(t *testing.T) {
 		{"an empty create ACL is the default", nil, nil, false, def, true},
 		{"an empty setACL is refused", nil, authed, true, nil, false},
 		{"a valid ACL is kept as it is", aliceACL(wire.PermAll), nil, false, aliceACL(wire.PermAll), true},
-		{"auth stands for the digest and x509 identities", []wire.ACL{{Perms: wire.PermRead | wire.PermWrite, Scheme: "auth"}}, authed, false,
-			[]wire.ACL{{Perms: wire.PermRead | wire.PermWrite, Scheme: "digest", ID: aliceID}, {Perms: wire.PermRead | wire.PermWrite, Scheme: "x509", ID: "CN=a"}}, true},
+		{"auth stands for the digest, x509 and sasl identities", []wire.ACL{{Perms: wire.PermRead | wire.PermWrite, Scheme: "auth"}}, authed, false,
+			[]wire.ACL{{Perms: wire.PermRead | wire.PermWrite, Scheme: "digest", ID: aliceID}, {Perms: wire.PermRead | wire.PermWrite, Scheme: "x509", ID: "CN=a"},
+				{Perms: wire.PermRead | wire.PermWrite, Scheme: "sasl", ID: "alice"}}, true},
 		{"auth without an authenticated identity is refused", []wire.ACL{{Perms: wire.PermAll, Scheme: "auth"}}, ipOnly, false, nil, false},
 		{"duplicates are dropped", append(aliceACL(wire.PermAll), aliceACL(wire.PermAll)...), nil, false, aliceACL(wire.PermAll), true},
 		{"auth and an equal entry give one", append([]wire.ACL{{Perms: wire.PermAll, Scheme: "auth"}}, aliceACL(wire.PermAll)...), authed[:2], false, aliceACL(wire.PermAll), true},
@@ -99,13 +107,14 @@ func TestResolveACLDoesNotAllocateForAPlainACL(t *testing.T) {
 }
 
 func TestParseACL(t *testing.T) {
-	got, err := tree.ParseACL("world:anyone:r, digest:" + aliceID + ":cdrwa,ip:::1:rw,ip:10.0.0.0/8:a,x509:CN=admin,O=Acme:cdrwa")
+	got, err := tree.ParseACL("world:anyone:r, digest:" + aliceID + ":cdrwa,ip:::1:rw,ip:10.0.0.0/8:a,x509:CN=admin,O=Acme:cdrwa,sasl:alice:cdrwa")
 	want := []wire.ACL{
 		{Perms: wire.PermRead, Scheme: "world", ID: "anyone"},
 		{Perms: wire.PermAll, Scheme: "digest", ID: aliceID},
 		{Perms: wire.PermRead | wire.PermWrite, Scheme: "ip", ID: "::1"},
 		{Perms: wire.PermAdmin, Scheme: "ip", ID: "10.0.0.0/8"},
 		{Perms: wire.PermAll, Scheme: "x509", ID: "CN=admin,O=Acme"},
+		{Perms: wire.PermAll, Scheme: "sasl", ID: "alice"},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)

@@ -2,8 +2,8 @@
 // library and server write it: the 4-byte length framing, ConnectRequest and
 // ConnectResponse (with the optional readOnly flag), RequestHeader and
 // ReplyHeader, each op's request and response record, Stat, ACL, WatcherEvent,
-// multi's MultiHeader sequence, SetWatches and SetWatches2, auth packets and
-// whoAmI. The layouts are those of ZooKeeper's zookeeper.jute.
+// multi's MultiHeader sequence, SetWatches and SetWatches2, auth packets,
+// sasl's tokens and whoAmI. The layouts are those of ZooKeeper's zookeeper.jute.
 //
 // It also holds every translation between ZooKeeper's protocol and Arbor's
 // own (package wire), with no server behind it (translate.go): requests onto

@@ -195,6 +195,33 @@ func TestGoldenFrames(t *testing.T) {
 			`,
 		},
 		{
+			name:  "sasl request: a GetSASLRequest, the client's first (empty) DIGEST-MD5 token",
+			frame: AppendRequest(nil, &Request{Xid: 1, Op: OpSASL, Data: []byte{}}),
+			want: `
+				0000000c
+				00000001 00000066                     # xid 1, sasl (102)
+				00000000                              # token: empty
+			`,
+		},
+		{
+			name:  "sasl reply: ReplyHeader and a SetSASLResponse",
+			frame: AppendReply(nil, OpSASL, &Reply{Xid: 2, Data: []byte("rspauth=x")}),
+			want: `
+				0000001d
+				00000002 0000000000000000 00000000   # xid 2, zxid 0, err 0
+				00000009 72737061757468 3d78          # token "rspauth=x"
+			`,
+		},
+		{
+			name:  "a failed sasl reply carries a null token after its error, as ZooKeeper's does",
+			frame: AppendReply(nil, OpSASL, &Reply{Xid: 3, Err: -115}),
+			want: `
+				00000014
+				00000003 0000000000000000 ffffff8d   # xid 3, zxid 0, AuthFailed (-115)
+				ffffffff                              # token: null
+			`,
+		},
+		{
 			name:  "exists reply: ReplyHeader and a Stat",
 			frame: AppendReply(nil, OpExists, &Reply{Xid: 5, Zxid: 0x10, Stat: goldenStat}),
 			want: `

@@ -16,7 +16,7 @@ type Reply struct {
 	Err  int32 // a ZooKeeper error code; 0 for success
 
 	Path     string       // create, create2, createContainer, createTTL, sync; a notification's path
-	Data     []byte       // getData
+	Data     []byte       // getData; sasl: the server's token
 	Stat     wire.Stat    // exists, getData, setData, setACL, getACL, getChildren2, create2, createContainer, createTTL
 	Children []string     // getChildren, getChildren2; getEphemerals: full paths
 	ACL      []ACL        // getACL
@@ -61,10 +61,13 @@ const replyHeaderSize = 16
 //	getEphemerals                           GetEphemeralsResponse: paths
 //	whoAmI                                  WhoAmIResponse: clientInfo
 //	addWatch                                ErrorResponse: 0
+//	sasl                                    SetSASLResponse: token
 //	multi, multiRead                        a MultiHeader and record per result, then a done header
 //
 // and every other op (delete, check, ping, setWatches, removeWatches,
-// checkWatches, auth, closeSession) the header alone.
+// checkWatches, auth, closeSession) the header alone. A sasl reply carries
+// its token even with an error (a null one from ZooKeeper's server), as
+// ZooKeeper's Java client reads it whatever the error.
 func AppendReply(dst []byte, op Op, r *Reply) []byte {
 	dst, start := beginFrame(dst)
 	dst = appendInt(dst, r.Xid)
@@ -75,7 +78,7 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 		dst = appendInt(dst, r.EventType)
 		dst = appendInt(dst, r.State)
 		dst = appendString(dst, r.Path)
-	case r.Err != 0:
+	case r.Err != 0 && op != OpSASL:
 	default:
 		dst = appendReplyBody(dst, op, r)
 	}
@@ -112,6 +115,8 @@ func appendReplyBody(b []byte, op Op, r *Reply) []byte {
 		}
 	case OpAddWatch:
 		b = appendInt(b, 0)
+	case OpSASL:
+		b = appendBuffer(b, r.Data)
 	case OpMulti, OpMultiRead:
 		for i := range r.Results {
 			res := &r.Results[i]
@@ -165,7 +170,7 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 		r.EventType = d.int()
 		r.State = d.int()
 		r.Path = d.string()
-	case r.Err != 0:
+	case r.Err != 0 && op != OpSASL:
 	default:
 		d.replyBody(op, r)
 	}
@@ -202,6 +207,8 @@ func (d *decoder) replyBody(op Op, r *Reply) {
 		for i := 0; i < n && d.err == nil; i++ {
 			r.Clients = append(r.Clients, ClientInfo{AuthScheme: d.string(), User: d.string()})
 		}
+	case OpSASL:
+		r.Data = d.buffer()
 	case OpAddWatch:
 		if code := d.int(); code != 0 && d.err == nil {
 			d.fail("addWatch reply carries error %d", code)

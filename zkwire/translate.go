@@ -65,11 +65,13 @@ func ConnectResponseFromWire(resp *wire.ConnectResponse, hasReadOnly bool) (Conn
 // *wire.Error) refuses the request, to be answered in order with its code;
 // req may then be partly filled in.
 //
-// wire has no op for two of ZooKeeper's, which the caller tells by zr.Op:
+// wire has no op for three of ZooKeeper's, which the caller tells by zr.Op:
 // a multiRead leaves req.Op zero and its reads (getData and getChildren) in
 // req.Ops, to be run one after the other, each answered on its own (see
 // ReplyFromWire); a checkWatches becomes a removeWatches of the same path
-// and watcher type, to be answered as one but without removing anything.
+// and watcher type, to be answered as one but without removing anything; a
+// sasl becomes an auth with no scheme and the client's token in AuthData,
+// to be answered with the server's token in the reply's Data.
 func RequestToWire(zr *Request, req *wire.Request) error {
 	switch zr.Op {
 	case OpCreate, OpCreate2, OpCreateContainer, OpCreateTTL:
@@ -115,13 +117,18 @@ func RequestToWire(zr *Request, req *wire.Request) error {
 		req.Op, req.Path, req.Version, req.ACL = wire.OpSetACL, zr.Path, zr.Version, ACLToWire(zr.ACL)
 	case OpAuth:
 		req.Op, req.AuthScheme, req.AuthData = wire.OpAuth, zr.Scheme, zr.Auth
+	case OpSASL:
+		// An auth of no scheme carrying the token: the caller runs it as
+		// a step of the connection's SASL login, telling it from an auth
+		// packet by zr.Op.
+		req.Op, req.AuthData = wire.OpAuth, zr.Data
 	case OpWhoAmI:
 		req.Op = wire.OpWhoAmI
 	case OpReconfig:
 		// Off for every client, admins too: ZooKeeper checks that
 		// reconfiguration is enabled before the caller's rights.
 		return wire.Errorf(CodeReconfigDisabled, "dynamic reconfiguration is off: members change with arbor member")
-	default: // sasl
+	default:
 		return wire.Errorf(wire.CodeUnimplemented, "%s is not supported", zr.Op)
 	}
 	return nil
@@ -229,6 +236,8 @@ func ReplyFromWire(zr *Request, reply *wire.Reply, reads []wire.Reply) Reply {
 		out.Children, out.Stat = reply.Children, reply.Stat
 	case OpGetAllChildrenNumber:
 		out.Number = reply.Descendants
+	case OpSASL:
+		out.Data = reply.Data
 	case OpWhoAmI:
 		for _, id := range reply.Identities {
 			out.Clients = append(out.Clients, ClientInfo{AuthScheme: id.Scheme, User: id.ID})

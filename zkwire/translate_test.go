@@ -125,8 +125,10 @@ func TestRequestToWire(t *testing.T) {
 			zr: Request{Op: OpWhoAmI}, want: wire.Request{Op: wire.OpWhoAmI}},
 		{name: "reconfig is ReconfigDisabled",
 			zr: Request{Op: OpReconfig, Reconfig: &ReconfigRequest{}}, code: CodeReconfigDisabled},
-		{name: "sasl is Unimplemented",
-			zr: Request{Op: OpSASL, Data: []byte("t")}, code: wire.CodeUnimplemented},
+		{name: "sasl is an auth of no scheme carrying the token",
+			zr: Request{Op: OpSASL, Data: []byte("t")}, want: wire.Request{Op: wire.OpAuth, AuthData: []byte("t")}},
+		{name: "an op only servers send to each other is Unimplemented",
+			zr: Request{Op: OpCreateSession}, code: wire.CodeUnimplemented},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +169,10 @@ func TestReplyFromWire(t *testing.T) {
 			zr:    Request{Op: OpGetData},
 			reply: wire.Reply{Xid: 1, Zxid: 2, Data: []byte("v"), Stat: st},
 			want:  Reply{Xid: 1, Zxid: 2, Data: []byte("v"), Stat: st}},
+		{name: "sasl answers the server's token",
+			zr:    Request{Op: OpSASL, Data: []byte{}},
+			reply: wire.Reply{Xid: 1, Zxid: 2, Data: []byte(`realm="zk-sasl-md5"`)},
+			want:  Reply{Xid: 1, Zxid: 2, Data: []byte(`realm="zk-sasl-md5"`)}},
 		{name: "getChildren2 answers the names and the Stat",
 			zr:    Request{Op: OpGetChildren2},
 			reply: wire.Reply{Xid: 1, Zxid: 2, Children: []string{"a", "b"}, Stat: st},

@@ -91,6 +91,7 @@ func replySamples() map[Op]Reply {
 		OpGetEphemerals:        {Xid: 1, Zxid: 2, Children: []string{"/e1", "/x/e2"}},
 		OpWhoAmI:               {Xid: 1, Zxid: 2, Clients: []ClientInfo{{"ip", "127.0.0.1"}, {"digest", "u"}}},
 		OpAddWatch:             {Xid: 1, Zxid: 2},
+		OpSASL:                 {Xid: 1, Zxid: 2, Data: []byte(`realm="zk-sasl-md5"`)},
 		OpDelete:               {Xid: 1, Zxid: 2},
 		OpPing:                 {Xid: XidPing, Zxid: 2},
 		OpMulti: {Xid: 1, Zxid: 2, Results: []OpResult{

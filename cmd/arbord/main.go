@@ -89,6 +89,8 @@ func run(args []string) error {
 	limits := limitFlags(fs, &cfg)
 	fs.Var(&memLimit, "memory-limit", "soft limit on the memory the Go runtime holds, as 300MiB: the collector runs more often as it nears it (0: none, or GOMEMLIMIT's)")
 	fs.StringVar(&cfg.SuperDigest, "super-digest", "", "the superuser, as user:base64(sha1(user:password)); it passes every ACL check (empty: none)")
+	fs.StringVar(&cfg.ZKSASLUsers, "zk-sasl-users", "", `ZooKeeper's JAAS file (jaas.conf) whose Server section names the users who may log in with SASL DIGEST-MD5 on the ZooKeeper ports, as user_NAME="password" (empty: no SASL)`)
+	fs.StringVar(&cfg.ZKSASLSuperUser, "zk-sasl-super-user", "", "a user of --zk-sasl-users who, once logged in, is the superuser, as ZooKeeper's zookeeper.superUser (empty: none)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate (PEM) of the client ports, --listen and --zk-listen, or only the secure ones when set (empty: plaintext)")
 	fs.StringVar(&cfg.SecureListen, "secure-listen", "", "address for Arbor's protocol over TLS beside plaintext --listen (needs --tls-cert; empty: off)")
 	fs.StringVar(&cfg.ZKSecureListen, "zk-secure-listen", "", "address for ZooKeeper's protocol over TLS beside plaintext --zk-listen, as ZooKeeper's secureClientPort (needs --tls-cert; empty: off)")

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -146,6 +148,18 @@ func TestAdminIdentitiesAreCheckedBeforeTheServerStarts(t *testing.T) {
 				t.Fatalf("run = %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestABadSASLUsersFileStopsTheServerAtStartWithoutItsPasswords(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "jaas.conf")
+	if err := os.WriteFile(bad, []byte("Server {\n org.apache.zookeeper.server.auth.DigestLoginModule required\n user_alice=\"s3cret\"\n};"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ARBOR_ZK_SASL_USERS", bad) // the variable, as for every flag
+	err := run([]string{"--listen", "127.0.0.1:0", "--http", "-", "--zk-listen", "127.0.0.1:0", "--data", t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "line 4") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("run = %v, want an error naming the file and line 4, without the password", err)
 	}
 }
 
