@@ -197,6 +197,9 @@ func (c *conn) execute() {
 		r.answered = make(chan struct{})
 		c.replies <- r
 		<-r.answered
+		if r.endConn || r.refuseConn {
+			return // the connection ends: nothing after r runs
+		}
 	}
 }
 

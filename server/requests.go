@@ -54,13 +54,19 @@ func (c *conn) respond() {
 			c.applied(r)
 			c.reply(r, &reply)
 		}
+		ends := r.req.Op == wire.OpClose || r.endConn || r.refuseConn
+		if ends {
+			// Before execute hears of the answer: it must propose nothing
+			// the client sent after a request that ends the connection (a
+			// failed login), as ZooKeeper stops reading then.
+			c.cancel()
+		}
 		if r.answered != nil {
 			close(r.answered)
 		}
 		c.finished(r)
 		switch {
-		case r.req.Op == wire.OpClose, r.endConn, r.refuseConn:
-			c.cancel()
+		case ends:
 		case r.req.Op.IsWrite() && outcomeUnknown(r.outcome):
 			// Later writes of this connection may already be proposed and
 			// could now apply before this one: end the connection, so the

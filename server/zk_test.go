@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/arbor-coord/arbor/zkwire"
 	"go.uber.org/zap"
@@ -368,6 +372,70 @@ func TestZooKeeperACLOps(t *testing.T) {
 	}
 	if !other.closed() {
 		t.Error("the connection stayed open after a failed auth")
+	}
+}
+
+// Nothing a client sends behind a failed login runs: ZooKeeper stops
+// reading the connection then. The creates here arrive in the same write
+// as the failed auth, so they are read and queued before it is answered.
+func TestNothingSentAfterAFailedLoginRuns(t *testing.T) {
+	s := startZKServer(t)
+	for i := range 20 {
+		c, err := dialZK(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
+			t.Fatal(err)
+		}
+		batch := zkwire.AppendRequest(nil, &zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte("no colon")})
+		for j := range 4 {
+			batch = zkwire.AppendRequest(batch, &zkwire.Request{Xid: int32(j + 1), Op: zkwire.OpCreate,
+				Path: fmt.Sprintf("/after-%d-%d", i, j), ACL: zkwire.OpenACL})
+		}
+		if _, err := c.nc.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+		// The auth's AuthFailed, then the end (EOF, or a reset for the
+		// frames the server left unread), never a create's answer.
+		_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			body, err := wire.ReadFrame(c.br, nil, 1<<20)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection stayed open after a failed auth")
+			}
+			if err != nil {
+				break
+			}
+			if xid := int32(binary.BigEndian.Uint32(body)); xid != zkwire.XidAuth {
+				t.Fatalf("a request sent after a failed login was answered (xid %d)", xid)
+			}
+		}
+		c.nc.Close()
+	}
+	// A write of another client's, applied after anything proposed before.
+	c, err := dialZK(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.nc.Close()
+	if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: "/last", ACL: zkwire.OpenACL}); r.Err != 0 {
+		t.Fatalf("create: %d", r.Err)
+	}
+	var ran []string
+	s.fsm.read(func(tr *tree.Tree) {
+		kids, _, _ := tr.Children("/")
+		for _, k := range kids {
+			if strings.HasPrefix(k, "after-") {
+				ran = append(ran, k)
+			}
+		}
+	})
+	if len(ran) > 0 {
+		t.Fatalf("creates sent after a failed login ran: %v", ran)
 	}
 }
 
