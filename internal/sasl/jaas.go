@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -275,12 +276,12 @@ func (lx *jaasLexer) skip() error {
 			}
 		case c == '/' && lx.i+1 < len(lx.b) && lx.b[lx.i+1] == '*':
 			start := lx.line
-			end := strings.Index(string(lx.b[lx.i+2:]), "*/")
+			end := bytes.Index(lx.b[lx.i+2:], []byte("*/"))
 			if end < 0 {
 				return fmt.Errorf("%w: line %d: a /* comment is not closed", ErrJAAS, start)
 			}
 			comment := lx.b[lx.i : lx.i+2+end+2]
-			lx.line += strings.Count(string(comment), "\n")
+			lx.line += bytes.Count(comment, []byte("\n"))
 			lx.i += len(comment)
 		default:
 			return nil
@@ -289,8 +290,10 @@ func (lx *jaasLexer) skip() error {
 	return nil
 }
 
-// quoted reads a double-quoted string, which ends on its line, with
-// Java's escapes.
+// quoted reads a double-quoted string, which ends on its line, with the
+// escapes of Java's StreamTokenizer (which Java's JAAS reader uses): \a,
+// \b, \f, \n, \r, \t, \v, an octal character of up to three digits
+// (\101 is A), and a backslash before any other character stands for it.
 func (lx *jaasLexer) quoted() (token, error) {
 	line := lx.line
 	lx.i++ // the opening quote
@@ -304,24 +307,27 @@ func (lx *jaasLexer) quoted() (token, error) {
 		case '\n':
 			return token{}, fmt.Errorf("%w: line %d: a quoted string is not closed on its line", ErrJAAS, line)
 		case '\\':
-			if lx.i == len(lx.b) {
-				return token{}, fmt.Errorf("%w: line %d: a quoted string is not closed", ErrJAAS, line)
+			if lx.i == len(lx.b) || lx.b[lx.i] == '\n' {
+				return token{}, fmt.Errorf("%w: line %d: a quoted string is not closed on its line", ErrJAAS, line)
 			}
 			c = lx.b[lx.i]
 			lx.i++
-			switch c {
-			case 'n':
-				c = '\n'
-			case 't':
-				c = '\t'
-			case 'r':
-				c = '\r'
-			case 'b':
-				c = '\b'
-			case 'f':
-				c = '\f'
-			case '\n':
-				return token{}, fmt.Errorf("%w: line %d: a quoted string is not closed on its line", ErrJAAS, line)
+			if '0' <= c && c <= '7' {
+				// Up to three digits, three only when the first is at
+				// most 3: a char of 0 to 255, as a Java string holds it.
+				v, more := rune(c-'0'), 2
+				if c > '3' {
+					more = 1
+				}
+				for ; more > 0 && lx.i < len(lx.b) && '0' <= lx.b[lx.i] && lx.b[lx.i] <= '7'; more-- {
+					v = v<<3 + rune(lx.b[lx.i]-'0')
+					lx.i++
+				}
+				sb.WriteRune(v)
+				continue
+			}
+			if e := strings.IndexByte("abfnrtv", c); e >= 0 {
+				c = "\a\b\f\n\r\t\v"[e]
 			}
 		}
 		sb.WriteByte(c)

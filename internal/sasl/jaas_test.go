@@ -42,6 +42,11 @@ func TestParseJAAS(t *testing.T) {
 		};`, map[string]string{"a": "pa", "b": "pb", "c": "p c"}},
 		{"escapes in a quoted password", `Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a="x\"y\\z\tw"; };`,
 			map[string]string{"a": "x\"y\\z\tw"}},
+		// Java's StreamTokenizer: octal of up to three digits (three only
+		// from a first digit of 0 to 3), \a and \v, any other letter for
+		// itself. (A file ZooKeeper reads as "pAss" must log in as it.)
+		{"Java's octal and other escapes", `Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a="p\101ss" user_b="\7\0101\477\344\q\a\v"; };`,
+			map[string]string{"a": "pAss", "b": "\a\x08" + "1" + "'7" + "ä" + "q\a\v"}},
 		{"a one-line file with comments between tokens", `Server/*a*/{org.apache.zookeeper.server.auth.DigestLoginModule required//b
 			user_a = "p" ; } ;`, map[string]string{"a": "p"}},
 		{"UTF-8 in a user's name and password", "Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_jörg=\"pässwörd\"; };",
