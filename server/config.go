@@ -59,6 +59,11 @@ type Config struct {
 	// (canBeReadOnly), as it refuses every other client, instead of
 	// serving them reads.
 	NoReadOnly bool
+	// FourLetterWords are the four-letter words answered on the ZooKeeper
+	// ports, as ZooKeeper's 4lw.commands.whitelist: "*" for all of them;
+	// nil for ZooKeeper's default, srvr (and isro, with read-only mode).
+	// Any other word gets ZooKeeper's "not in the whitelist" line.
+	FourLetterWords []string
 	// TLS of the peer port, for a cluster: this member's certificate and
 	// key, used both to listen and to dial the others; with a CA file, the
 	// members verify each other's certificates against it both ways.
@@ -244,6 +249,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HTTPIdleTimeout == 0 {
 		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+	}
+	if c.FourLetterWords == nil {
+		c.FourLetterWords = []string{"srvr"}
+		if !c.NoReadOnly {
+			c.FourLetterWords = append(c.FourLetterWords, "isro")
+		}
 	}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = writeTimeout

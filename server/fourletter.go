@@ -3,11 +3,11 @@ package server
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
 
@@ -30,23 +30,36 @@ func isFourLetterWord(word string) bool {
 	return commandByWord(word) != nil || slices.Contains(otherFourLetterWords, word)
 }
 
-// fourLetter answers word on nc.
-func (s *Server) fourLetter(nc net.Conn, word string) {
+// fourLetter answers word on c's connection. Paths are listed only where
+// the connection's own identities (its address, its certificate) may read,
+// as the /commands/ answers list them. An answer is held against the
+// member's memory for replies until it is written, and a word that comes
+// while that memory is full gets no answer: a client that asks for large
+// answers (dump) over many connections and never reads them cannot make
+// the member hold them without end.
+func (s *Server) fourLetter(c *conn, word string) {
+	if s.memory.repliesFull() {
+		c.log.Info("four-letter word not answered: the memory for replies is full", zap.String("word", word))
+		return
+	}
 	var b bytes.Buffer
-	s.answerWord(&b, word)
-	_ = nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := nc.Write(b.Bytes()); err != nil {
-		s.log.Debug("four-letter word answer not sent", zap.String("word", word), zap.Error(err))
+	s.answerWord(&b, word, c.initialIdentities())
+	n := int64(b.Len())
+	s.memory.replies.Add(n)
+	defer s.memory.replies.Add(-n)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(s.cfg.writeTimeout))
+	if _, err := c.nc.Write(b.Bytes()); err != nil {
+		c.log.Debug("four-letter word answer not sent", zap.String("word", word), zap.Error(err))
 	}
 }
 
-// answerWord writes the answer to word: its command's text, or what
-// ZooKeeper answers when its server serves no clients, or for a word left
-// out of its whitelist.
-func (s *Server) answerWord(b *bytes.Buffer, word string) {
+// answerWord writes the answer to word for a client of identities ids:
+// its command's text, or what ZooKeeper answers when its server serves no
+// clients, or for a word left out of its whitelist (Config.FourLetterWords).
+func (s *Server) answerWord(b *bytes.Buffer, word string, ids []wire.Identity) {
 	cmd := commandByWord(word)
 	switch {
-	case cmd == nil:
+	case cmd == nil || !s.wordAllowed(word):
 		fmt.Fprintf(b, "%s is not executed because it is not in the whitelist.\n", word)
 	case !cmd.wordAlways && !s.servesClients():
 		if word == "isro" {
@@ -55,8 +68,13 @@ func (s *Server) answerWord(b *bytes.Buffer, word string) {
 			b.WriteString(zkNotServing + "\n")
 		}
 	default:
-		cmd.run(s, commandQuery{}).writeText(b)
+		cmd.run(s, commandQuery{mayList: listableBy(ids), text: true}).writeText(b)
 	}
+}
+
+// wordAllowed reports whether Config.FourLetterWords lets word through.
+func (s *Server) wordAllowed(word string) bool {
+	return slices.Contains(s.cfg.FourLetterWords, "*") || slices.Contains(s.cfg.FourLetterWords, word)
 }
 
 // servesClients reports whether this member serves clients: it knows a

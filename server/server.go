@@ -90,6 +90,11 @@ func New(cfg Config) (*Server, error) {
 	if err := checkAdminIdentities(&cfg); err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.FourLetterWords {
+		if w != "*" && commandByWord(w) == nil {
+			return nil, fmt.Errorf("four-letter word %q in the whitelist is not one Arbor answers", w)
+		}
+	}
 	saslUsers, err := loadSASLUsers(&cfg)
 	if err != nil {
 		return nil, err

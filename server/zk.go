@@ -42,7 +42,7 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 	// letters' worth (over 1.6 GB): those are a four-letter word.
 	if word := string(head); isFourLetterWord(word) {
 		z.c.srv.limits.handshakes.done(z.c.nc) // the word is all such a client says
-		z.c.srv.fourLetter(z.c.nc, word)
+		z.c.srv.fourLetter(z.c, word)
 		return wire.ConnectRequest{}, false
 	}
 	body, err := wire.ReadFrame(br, nil, z.c.srv.cfg.MaxFrame)

@@ -493,3 +493,91 @@ func TestGetEphemeralsAnswersBothProtocolsAlike(t *testing.T) {
 		}
 	}
 }
+
+// The four-letter words answered are Config.FourLetterWords, ZooKeeper's
+// 4lw.commands.whitelist: by default srvr, and isro with read-only mode.
+func TestFourLetterWordsAreWhitelisted(t *testing.T) {
+	word := func(s *Server, w string) string {
+		nc, err := net.Dial("tcp", s.ZKAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Write([]byte(w)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(nc)
+		if err != nil {
+			t.Fatalf("%s: %v", w, err)
+		}
+		return string(b)
+	}
+	refused := func(w string) string { return w + " is not executed because it is not in the whitelist.\n" }
+	for _, tt := range []struct {
+		name     string
+		words    []string
+		readOnly bool
+		answered []string
+		refused  []string
+	}{
+		{"ZooKeeper's default", nil, true, []string{"srvr", "isro"}, []string{"ruok", "mntr", "dump", "cons", "envi"}},
+		{"the default without read-only mode", nil, false, []string{"srvr"}, []string{"isro", "ruok"}},
+		{"a list", []string{"ruok", "mntr"}, true, []string{"ruok", "mntr"}, []string{"srvr", "isro"}},
+		{"every word", []string{"*"}, true, []string{"ruok", "srvr", "isro", "mntr", "dump", "cons", "envi", "wchs", "wchc", "wchp", "conf", "stat", "dirs"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startZKServer(t, func(c *Config) { c.FourLetterWords, c.NoReadOnly = tt.words, !tt.readOnly })
+			for _, w := range tt.answered {
+				if got := word(s, w); got == refused(w) || got == "" {
+					t.Errorf("%s: %q, want an answer", w, got)
+				}
+			}
+			for _, w := range tt.refused {
+				if got := word(s, w); got != refused(w) {
+					t.Errorf("%s: %q, want %q", w, got, refused(w))
+				}
+			}
+		})
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(), FourLetterWords: []string{"srvr", "nope"}}); err == nil {
+		t.Error("a whitelist with a word Arbor does not know was taken")
+	}
+}
+
+// A four-letter word that lists paths (dump, wchc, wchp) lists only those
+// its connection's own identities may read, as /commands/ does: a node's
+// ACL keeps its name from whoever reaches the port.
+func TestFourLetterWordsListOnlyReadablePaths(t *testing.T) {
+	s := startZKServer(t)
+	c, err := dialZK(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.nc.Close()
+	if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	secret := []zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: aliceDigest}}}
+	for path, acl := range map[string][]zkwire.ACL{"/open-node": zkwire.OpenACL, "/secret-node": secret} {
+		if r := c.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: path, ACL: acl, Flags: 1}); r.Err != 0 {
+			t.Fatalf("create %s: %d", path, r.Err)
+		}
+		if r := c.call(t, zkwire.Request{Op: zkwire.OpAddWatch, Path: path}); r.Err != 0 && path == "/open-node" {
+			t.Fatalf("addWatch %s: %d", path, r.Err)
+		}
+	}
+	for _, w := range []string{"dump", "wchc", "wchp"} {
+		nc, err := net.Dial("tcp", s.ZKAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = nc.Write([]byte(w))
+		b, _ := io.ReadAll(nc)
+		nc.Close()
+		if got := string(b); !strings.Contains(got, "/open-node") || strings.Contains(got, "secret") {
+			t.Errorf("%s lists %q: want /open-node and not /secret-node", w, got)
+		}
+	}
+}

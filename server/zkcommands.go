@@ -42,9 +42,12 @@ type zkCommand struct {
 type commandQuery struct {
 	// mayList reports whether the asker may see a znode's path listed,
 	// called with the tree under the fsm's read lock; nil lets every path
-	// through (a four-letter word, which comes with no identity: ZooKeeper
-	// lists paths to whoever reaches its port).
+	// through (the superuser). ZooKeeper lists every path to whoever
+	// reaches its port; Arbor only those the asker's identities may read.
 	mayList func(t *tree.Tree, path string) bool
+	// text is set for a four-letter word: what only the JSON answer shows
+	// (the data directory's size, a walk of it) is not gathered.
+	text bool
 }
 
 // commandResult is what a command gathered. Its JSON encoding is an
@@ -61,9 +64,9 @@ var zkCommands = []*zkCommand{
 	{names: []string{"is_read_only", "isro"}, word: "isro",
 		run: func(s *Server, _ commandQuery) commandResult { return readOnlyResult{ReadOnly: s.readOnlyMode()} }},
 	{names: []string{"server_stats", "srvr"}, word: "srvr",
-		run: func(s *Server, _ commandQuery) commandResult { return s.serverStats() }},
+		run: func(s *Server, q commandQuery) commandResult { return s.serverStats(q) }},
 	{names: []string{"stats", "stat"}, word: "stat",
-		run: func(s *Server, _ commandQuery) commandResult { return s.statsWithClients() }},
+		run: func(s *Server, q commandQuery) commandResult { return s.statsWithClients(q) }},
 	{names: []string{"monitor", "mntr"}, word: "mntr", httpAlways: true,
 		run: func(s *Server, _ commandQuery) commandResult { return s.monitor() }},
 	{names: []string{"configuration", "conf", "config"}, word: "conf",

@@ -74,12 +74,15 @@ type statsResult struct {
 	all               []connBrief // both, by session, for the text
 }
 
-func (s *Server) serverStats() serverStatsResult {
+func (s *Server) serverStats(q commandQuery) serverStatsResult {
 	lo, avg, hi := s.stats.latency.load()
 	s.mu.Lock()
 	conns := len(s.conns)
 	s.mu.Unlock()
-	size := dirSize(s.cfg.DataDir)
+	var size int64 // srvr's text has no sizes: a health check polling it walks no directory
+	if !q.text {
+		size = dirSize(s.cfg.DataDir)
+	}
 	r := serverStatsResult{Version: versionLine(), ReadOnly: s.readOnlyMode(), ServerStats: serverStatsView{
 		PacketsSent: s.stats.nSent.Load(), PacketsReceived: s.stats.nRecv.Load(),
 		MinLatency: ms(lo), AvgLatency: avgMs(avg), MaxLatency: ms(hi),
@@ -90,8 +93,8 @@ func (s *Server) serverStats() serverStatsResult {
 	return r
 }
 
-func (s *Server) statsWithClients() statsResult {
-	r := statsResult{serverStatsResult: s.serverStats(), Connections: []connBrief{}, SecureConnections: []connBrief{}}
+func (s *Server) statsWithClients(q commandQuery) statsResult {
+	r := statsResult{serverStatsResult: s.serverStats(q), Connections: []connBrief{}, SecureConnections: []connBrief{}}
 	for _, c := range s.sessionConns() {
 		info := briefConnInfo(c)
 		r.all = append(r.all, info)

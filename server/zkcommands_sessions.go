@@ -23,7 +23,7 @@ var lastOpCodes = map[string]string{
 	"multiRead": "MLTR", "setWatches": "SETW", "setWatches2": "STW2", "addWatch": "ADDW",
 	"removeWatches": "REMW", "checkWatches": "CHKW", "getEphemerals": "GETE",
 	"getAllChildrenNumber": "GETACN", "getACL": "GETA", "setACL": "SETA", "whoAmI": "HOMI",
-	"close": "CLOS", "session": "SESS", "auth": "AUTH", "NA": "NA",
+	"close": "CLOS", "session": "SESS", "auth": "AUTH", "sasl": "SASL", "NA": "NA",
 }
 
 // connBrief is a connection as ZooKeeper's getConnectionInfo(true) gives

@@ -45,6 +45,7 @@ func run(args []string) error {
 		admins   = fs.String("admin-identities", "", "client certificates that may change the membership, as x509:SUBJECT,... such as x509:CN=ops,O=Arbor (needs --tls-ca)")
 		ui       = fs.Bool("ui", true, "serve the web console at /ui/ on the --http listener")
 		readOnly = fs.Bool("read-only-mode", true, "when this member cannot reach a quorum, serve reads to the ZooKeeper clients that accept a read-only server (canBeReadOnly), as ZooKeeper's readonlymode.enabled")
+		words    = fs.String("zk-4lw-whitelist", "", "four-letter words answered on the ZooKeeper ports, as word,... or * for all, as ZooKeeper's 4lw.commands.whitelist (empty: ZooKeeper's default, srvr, and isro with read-only mode)")
 		hosts    = fs.String("http-hosts", "", "host names (besides IP addresses and localhost) the HTTP API and console answer to, as name,...: a request naming another host is refused (DNS rebinding)")
 		restore  = fs.String("restore", "", "start a new cluster from this backup file (arbor snapshot save): --data must not exist or be empty, and this member is --id of --peers (alone without --peers); give it on the first start only")
 		force    = fs.Bool("force-new-cluster", false, "start this member as the only member of a new cluster, with everything its --data holds, when a quorum is lost for good (docs/reliability.md); give it on one start only, then add members back with arbor member add")
@@ -123,6 +124,9 @@ func run(args []string) error {
 	cfg.NoReadOnly = !*readOnly
 	if *ui {
 		cfg.UI = console.Handler
+	}
+	if *words != "" {
+		cfg.FourLetterWords = strings.Split(*words, ",")
 	}
 	if *hosts != "" {
 		cfg.HTTPHosts = strings.Split(*hosts, ",")

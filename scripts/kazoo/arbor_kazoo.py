@@ -27,6 +27,8 @@ How ZooKeeper's test configuration maps to arbord's flags:
   superDigest system property   --super-digest
   peerType=observer             --observers
   readonlymode.enabled=true     arbord's default (--read-only-mode)
+  4lw.commands.whitelist        --zk-4lw-whitelist
+  a JAAS Server section         --zk-sasl-users, the section in a file
 
 ARBORD_EXTRA_ARGS (split on spaces) is added to every member's flags, and
 ARBORD_SASL_ARGS to those of the clusters the SASL tests ask for (see
@@ -342,20 +344,25 @@ class ArborCluster(object):
         self._servers = [ArborMember(self, info) for info in self.infos]
 
     def _feature_args(self):
-        """Flags for what the harness asks of ZooKeeper beyond the basics.
-
-        reconfigEnabled=true is asked of every cluster: a flag for it goes
-        in ARBORD_EXTRA_ARGS. A JAAS Server section (the SASL tests, users
-        super/super_secret and jaasuser/jaas_password) is written to
-        jaas.conf beside the members, as ZooKeeper gets it, and
+        """Flags for what the harness asks of ZooKeeper beyond the basics:
+        its configuration entries (4lw.commands.whitelist, and
+        reconfigEnabled, which ARBORD_EXTRA_ARGS may carry a flag for), and
+        a JAAS Server section (the SASL tests, users super/super_secret and
+        jaasuser/jaas_password), written to jaas.conf beside the members as
+        ZooKeeper gets it and given as --zk-sasl-users, with
         ARBORD_SASL_ARGS (split on spaces, {jaas} standing for that file)
-        is given to the members of those clusters only."""
+        for those clusters only."""
+        args = []
+        for entry in self.configuration_entries:
+            key, _, value = entry.partition("=")
+            if key == "4lw.commands.whitelist":
+                args += ["--zk-4lw-whitelist", value]
         if not self.jaas_config:
-            return []
+            return args
         jaas = os.path.join(self.working_path, "jaas.conf")
         with open(jaas, "w") as f:
             f.write(self.jaas_config)
-        return [
+        return args + ["--zk-sasl-users", jaas] + [
             a.replace("{jaas}", jaas)
             for a in shlex.split(os.environ.get("ARBORD_SASL_ARGS", ""))
         ]
