@@ -213,6 +213,7 @@ func RestoreWith(r io.Reader, opts ...Option) (*Tree, []byte, error) {
 	// A snapshot from before the system nodes lacks them: they are made
 	// after its digest was checked, the same way on every replica.
 	t.addSystemNodes()
+	t.rebuildQuotas()
 	return t, annex, nil
 }
 

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/arbor-coord/arbor/wire"
@@ -47,5 +48,50 @@ func TestRestoreMakesAClientMadeEphemeralZooKeeperNodePersistent(t *testing.T) {
 	res, _ := got.Apply(3, &Txn{Type: TxnCloseSession, Session: 1})
 	if res.Err != nil || got.lookup("/zookeeper") == nil {
 		t.Errorf("closing its session: %v; /zookeeper %v", res.Err, got.lookup("/zookeeper"))
+	}
+}
+
+// A snapshot may hold a stats node that does not tell the truth (one from
+// before the tree kept quotas, when /zookeeper/quota was any client's):
+// restoring it counts the usage again, as ZooKeeper does when it loads a
+// snapshot, the same on every replica.
+func TestRestoreCountsAQuotasUsageAgain(t *testing.T) {
+	tr := New()
+	for i, p := range []string{"/app", "/app/a", "/zookeeper/quota/app", "/zookeeper/quota/app/zookeeper_limits", "/zookeeper/quota/app/zookeeper_stats"} {
+		data := []byte("d")
+		if strings.HasSuffix(p, "limits") {
+			data = []byte("count=-1,bytes=-1")
+		}
+		if res, _ := tr.Apply(int64(i+1), &Txn{Type: wire.OpCreate, Path: p, Data: data}); res.Err != nil {
+			t.Fatal(p, res.Err)
+		}
+	}
+	path := "/zookeeper/quota/app/zookeeper_stats"
+	n := tr.lookup(path)
+	if string(n.data) != "count=2,bytes=2" {
+		t.Fatalf("stats %q", n.data)
+	}
+	// What an older version would have left: the data a client wrote.
+	tr.digest -= tr.nodeDigest(path, n)
+	n.data, n.dataHash = []byte("count=0,bytes=0"), hashData([]byte("count=0,bytes=0"))
+	tr.digest += tr.nodeDigest(path, n)
+	var buf bytes.Buffer
+	if err := tr.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap := buf.Bytes()
+	a, err := Restore(bytes.NewReader(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Restore(bytes.NewReader(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _, _ := a.Get(path); string(data) != "count=2,bytes=2" {
+		t.Errorf("restored stats %q, want the usage counted again", data)
+	}
+	if a.Digest() != b.Digest() || a.Digest() == tr.Digest() {
+		t.Errorf("digests %#x and %#x (the snapshot's %#x)", a.Digest(), b.Digest(), tr.Digest())
 	}
 }

@@ -111,6 +111,11 @@ type Tree struct {
 	// their ttl), so TxnReap never scans the whole tree.
 	containers map[string]struct{}
 	ttls       map[string]int64
+	// quotas are the paths with a quota (a limits node), with their
+	// limits and usage (quota.go).
+	quotas map[string]*quota
+
+	breaches []QuotaBreach // the quota limits the txn being applied went over
 
 	events []Event
 	undo   []func() // set while a multi applies: how to roll back each step
@@ -143,6 +148,7 @@ func newBare(opts ...Option) *Tree {
 		acls:       newACLTable(),
 		containers: map[string]struct{}{},
 		ttls:       map[string]int64{},
+		quotas:     map[string]*quota{},
 	}
 	for _, o := range opts {
 		o(t)

@@ -90,6 +90,11 @@ type Result struct {
 	// Closed is, for TxnCloseSession, the leases that ended with the
 	// session, in id order.
 	Closed []int64
+	// Quota lists the quota limits the txn went over: soft ones, which
+	// let it through, and the hard one that refused it with
+	// ErrQuotaExceeded (in a multi that failed, only that one). The
+	// member that proposed the txn logs and counts them.
+	Quota []QuotaBreach
 }
 
 // Event is a change that fires watches: NodeCreated, NodeDeleted and
