@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +121,45 @@ func TestZooKeeperQuotasThroughTheZooKeeperPort(t *testing.T) {
 			t.Errorf("create without the quota: %v", err)
 		}
 	})
+}
+
+// TestZkCliSetsAQuota runs ZooKeeper's own zkCli.sh's quota commands
+// against the ZooKeeper port, when it is installed (see zkCli).
+func TestZkCliSetsAQuota(t *testing.T) {
+	cli := zkCli()
+	if cli == "" {
+		t.Skip("zkCli.sh not found (on PATH or in /usr/share/zookeeper/bin): install Debian's zookeeper package to run ZooKeeper's own CLI against the compat port")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("zkCli.sh found but no java to run it")
+	}
+	s := startServer(t, "", "", withZK)
+	script := strings.Join([]string{
+		"create /q",
+		"setquota -N 2 /q",
+		"listquota /q",
+		"create /q/a",
+		"create /q/b",
+		"delquota /q",
+		"create /q/b",
+		"quit",
+	}, "\n") + "\n"
+	cmd := exec.CommandContext(testCtx(t), cli, "-server", s.ZKAddr().String())
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = append(os.Environ(), "ZOO_LOG_DIR="+t.TempDir(), "ZOO_LOG4J_PROP=ERROR,CONSOLE")
+	cmd.Dir = filepath.Dir(cli)
+	out, err := cmd.CombinedOutput()
+	t.Logf("zkCli.sh output:\n%s", out)
+	if err != nil {
+		t.Fatalf("zkCli.sh: %v", err)
+	}
+	for _, want := range []string{
+		"Output quota for /q count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=2\n",
+		"Output stat for /q count=1,bytes=0\n",
+		"Created /q/a\n", "Quota has exceeded", "Created /q/b\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("zkCli.sh output lacks %q", want)
+		}
+	}
 }
