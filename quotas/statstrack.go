@@ -119,6 +119,12 @@ func (st StatsTrack) String() string {
 
 // Usage is the text of a quota's usage node: "count=N,bytes=M", as
 // ZooKeeper writes it.
-func Usage(count, bytes int64) string {
-	return countKey + "=" + strconv.FormatInt(count, 10) + "," + bytesKey + "=" + strconv.FormatInt(bytes, 10)
+func Usage(count, bytes int64) string { return string(AppendUsage(nil, count, bytes)) }
+
+// AppendUsage appends Usage(count, bytes) to dst.
+func AppendUsage(dst []byte, count, bytes int64) []byte {
+	dst = append(dst, countKey+"="...)
+	dst = strconv.AppendInt(dst, count, 10)
+	dst = append(dst, ","+bytesKey+"="...)
+	return strconv.AppendInt(dst, bytes, 10)
 }

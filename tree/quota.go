@@ -26,7 +26,8 @@ import (
 
 // quota is the state of one path's quota.
 type quota struct {
-	limits quotaLimits
+	statPath string // where its usage is written
+	limits   quotaLimits
 	// count and bytes are the subtree's usage: its nodes, the quota's
 	// node included, and the bytes of their data.
 	count, bytes int64
@@ -89,7 +90,7 @@ func (t *Tree) quotasAbove(path string, fn func(qpath string, q *quota)) {
 // make it. Only growth is checked: a change that shrinks a subtree
 // already over its limit goes through.
 func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
-	var hard *QuotaBreach
+	var hard QuotaBreach // Hard set when there is one
 	var soft []QuotaBreach
 	t.quotasAbove(path, func(qpath string, q *quota) {
 		for _, c := range [...]struct {
@@ -106,9 +107,9 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 			b := QuotaBreach{Path: qpath, Bytes: c.bytes, Usage: c.have + c.d}
 			switch {
 			case c.hard >= 0 && b.Usage > c.hard:
-				if hard == nil {
+				if !hard.Hard {
 					b.Hard, b.Limit = true, c.hard
-					hard = &b
+					hard = b
 				}
 			case c.limit >= 0 && b.Usage > c.limit:
 				b.Limit = c.limit
@@ -116,8 +117,8 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 			}
 		}
 	})
-	if hard != nil {
-		t.breaches = append(t.breaches, *hard)
+	if hard.Hard {
+		t.breaches = append(t.breaches, hard)
 		unit := "nodes"
 		if hard.Bytes {
 			unit = "bytes"
@@ -138,19 +139,20 @@ func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
 		if t.undo != nil {
 			t.undo = append(t.undo, func() { q.count -= dCount; q.bytes -= dBytes })
 		}
-		t.writeUsage(qpath, q)
+		t.writeUsage(q)
 	})
 }
 
 // writeUsage writes q's usage into its stats node, if there is one, as
 // ZooKeeper does: the data alone changes, and no watch fires.
-func (t *Tree) writeUsage(qpath string, q *quota) {
-	path := quotas.StatPath(qpath)
+func (t *Tree) writeUsage(q *quota) {
+	path := q.statPath
 	n := t.lookup(path)
 	if n == nil {
 		return
 	}
-	data := []byte(quotas.Usage(q.count, q.bytes))
+	// A new slice: the old one may be held by readers, and stays as it is.
+	data := quotas.AppendUsage(make([]byte, 0, 32), q.count, q.bytes)
 	if bytes.Equal(n.data, data) {
 		return
 	}
@@ -194,13 +196,13 @@ func (t *Tree) quotaNodeAdded(path string, n *node) {
 	if !ok || name != quotas.LimitNode {
 		return
 	}
-	q := &quota{limits: limitsOf(n.data)}
+	q := &quota{statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
 	q.count, q.bytes = t.usage(qpath)
 	t.quotas[qpath] = q
 	if t.undo != nil {
 		t.undo = append(t.undo, func() { delete(t.quotas, qpath) })
 	}
-	t.writeUsage(qpath, q)
+	t.writeUsage(q)
 }
 
 // quotaNodeRemoved drops a quota whose limits node at path was just
