@@ -156,6 +156,7 @@ func (e *env) rootCommand() *cobra.Command {
 		e.lockCommand(), e.electCommand(), e.locksCommand(),
 		e.servicesCommand(), e.configCommand(), e.benchCommand(),
 		e.getaclCommand(), e.setaclCommand(), e.whoamiCommand(), e.addauthCommand(),
+		e.setquotaCommand(), e.listquotaCommand(), e.delquotaCommand(),
 	)
 	if e.sh == nil {
 		root.AddCommand(e.shellCommand())
@@ -327,6 +328,8 @@ func describe(err error, path string) error {
 		return fmt.Errorf("%s: not allowed by the ACL (see getacl; authenticate with --auth, or addauth in the shell)", path)
 	case errors.Is(err, client.ErrInvalidACL):
 		return fmt.Errorf("%s: invalid ACL: %w", path, err)
+	case errors.Is(err, client.ErrQuotaExceeded):
+		return fmt.Errorf("%s: quota exceeded: over a hard limit of a quota above it (see listquota), or of the session's ephemeral nodes", path)
 	}
 	return err
 }

@@ -270,6 +270,7 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 		return
 	}
 	res := o.Result.(*tree.Result)
+	c.srv.quotas.note(c.srv.log, res.Quota, c.session)
 	reply.Zxid = int64(o.Index)
 	reply.Err = wire.CodeOf(leaseError(&r.req, res.Err))
 	reply.Path, reply.Stat, reply.Results = res.Path, res.Stat, res.Multi

@@ -36,6 +36,7 @@ type Server struct {
 	metrics  *metrics
 	limits   *limiter
 	memory   *memory
+	quotas   *quotaAlarms
 
 	lockMetrics *lockMetrics
 	lockWatch   *pathWatch // lock paths, woken as their queues change
@@ -133,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.limits = newLimiter(&s.cfg, s.metrics.reg)
+	s.quotas = newQuotaAlarms(s.metrics.reg)
 	s.memory = newMemory(cfg.MemoryBudget)
 	s.memory.register(s.metrics.reg)
 	s.lockMetrics = newLockMetrics(s, s.metrics.reg)
@@ -657,6 +659,7 @@ func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error)
 		return nil, s.writeError(o.Err)
 	}
 	res := o.Result.(*tree.Result)
+	s.quotas.note(s.log, res.Quota, txn.Session)
 	return res, res.Err
 }
 

@@ -14,6 +14,7 @@ import (
 // still recorded as applied.
 func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	t.events = t.events[:0]
+	t.breaches = nil
 	t.zxid = zxid
 	var res Result
 	switch txn.Type {
@@ -37,9 +38,12 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 		res.Closed, res.Err = t.closeSession(zxid, txn.Session, txn.LeaseVersion)
 	case TxnReap:
 		t.reap(zxid, txn.Time)
+	case TxnSetConfig:
+		res.Stat, res.Err = t.setConfig(zxid, txn)
 	default:
 		res.Err = wire.Errorf(wire.CodeUnimplemented, "unknown txn type %d", int32(txn.Type))
 	}
+	res.Quota = t.breaches
 	return res, t.events
 }
 
@@ -107,14 +111,22 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 	if _, ok := t.sessions[txn.Session]; !ok && mode.IsEphemeral() {
 		return "", wire.Stat{}, wire.ErrSessionExpired
 	}
+	data, err := t.quotaData(path, txn.Data)
+	if err != nil {
+		return "", wire.Stat{}, err
+	}
 	ref, err := t.acls.ref(txn.ACL)
 	if err != nil {
+		return "", wire.Stat{}, err
+	}
+	if err := t.checkQuota(path, 1, int64(len(data))); err != nil {
+		t.acls.release(ref)
 		return "", wire.Stat{}, err
 	}
 	n := &node{
 		// The name is cloned: as a slice of the path it would keep the
 		// whole path alive for as long as the node lives.
-		name: strings.Clone(name), data: txn.Data, dataHash: hashData(txn.Data), acl: ref,
+		name: strings.Clone(name), data: data, dataHash: hashData(data), acl: ref,
 		czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
 	}
 	var owner int64
@@ -160,6 +172,8 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 			t.restoreParent(parent, parentPath, oldParent)
 		})
 	}
+	t.chargeQuota(path, 1, int64(len(n.data)))
+	t.quotaNodeAdded(path, n)
 }
 
 // unlinkPath removes the childless node at path, which exists.
@@ -196,6 +210,8 @@ func (t *Tree) unlink(zxid int64, parent, n *node, path string) {
 			t.restoreParent(parent, parentPath, oldParent)
 		})
 	}
+	t.chargeQuota(path, -1, -int64(len(n.data)))
+	t.quotaNodeRemoved(path)
 }
 
 // parentStat is the part of a parent that a child's create or delete
@@ -277,6 +293,9 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 	if err := wire.ValidatePath(path, false); err != nil {
 		return err
 	}
+	if wire.IsSystemNode(path) {
+		return wire.Errorf(wire.CodeBadArguments, "cannot delete %s: it is one of ZooKeeper's system nodes", path)
+	}
 	parent, name := splitPath(path)
 	p := t.lookup(parent)
 	if p == nil {
@@ -314,16 +333,32 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 	if txn.Version != -1 && txn.Version != n.version {
 		return wire.Stat{}, wire.ErrBadVersion
 	}
+	data, err := t.quotaData(txn.Path, txn.Data)
+	if err != nil {
+		return wire.Stat{}, err
+	}
+	grown := int64(len(data)) - int64(len(n.data))
+	if err := t.checkQuota(txn.Path, 0, grown); err != nil {
+		return wire.Stat{}, err
+	}
+	t.writeData(zxid, txn.Path, n, data, txn.Time)
+	t.chargeQuota(txn.Path, 0, grown)
+	t.quotaLimitsSet(txn.Path, data)
+	return t.stat(n), nil
+}
+
+// writeData replaces the data of n, at path, as a setData at zxid and
+// time does: the version moves, NodeDataChanged fires.
+func (t *Tree) writeData(zxid int64, path string, n *node, data []byte, time int64) {
 	old := *n
-	t.digest -= t.nodeDigest(txn.Path, n)
-	t.dataSize += int64(len(txn.Data) - len(n.data))
-	n.data, n.dataHash = txn.Data, hashData(txn.Data)
+	t.digest -= t.nodeDigest(path, n)
+	t.dataSize += int64(len(data) - len(n.data))
+	n.data, n.dataHash = data, hashData(data)
 	n.version++
-	n.mzxid, n.mtime = zxid, txn.Time
-	t.digest += t.nodeDigest(txn.Path, n)
-	t.fireNode(wire.EventNodeDataChanged, txn.Path, n)
+	n.mzxid, n.mtime = zxid, time
+	t.digest += t.nodeDigest(path, n)
+	t.fireNode(wire.EventNodeDataChanged, path, n)
 	if t.undo != nil {
-		path := txn.Path
 		t.undo = append(t.undo, func() {
 			t.digest -= t.nodeDigest(path, n)
 			t.dataSize += int64(len(old.data) - len(n.data))
@@ -331,7 +366,6 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 			t.digest += t.nodeDigest(path, n)
 		})
 	}
-	return t.stat(n), nil
 }
 
 // check checks a node's version, and needs READ on the node: it fails
@@ -403,6 +437,8 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 		t.undo[i]()
 	}
 	t.events = t.events[:0]
+	// The soft limits the rolled back ops went over were not, after all.
+	t.breaches = slices.DeleteFunc(t.breaches, func(b QuotaBreach) bool { return !b.Hard })
 	for i := range results {
 		results[i].Path, results[i].Stat = "", wire.Stat{}
 	}

@@ -27,7 +27,13 @@ func appendName(b []byte, i int) []byte {
 // parents. Each op builds its path string, as a decoded request would bring
 // one: that is one of the allocations reported. A fresh tree every 2^18
 // creates keeps the heap from growing with b.N.
-func BenchmarkCreate(b *testing.B) {
+func BenchmarkCreate(b *testing.B) { benchCreate(b, false) }
+
+// BenchmarkCreateUnderAQuota is BenchmarkCreate with a quota (no limit)
+// on each parent: what the tree's count of the usage costs a create.
+func BenchmarkCreateUnderAQuota(b *testing.B) { benchCreate(b, true) }
+
+func benchCreate(b *testing.B, quota bool) {
 	b.ReportAllocs()
 	data := make([]byte, 100)
 	var tr *tree.Tree
@@ -39,6 +45,12 @@ func BenchmarkCreate(b *testing.B) {
 			tr = tree.New()
 			for p := range 16 {
 				tr.Apply(zxid, &tree.Txn{Type: wire.OpCreate, Path: fmt.Sprintf("/p%02d", p)})
+				if quota {
+					q := fmt.Sprintf("/zookeeper/quota/p%02d", p)
+					tr.Apply(zxid, &tree.Txn{Type: wire.OpCreate, Path: q})
+					tr.Apply(zxid, &tree.Txn{Type: wire.OpCreate, Path: q + "/zookeeper_limits", Data: []byte("count=-1,bytes=-1")})
+					tr.Apply(zxid, &tree.Txn{Type: wire.OpCreate, Path: q + "/zookeeper_stats"})
+				}
 			}
 		}
 		buf = append(buf[:0], "/p"...)

@@ -133,6 +133,10 @@ func seedSnapshots(tb testing.TB) [][]byte {
 	var out [][]byte
 	out = append(out, snapshotBytes(tb, tree.New()))
 	out = append(out, snapshotBytes(tb, kitchenSink(tb, false)))
+	q := newFixture(tb)
+	q.create("/app", "x")
+	q.setQuota("/app", "count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3")
+	out = append(out, snapshotBytes(tb, q.tr))
 	for seed := range uint64(3) {
 		tr, _ := randomTree(rand.New(rand.NewPCG(seed, 7)), 60)
 		out = append(out, snapshotBytes(tb, tr))

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
+	"github.com/arbor-coord/arbor/quotas"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -55,7 +57,7 @@ func (g *txnGen) observe(events []tree.Event) {
 func (g *txnGen) txn() tree.Txn {
 	g.now += int64(g.next() % 32)
 	var txn tree.Txn
-	switch k := g.next() % 21; {
+	switch k := g.next() % 23; {
 	case k < 6:
 		txn = g.create()
 	case k < 9:
@@ -87,12 +89,16 @@ func (g *txnGen) txn() tree.Txn {
 			Password: []byte(fmt.Sprintf("pw%d", g.next()))}
 	case k < 18:
 		txn = tree.Txn{Type: tree.TxnCloseSession, Session: g.session()}
-	case k < 20:
+	case k < 19 || (k < 20 && g.next()%4 != 0):
 		txn = tree.Txn{Type: tree.TxnReap}
-	default:
+	case k < 20:
+		txn = tree.Txn{Type: tree.TxnSetConfig, Data: g.data(), Version: g.version()}
+	case k < 21:
 		txn = g.simple(wire.OpSetACL)
 		txn.Version = g.version() // of the ACL
 		txn.ACL = g.acl()
+	default:
+		txn = g.setQuota()
 	}
 	if txn.Type.IsWrite() {
 		txn.Identities = genIdentities[int(g.next())%len(genIdentities)]
@@ -105,7 +111,28 @@ func (g *txnGen) txn() tree.Txn {
 }
 
 var (
-	genNames    = []string{"a", "b", "c"}
+	genNames       = []string{"a", "b", "c"}
+	genSystemPaths = []string{wire.ZooKeeperPath, wire.QuotaPath, wire.ConfigPath}
+	// genQuotaPaths are the nodes of quotas on /a, /a/b and /b, and their
+	// parents, so that quotas are set, nested, enforced and dropped.
+	genQuotaPaths = []string{
+		"/zookeeper/quota/a", "/zookeeper/quota/a/zookeeper_limits", "/zookeeper/quota/a/zookeeper_stats",
+		"/zookeeper/quota/a/b", "/zookeeper/quota/a/b/zookeeper_limits", "/zookeeper/quota/a/b/zookeeper_stats",
+		"/zookeeper/quota/b", "/zookeeper/quota/b/zookeeper_limits", "/zookeeper/quota/b/zookeeper_stats",
+	}
+	// genLimits are what a limits node is given: hard and soft limits
+	// the small trees reach (short, to fit fuzzMaxData), none, zkCli's
+	// form (over fuzzMaxData), and one that does not parse.
+	genLimits = []string{
+		"countHardLimit=3",
+		"byteHardLimit=6",
+		"count=2,bytes=4",
+		"count=1;countHardLimit=5",
+		"bytes=3;byteHardLimit=9",
+		"",
+		"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3",
+		"count",
+	}
 	genBadPaths = []string{"", "a", "/a/", "//", "/a/..", "/\x01"}
 	genModes    = []wire.CreateMode{
 		wire.ModePersistent, wire.ModePersistent, wire.ModeEphemeral, wire.ModePersistentSequential,
@@ -121,8 +148,12 @@ func (g *txnGen) path() string {
 	switch {
 	case b < 8:
 		return genBadPaths[int(b)%len(genBadPaths)]
-	case b < 12:
+	case b < 11:
 		return "/"
+	case b < 12:
+		return genSystemPaths[int(g.next())%len(genSystemPaths)]
+	case b < 40:
+		return genQuotaPaths[int(g.next())%len(genQuotaPaths)]
 	case b < 130 && len(g.known) > 0:
 		return g.known[int(g.next())%len(g.known)]
 	case b < 190 && len(g.known) > 0:
@@ -202,6 +233,7 @@ func (g *txnGen) acl() []wire.ACL { return genACLs[int(g.next())%len(genACLs)] }
 func (g *txnGen) create() tree.Txn {
 	mode := genModes[int(g.next())%len(genModes)]
 	txn := tree.Txn{Type: wire.OpCreate, Path: g.path(), Data: g.data(), Mode: mode, ACL: g.acl()}
+	g.limits(&txn)
 	if mode.IsSequential() && g.next()%2 == 0 {
 		if txn.Path == "/" {
 			txn.Path = "/s-"
@@ -237,6 +269,31 @@ func (g *txnGen) simple(op wire.Op) tree.Txn {
 	txn := tree.Txn{Type: op, Path: path, Version: g.version()}
 	if op == wire.OpSetData {
 		txn.Data = g.data()
+		g.limits(&txn)
 	}
 	return txn
+}
+
+// setQuota sets a quota on /a, /a/b or /b as zkCli's setquota does, in
+// one multi: the quota's node, its limits, its stats.
+func (g *txnGen) setQuota() tree.Txn {
+	qpath := [...]string{"/a", "/a/b", "/b"}[g.next()%3]
+	txn := tree.Txn{Type: wire.OpMulti}
+	if qpath == "/a/b" && g.next()%2 == 0 {
+		txn.Ops = append(txn.Ops, tree.Txn{Type: wire.OpCreate, Path: quotas.QuotaPath("/a")})
+	}
+	if g.next()%3 == 0 {
+		txn.Ops = append(txn.Ops, tree.Txn{Type: wire.OpCreate, Path: quotas.QuotaPath(qpath)})
+	}
+	txn.Ops = append(txn.Ops,
+		tree.Txn{Type: wire.OpCreate, Path: quotas.LimitPath(qpath), Data: []byte(genLimits[int(g.next())%len(genLimits)])},
+		tree.Txn{Type: wire.OpCreate, Path: quotas.StatPath(qpath), Data: []byte("count=0,bytes=0")})
+	return txn
+}
+
+// limits gives a write to a limits node limits for data, mostly.
+func (g *txnGen) limits(txn *tree.Txn) {
+	if strings.HasSuffix(txn.Path, "/"+quotas.LimitNode) && g.next() < 240 {
+		txn.Data = []byte(genLimits[int(g.next())%len(genLimits)])
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/arbor-coord/arbor/quotas"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -57,9 +58,12 @@ func (n *mnode) may(ids []wire.Identity, perm wire.Perms) bool {
 	return false
 }
 
+// newModel returns a model of a new tree: the root and ZooKeeper's
+// system nodes, /zookeeper/config readable only.
 func newModel(maxData int) *model {
 	return &model{
-		nodes:    map[string]*mnode{"/": {}},
+		nodes: map[string]*mnode{"/": {}, wire.ZooKeeperPath: {}, wire.QuotaPath: {},
+			wire.ConfigPath: {acl: wire.ReadACL}},
 		sessions: map[int64]tree.Session{},
 		maxData:  maxData,
 	}
@@ -160,6 +164,20 @@ func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 		for _, p := range m.reapable(txn.Time) {
 			m.remove(zxid, p, &ev)
 		}
+	case tree.TxnSetConfig:
+		n := m.nodes[wire.ConfigPath]
+		switch {
+		case len(txn.Data) > m.maxData:
+			r.code = wire.CodeDataTooLarge
+		case txn.Version != -1 && txn.Version != n.version:
+			r.code = wire.CodeBadVersion
+		default:
+			n.data = txn.Data
+			n.version++
+			n.mzxid, n.mtime = zxid, txn.Time
+			ev = append(ev, changed(wire.ConfigPath))
+			r.stat = m.stat(wire.ConfigPath)
+		}
 	default:
 		r.code = wire.CodeUnimplemented
 	}
@@ -179,7 +197,7 @@ func (m *model) op(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tree.Ev
 		}
 		// ZooKeeper's order: the path, the parent, its DELETE
 		// permission, then the node.
-		if wire.ValidatePath(txn.Path, false) != nil {
+		if wire.ValidatePath(txn.Path, false) != nil || wire.IsSystemNode(txn.Path) {
 			return "", wire.Stat{}, wire.CodeBadArguments
 		}
 		if _, code := m.find(parentOf(txn.Path), -1); code != wire.CodeOK {
@@ -211,9 +229,17 @@ func (m *model) op(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tree.Ev
 		case txn.Version != -1 && txn.Version != n.version:
 			return "", wire.Stat{}, wire.CodeBadVersion
 		}
-		n.data = txn.Data
+		data, code := m.quotaData(txn.Path, txn.Data)
+		if code == wire.CodeOK {
+			code = m.checkQuota(txn.Path, 0, int64(len(data)-len(n.data)))
+		}
+		if code != wire.CodeOK {
+			return "", wire.Stat{}, code
+		}
+		n.data = data
 		n.version++
 		n.mzxid, n.mtime = zxid, txn.Time
+		m.refreshUsage()
 		*ev = append(*ev, changed(txn.Path))
 		return "", m.stat(txn.Path), wire.CodeOK
 	case wire.OpCheck:
@@ -306,7 +332,16 @@ func (m *model) create(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tre
 		}
 		n.owner = txn.Session
 	}
+	data, code := m.quotaData(path, txn.Data)
+	if code == wire.CodeOK {
+		code = m.checkQuota(path, 1, int64(len(data)))
+	}
+	if code != wire.CodeOK {
+		return fail(code)
+	}
+	n.data = data
 	m.nodes[path] = n
+	m.refreshUsage()
 	parent.cversion++
 	parent.pzxid = zxid
 	*ev = append(*ev, created(path), children(parentPath))
@@ -315,6 +350,7 @@ func (m *model) create(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tre
 
 func (m *model) remove(zxid int64, path string, ev *[]tree.Event) {
 	delete(m.nodes, path)
+	m.refreshUsage()
 	parent := m.nodes[parentOf(path)]
 	parent.cversion++
 	parent.pzxid = zxid
@@ -358,9 +394,84 @@ func (m *model) descendants(path string) int {
 	return n
 }
 
+// Quotas, the model's way: a quota is wherever a limits node is; its usage
+// is counted from its subtree each time it is needed, and written into
+// its stats node after every change.
+
+// quotaPaths are the paths with a quota, sorted.
+func (m *model) quotaPaths() []string {
+	var out []string
+	for p := range m.nodes {
+		if qp, name, ok := quotas.Split(p); ok && name == quotas.LimitNode {
+			out = append(out, qp)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// usage counts the nodes at and below path and their bytes.
+func (m *model) usage(path string) (count, size int64) {
+	for p, n := range m.nodes {
+		if p == path || strings.HasPrefix(p, path+"/") {
+			count++
+			size += int64(len(n.data))
+		}
+	}
+	return count, size
+}
+
+// quotaData is the tree's rule: limits must parse; a stats node of a
+// quota holds its usage.
+func (m *model) quotaData(path string, data []byte) ([]byte, wire.Code) {
+	qp, name, ok := quotas.Split(path)
+	switch {
+	case !ok:
+	case name == quotas.LimitNode:
+		if _, err := quotas.Parse(string(data)); err != nil {
+			return nil, wire.CodeBadArguments
+		}
+	case m.nodes[quotas.LimitPath(qp)] != nil:
+		return []byte(quotas.Usage(m.usage(qp))), wire.CodeOK
+	}
+	return data, wire.CodeOK
+}
+
+// checkQuota is QuotaExceeded if growing path's subtrees by dCount nodes
+// and dBytes bytes takes one over a hard limit of a quota above path.
+func (m *model) checkQuota(path string, dCount, dBytes int64) wire.Code {
+	for _, qp := range m.quotaPaths() {
+		if path != qp && !strings.HasPrefix(path, qp+"/") {
+			continue
+		}
+		st, _ := quotas.Parse(string(m.nodes[quotas.LimitPath(qp)].data))
+		count, size := m.usage(qp)
+		if dCount > 0 && st.CountHardLimit() >= 0 && count+dCount > st.CountHardLimit() ||
+			dBytes > 0 && st.ByteHardLimit() >= 0 && size+dBytes > st.ByteHardLimit() {
+			return wire.CodeQuotaExceeded
+		}
+	}
+	return wire.CodeOK
+}
+
+// refreshUsage writes each quota's usage into its stats node.
+func (m *model) refreshUsage() {
+	for _, qp := range m.quotaPaths() {
+		if n := m.nodes[quotas.StatPath(qp)]; n != nil {
+			n.data = []byte(quotas.Usage(m.usage(qp)))
+		}
+	}
+}
+
 // dump is the model's treeDump (without the digest, which it cannot know).
 func (m *model) dump(reapAt []int64) treeDump {
 	d := treeDump{Count: len(m.nodes), Nodes: map[string]nodeDump{}, Ephemerals: map[int64][]string{}}
+	for _, qp := range m.quotaPaths() {
+		st, _ := quotas.Parse(string(m.nodes[quotas.LimitPath(qp)].data))
+		count, size := m.usage(qp)
+		d.Quotas = append(d.Quotas, tree.Quota{Path: qp, Count: st.Count(), Bytes: st.Bytes(),
+			CountHardLimit: st.CountHardLimit(), ByteHardLimit: st.ByteHardLimit(), UsedCount: count, UsedBytes: size})
+	}
 	for p, n := range m.nodes {
 		acl := n.acl
 		if acl == nil {

@@ -24,13 +24,13 @@ func TestReads(t *testing.T) {
 			t.Errorf("Get = %q, %+v, %v", data, st, err)
 		}
 	})
-	t.Run("the root exists from the start, empty", func(t *testing.T) {
+	t.Run("the root exists from the start, empty but for /zookeeper", func(t *testing.T) {
 		tr := newFixture(t).tr
 		data, st, err := tr.Get("/")
-		if err != nil || len(data) != 0 || st != (wire.Stat{}) {
+		if err != nil || len(data) != 0 || st != (wire.Stat{NumChildren: 1}) {
 			t.Errorf("Get(/) = %q, %+v, %v", data, st, err)
 		}
-		if tr.Count() != 1 {
+		if tr.Count() != 1+systemNodes {
 			t.Errorf("Count = %d", tr.Count())
 		}
 	})
@@ -59,7 +59,7 @@ func TestReads(t *testing.T) {
 		}
 	})
 	t.Run("Children of the root lists the top level", func(t *testing.T) {
-		if names, _, _ := f.tr.Children("/"); !reflect.DeepEqual(names, []string{"app"}) {
+		if names, _, _ := f.tr.Children("/"); !reflect.DeepEqual(names, []string{"app", "zookeeper"}) {
 			t.Errorf("Children(/) = %v", names)
 		}
 	})
@@ -76,9 +76,9 @@ func TestReads(t *testing.T) {
 			}
 		})
 	}
-	t.Run("Count counts every znode and the root", func(t *testing.T) {
-		if n := f.tr.Count(); n != 8 {
-			t.Errorf("Count = %d, want 8", n)
+	t.Run("Count counts every znode, the root and the system nodes", func(t *testing.T) {
+		if n := f.tr.Count(); n != 8+systemNodes {
+			t.Errorf("Count = %d, want %d", n, 8+systemNodes)
 		}
 	})
 	t.Run("the data Get returned stays as it was after a setData", func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestDescendants(t *testing.T) {
 		path string
 		want int
 	}{
-		{"the root counts every node but itself", "/", 8},
+		{"the root counts every node but itself", "/", 8 + systemNodes},
 		{"a node counts all its descendants at any depth, not itself", "/a", 5},
 		{"a sibling whose name extends the path is not a descendant", "/ab", 0},
 		{"a middle node counts what is below it", "/a/b", 2},
@@ -167,7 +167,7 @@ func TestDescendants(t *testing.T) {
 	})
 	t.Run("a delete lowers the counts of every ancestor", func(t *testing.T) {
 		f.must(deleteTxn("/a/e/f", -1))
-		for path, want := range map[string]int{"/": 7, "/a": 4, "/a/e": 0} {
+		for path, want := range map[string]int{"/": 7 + systemNodes, "/a": 4, "/a/e": 0} {
 			if got, _ := f.tr.Descendants(path); got != want {
 				t.Errorf("Descendants(%s) = %d, want %d", path, got, want)
 			}
@@ -185,21 +185,23 @@ func TestDataSizeAddsEachPathAndItsData(t *testing.T) {
 			t.Errorf("%s: DataSize = %d, want %d", step, got, n)
 		}
 	}
-	want("the root alone", 1)
+	// The root, and the system nodes' paths (ZooKeeper counts them too).
+	base := int64(len("/") + len("/zookeeper") + len("/zookeeper/quota") + len("/zookeeper/config"))
+	want("the root and the system nodes", base)
 	f.create("/app", "config")
-	want("a create", 1+4+6)
+	want("a create", base+4+6)
 	f.must(setTxn("/app", "c", -1))
-	want("a set", 1+4+1)
+	want("a set", base+4+1)
 	f.mustFail(multiTxn(createTxn("/app/x", "data", wire.ModePersistent), checkTxn("/app", 99)), wire.ErrBadVersion)
-	want("a failed multi", 1+4+1)
+	want("a failed multi", base+4+1)
 	f.must(multiTxn(createTxn("/app/x", "data", wire.ModePersistent), setTxn("/", "root", -1)))
-	want("a multi", 1+4+4+1+6+4)
+	want("a multi", base+4+4+1+6+4)
 	f.openSession(7)
 	f.must(ephemeralTxn("/app/e", 7))
 	f.must(closeTxn(7))
-	want("an ephemeral gone with its session", 1+4+4+1+6+4)
+	want("an ephemeral gone with its session", base+4+4+1+6+4)
 	f.must(deleteTxn("/app/x", -1))
-	want("a delete", 1+4+4+1)
+	want("a delete", base+4+4+1)
 
 	var buf bytes.Buffer
 	if err := f.tr.WriteSnapshot(&buf); err != nil {

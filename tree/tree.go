@@ -112,6 +112,11 @@ type Tree struct {
 	// their ttl), so TxnReap never scans the whole tree.
 	containers map[string]struct{}
 	ttls       map[string]int64
+	// quotas are the paths with a quota (a limits node), with their
+	// limits and usage (quota.go).
+	quotas map[string]*quota
+
+	breaches []QuotaBreach // the quota limits the txn being applied went over
 
 	events []Event
 	undo   []func() // set while a multi applies: how to roll back each step
@@ -123,8 +128,17 @@ type Option func(*Tree)
 // WithMaxDataSize sets the limit on a znode's data length.
 func WithMaxDataSize(n int) Option { return func(t *Tree) { t.maxData = n } }
 
-// New returns a tree holding only the root, "/".
+// New returns a new tree: the root, "/", and ZooKeeper's system nodes
+// under it, /zookeeper, /zookeeper/quota and /zookeeper/config (see
+// wire.ZooKeeperPath).
 func New(opts ...Option) *Tree {
+	t := newBare(opts...)
+	t.addSystemNodes()
+	return t
+}
+
+// newBare returns a tree holding only the root.
+func newBare(opts ...Option) *Tree {
 	t := &Tree{
 		root:       &node{},
 		count:      1,
@@ -135,6 +149,7 @@ func New(opts ...Option) *Tree {
 		acls:       newACLTable(),
 		containers: map[string]struct{}{},
 		ttls:       map[string]int64{},
+		quotas:     map[string]*quota{},
 	}
 	for _, o := range opts {
 		o(t)
@@ -148,7 +163,7 @@ func New(opts ...Option) *Tree {
 // Zxid is the zxid of the last txn applied.
 func (t *Tree) Zxid() int64 { return t.zxid }
 
-// Count is the number of znodes, the root included.
+// Count is the number of znodes, the root and the system nodes included.
 func (t *Tree) Count() int { return t.count }
 
 // DataSize is the sum, over every znode, of the length of its path and of

@@ -9,6 +9,14 @@ const (
 	TxnRenewLease    wire.Op = -12
 	TxnCloseSession  wire.Op = wire.OpClose
 	TxnReap          wire.Op = -50 // delete empty containers and expired TTL nodes
+	// TxnSetConfig sets the data of /zookeeper/config (wire.ConfigPath)
+	// to Data, at Version (-1: any): the cluster's membership, written by
+	// the member as it applies a membership change, for clients to read
+	// (ZooKeeper's reconfig, and getConfig). It is a setData without a
+	// permission check: the version moves, mzxid and mtime are the txn's,
+	// and NodeDataChanged fires. Nothing reads the membership back from
+	// the node.
+	TxnSetConfig wire.Op = -60
 )
 
 // Txn is one replicated change to the tree. The proposer decides every
@@ -82,6 +90,11 @@ type Result struct {
 	// Closed is, for TxnCloseSession, the leases that ended with the
 	// session, in id order.
 	Closed []int64
+	// Quota lists the quota limits the txn went over: soft ones, which
+	// let it through, and the hard one that refused it with
+	// ErrQuotaExceeded (in a multi that failed, only that one). The
+	// member that proposed the txn logs and counts them.
+	Quota []QuotaBreach
 }
 
 // Event is a change that fires watches: NodeCreated, NodeDeleted and

@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/quotas"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// quotaJSON is a quota's JSON: its limits (-1: none) and its usage.
+type quotaJSON struct {
+	Path   string         `json:"path"`
+	Limits quotaLimitJSON `json:"limits"`
+	Usage  quotaUsageJSON `json:"usage"`
+}
+
+type quotaLimitJSON struct {
+	Count          int64 `json:"count"`
+	Bytes          int64 `json:"bytes"`
+	CountHardLimit int64 `json:"countHardLimit"`
+	ByteHardLimit  int64 `json:"byteHardLimit"`
+}
+
+type quotaUsageJSON struct {
+	Count int64 `json:"count"`
+	Bytes int64 `json:"bytes"`
+}
+
+func quotaOf(q client.Quota) quotaJSON {
+	return quotaJSON{Path: q.Path,
+		Limits: quotaLimitJSON{q.Limits.Count(), q.Limits.Bytes(), q.Limits.CountHardLimit(), q.Limits.ByteHardLimit()},
+		Usage:  quotaUsageJSON{q.Usage.Count(), q.Usage.Bytes()}}
+}
+
+// quotaFlags are the -n, -b, -N and -B of setquota and delquota.
+type quotaFlags struct{ n, b, nHard, bHard int64 }
+
+var quotaFlagLimits = []struct {
+	name  string
+	limit client.QuotaLimit
+}{{"count", client.QuotaCount}, {"bytes", client.QuotaBytes}, {"count-hard", client.QuotaCountHard}, {"bytes-hard", client.QuotaBytesHard}}
+
+// chosen is the limits whose flags cmd was given.
+func (f *quotaFlags) chosen(cmd *cobra.Command) []client.QuotaLimit {
+	var out []client.QuotaLimit
+	for _, fl := range quotaFlagLimits {
+		if cmd.Flags().Changed(fl.name) {
+			out = append(out, fl.limit)
+		}
+	}
+	return out
+}
+
+func (f *quotaFlags) value(l client.QuotaLimit) int64 {
+	return [...]int64{f.n, f.b, f.nHard, f.bHard}[l]
+}
+
+const quotaHelp = "A quota limits the subtree under PATH, PATH included: -n and -N its number of\n" +
+	"nodes, -b and -B the bytes of their data. A soft limit (-n, -b) lets writes\n" +
+	"through and the server logs and counts them (arbor_quota_exceeded_total); a hard\n" +
+	"limit (-N, -B) refuses the create or setData that would pass it (QuotaExceeded).\n" +
+	"Quotas live under /zookeeper/quota as ZooKeeper keeps them, so zkCli.sh and\n" +
+	"ZooKeeper clients see and set the same ones."
+
+func (e *env) setquotaCommand() *cobra.Command {
+	var f quotaFlags
+	cmd := &cobra.Command{
+		Use:   "setquota -n|-b|-N|-B VALUE PATH",
+		Short: "Set a limit of the quota on a subtree",
+		Long: "Set one limit of the quota on PATH, making the quota if there is none, as\n" +
+			"zkCli.sh's setquota does. PATH must exist, and no path above or below it may\n" +
+			"have a quota; the root and /zookeeper have none. A limit below what the subtree\n" +
+			"holds already is set, with a warning on stderr. Prints nothing, or with -o json\n" +
+			"the quota.\n\n" + quotaHelp,
+		Example: "  arbor setquota -N 1000 /app    # at most 1000 nodes under /app, /app included\n" +
+			"  arbor setquota -b 1048576 /app # warn past 1 MiB of data",
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
+			chosen := f.chosen(cmd)
+			if len(chosen) != 1 {
+				return usagef("give one of -n, -b, -N and -B")
+			}
+			limit, value := chosen[0], f.value(chosen[0])
+			switch {
+			case (limit == client.QuotaCount || limit == client.QuotaCountHard) && value <= 0:
+				return usagef("the num quota must be greater than zero")
+			case value < 0:
+				return usagef("the bytes quota must be greater than or equal to zero")
+			}
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				q, err := c.SetQuota(ctx, path, limit, value)
+				if err != nil {
+					return describeQuota(err, path)
+				}
+				for _, over := range q.Over() {
+					kind, use := "count", q.Usage.Count()
+					if over == client.QuotaBytes || over == client.QuotaBytesHard {
+						kind, use = "bytes", q.Usage.Bytes()
+					}
+					fmt.Fprintf(e.stderr, "arbor: warning: the %s quota you set is less than the existing %s: %d\n", kind, kind, use)
+				}
+				if e.json() {
+					return e.printJSON(quotaOf(q))
+				}
+				return nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.Int64VarP(&f.n, "count", "n", 0, "soft limit on the number of nodes")
+	fl.Int64VarP(&f.b, "bytes", "b", 0, "soft limit on the bytes of data")
+	fl.Int64VarP(&f.nHard, "count-hard", "N", 0, "hard limit on the number of nodes")
+	fl.Int64VarP(&f.bHard, "bytes-hard", "B", 0, "hard limit on the bytes of data")
+	return cmd
+}
+
+func (e *env) listquotaCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "listquota PATH",
+		Short: "Print the quota on a subtree and its usage",
+		Long: "Print the quota on PATH as zkCli.sh's listquota does: its limits, then what the\n" +
+			"subtree holds, in ZooKeeper's StatsTrack form (-1 is no limit):\n\n" +
+			"  Output quota for /app count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=1000\n" +
+			"  Output stat for /app count=3,bytes=12\n\n" + quotaHelp,
+		Example:           "  arbor listquota /app\n  arbor listquota -o json /app",
+		Args:              e.pathArgs(),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.pathArg(args)
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				q, err := c.Quota(ctx, path)
+				if err != nil {
+					return describeQuota(err, path)
+				}
+				if e.json() {
+					return e.printJSON(quotaOf(q))
+				}
+				fmt.Fprintf(e.stdout, "Output quota for %s %s\n", path, q.Limits)
+				if q.Usage.Count() >= 0 {
+					fmt.Fprintf(e.stdout, "Output stat for %s %s\n", path, q.Usage)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func (e *env) delquotaCommand() *cobra.Command {
+	var n, b, nHard, bHard bool
+	cmd := &cobra.Command{
+		Use:   "delquota [-n|-b|-N|-B] PATH",
+		Short: "Delete the quota on a subtree, or one of its limits",
+		Long: "Delete the quota on PATH, or with a flag only that limit of it, as zkCli.sh's\n" +
+			"delquota does. Prints nothing, or with -o json the path.\n\n" + quotaHelp,
+		Example:           "  arbor delquota /app\n  arbor delquota -N /app   # the hard limit on nodes only",
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		ValidArgsFunction: e.completePathArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := e.path(args[0])
+			var limits []client.QuotaLimit
+			for i, set := range []bool{n, b, nHard, bHard} {
+				if set {
+					limits = append(limits, quotaFlagLimits[i].limit)
+				}
+			}
+			if len(limits) > 1 {
+				return usagef("give at most one of -n, -b, -N and -B")
+			}
+			return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.DeleteQuota(ctx, path, limits...); err != nil {
+					return describeQuota(err, path)
+				}
+				if e.json() {
+					return e.printJSON(pathJSON{Path: path})
+				}
+				return nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&n, "count", "n", false, "delete the soft limit on the number of nodes")
+	fl.BoolVarP(&b, "bytes", "b", false, "delete the soft limit on the bytes of data")
+	fl.BoolVarP(&nHard, "count-hard", "N", false, "delete the hard limit on the number of nodes")
+	fl.BoolVarP(&bHard, "bytes-hard", "B", false, "delete the hard limit on the bytes of data")
+	return cmd
+}
+
+// describeQuota says a quota command's error in zkCli's words.
+func describeQuota(err error, path string) error {
+	switch {
+	case errors.Is(err, client.ErrNoQuota):
+		return fmt.Errorf("quota for %s does not exist", path)
+	case errors.Is(err, quotas.ErrNotAllowed) && strings.HasPrefix(path, wire.QuotaPath):
+		return fmt.Errorf("cannot set a quota under the path: %s", wire.QuotaPath)
+	case errors.Is(err, quotas.ErrNotAllowed):
+		return fmt.Errorf("cannot set a quota on %s: the root and /zookeeper have none", path)
+	case errors.Is(err, client.ErrQuotaNested):
+		_, msg, _ := strings.Cut(err.Error(), ": ")
+		return errors.New(msg)
+	case errors.Is(err, client.ErrNoNode) && !errors.Is(err, client.ErrNoQuota):
+		return fmt.Errorf("%s does not exist", path)
+	}
+	return describe(err, path)
+}

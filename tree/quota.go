@@ -1,0 +1,299 @@
+package tree
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/arbor-coord/arbor/quotas"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Quotas are ZooKeeper's: a client sets one on /app by writing
+// /zookeeper/quota/app/zookeeper_limits (package quotas has the format),
+// and the tree keeps the subtree's usage in
+// /zookeeper/quota/app/zookeeper_stats as ZooKeeper's DataTree does: it
+// rewrites the node's data in place (no version, no mzxid, no event), at
+// each create, delete and setData in the subtree. The tree indexes the
+// paths that have a limits node (t.quotas, rebuilt at restore), so a write
+// finds the quotas above it in one map lookup per ancestor, and none at
+// all while no quota is set.
+//
+// Where ZooKeeper counts a change only in the deepest quota above it,
+// the tree counts it in every quota above it, so that a quota's usage is
+// always its subtree's, nested quotas too. A hard limit refuses the
+// write that would take a subtree over it (QuotaExceeded, nothing
+// changed); a soft limit lets it through and the Result reports it.
+
+// quota is the state of one path's quota.
+type quota struct {
+	statPath string // where its usage is written
+	limits   quotaLimits
+	// count and bytes are the subtree's usage: its nodes, the quota's
+	// node included, and the bytes of their data.
+	count, bytes int64
+}
+
+// quotaLimits are a quota's limits; -1 is none.
+type quotaLimits struct {
+	count, bytes, countHard, bytesHard int64
+}
+
+// limitsOf reads a limits node's data; data that does not parse (only a
+// snapshot from before quotas can hold it) sets no limit.
+func limitsOf(data []byte) quotaLimits {
+	st, err := quotas.Parse(string(data))
+	if err != nil {
+		return quotaLimits{-1, -1, -1, -1}
+	}
+	return quotaLimits{st.Count(), st.Bytes(), st.CountHardLimit(), st.ByteHardLimit()}
+}
+
+// QuotaBreach is a write that took, or would have taken, the subtree
+// under a quota over one of its limits.
+type QuotaBreach struct {
+	Path  string // the path the quota is on
+	Bytes bool   // the limit on bytes of data, else the one on nodes
+	Hard  bool   // a hard limit: the write was refused with ErrQuotaExceeded
+	Limit int64
+	Usage int64 // what the subtree would hold with the write
+}
+
+// Kind is "bytes" or "count".
+func (b QuotaBreach) Kind() string {
+	if b.Bytes {
+		return "bytes"
+	}
+	return "count"
+}
+
+// quotasAbove calls fn for each quota on path or one of its ancestors.
+func (t *Tree) quotasAbove(path string, fn func(qpath string, q *quota)) {
+	if len(t.quotas) == 0 {
+		return
+	}
+	for p := path; p != "/"; {
+		if q := t.quotas[p]; q != nil {
+			fn(p, q)
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i <= 0 {
+			break
+		}
+		p = p[:i]
+	}
+}
+
+// checkQuota checks that adding dCount nodes and dBytes bytes of data at
+// path takes no subtree over a hard limit: it fails with
+// ErrQuotaExceeded, and reports the breach, if one would. Otherwise it
+// reports the soft limits the change goes over: the caller must then
+// make it. Only growth is checked: a change that shrinks a subtree
+// already over its limit goes through.
+func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
+	var hard QuotaBreach // Hard set when there is one
+	var soft []QuotaBreach
+	t.quotasAbove(path, func(qpath string, q *quota) {
+		for _, c := range [...]struct {
+			bytes       bool
+			d, have     int64
+			limit, hard int64
+		}{
+			{false, dCount, q.count, q.limits.count, q.limits.countHard},
+			{true, dBytes, q.bytes, q.limits.bytes, q.limits.bytesHard},
+		} {
+			if c.d <= 0 {
+				continue
+			}
+			b := QuotaBreach{Path: qpath, Bytes: c.bytes, Usage: c.have + c.d}
+			switch {
+			case c.hard >= 0 && b.Usage > c.hard:
+				if !hard.Hard {
+					b.Hard, b.Limit = true, c.hard
+					hard = b
+				}
+			case c.limit >= 0 && b.Usage > c.limit:
+				b.Limit = c.limit
+				soft = append(soft, b)
+			}
+		}
+	})
+	if hard.Hard {
+		t.breaches = append(t.breaches, hard)
+		unit := "nodes"
+		if hard.Bytes {
+			unit = "bytes"
+		}
+		return wire.Errorf(wire.CodeQuotaExceeded, "quota of %s exceeded: its subtree would hold %d %s, over its hard limit of %d",
+			hard.Path, hard.Usage, unit, hard.Limit)
+	}
+	t.breaches = append(t.breaches, soft...)
+	return nil
+}
+
+// chargeQuota adds dCount nodes and dBytes bytes at path to the usage of
+// every quota above it.
+func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
+	t.quotasAbove(path, func(qpath string, q *quota) {
+		q.count += dCount
+		q.bytes += dBytes
+		if t.undo != nil {
+			t.undo = append(t.undo, func() { q.count -= dCount; q.bytes -= dBytes })
+		}
+		t.writeUsage(q)
+	})
+}
+
+// writeUsage writes q's usage into its stats node, if there is one, as
+// ZooKeeper does: the data alone changes, and no watch fires.
+func (t *Tree) writeUsage(q *quota) {
+	path := q.statPath
+	n := t.lookup(path)
+	if n == nil {
+		return
+	}
+	// A new slice: the old one may be held by readers, and stays as it is.
+	data := quotas.AppendUsage(make([]byte, 0, 32), q.count, q.bytes)
+	if bytes.Equal(n.data, data) {
+		return
+	}
+	old, oldHash := n.data, n.dataHash
+	t.digest -= t.nodeDigest(path, n)
+	t.dataSize += int64(len(data) - len(n.data))
+	n.data, n.dataHash = data, hashData(data)
+	t.digest += t.nodeDigest(path, n)
+	if t.undo != nil {
+		t.undo = append(t.undo, func() {
+			t.digest -= t.nodeDigest(path, n)
+			t.dataSize += int64(len(old) - len(n.data))
+			n.data, n.dataHash = old, oldHash
+			t.digest += t.nodeDigest(path, n)
+		})
+	}
+}
+
+// quotaData is the data a create or setData of the node at path stores:
+// data, but for a quota's stats node, whose data is its quota's usage
+// whatever the client wrote, so that it always tells the truth. Limits
+// that do not parse are BadArguments.
+func (t *Tree) quotaData(path string, data []byte) ([]byte, error) {
+	qpath, name, ok := quotas.Split(path)
+	switch {
+	case !ok:
+		return data, nil
+	case name == quotas.LimitNode:
+		if _, err := quotas.Parse(string(data)); err != nil {
+			return nil, wire.Errorf(wire.CodeBadArguments, "%s: %v", path, err)
+		}
+	case t.quotas[qpath] != nil:
+		q := t.quotas[qpath]
+		return []byte(quotas.Usage(q.count, q.bytes)), nil
+	}
+	return data, nil
+}
+
+// quotaNodeAdded indexes a quota whose limits node was just made at path:
+// its usage is counted from its subtree, as ZooKeeper counts it.
+func (t *Tree) quotaNodeAdded(path string, n *node) {
+	qpath, name, ok := quotas.Split(path)
+	if !ok || name != quotas.LimitNode {
+		return
+	}
+	q := &quota{statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
+	q.count, q.bytes = t.usage(qpath)
+	t.quotas[qpath] = q
+	if t.undo != nil {
+		t.undo = append(t.undo, func() { delete(t.quotas, qpath) })
+	}
+	t.writeUsage(q)
+}
+
+// quotaNodeRemoved drops a quota whose limits node at path was just
+// deleted. Its stats node, if it stays, keeps what it said last.
+func (t *Tree) quotaNodeRemoved(path string) {
+	qpath, name, ok := quotas.Split(path)
+	if !ok || name != quotas.LimitNode {
+		return
+	}
+	q := t.quotas[qpath]
+	delete(t.quotas, qpath)
+	if t.undo != nil && q != nil {
+		t.undo = append(t.undo, func() { t.quotas[qpath] = q })
+	}
+}
+
+// quotaLimitsSet takes the limits of a quota whose limits node at path
+// was just given data.
+func (t *Tree) quotaLimitsSet(path string, data []byte) {
+	qpath, name, ok := quotas.Split(path)
+	if !ok || name != quotas.LimitNode || t.quotas[qpath] == nil {
+		return
+	}
+	q := t.quotas[qpath]
+	old := q.limits
+	q.limits = limitsOf(data)
+	if t.undo != nil {
+		t.undo = append(t.undo, func() { q.limits = old })
+	}
+}
+
+// usage counts the nodes at and below path and the bytes of their data.
+func (t *Tree) usage(path string) (count, bytes int64) {
+	n := t.lookup(path)
+	if n == nil {
+		return 0, 0
+	}
+	stack := []*node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		count++
+		bytes += int64(len(n.data))
+		for c := range n.children.all {
+			stack = append(stack, c)
+		}
+	}
+	return count, bytes
+}
+
+// rebuildQuotas indexes every quota under /zookeeper/quota and writes its
+// usage, counted from its subtree, into its stats node (ZooKeeper's
+// setupQuota, when it loads a snapshot): a snapshot this tree wrote holds
+// the same usage already; one from before quotas may not.
+func (t *Tree) rebuildQuotas() {
+	root := t.lookup(wire.QuotaPath)
+	if root == nil {
+		return
+	}
+	type item struct {
+		path string
+		n    *node
+	}
+	stack := []item{{wire.QuotaPath, root}}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		t.quotaNodeAdded(it.path, it.n)
+		for c := range it.n.children.all {
+			stack = append(stack, item{it.path + "/" + c.name, c})
+		}
+	}
+}
+
+// Quota is a quota's state, as the tree keeps it.
+type Quota struct {
+	Path string // the path it is on
+	// The limits (-1: none) and the usage, as its nodes say them.
+	Count, Bytes, CountHardLimit, ByteHardLimit int64
+	UsedCount, UsedBytes                        int64
+}
+
+// Quotas returns the quotas set, by path.
+func (t *Tree) Quotas() []Quota {
+	out := make([]Quota, 0, len(t.quotas))
+	for _, p := range sortedKeys(t.quotas) {
+		q := t.quotas[p]
+		out = append(out, Quota{Path: p, Count: q.limits.count, Bytes: q.limits.bytes,
+			CountHardLimit: q.limits.countHard, ByteHardLimit: q.limits.bytesHard, UsedCount: q.count, UsedBytes: q.bytes})
+	}
+	return out
+}
