@@ -122,9 +122,11 @@ func TestZooKeeperCommandsAnswerAsWordsAndOverHTTP(t *testing.T) {
 		if m["command"] != "monitor" {
 			t.Errorf("command %v", m["command"])
 		}
-		// the root, /open, /open/eph, /private, /private/eph: 1+5+9+8+12 bytes of paths, no data
-		for k, want := range map[string]int64{"znode_count": 5, "ephemerals_count": 2, "watch_count": 4,
-			"global_sessions": 1, "approximate_data_size": 35} {
+		// the root, /open, /open/eph, /private, /private/eph: 1+5+9+8+12
+		// bytes of paths, no data; and the system nodes, /zookeeper,
+		// /zookeeper/quota, /zookeeper/config: 10+16+17
+		for k, want := range map[string]int64{"znode_count": 8, "ephemerals_count": 2, "watch_count": 4,
+			"global_sessions": 1, "approximate_data_size": 35 + 43} {
 			if text["zk_"+k] != strconv.FormatInt(want, 10) || num(m[k]) != want {
 				t.Errorf("%s: mntr %q, monitor %v, want %d", k, text["zk_"+k], m[k], want)
 			}
@@ -141,12 +143,12 @@ func TestZooKeeperCommandsAnswerAsWordsAndOverHTTP(t *testing.T) {
 	})
 	t.Run("srvr and server_stats", func(t *testing.T) {
 		srvr, ok := zk.FLWSrvr([]string{zkAddr}, 2*time.Second)
-		if !ok || srvr[0].Mode != zk.ModeStandalone || srvr[0].NodeCount != 5 {
+		if !ok || srvr[0].Mode != zk.ModeStandalone || srvr[0].NodeCount != 8 {
 			t.Errorf("srvr = %+v (%q)", srvr[0], word("srvr"))
 		}
 		m := command(t, s, "srvr", "", "")
 		st, _ := m["server_stats"].(map[string]any)
-		if m["command"] != "server_stats" || num(m["node_count"]) != 5 || st["server_state"] != "standalone" ||
+		if m["command"] != "server_stats" || num(m["node_count"]) != 8 || st["server_state"] != "standalone" ||
 			num(st["packets_received"]) == 0 || num(st["data_dir_size"]) == 0 || m["read_only"] != false {
 			t.Errorf("/commands/srvr = %v", m)
 		}
