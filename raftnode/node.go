@@ -202,6 +202,7 @@ type Node struct {
 	leader      atomic.Uint64
 	term        atomic.Uint64
 	confPending atomic.Bool // a membership change is in flight from here
+	leadFrom    uint64      // raft goroutine only: the last index of the log this member took over as leader
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
 	readMu     sync.Mutex
@@ -357,7 +358,10 @@ func (n *Node) init() error {
 		var peers []raft.Peer
 		for id := range n.cfg.Peers {
 			if !n.cfg.isLearner(id) {
-				peers = append(peers, raft.Peer{ID: id})
+				// The address in the entry, as in every later change:
+				// a member that replays the log learns it there.
+				ctx := append(make([]byte, 8), confContext([]string{n.cfg.Peers[id]}, nil)...)
+				peers = append(peers, raft.Peer{ID: id, Context: ctx})
 			}
 		}
 		slices.SortFunc(peers, func(a, b raft.Peer) int { return cmp.Compare(a.ID, b.ID) })
