@@ -53,7 +53,7 @@ func TestCommandsPrintText(t *testing.T) {
 		{"set at a stale version fails", []string{"set", "-v", "0", "/app", "v4"}, 1, "", "arbor: /app is not at the expected version"},
 		{"ls -R lists the subtree as full paths, parents first", []string{"ls", "-R", "/app"}, 0,
 			"/app\n/app/0000000001\n/app/cache\n/app/job-0000000000\n/app/t-0000000005\n", ""},
-		{"count counts every node below", []string{"count", "/"}, 0, "6\n", ""},
+		{"count counts every node below, the system nodes too", []string{"count", "/"}, 0, "9\n", ""},
 		{"count of a leaf is 0", []string{"count", "/app/cache"}, 0, "0\n", ""},
 		{"sync prints nothing", []string{"sync", "/app"}, 0, "", ""},
 		{"get of a missing node says so", []string{"get", "/x"}, 1, "", "arbor: no node at /x\n"},
@@ -65,7 +65,7 @@ func TestCommandsPrintText(t *testing.T) {
 		{"deleteall removes the subtree", []string{"deleteall", "/app"}, 0, "", ""},
 		{"deleteall of a missing node fails", []string{"deleteall", "/app"}, 1, "", "no node at /app"},
 		{"deleteall / keeps the root", []string{"deleteall", "/"}, 0, "", ""},
-		{"after deleteall / only the root is left", []string{"ls", "-R", "/"}, 0, "/\n", ""},
+		{"after deleteall / only the root and the system nodes are left", []string{"ls", "-R", "/"}, 0, "/\n/zookeeper\n/zookeeper/config\n/zookeeper/quota\n", ""},
 	})
 }
 
@@ -127,7 +127,7 @@ func TestExitStatus(t *testing.T) {
 	addr, _ := startServer(t)
 	must(t, addr, "create", "/app")
 	runSteps(t, addr, []step{
-		{"success is 0", []string{"ls", "/"}, 0, "app\n", ""},
+		{"success is 0", []string{"ls", "/"}, 0, "app\nzookeeper\n", ""},
 		{"a missing argument is a usage error", []string{"get"}, 2, "", "accepts 1 arg"},
 		{"too many arguments is a usage error", []string{"set", "/app", "a", "b"}, 2, "", "accepts 2 arg"},
 		{"an unknown command is a usage error", []string{"frobnicate"}, 2, "", "unknown command"},
@@ -150,11 +150,11 @@ func TestExitStatus(t *testing.T) {
 	})
 	t.Run("ARBOR_SERVERS names the servers when --servers does not", func(t *testing.T) {
 		r := runArbor(t, "", []string{"ARBOR_SERVERS=" + addr}, "ls", "/")
-		if r.code != 0 || r.stdout != "app\n" {
+		if r.code != 0 || r.stdout != "app\nzookeeper\n" {
 			t.Fatalf("with ARBOR_SERVERS: %v", r)
 		}
 		r = runArbor(t, "", []string{"ARBOR_SERVERS=127.0.0.1:1"}, "--servers", addr, "ls", "/")
-		if r.code != 0 || r.stdout != "app\n" {
+		if r.code != 0 || r.stdout != "app\nzookeeper\n" {
 			t.Fatalf("--servers over ARBOR_SERVERS: %v", r)
 		}
 	})
@@ -163,7 +163,7 @@ func TestExitStatus(t *testing.T) {
 func TestClusterCommandsPrintText(t *testing.T) {
 	addr, _ := startServer(t)
 	status := must(t, addr, "status")
-	for _, want := range []string{"id = 1\n", "leader = 1\n", "term = ", "applied = ", "zxid = 0x", "digest = ", "sessions = 1\n", "znodes = 1\n"} {
+	for _, want := range []string{"id = 1\n", "leader = 1\n", "term = ", "applied = ", "zxid = 0x", "digest = ", "sessions = 1\n", "znodes = 4\n"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("status lacks %q:\n%s", want, status)
 		}

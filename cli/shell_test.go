@@ -54,6 +54,7 @@ seq-0000000001
 /app/eph
 /
 app
+zookeeper
 with  spaces
 /app/seq-0000000001
 /app "cfg"
@@ -180,8 +181,8 @@ func TestCompletion(t *testing.T) {
 			{"/", "/app", []string{"/app", "/apple"}},
 			{"/", "/app/j", []string{"/app/job-1", "/app/jobs"}},
 			{"/", "/app/", []string{"/app/job-1", "/app/jobs", "/app/x"}},
-			{"/", "/", []string{"/app", "/apple", "/b"}},
-			{"/", "", []string{"app", "apple", "b"}},
+			{"/", "/", []string{"/app", "/apple", "/b", "/zookeeper"}},
+			{"/", "", []string{"app", "apple", "b", "zookeeper"}},
 			{"/app", "j", []string{"job-1", "jobs"}},
 			{"/app", "../ap", []string{"../app", "../apple"}},
 			{"/app", "./x", []string{"./x"}},

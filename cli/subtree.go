@@ -45,7 +45,8 @@ func (e *env) deleteallCommand() *cobra.Command {
 		Short: "Delete a node and everything below it",
 		Long: "Delete a node and its whole subtree, deepest nodes first. A node that another\n" +
 			"client deletes meanwhile is fine; one that gets a new child meanwhile is tried\n" +
-			"again. deleteall / deletes everything but the root, which always stays.",
+			"again. The root and ZooKeeper's system nodes (/zookeeper, /zookeeper/quota,\n" +
+			"/zookeeper/config) always stay: deleteall / deletes everything else.",
 		Example:           "  arbor deleteall /app\n  arbor deleteall -o json /app   # {\"path\":\"/app\",\"deleted\":3}",
 		Args:              usageArgs(cobra.ExactArgs(1)),
 		ValidArgsFunction: e.completePathArg,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/arbor-coord/arbor/wire"
 )
 
 // A subtree is read and changed one node at a time: ZooKeeper has no
@@ -95,8 +97,10 @@ const deleteAllRetries = 10
 // DeleteAll deletes path and everything below it, deepest nodes first, at
 // any version, and returns how many nodes it deleted. A node another
 // client deletes meanwhile is fine; one that gets a new child meanwhile is
-// listed and emptied again (a few times, then ErrNotEmpty). DeleteAll of
-// "/" deletes everything but the root, which always stays. A missing path
+// listed and emptied again (a few times, then ErrNotEmpty). The root and
+// ZooKeeper's system nodes (/zookeeper, /zookeeper/quota and
+// /zookeeper/config, see wire.IsSystemNode) always stay: DeleteAll of "/"
+// deletes everything else, the quotas under /zookeeper/quota included. A missing path
 // is an error matching ErrNoNode. On an error, the nodes counted are
 // deleted and the others may or may not be; a request's error is an
 // *OpError naming the node.
@@ -123,7 +127,7 @@ func (c *Client) deleteAll(ctx context.Context, path string, top bool, o subtree
 				return deleted, err
 			}
 		}
-		if path == "/" {
+		if wire.IsSystemNode(path) {
 			return deleted, nil
 		}
 		rctx, cancel = o.request(ctx)

@@ -105,8 +105,8 @@ func TestWalkVisitsEachNodeBeforeItsChildrenAndTheChildrenInNameOrder(t *testing
 		t.Fatalf("Walk(/app) visited\n  %v, %v\nwant\n  %v", got, err, want)
 	}
 	got, err = recordWalk(t, c, "/", nil)
-	if err != nil || len(got) != 6 || got[0].path != "/" || got[1].path != "/app" {
-		t.Fatalf("Walk(/) visited %v, %v; want / and then the 5 nodes of /app", got, err)
+	if err != nil || len(got) != 9 || got[0].path != "/" || got[1].path != "/app" || got[6].path != "/zookeeper" {
+		t.Fatalf("Walk(/) visited %v, %v; want /, the 5 nodes of /app, then /zookeeper and its 2 children", got, err)
 	}
 }
 
@@ -228,23 +228,32 @@ func TestDeleteAllDeletesTheSubtreeAndCountsIt(t *testing.T) {
 		t.Fatalf("DeleteAll(/app) = %d, %v; want %d", n, err, len(appTree))
 	}
 	names, _, err := c.Children(testContext(t), "/")
-	if err != nil || !reflect.DeepEqual(names, []string{"other"}) {
-		t.Fatalf("children of / after DeleteAll(/app): %v, %v; want [other]", names, err)
+	if err != nil || !reflect.DeepEqual(names, []string{"other", "zookeeper"}) {
+		t.Fatalf("children of / after DeleteAll(/app): %v, %v; want [other zookeeper]", names, err)
 	}
 }
 
-func TestDeleteAllOfTheRootKeepsTheRoot(t *testing.T) {
+func TestDeleteAllOfTheRootKeepsTheRootAndTheSystemNodes(t *testing.T) {
 	_, addr := startServer(t)
 	c := dial(t, addr)
 	makeTree(t, c, appTree...)
-	makeTree(t, c, "/other")
+	makeTree(t, c, "/other", "/zookeeper/mine", "/zookeeper/quota/app")
 	n, err := c.DeleteAll(testContext(t), "/")
-	if err != nil || n != len(appTree)+1 {
-		t.Fatalf("DeleteAll(/) = %d, %v; want %d", n, err, len(appTree)+1)
+	if err != nil || n != len(appTree)+3 {
+		t.Fatalf("DeleteAll(/) = %d, %v; want %d", n, err, len(appTree)+3)
 	}
-	names, st, err := c.Children(testContext(t), "/")
-	if err != nil || len(names) != 0 || st.NumChildren != 0 {
-		t.Fatalf("the root after DeleteAll(/): %v %+v %v; want it there with no children", names, st, err)
+	var left []string
+	if err := c.Walk(testContext(t), "/", func(path string, _ client.Stat, _ []string) error {
+		left = append(left, path)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"}; !reflect.DeepEqual(left, want) {
+		t.Fatalf("after DeleteAll(/): %v; want %v", left, want)
+	}
+	if n, err := c.DeleteAll(testContext(t), "/zookeeper"); err != nil || n != 0 {
+		t.Fatalf("DeleteAll(/zookeeper) = %d, %v; want 0, nil", n, err)
 	}
 }
 

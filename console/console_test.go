@@ -51,7 +51,8 @@ func TestEveryPageRenders(t *testing.T) {
 		{"/", "<h1>Overview</h1>", 200}, // redirected
 		{"/ui/", "<h1>Overview</h1>", 200},
 		{"/ui/tree/", `<h1 class="path">/</h1>`, 200},
-		{"/ui/tree/zookeeper", "There is no node /zookeeper", 404},
+		{"/ui/tree/zookeeper", `<h1 class="path">/zookeeper</h1>`, 200},
+		{"/ui/tree/nope", "There is no node /nope", 404},
 		{"/ui/tree/a/", "invalid", 400},
 		{"/ui/sessions", "<h1>Sessions", 200},
 		{"/ui/members", "<h1>Members", 200},

@@ -26,7 +26,7 @@ func TestClusterReplicatesEveryWriteToEveryMember(t *testing.T) {
 	c.converged()
 	for id := uint64(1); id <= 3; id++ {
 		names, _, err := dial(t, c.addr(id)).Children(ctx, "/")
-		if err != nil || len(names) != 3 {
+		if err != nil || len(names) != 4 { // and /zookeeper
 			t.Fatalf("member %d sees %v, %v", id, names, err)
 		}
 	}
@@ -268,8 +268,8 @@ func TestARestartedMemberCatchesUpFromASnapshot(t *testing.T) {
 	c.start(behind)
 	c.converged()
 	names, _, err := dial(t, c.addr(behind)).Children(ctx, "/")
-	if err != nil || len(names) != 100 {
-		t.Fatalf("the restarted member has %d nodes, %v; want 100", len(names), err)
+	if err != nil || len(names) != 101 {
+		t.Fatalf("the restarted member has %d nodes, %v; want 100 and /zookeeper", len(names), err)
 	}
 }
 
@@ -317,8 +317,8 @@ func TestFiveMembersSurviveLossDelayAndTwoFailures(t *testing.T) {
 	c.heal()
 	c.converged()
 	names, _, err := dial(t, c.addr(c.follower())).Children(ctx, "/")
-	if err != nil || len(names) != 40 {
-		t.Fatalf("a surviving member has %d nodes, %v; want 40", len(names), err)
+	if err != nil || len(names) != 41 {
+		t.Fatalf("a surviving member has %d nodes, %v; want 40 and /zookeeper", len(names), err)
 	}
 }
 

@@ -408,8 +408,8 @@ func TestZooKeeperOpsBeyondGoZookeeper(t *testing.T) {
 		}
 	})
 	t.Run("getAllChildrenNumber and getEphemerals", func(t *testing.T) {
-		if r := c.call(zkwire.Request{Op: zkwire.OpGetAllChildrenNumber, Path: "/"}); r.Err != 0 || r.Number != 4 {
-			t.Fatalf("getAllChildrenNumber = %+v, want 4", r)
+		if r := c.call(zkwire.Request{Op: zkwire.OpGetAllChildrenNumber, Path: "/"}); r.Err != 0 || r.Number != 7 {
+			t.Fatalf("getAllChildrenNumber = %+v, want 7 (4 and the system nodes)", r)
 		}
 		for prefix, want := range map[string][]string{"/r/e": {"/r/e1", "/r/e2"}, "": {"/r/e1", "/r/e2"}, "/r/": {"/r/e1", "/r/e2"}, "/x": nil} {
 			if r := c.call(zkwire.Request{Op: zkwire.OpGetEphemerals, Path: prefix}); r.Err != 0 || !slices.Equal(r.Children, want) {
@@ -834,7 +834,7 @@ func TestFourLetterWords(t *testing.T) {
 		t.Errorf("reqs = %q", got)
 	}
 	srvr, ok := zk.FLWSrvr([]string{addr}, 2*time.Second)
-	if !ok || srvr[0].Mode != zk.ModeStandalone || srvr[0].NodeCount != 1 || srvr[0].Connections < 2 {
+	if !ok || srvr[0].Mode != zk.ModeStandalone || srvr[0].NodeCount != 4 || srvr[0].Connections < 2 {
 		t.Errorf("srvr = %+v (%q)", srvr[0], word("srvr"))
 	}
 	cons, ok := zk.FLWCons([]string{addr}, 2*time.Second)
@@ -851,7 +851,7 @@ func TestFourLetterWords(t *testing.T) {
 		k, v, _ := strings.Cut(line, "\t")
 		mntr[k] = v
 	}
-	for k, want := range map[string]string{"zk_server_state": "standalone", "zk_znode_count": "1", "zk_watch_count": "1",
+	for k, want := range map[string]string{"zk_server_state": "standalone", "zk_znode_count": "4", "zk_watch_count": "1",
 		"zk_global_sessions": "2", "zk_ephemerals_count": "0"} {
 		if mntr[k] != want {
 			t.Errorf("mntr %s = %q, want %q (all: %v)", k, mntr[k], want, mntr)

@@ -63,7 +63,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`arbor_request_duration_seconds_count{op="setData"} 1`,
 		"arbor_connections 2",
 		"arbor_sessions 2",
-		"arbor_znodes 2",
+		"arbor_znodes 5",
 		"arbor_watches 0",
 		"arbor_watch_notifications_total 1",
 		"arbor_is_leader 1",
@@ -73,7 +73,7 @@ func TestMetricsAndHealth(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if _, body := get(t, base+"/status"); !strings.Contains(body, `"znodes":2`) || !strings.Contains(body, `"leader":1`) {
+	if _, body := get(t, base+"/status"); !strings.Contains(body, `"znodes":5`) || !strings.Contains(body, `"leader":1`) {
 		t.Errorf("/status = %s", body)
 	}
 }

@@ -34,7 +34,7 @@ func TestGetEphemeralsAndGetAllChildrenNumber(t *testing.T) {
 			wire.Reply{Xid: 11, Err: wire.CodeBadArguments}},
 		{"getAllChildrenNumber counts every descendant", a,
 			wire.Request{Xid: 12, Op: wire.OpGetAllChildrenNumber, Path: "/"},
-			wire.Reply{Xid: 12, Descendants: 4}},
+			wire.Reply{Xid: 12, Descendants: 7}}, // the system nodes too
 		{"getAllChildrenNumber of a missing node is NoNode", a,
 			wire.Request{Xid: 13, Op: wire.OpGetAllChildrenNumber, Path: "/nope"},
 			wire.Reply{Xid: 13, Err: wire.CodeNoNode}},

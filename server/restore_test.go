@@ -58,8 +58,8 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Index != before.Applied || h.Znodes != 23 {
-		t.Fatalf("restored %+v; the member was at %d with 23 znodes", h, before.Applied)
+	if h.Index != before.Applied || h.Znodes != 26 {
+		t.Fatalf("restored %+v; the member was at %d with 26 znodes", h, before.Applied)
 	}
 	r := startServer(t, dir)
 	after := r.Status()

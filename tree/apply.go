@@ -37,6 +37,8 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 		res.Closed, res.Err = t.closeSession(zxid, txn.Session, txn.LeaseVersion)
 	case TxnReap:
 		t.reap(zxid, txn.Time)
+	case TxnSetConfig:
+		res.Stat, res.Err = t.setConfig(zxid, txn)
 	default:
 		res.Err = wire.Errorf(wire.CodeUnimplemented, "unknown txn type %d", int32(txn.Type))
 	}
@@ -273,6 +275,9 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 	if err := wire.ValidatePath(path, false); err != nil {
 		return err
 	}
+	if wire.IsSystemNode(path) {
+		return wire.Errorf(wire.CodeBadArguments, "cannot delete %s: it is one of ZooKeeper's system nodes", path)
+	}
 	parent, name := splitPath(path)
 	p := t.lookup(parent)
 	if p == nil {
@@ -310,22 +315,27 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 	if txn.Version != -1 && txn.Version != n.version {
 		return wire.Stat{}, wire.ErrBadVersion
 	}
+	t.writeData(zxid, txn.Path, n, txn.Data, txn.Time)
+	return t.stat(n), nil
+}
+
+// writeData replaces the data of n, at path, as a setData at zxid and
+// time does: the version moves, NodeDataChanged fires.
+func (t *Tree) writeData(zxid int64, path string, n *node, data []byte, time int64) {
 	old := *n
-	t.digest -= t.nodeDigest(txn.Path, n)
-	n.data, n.dataHash = txn.Data, hashData(txn.Data)
+	t.digest -= t.nodeDigest(path, n)
+	n.data, n.dataHash = data, hashData(data)
 	n.version++
-	n.mzxid, n.mtime = zxid, txn.Time
-	t.digest += t.nodeDigest(txn.Path, n)
-	t.fireNode(wire.EventNodeDataChanged, txn.Path, n)
+	n.mzxid, n.mtime = zxid, time
+	t.digest += t.nodeDigest(path, n)
+	t.fireNode(wire.EventNodeDataChanged, path, n)
 	if t.undo != nil {
-		path := txn.Path
 		t.undo = append(t.undo, func() {
 			t.digest -= t.nodeDigest(path, n)
 			n.data, n.dataHash, n.version, n.mzxid, n.mtime = old.data, old.dataHash, old.version, old.mzxid, old.mtime
 			t.digest += t.nodeDigest(path, n)
 		})
 	}
-	return t.stat(n), nil
 }
 
 // check checks a node's version, and needs READ on the node: it fails

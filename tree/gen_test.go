@@ -87,8 +87,10 @@ func (g *txnGen) txn() tree.Txn {
 			Password: []byte(fmt.Sprintf("pw%d", g.next()))}
 	case k < 18:
 		txn = tree.Txn{Type: tree.TxnCloseSession, Session: g.session()}
-	case k < 20:
+	case k < 19 || (k < 20 && g.next()%4 != 0):
 		txn = tree.Txn{Type: tree.TxnReap}
+	case k < 20:
+		txn = tree.Txn{Type: tree.TxnSetConfig, Data: g.data(), Version: g.version()}
 	default:
 		txn = g.simple(wire.OpSetACL)
 		txn.Version = g.version() // of the ACL
@@ -105,9 +107,10 @@ func (g *txnGen) txn() tree.Txn {
 }
 
 var (
-	genNames    = []string{"a", "b", "c"}
-	genBadPaths = []string{"", "a", "/a/", "//", "/a/..", "/\x01"}
-	genModes    = []wire.CreateMode{
+	genNames       = []string{"a", "b", "c"}
+	genSystemPaths = []string{wire.ZooKeeperPath, wire.QuotaPath, wire.ConfigPath}
+	genBadPaths    = []string{"", "a", "/a/", "//", "/a/..", "/\x01"}
+	genModes       = []wire.CreateMode{
 		wire.ModePersistent, wire.ModePersistent, wire.ModeEphemeral, wire.ModePersistentSequential,
 		wire.ModeEphemeralSequential, wire.ModeContainer, wire.ModeContainer, wire.ModePersistentWithTTL,
 		wire.ModePersistentSequentialWithTTL,
@@ -121,8 +124,10 @@ func (g *txnGen) path() string {
 	switch {
 	case b < 8:
 		return genBadPaths[int(b)%len(genBadPaths)]
-	case b < 12:
+	case b < 11:
 		return "/"
+	case b < 12:
+		return genSystemPaths[int(g.next())%len(genSystemPaths)]
 	case b < 130 && len(g.known) > 0:
 		return g.known[int(g.next())%len(g.known)]
 	case b < 190 && len(g.known) > 0:

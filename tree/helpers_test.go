@@ -26,6 +26,10 @@ type fixture struct {
 	zxid int64
 }
 
+// systemNodes is the number of nodes a new tree has besides the root:
+// /zookeeper, /zookeeper/quota and /zookeeper/config.
+const systemNodes = 3
+
 func newFixture(t testing.TB, opts ...tree.Option) *fixture {
 	t.Helper()
 	return &fixture{t: t, tr: tree.New(opts...)}

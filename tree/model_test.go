@@ -57,9 +57,12 @@ func (n *mnode) may(ids []wire.Identity, perm wire.Perms) bool {
 	return false
 }
 
+// newModel returns a model of a new tree: the root and ZooKeeper's
+// system nodes, /zookeeper/config readable only.
 func newModel(maxData int) *model {
 	return &model{
-		nodes:    map[string]*mnode{"/": {}},
+		nodes: map[string]*mnode{"/": {}, wire.ZooKeeperPath: {}, wire.QuotaPath: {},
+			wire.ConfigPath: {acl: wire.ReadACL}},
 		sessions: map[int64]tree.Session{},
 		maxData:  maxData,
 	}
@@ -160,6 +163,20 @@ func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 		for _, p := range m.reapable(txn.Time) {
 			m.remove(zxid, p, &ev)
 		}
+	case tree.TxnSetConfig:
+		n := m.nodes[wire.ConfigPath]
+		switch {
+		case len(txn.Data) > m.maxData:
+			r.code = wire.CodeDataTooLarge
+		case txn.Version != -1 && txn.Version != n.version:
+			r.code = wire.CodeBadVersion
+		default:
+			n.data = txn.Data
+			n.version++
+			n.mzxid, n.mtime = zxid, txn.Time
+			ev = append(ev, changed(wire.ConfigPath))
+			r.stat = m.stat(wire.ConfigPath)
+		}
 	default:
 		r.code = wire.CodeUnimplemented
 	}
@@ -179,7 +196,7 @@ func (m *model) op(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tree.Ev
 		}
 		// ZooKeeper's order: the path, the parent, its DELETE
 		// permission, then the node.
-		if wire.ValidatePath(txn.Path, false) != nil {
+		if wire.ValidatePath(txn.Path, false) != nil || wire.IsSystemNode(txn.Path) {
 			return "", wire.Stat{}, wire.CodeBadArguments
 		}
 		if _, code := m.find(parentOf(txn.Path), -1); code != wire.CodeOK {

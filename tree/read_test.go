@@ -23,13 +23,13 @@ func TestReads(t *testing.T) {
 			t.Errorf("Get = %q, %+v, %v", data, st, err)
 		}
 	})
-	t.Run("the root exists from the start, empty", func(t *testing.T) {
+	t.Run("the root exists from the start, empty but for /zookeeper", func(t *testing.T) {
 		tr := newFixture(t).tr
 		data, st, err := tr.Get("/")
-		if err != nil || len(data) != 0 || st != (wire.Stat{}) {
+		if err != nil || len(data) != 0 || st != (wire.Stat{NumChildren: 1}) {
 			t.Errorf("Get(/) = %q, %+v, %v", data, st, err)
 		}
-		if tr.Count() != 1 {
+		if tr.Count() != 1+systemNodes {
 			t.Errorf("Count = %d", tr.Count())
 		}
 	})
@@ -58,7 +58,7 @@ func TestReads(t *testing.T) {
 		}
 	})
 	t.Run("Children of the root lists the top level", func(t *testing.T) {
-		if names, _, _ := f.tr.Children("/"); !reflect.DeepEqual(names, []string{"app"}) {
+		if names, _, _ := f.tr.Children("/"); !reflect.DeepEqual(names, []string{"app", "zookeeper"}) {
 			t.Errorf("Children(/) = %v", names)
 		}
 	})
@@ -75,9 +75,9 @@ func TestReads(t *testing.T) {
 			}
 		})
 	}
-	t.Run("Count counts every znode and the root", func(t *testing.T) {
-		if n := f.tr.Count(); n != 8 {
-			t.Errorf("Count = %d, want 8", n)
+	t.Run("Count counts every znode, the root and the system nodes", func(t *testing.T) {
+		if n := f.tr.Count(); n != 8+systemNodes {
+			t.Errorf("Count = %d, want %d", n, 8+systemNodes)
 		}
 	})
 	t.Run("the data Get returned stays as it was after a setData", func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestDescendants(t *testing.T) {
 		path string
 		want int
 	}{
-		{"the root counts every node but itself", "/", 8},
+		{"the root counts every node but itself", "/", 8 + systemNodes},
 		{"a node counts all its descendants at any depth, not itself", "/a", 5},
 		{"a sibling whose name extends the path is not a descendant", "/ab", 0},
 		{"a middle node counts what is below it", "/a/b", 2},
@@ -166,7 +166,7 @@ func TestDescendants(t *testing.T) {
 	})
 	t.Run("a delete lowers the counts of every ancestor", func(t *testing.T) {
 		f.must(deleteTxn("/a/e/f", -1))
-		for path, want := range map[string]int{"/": 7, "/a": 4, "/a/e": 0} {
+		for path, want := range map[string]int{"/": 7 + systemNodes, "/a": 4, "/a/e": 0} {
 			if got, _ := f.tr.Descendants(path); got != want {
 				t.Errorf("Descendants(%s) = %d, want %d", path, got, want)
 			}

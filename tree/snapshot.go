@@ -192,7 +192,8 @@ func (w *snapWriter) strBytes(s []byte) { w.buf = msgp.AppendStringBytes(w.buf, 
 func (w *snapWriter) bytes(b []byte) { w.buf = msgp.AppendBytes(w.buf, b) }
 
 // Restore reads a snapshot written by WriteSnapshot and returns the tree it
-// holds. It checks the structure as it goes (parents before children, no
+// holds, with the system nodes a snapshot written before they existed
+// lacks (see New). It checks the structure as it goes (parents before children, no
 // duplicates, owners that exist) and the digest at the end; any mismatch
 // returns an error matching ErrCorruptSnapshot.
 func Restore(r io.Reader, opts ...Option) (*Tree, error) {
@@ -203,12 +204,15 @@ func Restore(r io.Reader, opts ...Option) (*Tree, error) {
 // RestoreWith is Restore that also returns the snapshot's annex (nil if it
 // has none).
 func RestoreWith(r io.Reader, opts ...Option) (*Tree, []byte, error) {
-	t := New(opts...)
+	t := newBare(opts...)
 	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 	annex, err := t.restore(dec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
+	// A snapshot from before the system nodes lacks them: they are made
+	// after its digest was checked, the same way on every replica.
+	t.addSystemNodes()
 	return t, annex, nil
 }
 

@@ -358,7 +358,7 @@ func TestDigest(t *testing.T) {
 }
 
 // goldenSnapshotSHA256 is the SHA-256 of pinnedSnapshotTree's snapshot.
-const goldenSnapshotSHA256 = "2e2e1d607d1faa2337f2ca8050d9c470b94ec813ffab601ac24c99b354a303e0"
+const goldenSnapshotSHA256 = "fabf9fa3a3a2ab19eeea2d5952910a87682da0cc6b54d0a7c92721f6de9bd8ca"
 
 // pinnedSnapshotTree is kitchenSink's tree and a node of each encoding the
 // kitchen sink lacks: an int16 and a uint8, a lease, an ACL, data in a

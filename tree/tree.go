@@ -122,8 +122,17 @@ type Option func(*Tree)
 // WithMaxDataSize sets the limit on a znode's data length.
 func WithMaxDataSize(n int) Option { return func(t *Tree) { t.maxData = n } }
 
-// New returns a tree holding only the root, "/".
+// New returns a new tree: the root, "/", and ZooKeeper's system nodes
+// under it, /zookeeper, /zookeeper/quota and /zookeeper/config (see
+// wire.ZooKeeperPath).
 func New(opts ...Option) *Tree {
+	t := newBare(opts...)
+	t.addSystemNodes()
+	return t
+}
+
+// newBare returns a tree holding only the root.
+func newBare(opts ...Option) *Tree {
 	t := &Tree{
 		root:       &node{},
 		count:      1,
@@ -146,7 +155,7 @@ func New(opts ...Option) *Tree {
 // Zxid is the zxid of the last txn applied.
 func (t *Tree) Zxid() int64 { return t.zxid }
 
-// Count is the number of znodes, the root included.
+// Count is the number of znodes, the root and the system nodes included.
 func (t *Tree) Count() int { return t.count }
 
 // MaxDataSize is the limit on a znode's data length.

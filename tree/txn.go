@@ -9,6 +9,14 @@ const (
 	TxnRenewLease    wire.Op = -12
 	TxnCloseSession  wire.Op = wire.OpClose
 	TxnReap          wire.Op = -50 // delete empty containers and expired TTL nodes
+	// TxnSetConfig sets the data of /zookeeper/config (wire.ConfigPath)
+	// to Data, at Version (-1: any): the cluster's membership, written by
+	// the member as it applies a membership change, for clients to read
+	// (ZooKeeper's reconfig, and getConfig). It is a setData without a
+	// permission check: the version moves, mzxid and mtime are the txn's,
+	// and NodeDataChanged fires. Nothing reads the membership back from
+	// the node.
+	TxnSetConfig wire.Op = -60
 )
 
 // Txn is one replicated change to the tree. The proposer decides every

@@ -142,6 +142,11 @@ func FormatACL(acl []ACL) string {
 // OpenACL is the ACL that grants everyone everything: world:anyone:cdrwa.
 var OpenACL = []ACL{{Perms: PermAll, Scheme: "world", ID: "anyone"}}
 
+// ReadACL is the ACL that lets everyone read and no one but the superuser
+// do anything else: world:anyone:r (ZooKeeper's READ_ACL_UNSAFE), the ACL
+// /zookeeper/config starts with.
+var ReadACL = []ACL{{Perms: PermRead, Scheme: "world", ID: "anyone"}}
+
 const aclFields = 3
 
 func (enc *encoder) acls(acl []ACL) {
