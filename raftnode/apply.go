@@ -168,6 +168,7 @@ func (n *Node) restore(snap raftpb.Snapshot) error {
 	}
 	n.mu.Lock()
 	n.members = snap.Metadata.ConfState
+	n.logMembers = incomingOf(snap.Metadata.ConfState)
 	n.mu.Unlock()
 	n.snapIndex = snap.Metadata.Index
 	n.setApplied(snap.Metadata.Index)

@@ -363,7 +363,8 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	}
 	n.mu.Lock()
 	n.members = cs
-	members := n.membersLocked(cs)
+	n.logMembers = applyToIncoming(n.logMembers, cc)
+	members := n.membersLocked(n.logMembers)
 	n.mu.Unlock()
 	t := applyTask{conf: &confApplied{index: e.Index, members: members, meta: meta, reqID: reqID}}
 	if err := n.handOver(t); err != nil {
@@ -376,6 +377,32 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 		return ErrRemoved
 	}
 	return nil
+}
+
+// incomingOf is the incoming half of cs, as a configuration that is not
+// joint: a voter that leaves as a learner is a learner.
+func incomingOf(cs raftpb.ConfState) raftpb.ConfState {
+	return raftpb.ConfState{Voters: slices.Clone(cs.Voters), Learners: slices.Concat(cs.Learners, cs.LearnersNext)}
+}
+
+// applyToIncoming applies cc's changes to cs, the incoming half of a
+// configuration: the members the log says there are after cc, whatever
+// raft's tracker holds (a bootstrap sets it whole before the first
+// entries apply). The state machine hears these, so that every member,
+// one that replays the log later included, hears the same.
+func applyToIncoming(cs raftpb.ConfState, cc raftpb.ConfChangeV2) raftpb.ConfState {
+	voters, learners := setOf(cs.Voters), setOf(cs.Learners)
+	for _, c := range cc.Changes {
+		switch c.Type {
+		case raftpb.ConfChangeAddNode:
+			voters[c.NodeID], learners[c.NodeID] = true, false
+		case raftpb.ConfChangeAddLearnerNode:
+			voters[c.NodeID], learners[c.NodeID] = false, true
+		case raftpb.ConfChangeRemoveNode:
+			voters[c.NodeID], learners[c.NodeID] = false, false
+		}
+	}
+	return raftpb.ConfState{Voters: idsOf(voters), Learners: idsOf(learners)}
 }
 
 // inConfig lists every member of cs, voters and learners of either half.

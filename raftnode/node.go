@@ -217,11 +217,15 @@ type Node struct {
 	mu        sync.Mutex
 	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
 	reads     map[uint64]*pending
-	epoch     uint64            // leader changes the raft goroutine has seen
-	appliedCh chan struct{}     // closed and replaced whenever applied moves
-	err       error             // why the node stopped
-	members   raftpb.ConfState  // as of the applied index; mu guards members and addrs too
-	addrs     map[uint64]string // peer addresses
+	epoch     uint64           // leader changes the raft goroutine has seen
+	appliedCh chan struct{}    // closed and replaced whenever applied moves
+	err       error            // why the node stopped
+	members   raftpb.ConfState // as of the applied index; mu guards members, logMembers and addrs too
+	// logMembers is the configuration as the log says it (the incoming
+	// half of a joint one, non-joint): members is raft's, which a new
+	// group's bootstrap sets whole before its first entries apply.
+	logMembers raftpb.ConfState
+	addrs      map[uint64]string // peer addresses
 }
 
 // report is the transport's news of a peer: unreachable, or how a snapshot
@@ -316,6 +320,7 @@ func (n *Node) init() error {
 		n.applied.Store(snap.Index)
 		n.snapIndex = snap.Index
 		n.members = snap.ConfState
+		n.logMembers = incomingOf(snap.ConfState)
 	}
 	removed, err := n.storage.removedMembers()
 	if err != nil {
@@ -342,7 +347,10 @@ func (n *Node) init() error {
 		MaxUncommittedEntriesSize: n.cfg.UncommittedBytes,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		Logger:                    raftLogger{n.log.Sugar()},
+		// A leader made a learner (a voter turned observer) steps down;
+		// one removed stops (ErrRemoved) once the change is applied.
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{n.log.Sugar()},
 	})
 	if err != nil {
 		return err

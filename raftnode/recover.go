@@ -79,8 +79,7 @@ func sorted(ids []uint64) []uint64 {
 // appended (or committed) the entry that leaves it.
 func (s *Storage) membersAtEnd() (raftpb.ConfState, bool, error) {
 	snap := s.snapshotMeta().ConfState
-	cs := raftpb.ConfState{Voters: snap.Voters, Learners: slices.Concat(snap.Learners, snap.LearnersNext)}
-	joint := len(snap.VotersOutgoing) > 0
+	cs, joint := incomingOf(snap), len(snap.VotersOutgoing) > 0
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: indexKey(prefixEntry, s.snapshotIndex()+1),
 		UpperBound: indexKey(prefixEntry, math.MaxUint64),
@@ -89,7 +88,6 @@ func (s *Storage) membersAtEnd() (raftpb.ConfState, bool, error) {
 		return cs, joint, err
 	}
 	defer iter.Close()
-	voters, learners := setOf(cs.Voters), setOf(cs.Learners)
 	for iter.First(); iter.Valid(); iter.Next() {
 		var e raftpb.Entry
 		if err := e.Unmarshal(iter.Value()); err != nil {
@@ -107,21 +105,12 @@ func (s *Storage) membersAtEnd() (raftpb.ConfState, bool, error) {
 		} else if _, ok := cc.EnterJoint(); ok {
 			joint = true
 		}
-		for _, c := range cc.Changes {
-			switch c.Type {
-			case raftpb.ConfChangeAddNode:
-				voters[c.NodeID], learners[c.NodeID] = true, false
-			case raftpb.ConfChangeAddLearnerNode:
-				voters[c.NodeID], learners[c.NodeID] = false, true
-			case raftpb.ConfChangeRemoveNode:
-				voters[c.NodeID], learners[c.NodeID] = false, false
-			}
-		}
+		cs = applyToIncoming(cs, cc)
 	}
 	if err := iter.Error(); err != nil {
 		return cs, joint, err
 	}
-	return raftpb.ConfState{Voters: idsOf(voters), Learners: idsOf(learners)}, joint, nil
+	return raftpb.ConfState{Voters: sorted(cs.Voters), Learners: sorted(cs.Learners)}, joint, nil
 }
 
 // confChangeOf decodes e's membership change, if it is one.
