@@ -321,10 +321,18 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	n.mu.Unlock()
 	cs := *n.rn.ApplyConfChange(cc)
 	reqID, addrs, meta := parseConfContext(cc.Context, len(cc.Changes))
+	// A new group's first entries (raft's bootstrap, of the first form)
+	// carry the addresses of --peers for the state machine only: --peers
+	// stays the source of the first members' addresses, as it always was.
+	bootstrap := e.Type == raftpb.EntryConfChange
+	named := map[uint64]string{}
 	book, _ := n.cfg.Transport.(PeerBook)
 	for i, c := range cc.Changes {
 		if c.Type != raftpb.ConfChangeAddNode && c.Type != raftpb.ConfChangeAddLearnerNode {
 			continue
+		}
+		if addrs[i] != "" {
+			named[c.NodeID] = addrs[i]
 		}
 		if n.removed[c.NodeID] { // added again
 			if err := n.storage.clearRemoved(c.NodeID); err != nil {
@@ -332,7 +340,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 			}
 			delete(n.removed, c.NodeID)
 		}
-		if addr := addrs[i]; addr != "" {
+		if addr := addrs[i]; addr != "" && !bootstrap {
 			if err := n.storage.setPeer(c.NodeID, addr); err != nil {
 				return err
 			}
@@ -366,6 +374,11 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	n.logMembers = applyToIncoming(n.logMembers, cc)
 	members := n.membersLocked(n.logMembers)
 	n.mu.Unlock()
+	for i := range members {
+		if addr, ok := named[members[i].ID]; ok {
+			members[i].Addr = addr // as the entry says, on every member
+		}
+	}
 	t := applyTask{conf: &confApplied{index: e.Index, members: members, meta: meta, reqID: reqID}}
 	if err := n.handOver(t); err != nil {
 		return err
