@@ -35,7 +35,7 @@ import (
 // Arbor writes the spec itself).
 
 // Why a membership change was refused, for each protocol to answer in
-// its own terms (memberError, reconfigError).
+// its own terms (memberChangeError, reconfig).
 var (
 	errChangeInProgress  = errors.New("another membership change is in progress; try again")
 	errNewConfigNoQuorum = errors.New("the voters of the new configuration are not a quorum connected to the leader and caught up with it")
@@ -61,12 +61,29 @@ type configReply struct {
 	stat wire.Stat
 }
 
-// currentConfig is the configuration now: raft's members, each with its
-// spec in /zookeeper/config (or one made from its peer address), and the
-// configuration's version.
+// currentConfig is the configuration now, as a change is worked out from
+// it: raft's members, each with its spec in /zookeeper/config (or one made
+// from its peer address), with raft's role and peer address (the text may
+// still name an old one: a cluster restored from another's backup, until
+// each member names its own), and the configuration's version.
 func (s *Server) currentConfig() zkwire.Config {
 	text, _ := s.fsm.config()
-	return zkwire.Config{Servers: mergeConfig(text.Servers, s.node.Members(), nil), Version: text.Version}
+	members := s.node.Members()
+	servers := mergeConfig(text.Servers, members, nil)
+	for i, spec := range servers {
+		j := slices.IndexFunc(members, func(m raftnode.Member) bool { return m.ID == spec.ID })
+		if members[j].Addr == spec.PeerAddr() {
+			continue
+		}
+		if fromRaft, ok := specFromAddr(spec.ID, members[j].Addr); ok {
+			spec.Host, spec.QuorumPort = fromRaft.Host, fromRaft.QuorumPort
+			if spec.ElectionPort == spec.QuorumPort {
+				spec.ElectionPort = 0
+			}
+			servers[i] = spec
+		}
+	}
+	return zkwire.Config{Servers: servers, Version: text.Version}
 }
 
 // changeMembers makes ch: the one path of every membership change, once

@@ -26,8 +26,9 @@ import (
 //
 // A member's client addresses are its own to tell: once it is in the
 // configuration, a member whose line does not name the ZooKeeper
-// addresses it listens on (or its peer address) changes its own spec, by
-// a membership change that is none to raft (registerSelf).
+// addresses it listens on (or its peer address), or that finds the text
+// naming other members than raft has, changes its own spec, by a
+// membership change that is none to raft (registerSelf).
 
 // config is the configuration /zookeeper/config holds, and the node's
 // Stat: empty when the node is (a single member without --peers, as a
@@ -98,8 +99,10 @@ func (s *Server) registerLoop() {
 
 // registerSelf makes this member's line of /zookeeper/config name its
 // peer address as the group knows it and the ZooKeeper addresses it
-// listens on, if it does not: a membership change that only changes this
-// member's spec, through the one path of every change.
+// listens on, if it does not (or the text lists other members than raft
+// has): a membership change that only carries this member's spec, which
+// every member applies as any other (ApplyMembers). It asks no rights:
+// the member itself makes it.
 func (s *Server) registerSelf() {
 	if s.node.Leader() == 0 {
 		return
@@ -125,16 +128,20 @@ func (s *Server) registerSelf() {
 	}
 	want.Observer = self.Learner
 	want.Client, want.SecureClient = clientAddr(s.ZKAddr()), clientAddr(s.ZKSecureAddr())
-	if had && want == have {
+	// The text may also list other members, or roles, than raft has (a
+	// cluster restored from a backup of another, whose members it still
+	// names): any change rewrites it from raft's members. (The other
+	// members' lines are theirs to correct.)
+	stale := !slices.Equal(rolesOf(text.Servers), rolesOf(s.currentConfig().Servers))
+	if had && want == have && !stale {
 		return
 	}
-	cur := s.currentConfig()
-	next := slices.DeleteFunc(slices.Clone(cur.Servers), func(sp zkwire.ServerSpec) bool { return sp.ID == self.ID })
-	next = append(next, want)
+	// A change of this member's spec only: none to raft.
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := s.changeMembers(ctx, memberChange{next: next, fromConfig: -1, time: time.Now().UnixMilli()}); err != nil {
-		s.log.Debug("registering this member's addresses in /zookeeper/config", zap.Error(err))
+	change := []raftnode.MemberChange{{ID: self.ID, Learner: self.Learner}}
+	if o := s.node.ChangeMembers(ctx, change, changeMeta(time.Now().UnixMilli(), []zkwire.ServerSpec{want})); o.Err != nil {
+		s.log.Debug("registering this member's addresses in /zookeeper/config", zap.Error(o.Err))
 		return
 	}
 	s.log.Info("registered this member's addresses in /zookeeper/config", zap.Stringer("spec", want))
@@ -148,4 +155,16 @@ func clientAddr(a net.Addr) string {
 		return ""
 	}
 	return net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port))
+}
+
+// rolesOf lists the ids of specs, an observer's negated.
+func rolesOf(specs []zkwire.ServerSpec) []int64 {
+	out := make([]int64, len(specs))
+	for i, s := range specs {
+		out[i] = int64(s.ID)
+		if s.Observer {
+			out[i] = -out[i]
+		}
+	}
+	return out
 }
