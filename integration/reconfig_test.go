@@ -318,6 +318,22 @@ func TestReconfigRefusals(t *testing.T) {
 			t.Errorf("the first change: error %d, %q", r.Err, r.Data)
 		}
 	})
+
+	t.Run("the superuser's own text changes no member, and the members name themselves again", func(t *testing.T) {
+		c.net.Heal()
+		bogus := "server.9=127.0.0.1:19:0:participant;127.0.0.1:29\nversion=1"
+		if r := asSuper.call(zkwire.Request{Op: zkwire.OpSetData, Path: configPath, Data: []byte(bogus), Version: -1}); r.Err != 0 {
+			t.Fatalf("the superuser's setData: %d", r.Err)
+		}
+		if r := nobody.call(zkwire.Request{Op: zkwire.OpSetData, Path: configPath, Data: []byte(bogus), Version: -1}); r.Err != int32(wire.CodeNoAuth) {
+			t.Fatalf("another client's setData: %d, want NoAuth", r.Err)
+		}
+		zc := dialZK(t, []string{c.zkAddr(lead)}, 10*time.Second)
+		// 6, which does not run, is listed from its peer address alone:
+		// the spec its reconfig gave went with the text.
+		waitConfig(t, zc.Conn, c.configLine(1, "participant"), c.configLine(2, "participant"), c.configLine(3, "participant"),
+			"server.6=127.0.0.1:16:0:observer")
+	})
 }
 
 // With reconfig off (the default, as in ZooKeeper), every client gets
