@@ -109,10 +109,13 @@ type MemberChange struct {
 // the membership: ApplyMembers is called for every membership change
 // applied (a new group's first members included), on the apply goroutine
 // in log order like Apply, with the members after it and the meta its
-// proposer gave to ChangeMembers (nil for none). What it returns is the
-// proposer's Outcome.Result. A state machine restored from a snapshot
-// is not told of the changes before it: its snapshot holds what it made
-// of them.
+// proposer gave to ChangeMembers (nil for none). The ids and roles are
+// the log's, the same on every member; the peer addresses are this
+// member's own (--peers may name a member differently on each), so a
+// state machine that must be the same everywhere goes by the ids, the
+// roles and the meta. What it returns is the proposer's Outcome.Result.
+// A state machine restored from a snapshot is not told of the changes
+// before it: its snapshot holds what it made of them.
 type MembershipApplier interface {
 	ApplyMembers(index uint64, members []Member, meta []byte) any
 }
@@ -321,18 +324,10 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	n.mu.Unlock()
 	cs := *n.rn.ApplyConfChange(cc)
 	reqID, addrs, meta := parseConfContext(cc.Context, len(cc.Changes))
-	// A new group's first entries (raft's bootstrap, of the first form)
-	// carry the addresses of --peers for the state machine only: --peers
-	// stays the source of the first members' addresses, as it always was.
-	bootstrap := e.Type == raftpb.EntryConfChange
-	named := map[uint64]string{}
 	book, _ := n.cfg.Transport.(PeerBook)
 	for i, c := range cc.Changes {
 		if c.Type != raftpb.ConfChangeAddNode && c.Type != raftpb.ConfChangeAddLearnerNode {
 			continue
-		}
-		if addrs[i] != "" {
-			named[c.NodeID] = addrs[i]
 		}
 		if n.removed[c.NodeID] { // added again
 			if err := n.storage.clearRemoved(c.NodeID); err != nil {
@@ -340,7 +335,7 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 			}
 			delete(n.removed, c.NodeID)
 		}
-		if addr := addrs[i]; addr != "" && !bootstrap {
+		if addr := addrs[i]; addr != "" {
 			if err := n.storage.setPeer(c.NodeID, addr); err != nil {
 				return err
 			}
@@ -374,11 +369,6 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	n.logMembers = applyToIncoming(n.logMembers, cc)
 	members := n.membersLocked(n.logMembers)
 	n.mu.Unlock()
-	for i := range members {
-		if addr, ok := named[members[i].ID]; ok {
-			members[i].Addr = addr // as the entry says, on every member
-		}
-	}
 	t := applyTask{conf: &confApplied{index: e.Index, members: members, meta: meta, reqID: reqID}}
 	if err := n.handOver(t); err != nil {
 		return err

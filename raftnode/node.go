@@ -366,11 +366,7 @@ func (n *Node) init() error {
 		var peers []raft.Peer
 		for id := range n.cfg.Peers {
 			if !n.cfg.isLearner(id) {
-				// The address in the entry, for the state machine
-				// (MembershipApplier): a member that replays the log
-				// later hears the same first members as this one.
-				ctx := append(make([]byte, 8), confContext([]string{n.cfg.Peers[id]}, nil)...)
-				peers = append(peers, raft.Peer{ID: id, Context: ctx})
+				peers = append(peers, raft.Peer{ID: id})
 			}
 		}
 		slices.SortFunc(peers, func(a, b raft.Peer) int { return cmp.Compare(a.ID, b.ID) })
