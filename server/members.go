@@ -167,11 +167,6 @@ func (s *Server) ownCard() memberCard {
 	default:
 		c.Healthy = c.Leader != 0
 	}
-	if c.Leader == c.ID {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c.Synced, _ = s.node.Synced(ctx)
-		cancel()
-	}
 	return c
 }
 
@@ -193,9 +188,16 @@ func (s *Server) cardLoop() {
 	}
 }
 
-// sendCard sends this member's card to every other member.
+// sendCard sends this member's card to every other member; the leader's
+// names the members that follow its log.
 func (s *Server) sendCard() {
-	b, err := msgpack.Marshal(s.ownCard())
+	c := s.ownCard()
+	if c.Leader == c.ID {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c.Synced, _ = s.node.Synced(ctx)
+		cancel()
+	}
+	b, err := msgpack.Marshal(c)
 	if err != nil {
 		s.log.Error("encode member card", zap.Error(err))
 		return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,14 +63,24 @@ type configReply struct {
 }
 
 // currentConfig is the configuration now, as a change is worked out from
-// it: raft's members, each with its spec in /zookeeper/config (or one made
-// from its peer address), with raft's role and peer address (the text may
-// still name an old one: a cluster restored from another's backup, until
-// each member names its own), and the configuration's version.
+// it: raft's members, each with its spec in /zookeeper/config (or, for one
+// not listed yet, one made from its peer address as this member knows
+// it), with raft's role and peer address (the text may still name an old
+// one: a cluster restored from another's backup, until each member names
+// its own), and the configuration's version.
 func (s *Server) currentConfig() zkwire.Config {
 	text, _ := s.fsm.config()
 	members := s.node.Members()
 	servers := mergeConfig(text.Servers, members, nil)
+	for _, m := range members {
+		if _, listed := specOf(servers, m.ID); !listed {
+			if spec, ok := specFromAddr(m.ID, m.Addr); ok {
+				spec.Observer = m.Learner
+				servers = append(servers, spec)
+			}
+		}
+	}
+	slices.SortFunc(servers, func(a, b zkwire.ServerSpec) int { return cmp.Compare(a.ID, b.ID) })
 	for i, spec := range servers {
 		j := slices.IndexFunc(members, func(m raftnode.Member) bool { return m.ID == spec.ID })
 		if members[j].Addr == spec.PeerAddr() {
@@ -240,10 +251,13 @@ func parseChangeMeta(meta []byte) (time int64, specs []zkwire.ServerSpec) {
 	return time, specs
 }
 
-// mergeConfig is the configuration of members: for each, the spec given
-// for it (a change's meta), or the one the configuration had, or one made
-// from its peer address, with raft's role; a member without a peer
-// address (a single member without --peers) is left out.
+// mergeConfig is the configuration of members, as every member writes
+// it: for each, the spec given for it (a change's meta), or the one the
+// configuration had, with raft's role. Both come from the log, so the
+// result is the same on every member; a member with neither (one whose
+// spec no change carried yet: a new cluster's first members, until each
+// names itself) is left out. Peer addresses known locally never go in:
+// --peers may name a member differently on each.
 func mergeConfig(had []zkwire.ServerSpec, members []raftnode.Member, given []zkwire.ServerSpec) []zkwire.ServerSpec {
 	var out []zkwire.ServerSpec
 	for _, m := range members {
@@ -252,9 +266,7 @@ func mergeConfig(had []zkwire.ServerSpec, members []raftnode.Member, given []zkw
 			spec, ok = specOf(had, m.ID)
 		}
 		if !ok {
-			if spec, ok = specFromAddr(m.ID, m.Addr); !ok {
-				continue
-			}
+			continue
 		}
 		spec.Observer = m.Learner
 		out = append(out, spec)

@@ -128,11 +128,15 @@ func (s *Server) registerSelf() {
 	}
 	want.Observer = self.Learner
 	want.Client, want.SecureClient = clientAddr(s.ZKAddr()), clientAddr(s.ZKSecureAddr())
-	// The text may also list other members, or roles, than raft has (a
-	// cluster restored from a backup of another, whose members it still
-	// names): any change rewrites it from raft's members. (The other
-	// members' lines are theirs to correct.)
-	stale := !slices.Equal(rolesOf(text.Servers), rolesOf(s.currentConfig().Servers))
+	// The text may also list members raft does not have, or other roles
+	// (a cluster restored from a backup of another, whose members it
+	// still names): any change rewrites it from raft's members. (A member
+	// it lacks, and the other members' addresses, are theirs to add and
+	// correct.)
+	stale := slices.ContainsFunc(text.Servers, func(sp zkwire.ServerSpec) bool {
+		i := slices.IndexFunc(members, func(m raftnode.Member) bool { return m.ID == sp.ID })
+		return i < 0 || members[i].Learner != sp.Observer
+	})
 	if had && want == have && !stale {
 		return
 	}
@@ -155,16 +159,4 @@ func clientAddr(a net.Addr) string {
 		return ""
 	}
 	return net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port))
-}
-
-// rolesOf lists the ids of specs, an observer's negated.
-func rolesOf(specs []zkwire.ServerSpec) []int64 {
-	out := make([]int64, len(specs))
-	for i, s := range specs {
-		out[i] = int64(s.ID)
-		if s.Observer {
-			out[i] = -out[i]
-		}
-	}
-	return out
 }
