@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"slices"
@@ -16,19 +17,20 @@ import (
 
 // /zookeeper/config holds the cluster's configuration in ZooKeeper's
 // dynamic-config format (zkwire.Config): a server.N line per member and
-// version=, the zxid (raft index) of the membership change that last
-// changed it, in hex. Every member writes it as it applies a membership
-// change (ApplyMembers), from the change's entry and the configuration
-// before it only, so that every replica writes the same bytes at the
-// same zxid and a watch on the node fires as for any setData. A change
-// that leaves the text as it was (the entry that leaves a joint
-// configuration) writes nothing.
+// version=, the zxid (raft index) of the node's last write, in hex. Every
+// member writes it as it applies a membership change (ApplyMembers),
+// from the change's entry and the configuration before it only, so that
+// every replica writes the same bytes at the same zxid and a watch on
+// the node fires as for any setData. A change that leaves the text as it
+// was (the entry that leaves a joint configuration) writes nothing.
+// Every write of the node is a tree.TxnSetConfig, whose version line the
+// fsm sets to the write's zxid as it applies it (stampVersion), so that
+// version= is always the node's mzxid.
 //
-// A member's client addresses are its own to tell: once it is in the
-// configuration, a member whose line does not name the ZooKeeper
-// addresses it listens on (or its peer address), or that finds the text
-// naming other members than raft has, changes its own spec, by a
-// membership change that is none to raft (registerSelf).
+// Each member tells its own spec: once it is a member, a member whose
+// line is missing, or does not name its peer address or the ZooKeeper
+// addresses it listens on, or that finds the text naming members raft
+// does not have, writes the node itself (registerSelf).
 
 // config is the configuration /zookeeper/config holds, and the node's
 // Stat: empty when the node is (a single member without --peers, as a
@@ -77,6 +79,19 @@ func (f *fsm) ApplyMembers(index uint64, members []raftnode.Member, meta []byte)
 	return configReply{data, res.Stat}
 }
 
+// stampVersion sets the version line of a configuration written at
+// index to index, so that version= is always the node's mzxid: the
+// zxid of its last write, by a membership change or by a member naming
+// itself. Data that does not parse as a configuration is written as it is.
+func stampVersion(data []byte, index uint64) []byte {
+	c, err := zkwire.ParseConfig(data)
+	if err != nil || len(c.Servers) == 0 {
+		return data
+	}
+	c.Version = int64(index)
+	return c.Format()
+}
+
 // registerEvery is how often a member checks that /zookeeper/config names
 // its own addresses.
 const registerEvery = 500 * time.Millisecond
@@ -99,10 +114,13 @@ func (s *Server) registerLoop() {
 
 // registerSelf makes this member's line of /zookeeper/config name its
 // peer address as the group knows it and the ZooKeeper addresses it
-// listens on, if it does not (or the text lists other members than raft
-// has): a membership change that only carries this member's spec, which
-// every member applies as any other (ApplyMembers). It asks no rights:
-// the member itself makes it.
+// listens on, if it does not (or the text lists members raft does not
+// have, or other roles): a write of the node at the dataVersion it read
+// (tree.TxnSetConfig), which fails, to be tried again at the next tick,
+// if a membership change or another member's write came first; its
+// version line becomes its zxid, as for every write of the node. It asks
+// no rights: the member itself writes it. (A write, not a membership change: one at each
+// member's start would stand in the way of the changes operators make.)
 func (s *Server) registerSelf() {
 	if s.node.Leader() == 0 {
 		return
@@ -113,7 +131,7 @@ func (s *Server) registerSelf() {
 		return // not (yet) a member
 	}
 	self := members[i]
-	text, _ := s.fsm.config()
+	text, stat := s.fsm.config()
 	have, had := specOf(text.Servers, self.ID)
 	want := have
 	if !had || want.PeerAddr() != self.Addr {
@@ -130,22 +148,30 @@ func (s *Server) registerSelf() {
 	want.Client, want.SecureClient = clientAddr(s.ZKAddr()), clientAddr(s.ZKSecureAddr())
 	// The text may also list members raft does not have, or other roles
 	// (a cluster restored from a backup of another, whose members it
-	// still names): any change rewrites it from raft's members. (A member
-	// it lacks, and the other members' addresses, are theirs to add and
+	// still names). (The other members' lines are theirs to add and
 	// correct.)
-	stale := slices.ContainsFunc(text.Servers, func(sp zkwire.ServerSpec) bool {
-		i := slices.IndexFunc(members, func(m raftnode.Member) bool { return m.ID == sp.ID })
-		return i < 0 || members[i].Learner != sp.Observer
-	})
+	stale := false
+	next := zkwire.Config{Version: text.Version}
+	for _, sp := range text.Servers {
+		j := slices.IndexFunc(members, func(m raftnode.Member) bool { return m.ID == sp.ID })
+		switch {
+		case j < 0:
+			stale = true
+		case sp.ID == self.ID:
+		default:
+			stale = stale || members[j].Learner != sp.Observer
+			sp.Observer = members[j].Learner
+			next.Servers = append(next.Servers, sp)
+		}
+	}
 	if had && want == have && !stale {
 		return
 	}
-	// A change of this member's spec only: none to raft.
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
-	defer cancel()
-	change := []raftnode.MemberChange{{ID: self.ID, Learner: self.Learner}}
-	if o := s.node.ChangeMembers(ctx, change, changeMeta(time.Now().UnixMilli(), []zkwire.ServerSpec{want})); o.Err != nil {
-		s.log.Debug("registering this member's addresses in /zookeeper/config", zap.Error(o.Err))
+	next.Servers = append(next.Servers, want)
+	slices.SortFunc(next.Servers, func(a, b zkwire.ServerSpec) int { return cmp.Compare(a.ID, b.ID) })
+	txn := tree.Txn{Type: tree.TxnSetConfig, Data: next.Format(), Version: stat.Version, Time: time.Now().UnixMilli()}
+	if _, err := s.write(context.Background(), &txn); err != nil {
+		s.log.Debug("registering this member's addresses in /zookeeper/config", zap.Error(err))
 		return
 	}
 	s.log.Info("registered this member's addresses in /zookeeper/config", zap.Stringer("spec", want))
