@@ -260,7 +260,10 @@ func TestReconfigGrowsAndShrinksTheClusterUnderWriteLoad(t *testing.T) {
 // without the rights; the superuser passes.
 func TestReconfigRefusals(t *testing.T) {
 	super := client.DigestID("super", "test")
-	c := startCluster(t, 3, withZK, withReconfig, func(cfg *server.Config) { cfg.SuperDigest = super })
+	c := startCluster(t, 3, withZK, withReconfig, func(cfg *server.Config) {
+		cfg.SuperDigest = super
+		cfg.ElectionTicks = 50 // 1 s: the slow links below keep their leader
+	})
 	lead := c.leader()
 	asSuper := dialRawZK(t, c.zkAddr(lead), zkwire.ConnectRequest{})
 	if r := asSuper.call(zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte("super:test")}); r.Err != 0 {
@@ -301,8 +304,8 @@ func TestReconfigRefusals(t *testing.T) {
 	t.Run("a change while another is in flight is ReconfigInProgress", func(t *testing.T) {
 		other := dialRawZK(t, c.zkAddr(lead), zkwire.ConnectRequest{})
 		other.call(zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte("super:test")})
-		// Slow links (slower both ways than the second request, well within
-		// an election timeout) keep the first change from committing.
+		// Slow links (slower both ways than the second request comes, well
+		// within an election timeout) keep the first change from committing.
 		for _, id := range []uint64{1, 2, 3} {
 			if id != lead {
 				c.net.Delay(lead, id, 150*time.Millisecond)
@@ -322,6 +325,24 @@ func TestReconfigRefusals(t *testing.T) {
 		}
 		if r := <-first; r.Err != 0 || !strings.Contains(string(r.Data), "server.6=") {
 			t.Errorf("the first change: error %d, %q", r.Err, r.Data)
+		}
+	})
+
+	t.Run("kazoo's TestReconfig: an observer that never runs joins and leaves, then a future version is BadVersion", func(t *testing.T) {
+		c.net.Heal()
+		joining := fmt.Sprintf("server.100=0.0.0.0:%s:%s:observer;0.0.0.0:%s", freePortNumber(t), freePortNumber(t), freePortNumber(t))
+		r := reconfigRaw(t, asSuper, zkwire.ReconfigRequest{JoiningServers: joining, CurConfigID: -1})
+		if r.Err != 0 || !strings.Contains(string(r.Data), joining) {
+			t.Fatalf("joining %s: error %d, %q", joining, r.Err, r.Data)
+		}
+		r = reconfigRaw(t, asSuper, zkwire.ReconfigRequest{LeavingServers: "100", CurConfigID: -1})
+		if r.Err != 0 || strings.Contains(string(r.Data), joining) {
+			t.Fatalf("leaving 100: error %d, %q", r.Err, r.Data)
+		}
+		curver := configVersion(t, r.Data)
+		rc := zkwire.ReconfigRequest{JoiningServers: joining, CurConfigID: curver + 1}
+		if r := asSuper.call(zkwire.Request{Op: zkwire.OpReconfig, Reconfig: &rc}); r.Err != int32(wire.CodeBadVersion) {
+			t.Fatalf("a reconfig from version %x (the current one is %x): error %d, want BadVersion", curver+1, curver, r.Err)
 		}
 	})
 
@@ -362,6 +383,12 @@ func TestReconfigDisabledAndStandalone(t *testing.T) {
 	if r := raw.call(zkwire.Request{Op: zkwire.OpGetData, Path: configPath}); r.Err != 0 || len(r.Data) != 0 {
 		t.Fatalf("%s of a standalone member: %q, %d", configPath, r.Data, r.Err)
 	}
+}
+
+// freePortNumber is a free loopback port, as a number.
+func freePortNumber(t *testing.T) string {
+	_, port, _ := strings.Cut(freePort(t), ":")
+	return port
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
