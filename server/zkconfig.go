@@ -54,9 +54,10 @@ func (f *fsm) configNode() ([]byte, wire.Stat) {
 
 // ApplyMembers writes the configuration after the membership change at
 // index (raftnode.MembershipApplier): raft's members, each with the spec
-// the change gave it (its meta, changeMeta), or the one it had, or one
-// made from its peer address. It returns the configuration then, a
-// configReply. It runs on raftnode's apply goroutine, as Apply.
+// the change gave it (its meta, changeMeta) or the one it had, those with
+// neither left out until they name themselves (mergeConfig). It returns
+// the configuration then, a configReply. It runs on raftnode's apply
+// goroutine, as Apply.
 func (f *fsm) ApplyMembers(index uint64, members []raftnode.Member, meta []byte) any {
 	had, stat := f.config()
 	mtime, given := parseChangeMeta(meta)
