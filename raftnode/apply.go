@@ -29,6 +29,8 @@ import (
 //     (RawNode.ApplyConfChange is the raft goroutine's), so that the apply
 //     goroutine is idle while the membership changes and a snapshot
 //     records the membership as of its index;
+//   - the membership change just applied, for the state machine
+//     (MembershipApplier) and the change's proposer;
 //   - a leader change, which fails what was pending when it happened, but
 //     only once the entries committed before it were applied and answered;
 //   - a call from WithApplied, run between the entries before it and those
@@ -57,6 +59,7 @@ type applyTask struct {
 	leaderChanged uint64     // the epoch of the change; 0 for none
 	call          *applyCall // a function to run between two entries (WithApplied)
 	snapshotNow   bool       // take a snapshot whatever the thresholds (after a membership change)
+	conf          *confApplied
 }
 
 // errApplyStopped ends the apply goroutine when the node stops.
@@ -115,6 +118,8 @@ func (n *Node) do(t applyTask) error {
 		n.mu.Unlock()
 	case t.snap != nil:
 		return n.restore(*t.snap)
+	case t.conf != nil:
+		n.applyMembers(t.conf)
 	default:
 		n.applyEntries(t.entries)
 		return n.maybeSnapshot(t.persisted)
@@ -163,6 +168,7 @@ func (n *Node) restore(snap raftpb.Snapshot) error {
 	}
 	n.mu.Lock()
 	n.members = snap.Metadata.ConfState
+	n.logMembers = incomingOf(snap.Metadata.ConfState)
 	n.mu.Unlock()
 	n.snapIndex = snap.Metadata.Index
 	n.setApplied(snap.Metadata.Index)

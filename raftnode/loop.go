@@ -102,6 +102,10 @@ func (n *Node) step(m raftpb.Message) {
 
 func (n *Node) propose(p proposal) {
 	if p.cc != nil {
+		if n.confChangePending() {
+			n.deliver(p.id, Outcome{Err: ErrConfChangeInProgress})
+			return
+		}
 		p.cc.Context = binary.BigEndian.AppendUint64(nil, p.id)
 		p.cc.Context = append(p.cc.Context, p.payload...)
 		if err := n.rn.ProposeConfChange(*p.cc); err != nil {
@@ -150,6 +154,9 @@ func (n *Node) processReady() error {
 			leaderChanged = old != 0 && old != rd.SoftState.Lead
 			if rd.SoftState.Lead == n.cfg.ID && old != n.cfg.ID {
 				n.contact.lead(time.Now())
+				// Raft takes no membership change before it applied the
+				// log it led with (confChangePending).
+				n.leadFrom, _ = n.storage.LastIndex()
 			}
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
@@ -245,9 +252,7 @@ func (n *Node) persistAndApply(rd raft.Ready) error {
 			return err
 		}
 		if e := &ents[i]; e.Index > n.applied.Load() { // else covered by a snapshot
-			err := n.applyConfChange(e)
-			n.setApplied(e.Index)
-			if err != nil {
+			if err := n.applyConfChange(e); err != nil {
 				return err
 			}
 			// A snapshot with the new membership, for a new member to

@@ -6,10 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble"
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // Membership errors.
@@ -34,15 +38,22 @@ type Member struct {
 	Learner bool
 }
 
-// Members returns the group's members, ordered by id.
+// Members returns the group's members, ordered by id: the voters and
+// learners of the configuration as of the applied index (the incoming one
+// during a joint configuration, a voter that is leaving it as a learner
+// then listed as one).
 func (n *Node) Members() []Member {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.membersLocked(n.members)
+}
+
+func (n *Node) membersLocked(cs raftpb.ConfState) []Member {
 	var out []Member
-	for _, id := range n.members.Voters {
+	for _, id := range cs.Voters {
 		out = append(out, Member{ID: id, Addr: n.addrs[id]})
 	}
-	for _, id := range n.members.Learners {
+	for _, id := range slices.Concat(cs.Learners, cs.LearnersNext) {
 		out = append(out, Member{ID: id, Addr: n.addrs[id], Learner: true})
 	}
 	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
@@ -55,11 +66,7 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string, learner bo
 	if n.isMember(id) {
 		return ErrMemberExists
 	}
-	typ := raftpb.ConfChangeAddNode
-	if learner {
-		typ = raftpb.ConfChangeAddLearnerNode
-	}
-	return n.changeMembers(ctx, raftpb.ConfChangeSingle{Type: typ, NodeID: id}, addr)
+	return n.ChangeMembers(ctx, []MemberChange{{ID: id, Addr: addr, Learner: learner}}, nil).Err
 }
 
 // PromoteMember makes a learner a voter.
@@ -67,7 +74,7 @@ func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 	if !slices.Contains(n.Members(), Member{ID: id, Addr: n.addr(id), Learner: true}) {
 		return fmt.Errorf("%w: %d is not a learner", ErrUnknownMember, id)
 	}
-	return n.changeMembers(ctx, raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode, NodeID: id}, n.addr(id))
+	return n.ChangeMembers(ctx, []MemberChange{{ID: id, Addr: n.addr(id)}}, nil).Err
 }
 
 // RemoveMember removes a voter or a learner.
@@ -75,7 +82,7 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 	if !n.isMember(id) {
 		return fmt.Errorf("%w: %d", ErrUnknownMember, id)
 	}
-	return n.changeMembers(ctx, raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode, NodeID: id}, "")
+	return n.ChangeMembers(ctx, []MemberChange{{ID: id, Remove: true}}, nil).Err
 }
 
 func (n *Node) isMember(id uint64) bool {
@@ -88,20 +95,219 @@ func (n *Node) addr(id uint64) string {
 	return n.addrs[id]
 }
 
-// changeMembers proposes one change; its context carries the request id
-// and the member's peer address, so every member learns the address.
-func (n *Node) changeMembers(ctx context.Context, c raftpb.ConfChangeSingle, addr string) error {
+// MemberChange is one change of a membership change (ChangeMembers).
+type MemberChange struct {
+	ID uint64
+	// Addr is the member's peer address, for a member that comes in, or
+	// a new one for a member that stays; "" keeps the one known.
+	Addr    string
+	Learner bool // the member is (or becomes) a learner; else a voter
+	Remove  bool // the member leaves
+}
+
+// MembershipApplier is the optional ability of a StateMachine to follow
+// the membership: ApplyMembers is called for every membership change
+// applied (a new group's first members included), on the apply goroutine
+// in log order like Apply, with the members after it and the meta its
+// proposer gave to ChangeMembers (nil for none). The ids and roles are
+// the log's, the same on every member; the peer addresses are this
+// member's own (--peers may name a member differently on each), so a
+// state machine that must be the same everywhere goes by the ids, the
+// roles and the meta. What it returns is the proposer's Outcome.Result.
+// A state machine restored from a snapshot is not told of the changes
+// before it: its snapshot holds what it made of them.
+type MembershipApplier interface {
+	ApplyMembers(index uint64, members []Member, meta []byte) any
+}
+
+// ChangeMembers makes changes to the membership, all at once, and waits
+// until they are applied here. One change, or none for raft (a voter
+// added again, say, with a new address or meta), is one configuration
+// change; several are one joint configuration change (raft's joint
+// consensus: both the old and the new voters must agree to each entry
+// meanwhile), which the leader leaves at once by a second entry, and
+// ChangeMembers waits for that too. meta goes with the change to the
+// state machine (MembershipApplier); the outcome's Index is the change's
+// entry and its Result what ApplyMembers returned.
+//
+// Only one change is in flight at a time: ChangeMembers fails with
+// ErrConfChangeInProgress while another one from here is, or while this
+// member's log holds a change not yet applied or the configuration is
+// joint. (A change the leader refuses because it has one pending that
+// this member has not heard of yet is dropped by raft without a word, and
+// fails at ctx's deadline.)
+func (n *Node) ChangeMembers(ctx context.Context, changes []MemberChange, meta []byte) Outcome {
+	if len(changes) == 0 {
+		return Outcome{Err: errors.New("raftnode: a membership change without changes")}
+	}
 	if !n.confPending.CompareAndSwap(false, true) {
-		return ErrConfChangeInProgress
+		return Outcome{Err: ErrConfChangeInProgress}
 	}
 	defer n.confPending.Store(false)
-	cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{c}}
-	return n.propose1(ctx, proposal{cc: &cc, payload: []byte(addr)}).Wait(ctx).Err
+	cc := raftpb.ConfChangeV2{Changes: make([]raftpb.ConfChangeSingle, len(changes))}
+	addrs := make([]string, len(changes))
+	for i, c := range changes {
+		typ := raftpb.ConfChangeAddNode
+		switch {
+		case c.Remove:
+			typ = raftpb.ConfChangeRemoveNode
+		case c.Learner:
+			typ = raftpb.ConfChangeAddLearnerNode
+		}
+		cc.Changes[i], addrs[i] = raftpb.ConfChangeSingle{Type: typ, NodeID: c.ID}, c.Addr
+	}
+	o := n.propose1(ctx, proposal{cc: &cc, payload: confContext(addrs, meta)}).Wait(ctx)
+	if o.Err != nil {
+		return o
+	}
+	// A joint configuration is left by the entry the leader appends once
+	// it applied the first.
+	for n.joint() {
+		n.mu.Lock()
+		ch, err := n.appliedCh, n.err
+		n.mu.Unlock()
+		if err != nil {
+			return Outcome{Err: err}
+		}
+		if !n.joint() {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Outcome{Err: ctx.Err()}
+		}
+	}
+	return o
+}
+
+// joint reports whether the applied configuration is joint.
+func (n *Node) joint() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.members.VotersOutgoing) > 0
+}
+
+// Synced reports, on the leader, the members that follow its log: heard
+// from within the last election timeout and sent each entry as it comes
+// (raft's StateReplicate, not probing nor waiting for a snapshot), the
+// leader included. Elsewhere it is nil: only the leader knows.
+func (n *Node) Synced(ctx context.Context) ([]uint64, error) {
+	out := make(chan []uint64, 1)
+	f := func() {
+		st := n.rn.Status()
+		if st.RaftState != raft.StateLeader {
+			out <- nil
+			return
+		}
+		ids := []uint64{n.cfg.ID}
+		for id, pr := range st.Progress {
+			if id != n.cfg.ID && pr.RecentActive && pr.State == tracker.StateReplicate {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		out <- ids
+	}
+	select {
+	case n.callc <- f:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-n.donec:
+		return nil, n.stopErr()
+	}
+	return <-out, nil
+}
+
+// confChangePending reports, on the raft goroutine, whether raft would
+// refuse a membership change now: the configuration is joint, this
+// member's log holds a change not yet applied, or it leads and has not
+// yet applied the log it took over (raft refuses a change until then, in
+// case the log holds one).
+func (n *Node) confChangePending() bool {
+	applied := n.applied.Load()
+	if n.joint() || n.rn.BasicStatus().RaftState == raft.StateLeader && n.leadFrom > applied {
+		return true
+	}
+	last, _ := n.storage.LastIndex()
+	if last <= applied {
+		return false
+	}
+	ents, err := n.storage.Entries(applied+1, last+1, math.MaxUint64)
+	if err != nil {
+		return true // compacted under us, or unreadable: too soon to tell
+	}
+	return slices.ContainsFunc(ents, isConfChange)
+}
+
+// The context of a membership change's entry: its proposal's id, then
+// the peer addresses of its changes and the state machine's meta. A change
+// of one member without meta (every change before ChangeMembers took
+// several) keeps the first form, the address alone, which members of
+// earlier versions read; the second starts with a zero byte, which no
+// address does.
+//
+//	id (8 bytes) | address
+//	id (8 bytes) | 0 | 1 | uvarint n | n × (uvarint length | address) | meta
+const confContextV2 = 1
+
+// confContext is a context after the proposal id.
+func confContext(addrs []string, meta []byte) []byte {
+	if len(addrs) == 1 && meta == nil && !strings.HasPrefix(addrs[0], "\x00") {
+		return []byte(addrs[0])
+	}
+	b := []byte{0, confContextV2}
+	b = binary.AppendUvarint(b, uint64(len(addrs)))
+	for _, a := range addrs {
+		b = binary.AppendUvarint(b, uint64(len(a)))
+		b = append(b, a...)
+	}
+	return append(b, meta...)
+}
+
+// parseConfContext reads the context of a change of n members: its
+// proposal id (0 for none), the peer address given for each change ("" for
+// none) and the meta. A context it cannot read gives no addresses: every
+// member applies the same entry the same way.
+func parseConfContext(ctx []byte, n int) (id uint64, addrs []string, meta []byte) {
+	addrs = make([]string, n)
+	if len(ctx) < 8 {
+		return 0, addrs, nil
+	}
+	id, rest := binary.BigEndian.Uint64(ctx), ctx[8:]
+	if len(rest) == 0 || rest[0] != 0 {
+		if n > 0 {
+			addrs[0] = string(rest)
+		}
+		return id, addrs, nil
+	}
+	if len(rest) < 2 || rest[1] != confContextV2 {
+		return id, addrs, nil
+	}
+	rest = rest[2:]
+	count, k := binary.Uvarint(rest)
+	if k <= 0 || count != uint64(n) {
+		return id, addrs, nil
+	}
+	rest = rest[k:]
+	got := make([]string, n)
+	for i := range got {
+		l, k := binary.Uvarint(rest)
+		if k <= 0 || uint64(len(rest)-k) < l {
+			return id, addrs, nil
+		}
+		got[i], rest = string(rest[k:k+int(l)]), rest[k+int(l):]
+	}
+	return id, got, rest
 }
 
 // applyConfChange applies a committed membership change and tells the
-// transport; a member that removed itself stops. It runs on the raft
-// goroutine while the apply goroutine is idle.
+// transport, then hands the change to the apply goroutine (the state
+// machine's ApplyMembers, and the proposer's answer). A member that is
+// no longer in the configuration (neither half of a joint one) is
+// forgotten; one that removed itself stops, once the apply goroutine has
+// done the change. It runs on the raft goroutine while the apply
+// goroutine is idle.
 func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	var cc raftpb.ConfChangeV2
 	if e.Type == raftpb.EntryConfChange {
@@ -113,57 +319,121 @@ func (n *Node) applyConfChange(e *raftpb.Entry) error {
 	} else if err := cc.Unmarshal(e.Data); err != nil {
 		return fmt.Errorf("conf change at %d: %w", e.Index, err)
 	}
+	n.mu.Lock()
+	before := inConfig(n.members)
+	n.mu.Unlock()
 	cs := *n.rn.ApplyConfChange(cc)
-	var reqID uint64
-	var addr string
-	if len(cc.Context) >= 8 {
-		reqID, addr = binary.BigEndian.Uint64(cc.Context), string(cc.Context[8:])
-	}
+	reqID, addrs, meta := parseConfContext(cc.Context, len(cc.Changes))
 	book, _ := n.cfg.Transport.(PeerBook)
-	removedSelf := false
-	for _, c := range cc.Changes {
-		switch c.Type {
-		case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
-			if n.removed[c.NodeID] { // added again
-				if err := n.storage.clearRemoved(c.NodeID); err != nil {
-					return err
-				}
-				delete(n.removed, c.NodeID)
-			}
-			if addr != "" {
-				if err := n.storage.setPeer(c.NodeID, addr); err != nil {
-					return err
-				}
-				n.setAddr(c.NodeID, addr)
-				if book != nil && c.NodeID != n.cfg.ID {
-					book.AddPeer(c.NodeID, addr)
-				}
-			}
-		case raftpb.ConfChangeRemoveNode:
-			if err := n.storage.deletePeer(c.NodeID); err != nil {
-				return err
-			}
-			if err := n.storage.setRemoved(c.NodeID); err != nil {
-				return err
-			}
-			n.removed[c.NodeID] = true
-			n.setAddr(c.NodeID, "")
-			if book != nil {
-				book.RemovePeer(c.NodeID)
-			}
-			removedSelf = removedSelf || c.NodeID == n.cfg.ID
+	for i, c := range cc.Changes {
+		if c.Type != raftpb.ConfChangeAddNode && c.Type != raftpb.ConfChangeAddLearnerNode {
+			continue
 		}
+		if n.removed[c.NodeID] { // added again
+			if err := n.storage.clearRemoved(c.NodeID); err != nil {
+				return err
+			}
+			delete(n.removed, c.NodeID)
+		}
+		if addr := addrs[i]; addr != "" {
+			if err := n.storage.setPeer(c.NodeID, addr); err != nil {
+				return err
+			}
+			n.setAddr(c.NodeID, addr)
+			if book != nil && c.NodeID != n.cfg.ID {
+				book.AddPeer(c.NodeID, addr)
+			}
+		}
+	}
+	after := inConfig(cs)
+	removedSelf := false
+	for _, id := range before {
+		if slices.Contains(after, id) {
+			continue
+		}
+		if err := n.storage.deletePeer(id); err != nil {
+			return err
+		}
+		if err := n.storage.setRemoved(id); err != nil {
+			return err
+		}
+		n.removed[id] = true
+		n.setAddr(id, "")
+		if book != nil {
+			book.RemovePeer(id)
+		}
+		removedSelf = removedSelf || id == n.cfg.ID
 	}
 	n.mu.Lock()
 	n.members = cs
+	n.logMembers = applyToIncoming(n.logMembers, cc)
+	members := n.membersLocked(n.logMembers)
 	n.mu.Unlock()
-	if reqID != 0 {
-		n.deliver(reqID, Outcome{Index: e.Index})
+	t := applyTask{conf: &confApplied{index: e.Index, members: members, meta: meta, reqID: reqID}}
+	if err := n.handOver(t); err != nil {
+		return err
 	}
 	if removedSelf {
+		if err := n.waitIdle(); err != nil {
+			return err
+		}
 		return ErrRemoved
 	}
 	return nil
+}
+
+// incomingOf is the incoming half of cs, as a configuration that is not
+// joint: a voter that leaves as a learner is a learner.
+func incomingOf(cs raftpb.ConfState) raftpb.ConfState {
+	return raftpb.ConfState{Voters: slices.Clone(cs.Voters), Learners: slices.Concat(cs.Learners, cs.LearnersNext)}
+}
+
+// applyToIncoming applies cc's changes to cs, the incoming half of a
+// configuration: the members the log says there are after cc, whatever
+// raft's tracker holds (a bootstrap sets it whole before the first
+// entries apply). The state machine hears these, so that every member,
+// one that replays the log later included, hears the same.
+func applyToIncoming(cs raftpb.ConfState, cc raftpb.ConfChangeV2) raftpb.ConfState {
+	voters, learners := setOf(cs.Voters), setOf(cs.Learners)
+	for _, c := range cc.Changes {
+		switch c.Type {
+		case raftpb.ConfChangeAddNode:
+			voters[c.NodeID], learners[c.NodeID] = true, false
+		case raftpb.ConfChangeAddLearnerNode:
+			voters[c.NodeID], learners[c.NodeID] = false, true
+		case raftpb.ConfChangeRemoveNode:
+			voters[c.NodeID], learners[c.NodeID] = false, false
+		}
+	}
+	return raftpb.ConfState{Voters: idsOf(voters), Learners: idsOf(learners)}
+}
+
+// inConfig lists every member of cs, voters and learners of either half.
+func inConfig(cs raftpb.ConfState) []uint64 {
+	ids := slices.Concat(cs.Voters, cs.VotersOutgoing, cs.Learners, cs.LearnersNext)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// confApplied is a membership change for the apply goroutine: the state
+// machine hears of it (MembershipApplier), then its proposer.
+type confApplied struct {
+	index   uint64
+	members []Member
+	meta    []byte
+	reqID   uint64
+}
+
+// applyMembers carries out a confApplied on the apply goroutine.
+func (n *Node) applyMembers(c *confApplied) {
+	var res any
+	if ma, ok := n.sm.(MembershipApplier); ok {
+		res = ma.ApplyMembers(c.index, c.members, c.meta)
+	}
+	n.setApplied(c.index)
+	if c.reqID != 0 {
+		n.deliver(c.reqID, Outcome{Index: c.index, Result: res})
+	}
 }
 
 func (n *Node) setAddr(id uint64, addr string) {

@@ -202,6 +202,7 @@ type Node struct {
 	leader      atomic.Uint64
 	term        atomic.Uint64
 	confPending atomic.Bool // a membership change is in flight from here
+	leadFrom    uint64      // raft goroutine only: the last index of the log this member took over as leader
 	snapIndex   uint64      // apply goroutine only: the last snapshot's index
 
 	readMu     sync.Mutex
@@ -216,11 +217,15 @@ type Node struct {
 	mu        sync.Mutex
 	waiters   map[uint64]*pending // mu guards waiters, reads, epoch, appliedCh, err
 	reads     map[uint64]*pending
-	epoch     uint64            // leader changes the raft goroutine has seen
-	appliedCh chan struct{}     // closed and replaced whenever applied moves
-	err       error             // why the node stopped
-	members   raftpb.ConfState  // as of the applied index; mu guards members and addrs too
-	addrs     map[uint64]string // peer addresses
+	epoch     uint64           // leader changes the raft goroutine has seen
+	appliedCh chan struct{}    // closed and replaced whenever applied moves
+	err       error            // why the node stopped
+	members   raftpb.ConfState // as of the applied index; mu guards members, logMembers and addrs too
+	// logMembers is the configuration as the log says it (the incoming
+	// half of a joint one, non-joint): members is raft's, which a new
+	// group's bootstrap sets whole before its first entries apply.
+	logMembers raftpb.ConfState
+	addrs      map[uint64]string // peer addresses
 }
 
 // report is the transport's news of a peer: unreachable, or how a snapshot
@@ -315,6 +320,7 @@ func (n *Node) init() error {
 		n.applied.Store(snap.Index)
 		n.snapIndex = snap.Index
 		n.members = snap.ConfState
+		n.logMembers = incomingOf(snap.ConfState)
 	}
 	removed, err := n.storage.removedMembers()
 	if err != nil {
@@ -341,7 +347,10 @@ func (n *Node) init() error {
 		MaxUncommittedEntriesSize: n.cfg.UncommittedBytes,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		Logger:                    raftLogger{n.log.Sugar()},
+		// A leader made a learner (a voter turned observer) steps down;
+		// one removed stops (ErrRemoved) once the change is applied.
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{n.log.Sugar()},
 	})
 	if err != nil {
 		return err

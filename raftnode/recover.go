@@ -51,7 +51,7 @@ func ReadState(dir string) (StoreState, error) {
 	if err := s.load(); err != nil {
 		return st, fmt.Errorf("load %s: %w", dir, err)
 	}
-	cs, err := s.membersAtEnd()
+	cs, _, err := s.membersAtEnd()
 	if err != nil {
 		return st, err
 	}
@@ -73,46 +73,44 @@ func sorted(ids []uint64) []uint64 {
 }
 
 // membersAtEnd is the membership as of the last entry of the log: the
-// snapshot's, changed by the membership changes in the log after it.
-// Arbor makes one change at a time, never a joint configuration.
-func (s *Storage) membersAtEnd() (raftpb.ConfState, error) {
-	cs := s.snapshotMeta().ConfState
+// snapshot's, changed by the membership changes in the log after it. Of a
+// joint configuration it gives the incoming half (a voter that leaves as a
+// learner a learner), and says it is joint: the leader had not yet
+// appended (or committed) the entry that leaves it.
+func (s *Storage) membersAtEnd() (raftpb.ConfState, bool, error) {
+	snap := s.snapshotMeta().ConfState
+	cs, joint := incomingOf(snap), len(snap.VotersOutgoing) > 0
 	iter, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: indexKey(prefixEntry, s.snapshotIndex()+1),
 		UpperBound: indexKey(prefixEntry, math.MaxUint64),
 	})
 	if err != nil {
-		return cs, err
+		return cs, joint, err
 	}
 	defer iter.Close()
-	voters, learners := setOf(cs.Voters), setOf(cs.Learners)
 	for iter.First(); iter.Valid(); iter.Next() {
 		var e raftpb.Entry
 		if err := e.Unmarshal(iter.Value()); err != nil {
-			return cs, fmt.Errorf("entry %x: %w", iter.Key(), err)
+			return cs, joint, fmt.Errorf("entry %x: %w", iter.Key(), err)
 		}
 		cc, ok, err := confChangeOf(&e)
 		if err != nil {
-			return cs, err
+			return cs, joint, err
 		}
 		if !ok {
 			continue
 		}
-		for _, c := range cc.Changes {
-			switch c.Type {
-			case raftpb.ConfChangeAddNode:
-				voters[c.NodeID], learners[c.NodeID] = true, false
-			case raftpb.ConfChangeAddLearnerNode:
-				voters[c.NodeID], learners[c.NodeID] = false, true
-			case raftpb.ConfChangeRemoveNode:
-				voters[c.NodeID], learners[c.NodeID] = false, false
-			}
+		if cc.LeaveJoint() {
+			joint = false
+		} else if _, ok := cc.EnterJoint(); ok {
+			joint = true
 		}
+		cs = applyToIncoming(cs, cc)
 	}
 	if err := iter.Error(); err != nil {
-		return cs, err
+		return cs, joint, err
 	}
-	return raftpb.ConfState{Voters: idsOf(voters), Learners: idsOf(learners)}, nil
+	return raftpb.ConfState{Voters: sorted(cs.Voters), Learners: sorted(cs.Learners)}, joint, nil
 }
 
 // confChangeOf decodes e's membership change, if it is one.
@@ -156,9 +154,10 @@ func idsOf(m map[uint64]bool) []uint64 {
 // forceNewCluster rewrites the store so that member id is the only voter
 // of its group, with everything the store holds, and reports the members
 // it removed. It appends to the log the membership changes that make it
-// so (id made a voter if it is a learner, then every other member removed,
-// one change each: raft takes a change of one voter without a joint
-// configuration, which the lost members could never leave), and sets the
+// so (a joint configuration left, id made a voter if it is a learner, then
+// every other member removed, one change each: raft takes a change of one
+// voter without a joint configuration, which the lost members could never
+// leave), and sets the
 // commit index to the new last entry: the whole log is then committed and
 // applied, the entries the member holds but never learned were committed
 // included. Those were either committed by the lost quorum (acknowledged
@@ -166,7 +165,7 @@ func idsOf(m map[uint64]bool) []uint64 {
 // refused, and a member elected with this log would have committed them
 // too.
 func (s *Storage) forceNewCluster(id uint64) (removed []uint64, err error) {
-	cs, err := s.membersAtEnd()
+	cs, joint, err := s.membersAtEnd()
 	if err != nil {
 		return nil, err
 	}
@@ -174,13 +173,16 @@ func (s *Storage) forceNewCluster(id uint64) (removed []uint64, err error) {
 	if !voter && !learner {
 		return nil, fmt.Errorf("member %d is not a member in its own store (voters %v, learners %v): wrong --id, or a member that was removed", id, cs.Voters, cs.Learners)
 	}
-	var changes []raftpb.ConfChangeSingle
+	var changes [][]raftpb.ConfChangeSingle
+	if joint {
+		changes = append(changes, nil) // leave the joint configuration first: no change
+	}
 	if learner {
-		changes = append(changes, raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode, NodeID: id})
+		changes = append(changes, []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode, NodeID: id}})
 	}
 	for _, other := range slices.Concat(cs.Voters, cs.Learners) {
 		if other != id {
-			changes = append(changes, raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode, NodeID: other})
+			changes = append(changes, []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode, NodeID: other}})
 			removed = append(removed, other)
 		}
 	}
@@ -190,7 +192,7 @@ func (s *Storage) forceNewCluster(id uint64) (removed []uint64, err error) {
 	s.mu.RUnlock()
 	var ents []raftpb.Entry
 	for i, c := range changes {
-		cc := raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{c}, Context: make([]byte, 8)} // request id 0: nobody waits
+		cc := raftpb.ConfChangeV2{Changes: c, Context: make([]byte, 8)} // request id 0: nobody waits
 		data, err := cc.Marshal()
 		if err != nil {
 			return nil, err

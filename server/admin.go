@@ -8,22 +8,31 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
+	"github.com/arbor-coord/arbor/zkwire"
 	"go.uber.org/zap"
 )
 
 // admin answers the membership, status and snapshot ops. A membership
-// change waits until it is applied on this member; the reply lists the
-// members then. ACLs do not cover them: an op that needs admin rights (the
-// membership changes, a snapshot) needs what mayAdminister asks; the
-// status and the member list are open to every client.
+// change (the member ops and reconfig, one path: changeMembers) waits
+// until it is applied on this member; the reply lists the members then,
+// or for reconfig gives the new configuration. ACLs do not cover them: an
+// op that needs admin rights (the membership changes, a snapshot) needs
+// what mayAdminister asks; the status and the member list are open to
+// every client. Reconfig is first refused to everyone while it is off,
+// as ZooKeeper refuses it before it looks at who asks.
 func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	id, m := uint64(req.Member.ID), req.Member
+	m := req.Member
+	if req.Op == wire.OpReconfig && !s.cfg.ReconfigEnabled {
+		reply.Err = zkwire.CodeReconfigDisabled
+		return
+	}
 	if req.Op.NeedsAdminRights() {
 		if err := s.mayAdminister(c, req.Op); err != nil {
 			// The reply carries only the code: the log says why.
@@ -39,6 +48,13 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	}
 	var err error
 	switch req.Op {
+	case wire.OpReconfig:
+		r, err := s.reconfig(ctx, &req.Reconfig)
+		reply.Err, reply.Data, reply.Stat = wire.CodeOf(err), r.data, r.stat
+		if err != nil {
+			c.log.Info("reconfig refused", zap.Any("reconfig", req.Reconfig), zap.Error(err))
+		}
+		return
 	case wire.OpStatus:
 		st := s.Status()
 		digest, _ := strconv.ParseUint(st.Digest, 16, 64)
@@ -51,19 +67,11 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		s.snapshot(c, &req.Snapshot, reply)
 		return
 	case wire.OpMembers:
-	case wire.OpMemberAdd:
-		if m.ID <= 0 || m.Addr == "" {
-			err = wire.Errorf(wire.CodeBadArguments, "a new member needs an id above 0 and a peer address")
-			break
-		}
-		err = s.node.AddMember(ctx, id, m.Addr, m.Learner)
-	case wire.OpMemberRemove:
-		err = s.node.RemoveMember(ctx, id)
-	case wire.OpMemberPromote:
-		err = s.node.PromoteMember(ctx, id)
+	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
+		err = s.memberOp(ctx, req.Op, m)
 	}
 	if err != nil {
-		reply.Err = wire.CodeOf(s.memberError(err, id))
+		reply.Err = wire.CodeOf(err)
 		return
 	}
 	for _, mem := range s.node.Members() {
@@ -71,17 +79,101 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	}
 }
 
-// memberError maps raftnode's membership errors to protocol errors.
-func (s *Server) memberError(err error, id uint64) error {
-	switch {
-	case errors.Is(err, raftnode.ErrMemberExists):
-		return wire.Errorf(wire.CodeNodeExists, "member %d already exists", id)
-	case errors.Is(err, raftnode.ErrUnknownMember):
-		return wire.Errorf(wire.CodeNoNode, "%v", err)
-	case errors.Is(err, raftnode.ErrConfChangeInProgress):
+// memberOp makes a member op's change, the reconfig it describes
+// (reconfig.go): memberAdd a server that joins, memberRemove one that
+// leaves, memberPromote an observer that joins again as a participant.
+// Unlike reconfig, it does not ask whether the new voters follow the
+// leader: Arbor adds a member before it starts (arbord --join).
+func (s *Server) memberOp(ctx context.Context, op wire.Op, m wire.Member) error {
+	id := uint64(m.ID)
+	cur := s.currentConfig()
+	members := s.node.Members()
+	i := slices.IndexFunc(members, func(mem raftnode.Member) bool { return mem.ID == id })
+	next := slices.Clone(cur.Servers)
+	switch op {
+	case wire.OpMemberAdd:
+		if m.ID <= 0 || m.Addr == "" {
+			return wire.Errorf(wire.CodeBadArguments, "a new member needs an id above 0 and a peer address")
+		}
+		if i >= 0 {
+			return wire.Errorf(wire.CodeNodeExists, "member %d already exists", id)
+		}
+		spec, ok := specFromAddr(id, m.Addr)
+		if !ok {
+			return wire.Errorf(wire.CodeBadArguments, "peer address %q is not host:port", m.Addr)
+		}
+		spec.Observer = m.Learner
+		next = append(next, spec)
+	case wire.OpMemberRemove:
+		if i < 0 {
+			return wire.Errorf(wire.CodeNoNode, "%v: %d", raftnode.ErrUnknownMember, id)
+		}
+		if !slices.ContainsFunc(next, func(sp zkwire.ServerSpec) bool { return sp.ID == id }) {
+			// A member without a peer address: the configuration does
+			// not list it, raft removes it all the same.
+			return s.memberChangeError(s.changeMembersRaw(ctx, []raftnode.MemberChange{{ID: id, Remove: true}}))
+		}
+		next = slices.DeleteFunc(next, func(sp zkwire.ServerSpec) bool { return sp.ID == id })
+	case wire.OpMemberPromote:
+		if i < 0 || !members[i].Learner {
+			return wire.Errorf(wire.CodeNoNode, "%v: %d is not a learner", raftnode.ErrUnknownMember, id)
+		}
+		for j := range next {
+			if next[j].ID == id {
+				next[j].Observer = false
+			}
+		}
+		if !slices.ContainsFunc(next, func(sp zkwire.ServerSpec) bool { return sp.ID == id }) {
+			// A learner without a peer address (never learned): raft
+			// promotes it all the same.
+			return s.memberChangeError(s.changeMembersRaw(ctx, []raftnode.MemberChange{{ID: id}}))
+		}
+	}
+	_, err := s.changeMembers(ctx, memberChange{next: next, fromConfig: -1, time: time.Now().UnixMilli()})
+	return s.memberChangeError(err)
+}
+
+// memberChangeError answers a member op's failed change in Arbor's terms.
+func (s *Server) memberChangeError(err error) error {
+	if errors.Is(err, errChangeInProgress) {
 		return wire.Errorf(wire.CodeThrottled, "another membership change is in progress; try again")
 	}
-	return s.writeError(err)
+	return err
+}
+
+// changeMembersRaw proposes changes without a configuration to write.
+func (s *Server) changeMembersRaw(ctx context.Context, changes []raftnode.MemberChange) error {
+	o := s.node.ChangeMembers(ctx, changes, nil)
+	if errors.Is(o.Err, raftnode.ErrConfChangeInProgress) {
+		return errChangeInProgress
+	}
+	return s.writeError(o.Err)
+}
+
+// reconfig makes ZooKeeper's reconfig: the configuration it asks for
+// (zkwire.Reconfigure), through the one path of every membership change,
+// answered in ZooKeeper's terms. A single member without --peers is
+// ZooKeeper's standalone server, which takes no reconfig.
+func (s *Server) reconfig(ctx context.Context, rc *wire.Reconfig) (configReply, error) {
+	if s.transport == nil {
+		return configReply{}, wire.Errorf(wire.CodeUnimplemented, "a single member without --peers takes no reconfig, as a standalone ZooKeeper server")
+	}
+	cur := s.currentConfig()
+	if rc.FromConfig != -1 && rc.FromConfig != cur.Version {
+		return configReply{}, wire.Errorf(wire.CodeBadVersion, "the configuration is at version %x, not %x", cur.Version, rc.FromConfig)
+	}
+	next, err := zkwire.Reconfigure(cur.Servers, rc.Joining, rc.Leaving, rc.NewMembers)
+	if err != nil {
+		return configReply{}, err
+	}
+	r, err := s.changeMembers(ctx, memberChange{next: next, fromConfig: rc.FromConfig, checkQuorum: true, time: time.Now().UnixMilli()})
+	switch {
+	case errors.Is(err, errChangeInProgress):
+		return r, wire.Errorf(zkwire.CodeReconfigInProgress, "%v", err)
+	case errors.Is(err, errNewConfigNoQuorum):
+		return r, wire.Errorf(zkwire.CodeNewConfigNoQuorum, "%v", err)
+	}
+	return r, err
 }
 
 // mayChangeMembers decides whether c may add, promote or remove members,

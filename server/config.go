@@ -64,6 +64,11 @@ type Config struct {
 	// nil for ZooKeeper's default, srvr (and isro, with read-only mode).
 	// Any other word gets ZooKeeper's "not in the whitelist" line.
 	FourLetterWords []string
+	// ReconfigEnabled takes ZooKeeper's reconfig (op 16), from clients
+	// with the rights to change the members, as ZooKeeper's
+	// reconfigEnabled does; off, reconfig is answered ReconfigDisabled to
+	// everyone. The member ops (arbor member) are taken either way.
+	ReconfigEnabled bool
 	// TLS of the peer port, for a cluster: this member's certificate and
 	// key, used both to listen and to dial the others; with a CA file, the
 	// members verify each other's certificates against it both ways.

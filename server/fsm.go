@@ -69,6 +69,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.log.Error("refusing a malformed txn", zap.Uint64("index", index), zap.Error(err))
 		return &tree.Result{Err: wire.ErrMalformed}
 	}
+	if txn.Type == tree.TxnSetConfig {
+		txn.Data = stampVersion(txn.Data, index) // zkconfig.go
+	}
 	zxid := int64(index)
 	f.mu.Lock()
 	var due int64 // a renewal's: when it was due

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -40,6 +41,9 @@ type memberCard struct {
 	Zxid       int64  `msgpack:"zxid"`
 	StartedAt  int64  `msgpack:"started"` // Unix milliseconds
 	Healthy    bool   `msgpack:"healthy"` // raft runs and knows a leader
+	// Synced, on the leader's card, are the members that follow its log
+	// (raftnode's Synced), for a reconfig asked of another member.
+	Synced []uint64 `msgpack:"synced,omitempty"`
 }
 
 // heardCard is a peer's latest card and when it arrived.
@@ -184,9 +188,16 @@ func (s *Server) cardLoop() {
 	}
 }
 
-// sendCard sends this member's card to every other member.
+// sendCard sends this member's card to every other member; the leader's
+// names the members that follow its log.
 func (s *Server) sendCard() {
-	b, err := msgpack.Marshal(s.ownCard())
+	c := s.ownCard()
+	if c.Leader == c.ID {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c.Synced, _ = s.node.Synced(ctx)
+		cancel()
+	}
+	b, err := msgpack.Marshal(c)
 	if err != nil {
 		s.log.Error("encode member card", zap.Error(err))
 		return

@@ -224,8 +224,9 @@ func New(cfg Config) (*Server, error) {
 	if s.transport != nil {
 		s.cards = &peerCards{heard: map[uint64]heardCard{}}
 		s.transport.SetCardHandler(s.takeCard)
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.cardLoop()
+		go s.registerLoop()
 	}
 	if s.httpLn != nil {
 		s.httpSrv = newHTTPServer(&s.cfg, s.metrics.handler(s))

@@ -180,6 +180,8 @@ type Request struct {
 	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove and
 	// memberPromote: ID.
 	Member Member
+	// reconfig: the change, in ZooKeeper's terms.
+	Reconfig Reconfig
 
 	// Leases. leaseCreate: TTL (ms) and Owner, who asks (shown to
 	// operators); leaseRenew: Lease and TTL (0: the lease's own);
@@ -209,6 +211,18 @@ type Member struct {
 	ID      int64
 	Addr    string // peer address
 	Learner bool   // a learner receives the log but does not vote
+}
+
+// Reconfig is a reconfig request: ZooKeeper's dynamic reconfiguration,
+// which changes the members as memberAdd, memberRemove and memberPromote
+// do, several at once. Its servers are written as ZooKeeper writes them
+// (server.N=host:quorumPort:electionPort:role;clientHost:clientPort); see
+// docs/zookeeper-compat.md for how they map onto Arbor's members.
+type Reconfig struct {
+	Joining    string // servers that come in, or change: server.N=... entries separated by commas
+	Leaving    string // ids of servers that go, separated by commas
+	NewMembers string // the whole new configuration instead (server.N=... entries); then Joining and Leaving are empty
+	FromConfig int64  // the version of the configuration the change is made from; -1 for any
 }
 
 // Status is what OpStatus reports of the answering member.
@@ -289,6 +303,8 @@ func requestFields(op Op) int {
 		return 3
 	case OpMemberRemove, OpMemberPromote:
 		return 1
+	case OpReconfig:
+		return 4
 	case OpLeaseCreate, OpLeaseRenew:
 		return 2
 	case OpLeaseClose:
@@ -432,6 +448,11 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.bool(r.Member.Learner)
 	case OpMemberRemove, OpMemberPromote:
 		enc.int(r.Member.ID)
+	case OpReconfig:
+		enc.str(r.Reconfig.Joining)
+		enc.str(r.Reconfig.Leaving)
+		enc.str(r.Reconfig.NewMembers)
+		enc.int(r.Reconfig.FromConfig)
 	case OpLeaseCreate:
 		enc.int(r.TTL)
 		enc.str(r.Owner)
@@ -520,6 +541,11 @@ func (dec *decoder) requestBody(r *Request) {
 		r.Member.Learner = dec.bool()
 	case OpMemberRemove, OpMemberPromote:
 		r.Member.ID = dec.int64()
+	case OpReconfig:
+		r.Reconfig.Joining = dec.str()
+		r.Reconfig.Leaving = dec.str()
+		r.Reconfig.NewMembers = dec.str()
+		r.Reconfig.FromConfig = dec.int64()
 	case OpLeaseCreate:
 		r.TTL = dec.int64()
 		r.Owner = dec.str()
@@ -542,8 +568,8 @@ type Reply struct {
 	Err  Code
 
 	Path        string   // create: the created path; sync: the path
-	Data        []byte   // getData; a NodeCreated or NodeDataChanged notification with the node
-	Stat        Stat     // create, setData, exists, getData, getChildren; a notification with the node
+	Data        []byte   // getData; reconfig: the new configuration; a NodeCreated or NodeDataChanged notification with the node
+	Stat        Stat     // create, setData, exists, getData, getChildren; reconfig: the configuration node's; a notification with the node
 	Children    []string // getChildren: the names, sorted; getEphemerals: the full paths, sorted; lockBreak: the nodes deleted
 	Descendants int32    // getAllChildrenNumber: the node's descendants, the node itself not counted
 	Results     []OpResult
@@ -584,7 +610,7 @@ type OpResult struct {
 // replyFields is the number of body fields in a successful reply to op.
 func replyFields(op Op) int {
 	switch op {
-	case OpCreate, OpGetData, OpGetChildren, OpGetACL:
+	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
 		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory,
@@ -685,7 +711,7 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		enc.stat(&r.Stat)
-	case OpGetData:
+	case OpGetData, OpReconfig:
 		enc.bytes(r.Data)
 		enc.stat(&r.Stat)
 	case OpGetACL:
@@ -858,7 +884,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		dec.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		dec.stat(&r.Stat)
-	case OpGetData:
+	case OpGetData, OpReconfig:
 		r.Data = dec.bytes()
 		dec.stat(&r.Stat)
 	case OpGetACL:

@@ -49,6 +49,10 @@ const (
 	OpMemberPromote Op = 203 // make a learner a voter
 	OpStatus        Op = 204 // the answering member's leader, term, applied index and digest
 	OpSnapshot      Op = 205 // the answering member's whole state, in chunks (a backup)
+	// ZooKeeper's reconfig, with its op code: several membership changes
+	// at once, in ZooKeeper's terms, answered with the new configuration
+	// (the data and Stat of /zookeeper/config).
+	OpReconfig Op = 16
 
 	// Lease ops, Arbor's own. A lease is a session without a connection,
 	// kept by renewals; an ephemeral created with a lease is the lease's
@@ -198,6 +202,7 @@ var ops = map[Op]opInfo{
 	OpMemberAdd:     {name: "memberAdd", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 	OpMemberRemove:  {name: "memberRemove", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 	OpMemberPromote: {name: "memberPromote", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
+	OpReconfig:      {name: "reconfig", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 	// A backup holds every node, whatever its ACL: an operator's act. The
 	// member catches up with the leader first (a ReadIndex, as sync).
 	OpSnapshot: {name: "snapshot", class: ClassAdmin, leader: true, admin: true, limits: LimitOutstanding},

@@ -79,6 +79,7 @@ var opRows = []opRow{
 	{op: wire.OpMemberAdd, name: "memberAdd", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpMemberRemove, name: "memberRemove", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpMemberPromote, name: "memberPromote", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpReconfig, name: "reconfig", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpSnapshot, name: "snapshot", class: wire.ClassAdmin, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 }
 

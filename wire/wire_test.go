@@ -195,6 +195,8 @@ var requests = []struct {
 	}},
 	{"a memberRemove carries the id", wire.Request{Xid: 32, Op: wire.OpMemberRemove, Member: wire.Member{ID: 3}}},
 	{"a memberPromote carries the id", wire.Request{Xid: 33, Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}}},
+	{"a reconfig carries the joining and leaving servers, the new members and the version", wire.Request{Xid: 36, Op: wire.OpReconfig,
+		Reconfig: wire.Reconfig{Joining: "server.4=h:2384:0:participant;h:2184", Leaving: "3", FromConfig: 0x1f}}},
 	{"a status request has no fields", wire.Request{Xid: 34, Op: wire.OpStatus}},
 	{"a snapshot request for a new snapshot has no ID", wire.Request{Xid: 35, Op: wire.OpSnapshot}},
 	{"a snapshot request for a chunk carries the ID and the offset", wire.Request{
@@ -337,6 +339,9 @@ var replies = []struct {
 	}},
 	{"a memberAdd reply lists the new membership", wire.OpMemberAdd, wire.Reply{
 		Xid: 31, Zxid: 10, Members: []wire.Member{{ID: 1, Addr: "a:1"}},
+	}},
+	{"a reconfig reply carries the new configuration and its node's Stat", wire.OpReconfig, wire.Reply{
+		Xid: 36, Zxid: 12, Data: []byte("server.1=h:2381:0:participant\nversion=c"), Stat: wire.Stat{Mzxid: 12, Version: 3},
 	}},
 	{"a leaseCreate reply carries the lease", wire.OpLeaseCreate, wire.Reply{Xid: 60, Zxid: 9, Lease: wire.Lease{ID: 0x0123_4567_89ab_cdef, TTLMs: 30_000, Expires: 1_700_000_030_000, Version: 1, MaxUntil: 1_700_000_600_000}}},
 	{"a leaseRenew reply carries the lease after it", wire.OpLeaseRenew, wire.Reply{Xid: 61, Zxid: 10, Lease: wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_040_000, Version: 2}}},

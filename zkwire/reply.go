@@ -94,7 +94,7 @@ func appendReplyBody(b []byte, op Op, r *Reply) []byte {
 		b = appendStat(b, &r.Stat)
 	case OpExists, OpSetData, OpSetACL:
 		b = appendStat(b, &r.Stat)
-	case OpGetData:
+	case OpGetData, OpReconfig:
 		b = appendBuffer(b, r.Data)
 		b = appendStat(b, &r.Stat)
 	case OpGetChildren, OpGetEphemerals:
@@ -189,7 +189,7 @@ func (d *decoder) replyBody(op Op, r *Reply) {
 		d.stat(&r.Stat)
 	case OpExists, OpSetData, OpSetACL:
 		d.stat(&r.Stat)
-	case OpGetData:
+	case OpGetData, OpReconfig:
 		r.Data = d.buffer()
 		d.stat(&r.Stat)
 	case OpGetChildren, OpGetEphemerals:

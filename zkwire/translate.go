@@ -26,10 +26,19 @@ import (
 //   - a refused session is answered with a zeroed ConnectResponse, or not at
 //     all.
 
-// CodeReconfigDisabled is ZooKeeper's ZRECONFIGDISABLED, its answer to
-// reconfig when dynamic reconfiguration is off (Arbor's members change with
-// arbor member).
-const CodeReconfigDisabled wire.Code = -123
+// ZooKeeper's answers to a reconfig it does not make.
+const (
+	// CodeReconfigDisabled is ZRECONFIGDISABLED: dynamic reconfiguration
+	// is off (arbord --reconfig-enabled turns it on).
+	CodeReconfigDisabled wire.Code = -123
+	// CodeNewConfigNoQuorum is ZNEWCONFIGNOQUORUM: the voters of the new
+	// configuration could not form a quorum that is connected and caught
+	// up with the leader.
+	CodeNewConfigNoQuorum wire.Code = -13
+	// CodeReconfigInProgress is ZRECONFIGINPROGRESS: another change of
+	// the members is under way.
+	CodeReconfigInProgress wire.Code = -14
+)
 
 // ConnectRequestToWire maps a ZooKeeper handshake onto Arbor's. The
 // readOnly flag has no counterpart: the caller keeps HasReadOnly to answer
@@ -125,9 +134,15 @@ func RequestToWire(zr *Request, req *wire.Request) error {
 	case OpWhoAmI:
 		req.Op = wire.OpWhoAmI
 	case OpReconfig:
-		// Off for every client, admins too: ZooKeeper checks that
-		// reconfiguration is enabled before the caller's rights.
-		return wire.Errorf(CodeReconfigDisabled, "dynamic reconfiguration is off: members change with arbor member")
+		// The server decides whether reconfiguration is enabled, before
+		// the caller's rights, as ZooKeeper does.
+		rc := zr.Reconfig
+		if rc == nil {
+			rc = &ReconfigRequest{}
+		}
+		req.Op, req.Reconfig = wire.OpReconfig, wire.Reconfig{
+			Joining: rc.JoiningServers, Leaving: rc.LeavingServers, NewMembers: rc.NewMembers, FromConfig: rc.CurConfigID,
+		}
 	default:
 		return wire.Errorf(wire.CodeUnimplemented, "%s is not supported", zr.Op)
 	}
@@ -230,7 +245,7 @@ func ReplyFromWire(zr *Request, reply *wire.Reply, reads []wire.Reply) Reply {
 		out.Stat = reply.Stat
 	case OpGetACL:
 		out.ACL, out.Stat = ACLFromWire(reply.ACL), reply.Stat
-	case OpGetData:
+	case OpGetData, OpReconfig:
 		out.Data, out.Stat = reply.Data, reply.Stat
 	case OpGetChildren, OpGetChildren2, OpGetEphemerals:
 		out.Children, out.Stat = reply.Children, reply.Stat

@@ -83,6 +83,7 @@ func replySamples() map[Op]Reply {
 		OpSetData:              {Xid: 1, Zxid: 2, Stat: st},
 		OpSetACL:               {Xid: 1, Zxid: 2, Stat: st},
 		OpGetData:              {Xid: 1, Zxid: 2, Data: []byte("v"), Stat: st},
+		OpReconfig:             {Xid: 1, Zxid: 2, Data: []byte("server.1=h:1:0:participant\nversion=2"), Stat: st},
 		OpGetChildren:          {Xid: 1, Zxid: 2, Children: []string{"a", "b"}},
 		OpGetChildren2:         {Xid: 1, Zxid: 2, Children: []string{"a"}, Stat: st},
 		OpGetACL:               {Xid: 1, Zxid: 2, ACL: OpenACL, Stat: st},

@@ -71,6 +71,7 @@ func run(args []string) error {
 		"bytes the watch history may keep on disk (-1: no limit by size)")
 	fs.BoolVar(&cfg.EndDeadlocks, "end-deadlocks", false, "the leader ends the youngest wait of each deadlock it finds (its waiter gets a deadlock error); off, deadlocks are only reported")
 	fs.StringVar(&cfg.PeerAddr, "peer-listen", "", "peer address (cluster only; default: this member's entry in --peers)")
+	fs.BoolVar(&cfg.ReconfigEnabled, "reconfig-enabled", false, "take ZooKeeper's reconfig (dynamic reconfiguration) from clients with the rights to change the members, as ZooKeeper's reconfigEnabled (off by default there too); arbor member works either way")
 	fs.BoolVar(&cfg.RemoteAdmin, "remote-admin", false, "accept membership changes from non-loopback clients (who may make them is unchanged: see --admin-identities)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the --http listener")
 	fs.BoolVar(&cfg.Join, "join", false, "join a running cluster that added this member (arbor member add); do not bootstrap")
