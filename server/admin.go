@@ -33,8 +33,9 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		reply.Err = zkwire.CodeReconfigDisabled
 		return
 	}
-	if req.Op.NeedsAdminRights() {
-		if err := s.mayAdminister(c, req.Op); err != nil {
+	authorize := func() error {
+		err := s.mayAdminister(c, req.Op)
+		if err != nil {
 			// The reply carries only the code: the log says why.
 			what := "membership change refused"
 			if req.Op == wire.OpSnapshot {
@@ -42,6 +43,13 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 			}
 			c.log.Info(what, zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
 				zap.Strings("identities", identityNames(whoAmI(c.identities()))), zap.Error(err))
+		}
+		return err
+	}
+	// Reconfig asks last, as ZooKeeper does (after the version, the specs
+	// and the quorum): kazoo's tests expect those refusals of any client.
+	if req.Op.NeedsAdminRights() && req.Op != wire.OpReconfig {
+		if err := authorize(); err != nil {
 			reply.Err = wire.CodeOf(err)
 			return
 		}
@@ -49,7 +57,7 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	var err error
 	switch req.Op {
 	case wire.OpReconfig:
-		r, err := s.reconfig(ctx, &req.Reconfig)
+		r, err := s.reconfig(ctx, &req.Reconfig, authorize)
 		reply.Err, reply.Data, reply.Stat = wire.CodeOf(err), r.data, r.stat
 		if err != nil {
 			c.log.Info("reconfig refused", zap.Any("reconfig", req.Reconfig), zap.Error(err))
@@ -154,7 +162,7 @@ func (s *Server) changeMembersRaw(ctx context.Context, changes []raftnode.Member
 // (zkwire.Reconfigure), through the one path of every membership change,
 // answered in ZooKeeper's terms. A single member without --peers is
 // ZooKeeper's standalone server, which takes no reconfig.
-func (s *Server) reconfig(ctx context.Context, rc *wire.Reconfig) (configReply, error) {
+func (s *Server) reconfig(ctx context.Context, rc *wire.Reconfig, authorize func() error) (configReply, error) {
 	if s.transport == nil {
 		return configReply{}, wire.Errorf(wire.CodeUnimplemented, "a single member without --peers takes no reconfig, as a standalone ZooKeeper server")
 	}
@@ -166,7 +174,7 @@ func (s *Server) reconfig(ctx context.Context, rc *wire.Reconfig) (configReply, 
 	if err != nil {
 		return configReply{}, err
 	}
-	r, err := s.changeMembers(ctx, memberChange{next: next, fromConfig: rc.FromConfig, checkQuorum: true, time: time.Now().UnixMilli()})
+	r, err := s.changeMembers(ctx, memberChange{next: next, fromConfig: rc.FromConfig, checkQuorum: true, authorize: authorize, time: time.Now().UnixMilli()})
 	switch {
 	case errors.Is(err, errChangeInProgress):
 		return r, wire.Errorf(zkwire.CodeReconfigInProgress, "%v", err)

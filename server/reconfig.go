@@ -52,7 +52,10 @@ type memberChange struct {
 	// a quorum the leader hears from and keeps up to date (ZooKeeper's
 	// reconfig checks it; arbor member adds a voter before it starts).
 	checkQuorum bool
-	time        int64 // ms since the Unix epoch: the configuration node's mtime
+	// authorize, if set, decides whether the asker may make the change,
+	// after every other check: ZooKeeper's reconfig checks its rights last.
+	authorize func() error
+	time      int64 // ms since the Unix epoch: the configuration node's mtime
 }
 
 // configReply is the configuration after a change: /zookeeper/config's
@@ -107,14 +110,19 @@ func (s *Server) changeMembers(ctx context.Context, ch memberChange) (configRepl
 		return configReply{}, wire.Errorf(wire.CodeBadVersion, "the configuration is at version %x, not %x", cur.Version, ch.fromConfig)
 	}
 	changes, changed := planChanges(s.node.Members(), cur.Servers, ch.next)
-	if len(changes) == 0 {
-		data, stat := s.fsm.configNode()
-		return configReply{data, stat}, nil
-	}
-	if ch.checkQuorum && votersChange(cur.Servers, ch.next) {
+	if len(changes) > 0 && ch.checkQuorum && votersChange(cur.Servers, ch.next) {
 		if err := s.newVotersSynced(ctx, ch.next); err != nil {
 			return configReply{}, err
 		}
+	}
+	if ch.authorize != nil {
+		if err := ch.authorize(); err != nil {
+			return configReply{}, err
+		}
+	}
+	if len(changes) == 0 {
+		data, stat := s.fsm.configNode()
+		return configReply{data, stat}, nil
 	}
 	o := s.node.ChangeMembers(ctx, changes, changeMeta(ch.time, changed))
 	switch {

@@ -78,11 +78,12 @@ type Config struct {
 	Version int64
 }
 
-// Format writes c as /zookeeper/config holds it. A configuration without
-// servers is empty, as a standalone ZooKeeper server's.
+// Format writes c as /zookeeper/config holds it. A configuration of no
+// servers at version 0 is empty, as a standalone ZooKeeper server's; at
+// a version, it is that version's line alone.
 func (c *Config) Format() []byte {
-	if len(c.Servers) == 0 {
-		return nil
+	if len(c.Servers) == 0 && c.Version == 0 {
+		return nil // a standalone server's: no configuration at all
 	}
 	var b strings.Builder
 	for _, s := range sortedByID(c.Servers) {

@@ -28,6 +28,7 @@ How ZooKeeper's test configuration maps to arbord's flags:
   peerType=observer             --observers
   readonlymode.enabled=true     arbord's default (--read-only-mode)
   4lw.commands.whitelist        --zk-4lw-whitelist
+  reconfigEnabled=true          --reconfig-enabled
   a JAAS Server section         --zk-sasl-users, the section in a file
 
 ARBORD_EXTRA_ARGS (split on spaces) is added to every member's flags, and
@@ -345,8 +346,8 @@ class ArborCluster(object):
 
     def _feature_args(self):
         """Flags for what the harness asks of ZooKeeper beyond the basics:
-        its configuration entries (4lw.commands.whitelist, and
-        reconfigEnabled, which ARBORD_EXTRA_ARGS may carry a flag for), and
+        its configuration entries (4lw.commands.whitelist and
+        reconfigEnabled), and
         a JAAS Server section (the SASL tests, users super/super_secret and
         jaasuser/jaas_password), written to jaas.conf beside the members as
         ZooKeeper gets it and given as --zk-sasl-users, with
@@ -357,6 +358,8 @@ class ArborCluster(object):
             key, _, value = entry.partition("=")
             if key == "4lw.commands.whitelist":
                 args += ["--zk-4lw-whitelist", value]
+            elif key == "reconfigEnabled" and value == "true":
+                args += ["--reconfig-enabled"]
         if not self.jaas_config:
             return args
         jaas = os.path.join(self.working_path, "jaas.conf")
