@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -373,16 +374,18 @@ func TestZooKeeperCommandsInACluster(t *testing.T) {
 				t.Errorf("/commands/observers = %v, want %s", obs, want)
 			}
 
-			conf := fourLetterWord(t, zkAddr, "conf")
+			// conf ends with /zookeeper/config's text, which lists each
+			// member once it has named itself (about a second).
 			_, peerPort, _ := net.SplitHostPort(c.cfgs[id].Peers[id])
 			peerType := map[bool]string{true: "1", false: "0"}[id == 4]
-			for _, want := range []string{"\nelectionPort=" + peerPort + "\nquorumPort=" + peerPort + "\npeerType=" + peerType + "\n",
-				"\nmembership: \n", "server.4=" + c.cfgs[4].Peers[4] + ":" + portOf(c.cfgs[4].Peers[4]) + ":observer;" + c.servers[4].ZKAddr().String() + "\n",
-				"server.1=" + c.cfgs[1].Peers[1] + ":" + portOf(c.cfgs[1].Peers[1]) + ":participant;" + c.servers[1].ZKAddr().String() + "\n"} {
-				if !strings.Contains(conf, want) {
-					t.Errorf("conf lacks %q:\n%s", want, conf)
-				}
-			}
+			wants := []string{"\nelectionPort=" + peerPort + "\nquorumPort=" + peerPort + "\npeerType=" + peerType + "\n",
+				"\nmembership: \n", "server.4=" + c.cfgs[4].Peers[4] + ":0:observer;" + c.servers[4].ZKAddr().String() + "\n",
+				"server.1=" + c.cfgs[1].Peers[1] + ":0:participant;" + c.servers[1].ZKAddr().String() + "\n", "\nversion="}
+			var conf string
+			waitUntil(t, "conf to list every member", 10*time.Second, func() bool {
+				conf = fourLetterWord(t, zkAddr, "conf")
+				return !slices.ContainsFunc(wants, func(w string) bool { return !strings.Contains(conf, w) })
+			})
 			dumpHead := map[bool]string{true: "SessionTracker dump:\nSession Sets (", false: "SessionTracker dump:\nGlobal Sessions("}[id == lead]
 			if got := fourLetterWord(t, zkAddr, "dump"); !strings.HasPrefix(got, dumpHead) {
 				t.Errorf("dump: %q", got)

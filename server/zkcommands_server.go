@@ -374,40 +374,20 @@ func (s *Server) configuration() confResult {
 		return r
 	}
 	r.ElectionTicks = cfg.ElectionTicks
-	zkAddrs := map[uint64]string{}
-	for _, m := range s.Members().Members {
-		zkAddrs[m.ID] = m.ZKAddr
-	}
 	for _, m := range s.node.Members() {
-		peerType := 0
-		if m.Learner {
-			peerType = 1
-		}
 		if m.ID == cfg.ID {
+			peerType := 0
+			if m.Learner {
+				peerType = 1
+			}
 			r.ElectionPort, r.QuorumPort, r.PeerType = portOfString(m.Addr), portOfString(m.Addr), &peerType
 		}
-		r.membership = append(r.membership, fmt.Sprintf("server.%d=%s", m.ID, quorumServerLine(m.Addr, m.Learner, zkAddrs[m.ID])))
 	}
+	// ZooKeeper's conf ends with its dynamic configuration, as
+	// /zookeeper/config holds it (reconfig.go), version line included.
+	cur := s.currentConfig()
+	r.membership = strings.Split(string(cur.Format()), "\n")
 	return r
-}
-
-// quorumServerLine is a member as ZooKeeper's QuorumServer.toString
-// writes it: host:quorumPort:electionPort:type, then ;clientAddress when
-// known. Raft's peer port is both ports.
-func quorumServerLine(peer string, learner bool, zkAddr string) string {
-	line := peer
-	if host, port, err := net.SplitHostPort(peer); err == nil {
-		line = net.JoinHostPort(host, port) + ":" + port
-	}
-	if learner {
-		line += ":observer"
-	} else {
-		line += ":participant"
-	}
-	if zkAddr != "" {
-		line += ";" + zkAddr
-	}
-	return line
 }
 
 // portOf is a listener's port, -1 when it does not listen (ZooKeeper's
