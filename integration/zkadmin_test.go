@@ -394,11 +394,6 @@ func TestZooKeeperCommandsInACluster(t *testing.T) {
 	}
 }
 
-func portOf(addr string) string {
-	_, port, _ := net.SplitHostPort(addr)
-	return port
-}
-
 // A member that serves no clients (cut off, read-only mode off) answers
 // ZooKeeper's "not currently serving" to the commands that need a server,
 // as a word and over http; ruok, envi and monitor still answer.
