@@ -411,18 +411,18 @@ func TestSnapshotAnnex(t *testing.T) {
 	if err := tr.WriteSnapshotWith(&with, annex); err != nil {
 		t.Fatal(err)
 	}
-	got, gotAnnex, err := tree.RestoreWith(bytes.NewReader(with.Bytes()))
+	got, snap, err := tree.RestoreWith(bytes.NewReader(with.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(gotAnnex, annex) {
-		t.Fatalf("annex %q, want %q", gotAnnex, annex)
+	if !bytes.Equal(snap.Annex, annex) || snap.Znodes != tr.Count() {
+		t.Fatalf("annex %q, %d znodes; want %q, %d", snap.Annex, snap.Znodes, annex, tr.Count())
 	}
 	if diff := dumpTree(tr).diff(dumpTree(got)); diff != "" {
 		t.Fatalf("restored tree differs:\n%s", diff)
 	}
-	if _, a, err := tree.RestoreWith(bytes.NewReader(plain)); err != nil || a != nil {
-		t.Fatalf("a snapshot without an annex: annex %q, err %v", a, err)
+	if _, a, err := tree.RestoreWith(bytes.NewReader(plain)); err != nil || a.Annex != nil {
+		t.Fatalf("a snapshot without an annex: annex %q, err %v", a.Annex, err)
 	}
 	b := with.Bytes()
 	for n := range len(b) {
