@@ -20,7 +20,7 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Path != "/app" || q.Limits.CountHardLimit() != 2 || q.Limits.Count() != -1 || q.Usage.Count() != 2 || len(q.Over()) != 0 {
+	if q.Path != "/app" || q.Limits.Limit(quotas.CountHard) != 2 || q.Limits.Count() != -1 || q.Usage.Count() != 2 || len(q.Over()) != 0 {
 		t.Fatalf("SetQuota = %+v (limits %s, usage %s)", q, q.Limits, q.Usage)
 	}
 	data, _, err := c.Get(ctx, "/zookeeper/quota/app/zookeeper_limits")
@@ -32,7 +32,7 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 	}
 	t.Run("another limit keeps the first", func(t *testing.T) {
 		q, err := c.SetQuota(ctx, "/app", client.QuotaBytes, 0)
-		if err != nil || q.Limits.CountHardLimit() != 2 || q.Limits.Bytes() != 0 {
+		if err != nil || q.Limits.Limit(quotas.CountHard) != 2 || q.Limits.Bytes() != 0 {
 			t.Fatalf("SetQuota = %+v, %v", q, err)
 		}
 		if over := q.Over(); len(over) != 0 {
@@ -77,7 +77,7 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		q, err := c.Quota(ctx, "/app")
-		if err != nil || q.Limits.CountHardLimit() != -1 || q.Limits.Bytes() != 0 {
+		if err != nil || q.Limits.Limit(quotas.CountHard) != -1 || q.Limits.Bytes() != 0 {
 			t.Fatalf("Quota = %+v, %v", q, err)
 		}
 		if _, err := c.Create(ctx, "/app/b", nil, client.Persistent); err != nil {

@@ -445,9 +445,10 @@ func (m *model) checkQuota(path string, dCount, dBytes int64) wire.Code {
 			continue
 		}
 		st, _ := quotas.Parse(string(m.nodes[quotas.LimitPath(qp)].data))
+		ls := st.Limits()
 		count, size := m.usage(qp)
-		if dCount > 0 && st.CountHardLimit() >= 0 && count+dCount > st.CountHardLimit() ||
-			dBytes > 0 && st.ByteHardLimit() >= 0 && size+dBytes > st.ByteHardLimit() {
+		if dCount > 0 && ls[quotas.CountHard] >= 0 && count+dCount > ls[quotas.CountHard] ||
+			dBytes > 0 && ls[quotas.BytesHard] >= 0 && size+dBytes > ls[quotas.BytesHard] {
 			return wire.CodeQuotaExceeded
 		}
 	}
@@ -469,8 +470,7 @@ func (m *model) dump(reapAt []int64) treeDump {
 	for _, qp := range m.quotaPaths() {
 		st, _ := quotas.Parse(string(m.nodes[quotas.LimitPath(qp)].data))
 		count, size := m.usage(qp)
-		d.Quotas = append(d.Quotas, tree.Quota{Path: qp, Count: st.Count(), Bytes: st.Bytes(),
-			CountHardLimit: st.CountHardLimit(), ByteHardLimit: st.ByteHardLimit(), UsedCount: count, UsedBytes: size})
+		d.Quotas = append(d.Quotas, tree.Quota{Path: qp, Limits: st.Limits(), UsedCount: count, UsedBytes: size})
 	}
 	for p, n := range m.nodes {
 		acl := n.acl

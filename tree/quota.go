@@ -27,25 +27,20 @@ import (
 // quota is the state of one path's quota.
 type quota struct {
 	statPath string // where its usage is written
-	limits   quotaLimits
+	limits   quotas.Limits
 	// count and bytes are the subtree's usage: its nodes, the quota's
 	// node included, and the bytes of their data.
 	count, bytes int64
 }
 
-// quotaLimits are a quota's limits; -1 is none.
-type quotaLimits struct {
-	count, bytes, countHard, bytesHard int64
-}
-
 // limitsOf reads a limits node's data; data that does not parse (only a
 // snapshot from before quotas can hold it) sets no limit.
-func limitsOf(data []byte) quotaLimits {
+func limitsOf(data []byte) quotas.Limits {
 	st, err := quotas.Parse(string(data))
 	if err != nil {
-		return quotaLimits{-1, -1, -1, -1}
+		return quotas.NoLimits
 	}
-	return quotaLimits{st.Count(), st.Bytes(), st.CountHardLimit(), st.ByteHardLimit()}
+	return st.Limits()
 }
 
 // QuotaBreach is a write that took, or would have taken, the subtree
@@ -98,8 +93,8 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 			d, have     int64
 			limit, hard int64
 		}{
-			{false, dCount, q.count, q.limits.count, q.limits.countHard},
-			{true, dBytes, q.bytes, q.limits.bytes, q.limits.bytesHard},
+			{false, dCount, q.count, q.limits[quotas.Count], q.limits[quotas.CountHard]},
+			{true, dBytes, q.bytes, q.limits[quotas.Bytes], q.limits[quotas.BytesHard]},
 		} {
 			if c.d <= 0 {
 				continue
@@ -277,23 +272,4 @@ func (t *Tree) rebuildQuotas() {
 			stack = append(stack, item{it.path + "/" + c.name, c})
 		}
 	}
-}
-
-// Quota is a quota's state, as the tree keeps it.
-type Quota struct {
-	Path string // the path it is on
-	// The limits (-1: none) and the usage, as its nodes say them.
-	Count, Bytes, CountHardLimit, ByteHardLimit int64
-	UsedCount, UsedBytes                        int64
-}
-
-// Quotas returns the quotas set, by path.
-func (t *Tree) Quotas() []Quota {
-	out := make([]Quota, 0, len(t.quotas))
-	for _, p := range sortedKeys(t.quotas) {
-		q := t.quotas[p]
-		out = append(out, Quota{Path: p, Count: q.limits.count, Bytes: q.limits.bytes,
-			CountHardLimit: q.limits.countHard, ByteHardLimit: q.limits.bytesHard, UsedCount: q.count, UsedBytes: q.bytes})
-	}
-	return out
 }

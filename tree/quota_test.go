@@ -12,25 +12,14 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// limitsOf writes limits as zkCli's setquota does: every field -1 but the
-// ones given ("n", "b", "N", "B" as its flags).
+// limitsText writes limits as zkCli's setquota does: every field -1 but
+// the ones given ("n", "b", "N", "B" as its flags).
 func limitsText(set map[string]int64) string {
 	var st quotas.StatsTrack
-	st.SetCount(-1)
-	st.SetBytes(-1)
-	st.SetCountHardLimit(-1)
-	st.SetByteHardLimit(-1)
+	st.SetLimits(quotas.NoLimits)
+	flags := map[string]quotas.Limit{"n": quotas.Count, "b": quotas.Bytes, "N": quotas.CountHard, "B": quotas.BytesHard}
 	for k, v := range set {
-		switch k {
-		case "n":
-			st.SetCount(v)
-		case "b":
-			st.SetBytes(v)
-		case "N":
-			st.SetCountHardLimit(v)
-		case "B":
-			st.SetByteHardLimit(v)
-		}
+		st.SetLimit(flags[k], v)
 	}
 	return st.String()
 }
