@@ -15,6 +15,7 @@ import (
 func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	t.events = t.events[:0]
 	t.breaches = nil
+	t.quotaMade = false
 	t.zxid = zxid
 	var res Result
 	switch txn.Type {
@@ -115,6 +116,9 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 	if err != nil {
 		return "", wire.Stat{}, err
 	}
+	if err := t.checkNewQuota(path); err != nil {
+		return "", wire.Stat{}, err
+	}
 	ref, err := t.acls.ref(txn.ACL)
 	if err != nil {
 		return "", wire.Stat{}, err
@@ -173,7 +177,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 		})
 	}
 	t.chargeQuota(path, 1, int64(len(n.data)))
-	t.quotaNodeAdded(path, n)
+	t.quotaNodeAdded(parent, path, n)
 }
 
 // unlinkPath removes the childless node at path, which exists.

@@ -121,8 +121,8 @@ var (
 		"/zookeeper/quota/b", "/zookeeper/quota/b/zookeeper_limits", "/zookeeper/quota/b/zookeeper_stats",
 	}
 	// genLimits are what a limits node is given: hard and soft limits
-	// the small trees reach (short, to fit fuzzMaxData), none, zkCli's
-	// form (over fuzzMaxData), and one that does not parse.
+	// the small trees reach, none, zkCli's form (within fuzzMaxData), and
+	// one that does not parse.
 	genLimits = []string{
 		"countHardLimit=3",
 		"byteHardLimit=6",
@@ -131,6 +131,7 @@ var (
 		"bytes=3;byteHardLimit=9",
 		"",
 		"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3",
+		"count=-1,bytes=-1=;byteHardLimit=5;countHardLimit=-1",
 		"count",
 	}
 	genBadPaths = []string{"", "a", "/a/", "//", "/a/..", "/\x01"}

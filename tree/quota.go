@@ -14,19 +14,27 @@ import (
 // /zookeeper/quota/app/zookeeper_stats as ZooKeeper's DataTree does: it
 // rewrites the node's data in place (no version, no mzxid, no event), at
 // each create, delete and setData in the subtree. The tree indexes the
-// paths that have a limits node (t.quotas, rebuilt at restore), so a write
-// finds the quotas above it in one map lookup per ancestor, and none at
-// all while no quota is set.
+// paths that have a limits node (t.quotas, rebuilt at restore); a write
+// finds the quota above it by walking down /zookeeper/quota along its
+// path, which stops where that path's mirror ends (at once, for most
+// paths), and costs nothing while no quota is set.
 //
-// Where ZooKeeper counts a change only in the deepest quota above it,
-// the tree counts it in every quota above it, so that a quota's usage is
-// always its subtree's, nested quotas too. A hard limit refuses the
-// write that would take a subtree over it (QuotaExceeded, nothing
-// changed); a soft limit lets it through and the Result reports it.
+// Quotas do not nest: a limits node with a quota above or below it is
+// refused (zkCli refuses to set such a quota; ZooKeeper's server takes
+// the node and then counts a change in the deepest quota alone), so a
+// change is counted in one quota at most, and a quota's usage is always
+// its subtree's. A txn makes one limits node at most: each is a count of
+// its subtree (ZooKeeper's, when it indexes a new quota), so a txn costs
+// one such count at most. A hard limit refuses the write that would take
+// a subtree over it (QuotaExceeded, nothing changed); a soft limit lets
+// it through and the Result reports it.
 
 // quota is the state of one path's quota.
 type quota struct {
-	statPath string // where its usage is written
+	// dir is its directory, /zookeeper/quota + the path: it holds the
+	// limits node, so it stays in the tree for as long as the quota does.
+	dir      *node
+	statPath string // where its usage is written: dir's child StatNode
 	limits   quotas.Limits
 	// count and bytes are the subtree's usage: its nodes, the quota's
 	// node included, and the bytes of their data.
@@ -61,20 +69,26 @@ func (b QuotaBreach) Kind() string {
 	return "count"
 }
 
-// quotasAbove calls fn for each quota on path or one of its ancestors.
+// quotasAbove calls fn for each quota on path or one of its ancestors,
+// from the root down: one at most, but in a tree restored from a
+// snapshot written before quotas could not nest.
 func (t *Tree) quotasAbove(path string, fn func(qpath string, q *quota)) {
 	if len(t.quotas) == 0 {
 		return
 	}
-	for p := path; p != "/"; {
-		if q := t.quotas[p]; q != nil {
-			fn(p, q)
+	dir := t.lookup(wire.QuotaPath)
+	for i := 1; i < len(path) && dir != nil; {
+		j := strings.IndexByte(path[i:], '/')
+		if j < 0 {
+			j = len(path) - i
 		}
-		i := strings.LastIndexByte(p, '/')
-		if i <= 0 {
-			break
+		dir = dir.children.get(path[i : i+j])
+		i += j + 1
+		if dir != nil && dir.children.get(quotas.LimitNode) != nil {
+			if qpath := path[:i-1]; t.quotas[qpath] != nil {
+				fn(qpath, t.quotas[qpath])
+			}
 		}
-		p = p[:i]
 	}
 }
 
@@ -91,23 +105,23 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 		for _, c := range [...]struct {
 			bytes       bool
 			d, have     int64
-			limit, hard int64
+			limit, hard quotas.Limit
 		}{
-			{false, dCount, q.count, q.limits[quotas.Count], q.limits[quotas.CountHard]},
-			{true, dBytes, q.bytes, q.limits[quotas.Bytes], q.limits[quotas.BytesHard]},
+			{false, dCount, q.count, quotas.Count, quotas.CountHard},
+			{true, dBytes, q.bytes, quotas.Bytes, quotas.BytesHard},
 		} {
 			if c.d <= 0 {
 				continue
 			}
 			b := QuotaBreach{Path: qpath, Bytes: c.bytes, Usage: c.have + c.d}
-			switch {
-			case c.hard >= 0 && b.Usage > c.hard:
+			switch lim := q.limits; {
+			case lim[c.hard] >= 0 && b.Usage > lim[c.hard]:
 				if !hard.Hard {
-					b.Hard, b.Limit = true, c.hard
+					b.Hard, b.Limit = true, lim[c.hard]
 					hard = b
 				}
-			case c.limit >= 0 && b.Usage > c.limit:
-				b.Limit = c.limit
+			case lim[c.limit] >= 0 && b.Usage > lim[c.limit]:
+				b.Limit = lim[c.limit]
 				soft = append(soft, b)
 			}
 		}
@@ -126,8 +140,11 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 }
 
 // chargeQuota adds dCount nodes and dBytes bytes at path to the usage of
-// every quota above it.
+// the quota above it.
 func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
+	if dCount == 0 && dBytes == 0 {
+		return
+	}
 	t.quotasAbove(path, func(qpath string, q *quota) {
 		q.count += dCount
 		q.bytes += dBytes
@@ -141,8 +158,7 @@ func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
 // writeUsage writes q's usage into its stats node, if there is one, as
 // ZooKeeper does: the data alone changes, and no watch fires.
 func (t *Tree) writeUsage(q *quota) {
-	path := q.statPath
-	n := t.lookup(path)
+	n := q.dir.children.get(quotas.StatNode)
 	if n == nil {
 		return
 	}
@@ -151,6 +167,7 @@ func (t *Tree) writeUsage(q *quota) {
 	if bytes.Equal(n.data, data) {
 		return
 	}
+	path := q.statPath
 	old, oldHash := n.data, n.dataHash
 	t.digest -= t.nodeDigest(path, n)
 	t.dataSize += int64(len(data) - len(n.data))
@@ -186,16 +203,72 @@ func (t *Tree) quotaData(path string, data []byte) ([]byte, error) {
 	return data, nil
 }
 
-// quotaNodeAdded indexes a quota whose limits node was just made at path:
-// its usage is counted from its subtree, as ZooKeeper counts it.
-func (t *Tree) quotaNodeAdded(path string, n *node) {
+// checkNewQuota refuses a create of the limits node at path that would
+// nest quotas, or that would be the txn's second: each new quota is a
+// count of its subtree.
+func (t *Tree) checkNewQuota(path string) error {
+	qpath, name, ok := quotas.Split(path)
+	if !ok || name != quotas.LimitNode {
+		return nil
+	}
+	if t.quotaMade {
+		return wire.Errorf(wire.CodeBadArguments, "%s: one txn makes one quota at most (each costs a count of its subtree)", path)
+	}
+	var above string
+	t.quotasAbove(qpath, func(p string, _ *quota) {
+		if above == "" {
+			above = p
+		}
+	})
+	if above != "" {
+		return wire.Errorf(wire.CodeBadArguments, "%s: %s has a quota already, and quotas do not nest", path, above)
+	}
+	if below := t.quotaBelow(qpath); below != "" {
+		return wire.Errorf(wire.CodeBadArguments, "%s: %s below it has a quota already, and quotas do not nest", path, below)
+	}
+	return nil
+}
+
+// quotaBelow returns a path below qpath that has a quota, or "": it looks
+// through qpath's directory under /zookeeper/quota.
+func (t *Tree) quotaBelow(qpath string) string {
+	dir := t.lookup(quotas.QuotaPath(qpath))
+	if dir == nil || len(t.quotas) == 0 {
+		return ""
+	}
+	type item struct {
+		path string
+		n    *node
+	}
+	var stack []item
+	for c := range dir.children.all {
+		stack = append(stack, item{qpath + "/" + c.name, c})
+	}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if it.n.children.get(quotas.LimitNode) != nil && t.quotas[it.path] != nil {
+			return it.path
+		}
+		for c := range it.n.children.all {
+			stack = append(stack, item{it.path + "/" + c.name, c})
+		}
+	}
+	return ""
+}
+
+// quotaNodeAdded indexes a quota whose limits node n was just made at
+// path, in parent: its usage is counted from its subtree, as ZooKeeper
+// counts it.
+func (t *Tree) quotaNodeAdded(parent *node, path string, n *node) {
 	qpath, name, ok := quotas.Split(path)
 	if !ok || name != quotas.LimitNode {
 		return
 	}
-	q := &quota{statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
+	q := &quota{dir: parent, statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
 	q.count, q.bytes = t.usage(qpath)
 	t.quotas[qpath] = q
+	t.quotaMade = true
 	if t.undo != nil {
 		t.undo = append(t.undo, func() { delete(t.quotas, qpath) })
 	}
@@ -267,9 +340,12 @@ func (t *Tree) rebuildQuotas() {
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		t.quotaNodeAdded(it.path, it.n)
+		if c := it.n.children.get(quotas.LimitNode); c != nil {
+			t.quotaNodeAdded(it.n, it.path+"/"+quotas.LimitNode, c)
+		}
 		for c := range it.n.children.all {
 			stack = append(stack, item{it.path + "/" + c.name, c})
 		}
 	}
+	t.quotaMade = false
 }

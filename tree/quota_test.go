@@ -295,21 +295,101 @@ func TestLimitsThatDoNotParseAreRefused(t *testing.T) {
 	})
 }
 
-func TestNestedQuotasEachCountTheirWholeSubtree(t *testing.T) {
+func TestQuotasDoNotNest(t *testing.T) {
+	setup := func(t *testing.T) *fixture {
+		f := newFixture(t)
+		for _, p := range []string{"/a", "/a/b", "/a/b/c", "/ab", "/x", "/x/y"} {
+			f.create(p, "")
+		}
+		f.setQuota("/a/b", limitsText(map[string]int64{"N": 10}))
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		path  string // the path a quota is set on, with /a/b's there
+		nests bool
+	}{
+		{"below a quota", "/a/b/c", true},
+		{"above a quota", "/a", true},
+		{"on a sibling", "/x", false},
+		{"on a path that only starts with the same letters", "/ab", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			if !f.exists(quotas.QuotaPath(tc.path)) {
+				f.create(quotas.QuotaPath(tc.path), "")
+			}
+			limits := createTxn(quotas.LimitPath(tc.path), limitsText(map[string]int64{"N": 1}), wire.ModePersistent)
+			if !tc.nests {
+				f.must(limits)
+				checkUsage(t, f.tr)
+				return
+			}
+			res := f.mustFail(limits, wire.ErrBadArguments)
+			if !strings.Contains(res.Err.Error(), "do not nest") {
+				t.Errorf("error %q does not say why", res.Err)
+			}
+			t.Run("and can be once the other goes", func(t *testing.T) {
+				f.must(deleteTxn(quotas.LimitPath("/a/b"), -1))
+				f.must(limits)
+				checkUsage(t, f.tr)
+			})
+		})
+	}
+	t.Run("a directory below with no limits node is not a quota", func(t *testing.T) {
+		f := setup(t)
+		f.must(deleteTxn(quotas.StatPath("/a/b"), -1))
+		f.must(deleteTxn(quotas.LimitPath("/a/b"), -1))
+		f.create(quotas.LimitPath("/a"), "") // /zookeeper/quota/a/b stays, empty
+		checkUsage(t, f.tr)
+	})
+}
+
+func TestATxnMakesOneQuotaAtMost(t *testing.T) {
 	f := newFixture(t)
 	f.create("/a", "")
-	f.create("/a/b", "")
-	f.setQuota("/a", limitsText(map[string]int64{"N": 4}))
-	f.setQuota("/a/b", limitsText(map[string]int64{"N": 10}))
-	f.create("/a/b/1", "")
-	f.create("/a/b/2", "")
-	res := f.mustFail(createTxn("/a/b/3", "", wire.ModePersistent), wire.ErrQuotaExceeded)
-	if len(res.Quota) != 1 || res.Quota[0].Path != "/a" {
-		t.Errorf("breaches %+v: the outer quota refuses", res.Quota)
+	f.create("/b", "")
+	f.create("/zookeeper/quota/a", "")
+	f.create("/zookeeper/quota/b", "")
+	res := f.mustFail(multiTxn(createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent),
+		createTxn(quotas.LimitPath("/b"), "", wire.ModePersistent)), wire.ErrBadArguments)
+	if codes := []wire.Code{res.Multi[0].Err, res.Multi[1].Err}; codes[0] != wire.CodeOK || codes[1] != wire.CodeBadArguments {
+		t.Errorf("results %v", codes)
 	}
-	if a, b := f.usage("/a"), f.usage("/a/b"); a != "count=4,bytes=0" || b != "count=3,bytes=0" {
-		t.Errorf("usage %q and %q", a, b)
-	}
+	t.Run("made, deleted and made again counts twice: refused too", func(t *testing.T) {
+		f.mustFail(multiTxn(createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent),
+			deleteTxn(quotas.LimitPath("/a"), -1),
+			createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent)), wire.ErrBadArguments)
+	})
+	t.Run("one with its stats node, as zkCli and client.SetQuota make it", func(t *testing.T) {
+		f.must(multiTxn(createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent),
+			createTxn(quotas.StatPath("/a"), "", wire.ModePersistent)))
+	})
+	t.Run("the next txn makes another", func(t *testing.T) {
+		f.create(quotas.LimitPath("/b"), "")
+	})
+	checkUsage(t, f.tr)
+}
+
+func TestTheStatsNodeCanGoAndComeBackInAMulti(t *testing.T) {
+	f := newFixture(t)
+	f.create("/app", "ab")
+	f.setQuota("/app", "count=-1,bytes=-1")
+	stats := quotas.StatPath("/app")
+	t.Run("rolled back", func(t *testing.T) {
+		f.mustFail(multiTxn(deleteTxn(stats, -1), createTxn("/app/x", "cd", wire.ModePersistent),
+			createTxn(stats, "", wire.ModePersistent), setTxn("/app/x", "cdef", -1), checkTxn("/nope", -1)), wire.ErrNoNode)
+		if got := f.usage("/app"); got != "count=1,bytes=2" {
+			t.Errorf("usage %q", got)
+		}
+	})
+	t.Run("applied", func(t *testing.T) {
+		f.must(multiTxn(deleteTxn(stats, -1), createTxn("/app/x", "cd", wire.ModePersistent),
+			createTxn(stats, "", wire.ModePersistent), setTxn("/app/x", "cdef", -1)))
+		if got := f.usage("/app"); got != "count=2,bytes=6" {
+			t.Errorf("usage %q", got)
+		}
+	})
 	checkUsage(t, f.tr)
 }
 
