@@ -16,6 +16,7 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	t.events = t.events[:0]
 	t.breaches = nil
 	t.quotaMade = false
+	t.exempt = txn.Cause.quotaExempt()
 	t.zxid = zxid
 	var res Result
 	switch txn.Type {
@@ -441,8 +442,9 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 		t.undo[i]()
 	}
 	t.events = t.events[:0]
-	// The soft limits the rolled back ops went over were not, after all.
-	t.breaches = slices.DeleteFunc(t.breaches, func(b QuotaBreach) bool { return !b.Hard })
+	// The limits the rolled back ops went over were not, after all: the
+	// hard one that refused it alone stays.
+	t.breaches = slices.DeleteFunc(t.breaches, func(b QuotaBreach) bool { return !b.Hard || b.Exempt })
 	for i := range results {
 		results[i].Path, results[i].Stat = "", wire.Stat{}
 	}

@@ -147,10 +147,10 @@ func seedSnapshots(tb testing.TB) [][]byte {
 }
 
 // FuzzApply's txns must reach what they are meant to: quotas in zkCli's
-// own form (the longest limits), nested ones refused. This checks the
-// generator over a few seeds.
+// own form (the longest limits), nested ones refused, and a member's
+// exempt lock-delays. This checks the generator over a few seeds.
 func TestTheFuzzersTxnsSetQuotasAsZkCliWritesThem(t *testing.T) {
-	var zkCli, refused int
+	var zkCli, refused, exempt int
 	for seed := range uint64(200) {
 		gen := randGen(rand.New(rand.NewPCG(seed, 3)), fuzzMaxData)
 		tr := tree.New(tree.WithMaxDataSize(fuzzMaxData))
@@ -161,6 +161,11 @@ func TestTheFuzzersTxnsSetQuotasAsZkCliWritesThem(t *testing.T) {
 			if res.Err != nil && strings.Contains(res.Err.Error(), "do not nest") {
 				refused++
 			}
+			for _, b := range res.Quota {
+				if b.Exempt {
+					exempt++
+				}
+			}
 		}
 		for _, q := range tr.Quotas() {
 			if data, _, _ := tr.Get(quotas.LimitPath(q.Path)); strings.HasPrefix(string(data), "count=-1,bytes=-1=;") {
@@ -168,7 +173,7 @@ func TestTheFuzzersTxnsSetQuotasAsZkCliWritesThem(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d quotas in zkCli's form, %d nestings refused", zkCli, refused)
+	t.Logf("%d quotas in zkCli's form, %d nestings refused, %d exempt breaches", zkCli, refused, exempt)
 	if zkCli == 0 || refused == 0 {
 		t.Errorf("%d quotas in zkCli's form, %d nestings refused: the generator is off", zkCli, refused)
 	}

@@ -69,6 +69,10 @@ func (g *txnGen) txn() tree.Txn {
 	case k < 16:
 		n := int(g.next() % 5)
 		txn = tree.Txn{Type: wire.OpMulti, Ops: make([]tree.Txn, n)}
+		if b := g.next(); b < 24 {
+			// A member's break or lock-delays, which hard quota limits let through.
+			txn.Cause = [...]tree.Cause{tree.CauseBreak, tree.CauseLockDelay, tree.CauseDeadlock}[b%3]
+		}
 		for i := range txn.Ops {
 			switch g.next() % 20 {
 			case 0, 1, 2, 3, 4, 5, 6:

@@ -19,8 +19,9 @@ type model struct {
 	nodes    map[string]*mnode
 	sessions map[int64]tree.Session
 	maxData  int
-	// Of the txn being applied: whether it made a quota.
-	quotaMade bool
+	// Of the txn being applied: whether it made a quota, whether hard
+	// limits let it through.
+	quotaMade, exempt bool
 }
 
 type mnode struct {
@@ -72,7 +73,7 @@ func newModel(maxData int) *model {
 }
 
 func (m *model) clone() *model {
-	c := &model{nodes: map[string]*mnode{}, sessions: maps.Clone(m.sessions), maxData: m.maxData, quotaMade: m.quotaMade}
+	c := &model{nodes: map[string]*mnode{}, sessions: maps.Clone(m.sessions), maxData: m.maxData, quotaMade: m.quotaMade, exempt: m.exempt}
 	for p, n := range m.nodes {
 		cp := *n
 		c.nodes[p] = &cp
@@ -121,6 +122,7 @@ func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 	var ev []tree.Event
 	var r modelResult
 	m.quotaMade = false
+	m.exempt = txn.Cause == tree.CauseBreak || txn.Cause == tree.CauseLockDelay
 	switch txn.Type {
 	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpCheck:
 		r.path, r.stat, r.code = m.op(zxid, txn, txn.Identities, &ev)
@@ -468,8 +470,12 @@ func (m *model) checkNewQuota(path string) wire.Code {
 func isAncestorOrSelf(a, p string) bool { return p == a || strings.HasPrefix(p, a+"/") }
 
 // checkQuota is QuotaExceeded if growing path's subtrees by dCount nodes
-// and dBytes bytes takes one over a hard limit of a quota above path.
+// and dBytes bytes takes one over a hard limit of a quota above path,
+// unless the txn is exempt.
 func (m *model) checkQuota(path string, dCount, dBytes int64) wire.Code {
+	if m.exempt {
+		return wire.CodeOK
+	}
 	for _, qp := range m.quotaPaths() {
 		if !isAncestorOrSelf(qp, path) {
 			continue

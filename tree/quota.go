@@ -27,7 +27,9 @@ import (
 // its subtree (ZooKeeper's, when it indexes a new quota), so a txn costs
 // one such count at most. A hard limit refuses the write that would take
 // a subtree over it (QuotaExceeded, nothing changed); a soft limit lets
-// it through and the Result reports it.
+// it through and the Result reports it. The lock-delays a member puts
+// (see Txn.Cause) are not refused by hard limits: they are counted, and
+// reported as exempt.
 
 // quota is the state of one path's quota.
 type quota struct {
@@ -56,9 +58,14 @@ func limitsOf(data []byte) quotas.Limits {
 type QuotaBreach struct {
 	Path  string // the path the quota is on
 	Bytes bool   // the limit on bytes of data, else the one on nodes
-	Hard  bool   // a hard limit: the write was refused with ErrQuotaExceeded
-	Limit int64
-	Usage int64 // what the subtree would hold with the write
+	// Hard is set for a hard limit: the write was refused with
+	// ErrQuotaExceeded, unless Exempt.
+	Hard bool
+	// Exempt is set for a hard limit that a txn exempt from them went
+	// over: a member's lock-delay (see Txn.Cause), which went through.
+	Exempt bool
+	Limit  int64
+	Usage  int64 // what the subtree would hold with the write
 }
 
 // Kind is "bytes" or "count".
@@ -94,7 +101,8 @@ func (t *Tree) quotasAbove(path string, fn func(qpath string, q *quota)) {
 
 // checkQuota checks that adding dCount nodes and dBytes bytes of data at
 // path takes no subtree over a hard limit: it fails with
-// ErrQuotaExceeded, and reports the breach, if one would. Otherwise it
+// ErrQuotaExceeded, and reports the breach, if one would, unless the txn
+// is exempt (t.exempt), when it reports the breach as such. Otherwise it
 // reports the soft limits the change goes over: the caller must then
 // make it. Only growth is checked: a change that shrinks a subtree
 // already over its limit goes through.
@@ -116,8 +124,10 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 			b := QuotaBreach{Path: qpath, Bytes: c.bytes, Usage: c.have + c.d}
 			switch lim := q.limits; {
 			case lim[c.hard] >= 0 && b.Usage > lim[c.hard]:
-				if !hard.Hard {
-					b.Hard, b.Limit = true, lim[c.hard]
+				b.Hard, b.Limit, b.Exempt = true, lim[c.hard], t.exempt
+				if b.Exempt {
+					soft = append(soft, b)
+				} else if !hard.Hard {
 					hard = b
 				}
 			case lim[c.limit] >= 0 && b.Usage > lim[c.limit]:

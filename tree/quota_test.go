@@ -3,6 +3,7 @@ package tree_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -446,4 +447,37 @@ func TestQuotasSurviveASnapshot(t *testing.T) {
 		t.Errorf("digests %#x and %#x", r.Digest(), f.tr.Digest())
 	}
 	checkUsage(t, r)
+}
+
+func TestAMembersLockDelaysGoThroughHardLimits(t *testing.T) {
+	f := newFixture(t)
+	f.create("/locks", "")
+	f.create("/locks/q", "")
+	f.setQuota("/locks", limitsText(map[string]int64{"N": 2, "n": 1}))
+	delay := createTxn("/locks/q/delay-", "d", wire.ModePersistentSequential)
+	f.mustFail(multiTxn(delay), wire.ErrQuotaExceeded)
+	for _, cause := range []tree.Cause{tree.CauseLockDelay, tree.CauseBreak} {
+		t.Run(fmt.Sprint("cause ", cause), func(t *testing.T) {
+			txn := multiTxn(delay)
+			txn.Cause = cause
+			res := f.must(txn)
+			want := []tree.QuotaBreach{{Path: "/locks", Hard: true, Exempt: true, Limit: 2, Usage: f.tr.Quotas()[0].UsedCount}}
+			if !reflect.DeepEqual(res.Quota, want) {
+				t.Errorf("breaches %+v, want %+v", res.Quota, want)
+			}
+			checkUsage(t, f.tr)
+		})
+	}
+	t.Run("an exempt multi that fails reports nothing", func(t *testing.T) {
+		txn := multiTxn(delay, checkTxn("/nope", -1))
+		txn.Cause = tree.CauseLockDelay
+		if res := f.mustFail(txn, wire.ErrNoNode); len(res.Quota) != 0 {
+			t.Errorf("breaches %+v", res.Quota)
+		}
+	})
+	t.Run("other causes are held to the limits", func(t *testing.T) {
+		txn := multiTxn(delay)
+		txn.Cause = tree.CauseDeadlock
+		f.mustFail(txn, wire.ErrQuotaExceeded)
+	})
 }

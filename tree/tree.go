@@ -117,9 +117,11 @@ type Tree struct {
 	quotas map[string]*quota
 
 	// Of the txn being applied: the quota limits it went over, whether it
-	// made a quota (a txn makes one at most).
+	// made a quota (a txn makes one at most), whether hard limits let it
+	// through (Cause.quotaExempt).
 	breaches  []QuotaBreach
 	quotaMade bool
+	exempt    bool
 
 	events []Event
 	undo   []func() // set while a multi applies: how to roll back each step
