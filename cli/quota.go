@@ -188,8 +188,10 @@ func describeQuota(err error, path string) error {
 		return fmt.Errorf("quota for %s does not exist", path)
 	case errors.Is(err, quotas.ErrNotAllowed) && strings.HasPrefix(path, wire.QuotaPath):
 		return fmt.Errorf("cannot set a quota under the path: %s", wire.QuotaPath)
-	case errors.Is(err, quotas.ErrNotAllowed):
+	case errors.Is(err, quotas.ErrNotAllowed) && (path == "/" || path == wire.ZooKeeperPath || strings.HasPrefix(path, wire.ZooKeeperPath+"/")):
 		return fmt.Errorf("cannot set a quota on %s: the root and /zookeeper have none", path)
+	case errors.Is(err, quotas.ErrNotAllowed):
+		return fmt.Errorf("cannot set a quota on %s: a node on its path is named %s or %s, as a quota's own nodes are", path, quotas.LimitNode, quotas.StatNode)
 	case errors.Is(err, client.ErrQuotaNested):
 		_, msg, _ := strings.Cut(err.Error(), ": ")
 		return errors.New(msg)

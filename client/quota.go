@@ -51,7 +51,8 @@ var ErrNoQuota = fmt.Errorf("%w: no quota", ErrNoNode)
 // SetQuota sets limit of the quota on path to value, making the quota if
 // there is none (its other limits none), and returns the quota as it is
 // then. It refuses, as zkCli's setquota does: a path that cannot have a
-// quota (the root, /zookeeper and below: quotas.ErrNotAllowed), one that
+// quota (the root, /zookeeper and below, and one with a segment named as
+// a quota's nodes, such as /app/zookeeper_limits: quotas.ErrNotAllowed), one that
 // does not exist (ErrNoNode), one with a quota above or below it
 // (ErrQuotaNested), a count limit below 1 or a byte limit below 0
 // (ErrBadArguments). A limit below what the subtree holds already is set
@@ -204,11 +205,14 @@ func (c *Client) DeleteQuota(ctx context.Context, path string, limits ...QuotaLi
 			for _, l := range limits {
 				q.SetLimit(l, -1)
 			}
-			if _, err := c.Set(ctx, quotas.LimitPath(path), []byte(q.String()), st.Version); errors.Is(err, ErrBadVersion) {
+			_, err = c.Set(ctx, quotas.LimitPath(path), []byte(q.String()), st.Version)
+			switch {
+			case errors.Is(err, ErrBadVersion):
 				continue
-			} else {
-				return err
+			case errors.Is(err, ErrNoNode): // deleted since the Get
+				return fmt.Errorf("%w on %s", ErrNoQuota, path)
 			}
+			return err
 		}
 		return fmt.Errorf("%w: the quota on %s kept changing", ErrBadVersion, path)
 	}

@@ -56,8 +56,11 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 			"/":                  quotas.ErrNotAllowed,
 			"/zookeeper":         quotas.ErrNotAllowed,
 			"/zookeeper/quota/x": quotas.ErrNotAllowed,
-			"/nope":              client.ErrNoNode,
-			"bad":                wire.ErrBadArguments,
+			// Its quota's directory would be /app's limits node.
+			"/app/zookeeper_limits": quotas.ErrNotAllowed,
+			"/app/zookeeper_stats":  quotas.ErrNotAllowed,
+			"/nope":                 client.ErrNoNode,
+			"bad":                   wire.ErrBadArguments,
 		} {
 			if _, err := c.SetQuota(ctx, path, client.QuotaCount, 1); !errors.Is(err, want) {
 				t.Errorf("SetQuota(%s) = %v, want %v", path, err, want)
@@ -70,6 +73,20 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 		}
 		if _, err := c.SetQuota(ctx, "/app", client.QuotaBytesHard, -1); !errors.Is(err, client.ErrBadArguments) {
 			t.Errorf("bytes of -1: %v", err)
+		}
+	})
+	t.Run("a node named as a quota's own is no path for a quota", func(t *testing.T) {
+		// /fresh/zookeeper_limits's quota would live under
+		// /zookeeper/quota/fresh/zookeeper_limits: /fresh's limits node.
+		makeTree(t, c, "/fresh", "/fresh/zookeeper_limits")
+		if _, err := c.SetQuota(ctx, "/fresh/zookeeper_limits", client.QuotaCount, 1); !errors.Is(err, quotas.ErrNotAllowed) {
+			t.Errorf("SetQuota = %v, want ErrNotAllowed", err)
+		}
+		if _, err := c.Quota(ctx, "/fresh"); !errors.Is(err, client.ErrNoQuota) {
+			t.Errorf("a quota on /fresh: %v", err)
+		}
+		if ok, _, _ := c.Exists(ctx, quotas.QuotaPath("/fresh")); ok {
+			t.Error("SetQuota wrote under /zookeeper/quota")
 		}
 	})
 	t.Run("DeleteQuota of one limit keeps the others", func(t *testing.T) {

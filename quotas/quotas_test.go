@@ -128,13 +128,17 @@ func TestPaths(t *testing.T) {
 		{"/zookeeper/quota/zookeeper/quota/zookeeper_stats", "", "", false}, // nor below it
 		{"/zookeeper/quotas/app/zookeeper_limits", "", "", false},           // not under /zookeeper/quota
 		{"/app/zookeeper_limits", "", "", false},
+		{"/zookeeper/quota/app/zookeeper_limits/zookeeper_limits", "", "", false}, // /app/zookeeper_limits's: none
+		{"/zookeeper/quota/app/zookeeper_stats/x/zookeeper_stats", "", "", false},
 	} {
 		path, name, ok := quotas.Split(tc.node)
 		if path != tc.path || name != tc.name || ok != tc.ok {
 			t.Errorf("Split(%s) = %q %q %v, want %q %q %v", tc.node, path, name, ok, tc.path, tc.name, tc.ok)
 		}
 	}
-	for p, ok := range map[string]bool{"/app": true, "/a/b": true, "/zookeeperx": true, "/": false, "/zookeeper": false, "/zookeeper/quota": false, "/zookeeper/x": false, "app": false, "/app/": false} {
+	for p, ok := range map[string]bool{"/app": true, "/a/b": true, "/zookeeperx": true, "/app/zookeeper_limitsx": true,
+		"/": false, "/zookeeper": false, "/zookeeper/quota": false, "/zookeeper/x": false, "app": false, "/app/": false,
+		"/app/zookeeper_limits": false, "/zookeeper_stats/x": false} {
 		err := quotas.Check(p)
 		if (err == nil) != ok {
 			t.Errorf("Check(%s) = %v", p, err)

@@ -290,6 +290,8 @@ func TestLimitsThatDoNotParseAreRefused(t *testing.T) {
 		f.create("/zookeeper/quota/zookeeper", "")
 		f.create("/zookeeper/quota/zookeeper/zookeeper_limits", "not limits")
 		f.create("/zookeeper/quota/zookeeper_limits", "not limits either")
+		// /app/zookeeper_limits can have no quota: its directory is /app's limits node.
+		f.create("/zookeeper/quota/app/zookeeper_limits/zookeeper_limits", "not limits")
 		if q := f.tr.Quotas(); len(q) != 1 || q[0].Path != "/app" {
 			t.Errorf("quotas %+v", q)
 		}
