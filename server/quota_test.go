@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +92,16 @@ func TestAFullQuotaOverALockRootDoesNotKeepALostHoldersLock(t *testing.T) {
 			}
 			if _, err := c.Create(ctx, "/locks/"+name+"/more", nil, client.Persistent); !errors.Is(err, client.ErrQuotaExceeded) {
 				t.Fatalf("a create in the full quota: %v", err)
+			}
+			// A client's own node is held to the limit: a 403 that says why.
+			for _, path := range []string{"/api/v1/locks/" + name + "/acquire", "/api/v1/tree/locks/" + name + "/more"} {
+				body := map[string]any{"client_id": "c", "wait_timeout_ms": 0}
+				if strings.Contains(path, "/tree/") {
+					body = map[string]any{}
+				}
+				if code, v := api(t, s, "POST", path, body); code != http.StatusForbidden || !strings.Contains(fmt.Sprint(v["error"]), "quota") {
+					t.Errorf("POST %s in the full quota: %d %v, want 403 and why", path, code, v)
+				}
 			}
 			tc.lose(t, name)
 			// The delay takes a's place, then goes; b, which needs a node
