@@ -239,8 +239,10 @@ func (t *Tree) checkNewQuota(path string) error {
 	return nil
 }
 
-// quotaBelow returns a path below qpath that has a quota, or "": it looks
-// through qpath's directory under /zookeeper/quota.
+// quotaBelow returns the first path, in byte order, below qpath that has
+// a quota, or "": it looks through qpath's directory under
+// /zookeeper/quota. (The first, so that the error naming it is the same
+// on every replica: children are found in no fixed order.)
 func (t *Tree) quotaBelow(qpath string) string {
 	dir := t.lookup(quotas.QuotaPath(qpath))
 	if dir == nil || len(t.quotas) == 0 {
@@ -254,17 +256,18 @@ func (t *Tree) quotaBelow(qpath string) string {
 	for c := range dir.children.all {
 		stack = append(stack, item{qpath + "/" + c.name, c})
 	}
+	first := ""
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if it.n.children.get(quotas.LimitNode) != nil && t.quotas[it.path] != nil {
-			return it.path
+		if it.n.children.get(quotas.LimitNode) != nil && t.quotas[it.path] != nil && (first == "" || it.path < first) {
+			first = it.path
 		}
 		for c := range it.n.children.all {
 			stack = append(stack, item{it.path + "/" + c.name, c})
 		}
 	}
-	return ""
+	return first
 }
 
 // quotaNodeAdded indexes a quota whose limits node n was just made at

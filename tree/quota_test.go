@@ -339,6 +339,18 @@ func TestQuotasDoNotNest(t *testing.T) {
 			})
 		})
 	}
+	t.Run("the error names the first quota below, the same on every replica", func(t *testing.T) {
+		f := newFixture(t)
+		f.create("/p", "")
+		for _, name := range []string{"m", "c", "z", "d"} {
+			f.create("/p/"+name, "")
+			f.setQuota("/p/"+name, "")
+		}
+		res := f.mustFail(createTxn(quotas.LimitPath("/p"), "", wire.ModePersistent), wire.ErrBadArguments)
+		if !strings.Contains(res.Err.Error(), "/p/c below it") {
+			t.Errorf("error %q, want it to name /p/c", res.Err)
+		}
+	})
 	t.Run("a directory below with no limits node is not a quota", func(t *testing.T) {
 		f := setup(t)
 		f.must(deleteTxn(quotas.StatPath("/a/b"), -1))
