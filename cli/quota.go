@@ -33,32 +33,19 @@ type quotaUsageJSON struct {
 }
 
 func quotaOf(q client.Quota) quotaJSON {
+	ls := q.Limits.Limits()
 	return quotaJSON{Path: q.Path,
-		Limits: quotaLimitJSON{q.Limits.Count(), q.Limits.Bytes(), q.Limits.CountHardLimit(), q.Limits.ByteHardLimit()},
+		Limits: quotaLimitJSON{ls[quotas.Count], ls[quotas.Bytes], ls[quotas.CountHard], ls[quotas.BytesHard]},
 		Usage:  quotaUsageJSON{q.Usage.Count(), q.Usage.Bytes()}}
 }
 
-// quotaFlags are the -n, -b, -N and -B of setquota and delquota.
-type quotaFlags struct{ n, b, nHard, bHard int64 }
-
-var quotaFlagLimits = []struct {
-	name  string
-	limit client.QuotaLimit
-}{{"count", client.QuotaCount}, {"bytes", client.QuotaBytes}, {"count-hard", client.QuotaCountHard}, {"bytes-hard", client.QuotaBytesHard}}
-
-// chosen is the limits whose flags cmd was given.
-func (f *quotaFlags) chosen(cmd *cobra.Command) []client.QuotaLimit {
-	var out []client.QuotaLimit
-	for _, fl := range quotaFlagLimits {
-		if cmd.Flags().Changed(fl.name) {
-			out = append(out, fl.limit)
-		}
-	}
-	return out
-}
-
-func (f *quotaFlags) value(l client.QuotaLimit) int64 {
-	return [...]int64{f.n, f.b, f.nHard, f.bHard}[l]
+// quotaFlags are the flags of setquota and delquota, zkCli's -n, -b, -N
+// and -B, by quotas.Limit.
+var quotaFlags = [...]struct{ name, short, usage string }{
+	quotas.Count:     {"count", "n", "soft limit on the number of nodes"},
+	quotas.Bytes:     {"bytes", "b", "soft limit on the bytes of data"},
+	quotas.CountHard: {"count-hard", "N", "hard limit on the number of nodes"},
+	quotas.BytesHard: {"bytes-hard", "B", "hard limit on the bytes of data"},
 }
 
 const quotaHelp = "A quota limits the subtree under PATH, PATH included: -n and -N its number of\n" +
@@ -69,7 +56,7 @@ const quotaHelp = "A quota limits the subtree under PATH, PATH included: -n and 
 	"ZooKeeper clients see and set the same ones."
 
 func (e *env) setquotaCommand() *cobra.Command {
-	var f quotaFlags
+	var values quotas.Limits
 	cmd := &cobra.Command{
 		Use:   "setquota -n|-b|-N|-B VALUE PATH",
 		Short: "Set a limit of the quota on a subtree",
@@ -84,13 +71,18 @@ func (e *env) setquotaCommand() *cobra.Command {
 		ValidArgsFunction: e.completePathArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
-			chosen := f.chosen(cmd)
+			var chosen []client.QuotaLimit
+			for _, l := range quotas.AllLimits {
+				if cmd.Flags().Changed(quotaFlags[l].name) {
+					chosen = append(chosen, l)
+				}
+			}
 			if len(chosen) != 1 {
 				return usagef("give one of -n, -b, -N and -B")
 			}
-			limit, value := chosen[0], f.value(chosen[0])
+			limit, value := chosen[0], values[chosen[0]]
 			switch {
-			case (limit == client.QuotaCount || limit == client.QuotaCountHard) && value <= 0:
+			case !limit.OnBytes() && value <= 0:
 				return usagef("the num quota must be greater than zero")
 			case value < 0:
 				return usagef("the bytes quota must be greater than or equal to zero")
@@ -102,7 +94,7 @@ func (e *env) setquotaCommand() *cobra.Command {
 				}
 				for _, over := range q.Over() {
 					kind, use := "count", q.Usage.Count()
-					if over == client.QuotaBytes || over == client.QuotaBytesHard {
+					if over.OnBytes() {
 						kind, use = "bytes", q.Usage.Bytes()
 					}
 					fmt.Fprintf(e.stderr, "arbor: warning: the %s quota you set is less than the existing %s: %d\n", kind, kind, use)
@@ -114,11 +106,9 @@ func (e *env) setquotaCommand() *cobra.Command {
 			})
 		},
 	}
-	fl := cmd.Flags()
-	fl.Int64VarP(&f.n, "count", "n", 0, "soft limit on the number of nodes")
-	fl.Int64VarP(&f.b, "bytes", "b", 0, "soft limit on the bytes of data")
-	fl.Int64VarP(&f.nHard, "count-hard", "N", 0, "hard limit on the number of nodes")
-	fl.Int64VarP(&f.bHard, "bytes-hard", "B", 0, "hard limit on the bytes of data")
+	for _, l := range quotas.AllLimits {
+		cmd.Flags().Int64VarP(&values[l], quotaFlags[l].name, quotaFlags[l].short, 0, quotaFlags[l].usage)
+	}
 	return cmd
 }
 
@@ -154,7 +144,7 @@ func (e *env) listquotaCommand() *cobra.Command {
 }
 
 func (e *env) delquotaCommand() *cobra.Command {
-	var n, b, nHard, bHard bool
+	var chosen [len(quotas.AllLimits)]bool
 	cmd := &cobra.Command{
 		Use:   "delquota [-n|-b|-N|-B] PATH",
 		Short: "Delete the quota on a subtree, or one of its limits",
@@ -166,9 +156,9 @@ func (e *env) delquotaCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := e.path(args[0])
 			var limits []client.QuotaLimit
-			for i, set := range []bool{n, b, nHard, bHard} {
-				if set {
-					limits = append(limits, quotaFlagLimits[i].limit)
+			for _, l := range quotas.AllLimits {
+				if chosen[l] {
+					limits = append(limits, l)
 				}
 			}
 			if len(limits) > 1 {
@@ -185,11 +175,9 @@ func (e *env) delquotaCommand() *cobra.Command {
 			})
 		},
 	}
-	fl := cmd.Flags()
-	fl.BoolVarP(&n, "count", "n", false, "delete the soft limit on the number of nodes")
-	fl.BoolVarP(&b, "bytes", "b", false, "delete the soft limit on the bytes of data")
-	fl.BoolVarP(&nHard, "count-hard", "N", false, "delete the hard limit on the number of nodes")
-	fl.BoolVarP(&bHard, "bytes-hard", "B", false, "delete the hard limit on the bytes of data")
+	for _, l := range quotas.AllLimits {
+		cmd.Flags().BoolVarP(&chosen[l], quotaFlags[l].name, quotaFlags[l].short, false, "delete the "+quotaFlags[l].usage)
+	}
 	return cmd
 }
 
@@ -200,8 +188,10 @@ func describeQuota(err error, path string) error {
 		return fmt.Errorf("quota for %s does not exist", path)
 	case errors.Is(err, quotas.ErrNotAllowed) && strings.HasPrefix(path, wire.QuotaPath):
 		return fmt.Errorf("cannot set a quota under the path: %s", wire.QuotaPath)
-	case errors.Is(err, quotas.ErrNotAllowed):
+	case errors.Is(err, quotas.ErrNotAllowed) && (path == "/" || path == wire.ZooKeeperPath || strings.HasPrefix(path, wire.ZooKeeperPath+"/")):
 		return fmt.Errorf("cannot set a quota on %s: the root and /zookeeper have none", path)
+	case errors.Is(err, quotas.ErrNotAllowed):
+		return fmt.Errorf("cannot set a quota on %s: a node on its path is named %s or %s, as a quota's own nodes are", path, quotas.LimitNode, quotas.StatNode)
 	case errors.Is(err, client.ErrQuotaNested):
 		_, msg, _ := strings.Cut(err.Error(), ": ")
 		return errors.New(msg)

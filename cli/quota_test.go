@@ -36,6 +36,7 @@ func TestQuotaCommandsAsZkCli(t *testing.T) {
 		{"setquota of a missing node fails", []string{"setquota", "-n", "5", "/nope"}, 1, "", "/nope does not exist"},
 		{"setquota under /zookeeper/quota fails as in zkCli", []string{"setquota", "-n", "5", "/zookeeper/quota/x"}, 1, "", "cannot set a quota under the path: /zookeeper/quota"},
 		{"setquota of the root fails", []string{"setquota", "-n", "5", "/"}, 1, "", "cannot set a quota on /"},
+		{"setquota of a path through a node named as a quota's fails", []string{"setquota", "-n", "5", "/app/zookeeper_limits"}, 1, "", "a node on its path is named zookeeper_limits"},
 		{"setquota needs one limit", []string{"setquota", "/app"}, 2, "", "give one of -n, -b, -N and -B"},
 		{"setquota takes one limit", []string{"setquota", "-n", "1", "-b", "2", "/app"}, 2, "", "give one of"},
 		{"a count limit must be positive", []string{"setquota", "-N", "0", "/app"}, 2, "", "the num quota must be greater than zero"},

@@ -17,58 +17,18 @@ import (
 // date. A ZooKeeper client writing the same nodes sets the same quota.
 // Like zkCli's, the calls are several requests, not one atomic step.
 
-// QuotaLimit names one of a quota's four limits.
-type QuotaLimit int
+// QuotaLimit names one of a quota's four limits (quotas.Limit).
+type QuotaLimit = quotas.Limit
 
 // The limits: soft ones are reported when passed (the server logs and
 // counts it); hard ones refuse the write that would pass them with
 // ErrQuotaExceeded.
 const (
-	QuotaCount     QuotaLimit = iota // soft: nodes in the subtree, its root included (zkCli's -n)
-	QuotaBytes                       // soft: bytes of data in the subtree (-b)
-	QuotaCountHard                   // hard: nodes (-N)
-	QuotaBytesHard                   // hard: bytes (-B)
+	QuotaCount     = quotas.Count     // soft: nodes in the subtree, its root included (zkCli's -n)
+	QuotaBytes     = quotas.Bytes     // soft: bytes of data in the subtree (-b)
+	QuotaCountHard = quotas.CountHard // hard: nodes (-N)
+	QuotaBytesHard = quotas.BytesHard // hard: bytes (-B)
 )
-
-func (l QuotaLimit) String() string {
-	switch l {
-	case QuotaCount:
-		return "count"
-	case QuotaBytes:
-		return "bytes"
-	case QuotaCountHard:
-		return "countHardLimit"
-	case QuotaBytesHard:
-		return "byteHardLimit"
-	}
-	return fmt.Sprintf("QuotaLimit(%d)", int(l))
-}
-
-// value and set read and write l in st.
-func (l QuotaLimit) value(st quotas.StatsTrack) int64 {
-	switch l {
-	case QuotaCount:
-		return st.Count()
-	case QuotaBytes:
-		return st.Bytes()
-	case QuotaCountHard:
-		return st.CountHardLimit()
-	}
-	return st.ByteHardLimit()
-}
-
-func (l QuotaLimit) set(st *quotas.StatsTrack, v int64) {
-	switch l {
-	case QuotaCount:
-		st.SetCount(v)
-	case QuotaBytes:
-		st.SetBytes(v)
-	case QuotaCountHard:
-		st.SetCountHardLimit(v)
-	default:
-		st.SetByteHardLimit(v)
-	}
-}
 
 // Quota is a quota as its two nodes say it.
 type Quota struct {
@@ -78,19 +38,7 @@ type Quota struct {
 }
 
 // Over lists the limits the subtree is over already.
-func (q Quota) Over() []QuotaLimit {
-	var out []QuotaLimit
-	for _, l := range []QuotaLimit{QuotaCount, QuotaBytes, QuotaCountHard, QuotaBytesHard} {
-		use := q.Usage.Count()
-		if l == QuotaBytes || l == QuotaBytesHard {
-			use = q.Usage.Bytes()
-		}
-		if lim := l.value(q.Limits); lim >= 0 && use > lim {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+func (q Quota) Over() []QuotaLimit { return q.Limits.Limits().Over(q.Usage.Count(), q.Usage.Bytes()) }
 
 // ErrQuotaNested is the error of SetQuota on a path with a quota on an
 // ancestor or on a descendant: ZooKeeper's zkCli refuses to nest them.
@@ -103,14 +51,15 @@ var ErrNoQuota = fmt.Errorf("%w: no quota", ErrNoNode)
 // SetQuota sets limit of the quota on path to value, making the quota if
 // there is none (its other limits none), and returns the quota as it is
 // then. It refuses, as zkCli's setquota does: a path that cannot have a
-// quota (the root, /zookeeper and below: quotas.ErrNotAllowed), one that
+// quota (the root, /zookeeper and below, and one with a segment named as
+// a quota's nodes, such as /app/zookeeper_limits: quotas.ErrNotAllowed), one that
 // does not exist (ErrNoNode), one with a quota above or below it
 // (ErrQuotaNested), a count limit below 1 or a byte limit below 0
 // (ErrBadArguments). A limit below what the subtree holds already is set
 // (see Quota.Over): it refuses only the writes that would grow it.
 func (c *Client) SetQuota(ctx context.Context, path string, limit QuotaLimit, value int64) (Quota, error) {
 	switch {
-	case limit < QuotaCount || limit > QuotaBytesHard:
+	case !limit.Valid():
 		return Quota{}, fmt.Errorf("%w: unknown quota limit %d", ErrBadArguments, int(limit))
 	case (limit == QuotaCount || limit == QuotaCountHard) && value <= 0:
 		return Quota{}, fmt.Errorf("%w: the num quota must be greater than zero", ErrBadArguments)
@@ -139,8 +88,9 @@ func (c *Client) SetQuota(ctx context.Context, path string, limit QuotaLimit, va
 	for range 5 { // another client may set a limit of the same quota meanwhile
 		data, st, err := c.Get(ctx, quotas.LimitPath(path))
 		if errors.Is(err, ErrNoNode) {
-			limits := noLimits()
-			limit.set(&limits, value)
+			var limits quotas.StatsTrack
+			limits.SetLimits(quotas.NoLimits)
+			limits.SetLimit(limit, value)
 			_, err = c.Multi(ctx,
 				CreateOp(quotas.LimitPath(path), []byte(limits.String()), Persistent, open),
 				CreateOp(quotas.StatPath(path), []byte(quotas.Usage(0, 0)), Persistent, open))
@@ -157,9 +107,10 @@ func (c *Client) SetQuota(ctx context.Context, path string, limit QuotaLimit, va
 		}
 		limits, err := quotas.Parse(string(data))
 		if err != nil {
-			limits = noLimits() // the server refuses such limits: a node from before it checked them
+			limits = quotas.StatsTrack{} // the server refuses such limits: a node from before it checked them
+			limits.SetLimits(quotas.NoLimits)
 		}
-		limit.set(&limits, value)
+		limits.SetLimit(limit, value)
 		if _, err := c.Set(ctx, quotas.LimitPath(path), []byte(limits.String()), st.Version); errors.Is(err, ErrBadVersion) || errors.Is(err, ErrNoNode) {
 			continue
 		} else if err != nil {
@@ -168,15 +119,6 @@ func (c *Client) SetQuota(ctx context.Context, path string, limit QuotaLimit, va
 		return c.Quota(ctx, path)
 	}
 	return Quota{}, fmt.Errorf("%w: the quota on %s kept changing", ErrBadVersion, path)
-}
-
-// noLimits is zkCli's new quota: every limit -1.
-func noLimits() quotas.StatsTrack {
-	var st quotas.StatsTrack
-	for _, l := range []QuotaLimit{QuotaCount, QuotaBytes, QuotaCountHard, QuotaBytesHard} {
-		l.set(&st, -1)
-	}
-	return st
 }
 
 // checkQuotaNesting refuses a quota on path if an ancestor or a
@@ -257,16 +199,20 @@ func (c *Client) DeleteQuota(ctx context.Context, path string, limits ...QuotaLi
 			}
 			q, err := quotas.Parse(string(data))
 			if err != nil {
-				q = noLimits()
+				q = quotas.StatsTrack{}
+				q.SetLimits(quotas.NoLimits)
 			}
 			for _, l := range limits {
-				l.set(&q, -1)
+				q.SetLimit(l, -1)
 			}
-			if _, err := c.Set(ctx, quotas.LimitPath(path), []byte(q.String()), st.Version); errors.Is(err, ErrBadVersion) {
+			_, err = c.Set(ctx, quotas.LimitPath(path), []byte(q.String()), st.Version)
+			switch {
+			case errors.Is(err, ErrBadVersion):
 				continue
-			} else {
-				return err
+			case errors.Is(err, ErrNoNode): // deleted since the Get
+				return fmt.Errorf("%w on %s", ErrNoQuota, path)
 			}
+			return err
 		}
 		return fmt.Errorf("%w: the quota on %s kept changing", ErrBadVersion, path)
 	}

@@ -20,7 +20,7 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Path != "/app" || q.Limits.CountHardLimit() != 2 || q.Limits.Count() != -1 || q.Usage.Count() != 2 || len(q.Over()) != 0 {
+	if q.Path != "/app" || q.Limits.Limit(quotas.CountHard) != 2 || q.Limits.Count() != -1 || q.Usage.Count() != 2 || len(q.Over()) != 0 {
 		t.Fatalf("SetQuota = %+v (limits %s, usage %s)", q, q.Limits, q.Usage)
 	}
 	data, _, err := c.Get(ctx, "/zookeeper/quota/app/zookeeper_limits")
@@ -32,7 +32,7 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 	}
 	t.Run("another limit keeps the first", func(t *testing.T) {
 		q, err := c.SetQuota(ctx, "/app", client.QuotaBytes, 0)
-		if err != nil || q.Limits.CountHardLimit() != 2 || q.Limits.Bytes() != 0 {
+		if err != nil || q.Limits.Limit(quotas.CountHard) != 2 || q.Limits.Bytes() != 0 {
 			t.Fatalf("SetQuota = %+v, %v", q, err)
 		}
 		if over := q.Over(); len(over) != 0 {
@@ -56,8 +56,11 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 			"/":                  quotas.ErrNotAllowed,
 			"/zookeeper":         quotas.ErrNotAllowed,
 			"/zookeeper/quota/x": quotas.ErrNotAllowed,
-			"/nope":              client.ErrNoNode,
-			"bad":                wire.ErrBadArguments,
+			// Its quota's directory would be /app's limits node.
+			"/app/zookeeper_limits": quotas.ErrNotAllowed,
+			"/app/zookeeper_stats":  quotas.ErrNotAllowed,
+			"/nope":                 client.ErrNoNode,
+			"bad":                   wire.ErrBadArguments,
 		} {
 			if _, err := c.SetQuota(ctx, path, client.QuotaCount, 1); !errors.Is(err, want) {
 				t.Errorf("SetQuota(%s) = %v, want %v", path, err, want)
@@ -72,12 +75,26 @@ func TestSetQuotaWritesTheNodesZkCliWrites(t *testing.T) {
 			t.Errorf("bytes of -1: %v", err)
 		}
 	})
+	t.Run("a node named as a quota's own is no path for a quota", func(t *testing.T) {
+		// /fresh/zookeeper_limits's quota would live under
+		// /zookeeper/quota/fresh/zookeeper_limits: /fresh's limits node.
+		makeTree(t, c, "/fresh", "/fresh/zookeeper_limits")
+		if _, err := c.SetQuota(ctx, "/fresh/zookeeper_limits", client.QuotaCount, 1); !errors.Is(err, quotas.ErrNotAllowed) {
+			t.Errorf("SetQuota = %v, want ErrNotAllowed", err)
+		}
+		if _, err := c.Quota(ctx, "/fresh"); !errors.Is(err, client.ErrNoQuota) {
+			t.Errorf("a quota on /fresh: %v", err)
+		}
+		if ok, _, _ := c.Exists(ctx, quotas.QuotaPath("/fresh")); ok {
+			t.Error("SetQuota wrote under /zookeeper/quota")
+		}
+	})
 	t.Run("DeleteQuota of one limit keeps the others", func(t *testing.T) {
 		if err := c.DeleteQuota(ctx, "/app", client.QuotaCountHard); err != nil {
 			t.Fatal(err)
 		}
 		q, err := c.Quota(ctx, "/app")
-		if err != nil || q.Limits.CountHardLimit() != -1 || q.Limits.Bytes() != 0 {
+		if err != nil || q.Limits.Limit(quotas.CountHard) != -1 || q.Limits.Bytes() != 0 {
 			t.Fatalf("Quota = %+v, %v", q, err)
 		}
 		if _, err := c.Create(ctx, "/app/b", nil, client.Persistent); err != nil {

@@ -29,15 +29,24 @@ func StatPath(path string) string { return wire.QuotaPath + path + "/" + StatNod
 var ErrNotAllowed = errors.New("quotas: no quota on this path")
 
 // Check returns nil if path may have a quota: any valid path but the
-// root and ZooKeeper's own subtree, /zookeeper and below. ZooKeeper keeps
-// no quota on the root either; it lets zkCli set one on /zookeeper (not
-// below /zookeeper/quota), and then counts the quota nodes themselves.
+// root, ZooKeeper's own subtree (/zookeeper and below), and a path with a
+// segment named as a quota's nodes, such as /app/zookeeper_limits, whose
+// quota's directory would be the node of /app's limits or usage.
+// ZooKeeper keeps no quota on the root either; it lets zkCli set one on
+// /zookeeper (not below /zookeeper/quota), and then counts the quota
+// nodes themselves, and on /app/zookeeper_limits, which makes /app's
+// limits node the parent of its own.
 func Check(path string) error {
 	if err := wire.ValidatePath(path, false); err != nil {
 		return err
 	}
 	if path == "/" || path == wire.ZooKeeperPath || strings.HasPrefix(path, wire.ZooKeeperPath+"/") {
 		return fmt.Errorf("%w: %s is the root or ZooKeeper's own", ErrNotAllowed, path)
+	}
+	for _, seg := range strings.Split(path[1:], "/") {
+		if seg == LimitNode || seg == StatNode {
+			return fmt.Errorf("%w: %s has a node named %s, as a quota's own nodes are", ErrNotAllowed, path, seg)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package quotas_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/arbor-coord/arbor/quotas"
@@ -46,9 +47,8 @@ func TestParseReadsWhatZooKeeperReads(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if st.Count() != tc.count || st.Bytes() != tc.bytes || st.CountHardLimit() != tc.nHard || st.ByteHardLimit() != tc.bHd {
-				t.Errorf("Parse(%q) = count %d bytes %d countHardLimit %d byteHardLimit %d", tc.in,
-					st.Count(), st.Bytes(), st.CountHardLimit(), st.ByteHardLimit())
+			if want := (quotas.Limits{tc.count, tc.bytes, tc.nHard, tc.bHd}); st.Limits() != want || st.Count() != tc.count || st.Bytes() != tc.bytes {
+				t.Errorf("Parse(%q) = limits %v count %d bytes %d, want %v", tc.in, st.Limits(), st.Count(), st.Bytes(), want)
 			}
 		})
 	}
@@ -56,10 +56,8 @@ func TestParseReadsWhatZooKeeperReads(t *testing.T) {
 
 func TestStringWritesWhatZooKeeperWrites(t *testing.T) {
 	var limits quotas.StatsTrack
-	limits.SetCount(-1)
-	limits.SetBytes(-1)
-	limits.SetCountHardLimit(10)
-	limits.SetByteHardLimit(-1)
+	limits.SetLimits(quotas.NoLimits)
+	limits.SetLimit(quotas.CountHard, 10)
 	for _, tc := range []struct {
 		name string
 		st   quotas.StatsTrack
@@ -105,8 +103,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Parse(%q) wrote %q, which does not parse: %v", s, text, err)
 		}
-		if again.String() != text || again.Count() != st.Count() || again.Bytes() != st.Bytes() ||
-			again.CountHardLimit() != st.CountHardLimit() || again.ByteHardLimit() != st.ByteHardLimit() {
+		if again.String() != text || again.Limits() != st.Limits() {
 			t.Fatalf("Parse(%q) wrote %q, which reads back as %q", s, text, again.String())
 		}
 	})
@@ -131,13 +128,17 @@ func TestPaths(t *testing.T) {
 		{"/zookeeper/quota/zookeeper/quota/zookeeper_stats", "", "", false}, // nor below it
 		{"/zookeeper/quotas/app/zookeeper_limits", "", "", false},           // not under /zookeeper/quota
 		{"/app/zookeeper_limits", "", "", false},
+		{"/zookeeper/quota/app/zookeeper_limits/zookeeper_limits", "", "", false}, // /app/zookeeper_limits's: none
+		{"/zookeeper/quota/app/zookeeper_stats/x/zookeeper_stats", "", "", false},
 	} {
 		path, name, ok := quotas.Split(tc.node)
 		if path != tc.path || name != tc.name || ok != tc.ok {
 			t.Errorf("Split(%s) = %q %q %v, want %q %q %v", tc.node, path, name, ok, tc.path, tc.name, tc.ok)
 		}
 	}
-	for p, ok := range map[string]bool{"/app": true, "/a/b": true, "/zookeeperx": true, "/": false, "/zookeeper": false, "/zookeeper/quota": false, "/zookeeper/x": false, "app": false, "/app/": false} {
+	for p, ok := range map[string]bool{"/app": true, "/a/b": true, "/zookeeperx": true, "/app/zookeeper_limitsx": true,
+		"/": false, "/zookeeper": false, "/zookeeper/quota": false, "/zookeeper/x": false, "app": false, "/app/": false,
+		"/app/zookeeper_limits": false, "/zookeeper_stats/x": false} {
 		err := quotas.Check(p)
 		if (err == nil) != ok {
 			t.Errorf("Check(%s) = %v", p, err)
@@ -145,5 +146,32 @@ func TestPaths(t *testing.T) {
 		if err != nil && !errors.Is(err, quotas.ErrNotAllowed) && !errors.Is(err, wire.ErrBadArguments) {
 			t.Errorf("Check(%s) = %v, neither ErrNotAllowed nor ErrBadArguments", p, err)
 		}
+	}
+}
+
+func TestLimitsOver(t *testing.T) {
+	ls := quotas.Limits{2, 10, -1, 20}
+	for _, tc := range []struct {
+		count, bytes int64
+		want         []quotas.Limit
+	}{
+		{2, 10, nil},
+		{3, 10, []quotas.Limit{quotas.Count}},
+		{1, 11, []quotas.Limit{quotas.Bytes}},
+		{100, 21, []quotas.Limit{quotas.Count, quotas.Bytes, quotas.BytesHard}},
+	} {
+		if got := ls.Over(tc.count, tc.bytes); !slices.Equal(got, tc.want) {
+			t.Errorf("Over(%d, %d) = %v, want %v", tc.count, tc.bytes, got, tc.want)
+		}
+	}
+	for _, l := range quotas.AllLimits {
+		var st quotas.StatsTrack
+		st.SetLimit(l, 7)
+		if st.Limit(l) != 7 || st.Limits()[l] != 7 || l.Hard() != (l >= quotas.CountHard) {
+			t.Errorf("%v: %v", l, st)
+		}
+	}
+	if got := quotas.BytesHard.String(); got != "byteHardLimit" {
+		t.Errorf("BytesHard is %q, want ZooKeeper's key", got)
 	}
 }

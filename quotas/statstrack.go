@@ -81,24 +81,6 @@ func (st StatsTrack) Count() int64 { return st.get(countKey) }
 // Bytes is the soft limit on the bytes of data, or the bytes of data.
 func (st StatsTrack) Bytes() int64 { return st.get(bytesKey) }
 
-// CountHardLimit is the hard limit on the number of nodes.
-func (st StatsTrack) CountHardLimit() int64 { return st.get(countHardLimitKey) }
-
-// ByteHardLimit is the hard limit on the bytes of data.
-func (st StatsTrack) ByteHardLimit() int64 { return st.get(byteHardLimitKey) }
-
-// SetCount sets Count.
-func (st *StatsTrack) SetCount(v int64) { st.set(countKey, v) }
-
-// SetBytes sets Bytes.
-func (st *StatsTrack) SetBytes(v int64) { st.set(bytesKey, v) }
-
-// SetCountHardLimit sets CountHardLimit.
-func (st *StatsTrack) SetCountHardLimit(v int64) { st.set(countHardLimitKey, v) }
-
-// SetByteHardLimit sets ByteHardLimit.
-func (st *StatsTrack) SetByteHardLimit(v int64) { st.set(byteHardLimitKey, v) }
-
 // String writes st as ZooKeeper's StatsTrack.toString does: count and
 // bytes first (-1 when not set), then, if other keys are set, an '=' (for
 // parsers older than 3.7, which then ignore the rest) and each of them,

@@ -155,7 +155,7 @@ func (f *fsm) Snapshot(w io.Writer) error {
 // follower that fell behind the leader's log) then calls onRestore: the
 // connections' watches and sessions were made against the old tree.
 func (f *fsm) Restore(r io.Reader, index uint64) error {
-	t, annex, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData))
+	t, snap, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData))
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	}
 	x := locks.New()
 	x.SetHistoryLimit(f.historyLimit)
-	if err := x.Load(annex); err != nil {
+	if err := x.Load(snap.Annex); err != nil {
 		// The tree is whole (its digest matched); a lock history this
 		// build cannot read only makes this member's start here.
 		f.log.Warn("the snapshot's lock history is unreadable; it starts again", zap.Error(err))

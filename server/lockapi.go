@@ -111,6 +111,10 @@ func writeJSON(w http.ResponseWriter, v any, err error) {
 			status = ae.status
 		case errors.Is(err, wire.ErrNoAuth):
 			status = http.StatusForbidden
+		case errors.Is(err, wire.ErrQuotaExceeded):
+			// Refused, as Kubernetes refuses a write past a ResourceQuota:
+			// not the server's failure, and not one to try again as is.
+			status = http.StatusForbidden
 		case errors.Is(err, wire.ErrNoQuorum), errors.Is(err, wire.ErrShuttingDown),
 			errors.Is(err, wire.ErrOperationTimeout), errors.Is(err, wire.ErrThrottled):
 			status = http.StatusServiceUnavailable

@@ -106,7 +106,11 @@ func (s *Server) delayBeforeClose(id int64, now time.Time, term uint64) bool {
 	o := s.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), term).Wait(ctx)
 	err := o.Err
 	if err == nil {
-		err = o.Result.(*tree.Result).Err
+		res := o.Result.(*tree.Result)
+		// Hard quota limits let the delays through (tree.Cause): a full
+		// quota over the lock cannot hold the close back for good.
+		s.quotas.note(s.log, res.Quota, id)
+		err = res.Err
 	}
 	if err != nil {
 		s.log.Info("could not put the lock-delays of an expired session; the close waits", zap.Int64("session", id), zap.Error(err))

@@ -16,7 +16,7 @@ import (
 // them. The log is rate-limited, a line a second per kind of limit, so
 // that a client cannot flood it; the counter counts every one.
 type quotaAlarms struct {
-	exceeded *prometheus.CounterVec // by kind (count, bytes) and limit (soft, hard)
+	exceeded *prometheus.CounterVec // by kind (count, bytes) and limit (soft, hard, exempt)
 
 	mu         sync.Mutex
 	lastLog    map[string]time.Time // mu guards lastLog and suppressed
@@ -27,13 +27,13 @@ func newQuotaAlarms(reg prometheus.Registerer) *quotaAlarms {
 	q := &quotaAlarms{
 		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "arbor_quota_exceeded_total",
-			Help: "Writes that went over a quota's soft limit (and went through) or would have gone over its hard limit (and were refused), by kind and limit.",
+			Help: "Writes that went over a quota's soft limit (and went through), would have gone over its hard limit (and were refused), or went over its hard limit as a member's lock-delay (exempt, and went through), by kind and limit.",
 		}, []string{"kind", "limit"}),
 		lastLog:    map[string]time.Time{},
 		suppressed: map[string]int{},
 	}
 	for _, kind := range []string{"count", "bytes"} {
-		for _, limit := range []string{"soft", "hard"} {
+		for _, limit := range []string{"soft", "hard", "exempt"} {
 			q.exceeded.WithLabelValues(kind, limit) // shown at 0 from the start
 		}
 	}
@@ -45,18 +45,17 @@ func newQuotaAlarms(reg prometheus.Registerer) *quotaAlarms {
 // member's own, or an HTTP client's).
 func (q *quotaAlarms) note(log *zap.Logger, breaches []tree.QuotaBreach, session int64) {
 	for _, b := range breaches {
-		limit := "soft"
-		if b.Hard {
-			limit = "hard"
+		limit, msg := "soft", "quota exceeded: a write went over a soft limit"
+		switch {
+		case b.Exempt:
+			limit, msg = "exempt", "quota exceeded: a lock-delay went over a hard limit, which lets it through"
+		case b.Hard:
+			limit, msg = "hard", "quota exceeded: a write was refused at a hard limit"
 		}
 		q.exceeded.WithLabelValues(b.Kind(), limit).Inc()
 		suppressed, ok := q.mayLog(b.Kind()+"/"+limit, time.Now())
 		if !ok {
 			continue
-		}
-		msg := "quota exceeded: a write went over a soft limit"
-		if b.Hard {
-			msg = "quota exceeded: a write was refused at a hard limit"
 		}
 		log.Warn(msg, zap.String("path", b.Path), zap.String("kind", b.Kind()), zap.String("limit", limit),
 			zap.Int64("limit_value", b.Limit), zap.Int64("usage", b.Usage),

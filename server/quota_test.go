@@ -1,9 +1,16 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -35,7 +42,8 @@ func TestQuotaBreachesAreCountedAllAndLoggedSparingly(t *testing.T) {
 		}
 		counts[key] = m.GetCounter().GetValue()
 	}
-	want := map[string]float64{"kind=bytes limit=hard ": 100, "kind=bytes limit=soft ": 0, "kind=count limit=hard ": 0, "kind=count limit=soft ": 100}
+	want := map[string]float64{"kind=bytes limit=hard ": 100, "kind=bytes limit=soft ": 0, "kind=bytes limit=exempt ": 0,
+		"kind=count limit=hard ": 0, "kind=count limit=soft ": 100, "kind=count limit=exempt ": 0}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("%s = %v, want %v", mfs[0].GetName(), counts, want)
 	}
@@ -47,4 +55,101 @@ func TestQuotaBreachesAreCountedAllAndLoggedSparingly(t *testing.T) {
 			t.Errorf("logged %v", e.ContextMap())
 		}
 	}
+}
+
+// A hard quota over a lock that is full cannot keep a lost holder's lock
+// held: the lock-delay that its loss puts (a node more) goes through the
+// limit, as a member's own write, so the expired lease is closed (not
+// tried again at every tick) and a break answers; the delay holds the
+// lock for its time, then goes.
+func TestAFullQuotaOverALockRootDoesNotKeepALostHoldersLock(t *testing.T) {
+	s := startServer(t, "")
+	c := dialClient(t, s)
+	ctx := context.Background()
+	const delay = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name, end string
+		lose      func(t *testing.T, name string)
+	}{
+		{"expiry", "expired", func(t *testing.T, name string) {}}, // a does not renew
+		{"break", "broken", func(t *testing.T, name string) {
+			if code, v := api(t, s, "POST", "/api/v1/locks/"+name+"/break", map[string]any{"reason": "a test"}); code != http.StatusOK {
+				t.Fatalf("break: %d %v", code, v)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "q-" + tc.name
+			code, a := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire",
+				map[string]any{"client_id": "a", "ttl_ms": 1000, "lock_delay_ms": delay.Milliseconds()})
+			if code != http.StatusOK {
+				t.Fatalf("acquire: %d %v", code, a)
+			}
+			// /locks/NAME, its holder's node and the quota's own node:
+			// full.
+			if _, err := c.SetQuota(ctx, "/locks/"+name, client.QuotaCountHard, 2); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Create(ctx, "/locks/"+name+"/more", nil, client.Persistent); !errors.Is(err, client.ErrQuotaExceeded) {
+				t.Fatalf("a create in the full quota: %v", err)
+			}
+			// A client's own node is held to the limit: a 403 that says why.
+			for _, path := range []string{"/api/v1/locks/" + name + "/acquire", "/api/v1/tree/locks/" + name + "/more"} {
+				body := map[string]any{"client_id": "c", "wait_timeout_ms": 0}
+				if strings.Contains(path, "/tree/") {
+					body = map[string]any{}
+				}
+				if code, v := api(t, s, "POST", path, body); code != http.StatusForbidden || !strings.Contains(fmt.Sprint(v["error"]), "quota") {
+					t.Errorf("POST %s in the full quota: %d %v, want 403 and why", path, code, v)
+				}
+			}
+			tc.lose(t, name)
+			// The delay takes a's place, then goes; b, which needs a node
+			// in the quota, acquires once it has.
+			waitFor(t, "the lock to be free", func() bool {
+				h, _ := holdersAndWaiters(t, s, name)
+				return h == 0
+			})
+			code, b := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "b"})
+			if code != http.StatusOK || b["acquired"] != true {
+				t.Fatalf("b's acquire: %d %v", code, b)
+			}
+			var lost, delayed bool
+			for _, ev := range lockEvents(t, s, name) {
+				lost = lost || ev["client_id"] == "a" && ev["event"] == tc.end
+				delayed = delayed || ev["client_id"] == lockDelayOwner && ev["event"] == "acquired"
+			}
+			if !lost || !delayed {
+				t.Errorf("the history has a %s: %v, a lock-delay: %v", tc.end, lost, delayed)
+			}
+		})
+	}
+	if n := quotaExceeded(t, s, "count", "exempt"); n != 2 {
+		t.Errorf("%v lock-delays counted past the hard limit, want 2", n)
+	}
+}
+
+// quotaExceeded is arbor_quota_exceeded_total{kind, limit} of s.
+func quotaExceeded(t *testing.T, s *Server, kind, limit string) float64 {
+	t.Helper()
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "arbor_quota_exceeded_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["limit"] == limit {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no arbor_quota_exceeded_total{kind=%q,limit=%q}", kind, limit)
+	return 0
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,46 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 	bc := dialClient(t, b)
 	if _, st, err := bc.CreateStat(ctx, "/new", nil, client.Persistent); err != nil || st.Czxid <= int64(h.Index)+bump {
 		t.Fatalf("a write to the bumped cluster: %+v, %v; want a zxid past %d", st, err, int64(h.Index)+bump)
+	}
+}
+
+// testdata/backup-before-system-nodes.arbor is a backup that arbor
+// snapshot save wrote from a member of the version before the system
+// nodes (commit 0113a52): /app with data "app", /app/a with "12345",
+// /zookeeper-not with "x", and the session of the arbor command that
+// saved it. Its header counts the 4 znodes it held.
+func TestABackupFromBeforeTheSystemNodesRestores(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "restored")
+	h, err := Restore("testdata/backup-before-system-nodes.arbor", 0, Config{ID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Znodes != 4 || h.Index != 0xe {
+		t.Fatalf("header %+v, want 4 znodes at zxid 0xe", h)
+	}
+	r := startServer(t, dir)
+	if st := r.Status(); st.Znodes != 4+3 {
+		t.Fatalf("the restored member holds %d znodes, want the backup's 4 and the 3 system nodes", st.Znodes)
+	}
+	c := dialClient(t, r)
+	ctx := context.Background()
+	if data, _, err := c.Get(ctx, "/app/a"); err != nil || string(data) != "12345" {
+		t.Fatalf("/app/a: %q, %v", data, err)
+	}
+	for _, p := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
+		if ok, _, err := c.Exists(ctx, p); err != nil || !ok {
+			t.Fatalf("%s: %v, %v", p, ok, err)
+		}
+	}
+	// And quotas work on it.
+	if _, err := c.SetQuota(ctx, "/app", client.QuotaCountHard, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, "/app/b", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, "/app/c", nil, client.Persistent); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Fatalf("a create past the quota: %v", err)
 	}
 }
 

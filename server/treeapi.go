@@ -334,7 +334,10 @@ func (s *Server) apiSet(ctx context.Context, w http.ResponseWriter, r *http.Requ
 
 // apiDelete answers DELETE /api/v1/tree/PATH?version=N&recursive=true:
 // it deletes the node if its version is N (default -1: any); recursive,
-// its descendants first, each as it is when it is deleted.
+// its descendants first, each as it is when it is deleted. As
+// client.DeleteAll, a recursive delete leaves ZooKeeper's system nodes
+// (wire.IsSystemNode) in place, and empties them: DELETE
+// /api/v1/tree/zookeeper/quota?recursive=true deletes every quota.
 func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	path, err := nodePath(r)
 	version := int64(-1)
@@ -377,6 +380,9 @@ func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		deleted++
 	}
+	if recursive == "true" && wire.IsSystemNode(path) {
+		return map[string]int{"deleted": deleted}, nil
+	}
 	if _, err := s.writeRequest(ctx, r, &wire.Request{Op: wire.OpDelete, Path: path, Version: int32(version)}); err != nil {
 		return nil, treeError(err)
 	}
@@ -385,7 +391,8 @@ func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.R
 
 // descendants lists the nodes below path, deepest first, so that each
 // is deleted after its children: as ids may list them (READ on each node
-// whose children it lists), at most maxDeleteAll of them.
+// whose children it lists), at most maxDeleteAll of them, and none of
+// the system nodes, which stay.
 func (s *Server) descendants(path string, ids []wire.Identity) ([]string, error) {
 	var out []string
 	var err error
@@ -409,7 +416,9 @@ func (s *Server) descendants(path string, ids []wire.Identity) ([]string, error)
 				}
 				child := strings.TrimSuffix(p, "/") + "/" + name
 				walk(child)
-				out = append(out, child)
+				if !wire.IsSystemNode(child) {
+					out = append(out, child)
+				}
 			}
 		}
 		walk(path)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -315,5 +317,55 @@ func TestLoginsFromOneAddressEndOnlyItsOwn(t *testing.T) {
 	}
 	if n := len(ls.byToken); n != maxLoginsPerIP+1 {
 		t.Errorf("%d logins kept, want %d of one address and alice's", n, maxLoginsPerIP)
+	}
+}
+
+// A recursive delete through the tree API leaves ZooKeeper's system nodes
+// in place, as client.DeleteAll does, and deletes what is below them:
+// every quota, for /zookeeper/quota.
+func TestARecursiveDeleteKeepsTheSystemNodes(t *testing.T) {
+	s := startServer(t, "")
+	c := dialClient(t, s)
+	ctx := context.Background()
+	for _, p := range []string{"/app", "/other"} {
+		if _, err := c.Create(ctx, p, nil, client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SetQuota(ctx, p, client.QuotaCountHard, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Create(ctx, "/zookeeper/mine", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path    string
+		deleted int
+		gone    []string
+	}{
+		// /zookeeper/quota/app, its limits and stats; /other's the same.
+		{"/zookeeper/quota", 6, []string{"/zookeeper/quota/app", "/zookeeper/quota/other"}},
+		{"/zookeeper", 1, []string{"/zookeeper/mine"}},
+	} {
+		code, v := api(t, s, "DELETE", "/api/v1/tree"+tc.path+"?recursive=true", nil)
+		if code != http.StatusOK || fmt.Sprint(v["deleted"]) != fmt.Sprint(tc.deleted) {
+			t.Errorf("DELETE %s recursively: %d %v, want 200 and %d deleted", tc.path, code, v, tc.deleted)
+		}
+		for _, p := range tc.gone {
+			if ok, _, _ := c.Exists(ctx, p); ok {
+				t.Errorf("%s is still there", p)
+			}
+		}
+	}
+	for _, p := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
+		if ok, _, err := c.Exists(ctx, p); !ok || err != nil {
+			t.Errorf("%s: %v %v", p, ok, err)
+		}
+	}
+	if _, err := c.Quota(ctx, "/app"); !errors.Is(err, client.ErrNoQuota) {
+		t.Errorf("the quota on /app: %v", err)
+	}
+	if code, v := api(t, s, "DELETE", "/api/v1/tree/zookeeper/quota", nil); code != http.StatusBadRequest {
+		t.Errorf("DELETE /zookeeper/quota alone: %d %v, want 400", code, v)
 	}
 }

@@ -15,6 +15,8 @@ import (
 func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	t.events = t.events[:0]
 	t.breaches = nil
+	t.quotaMade = false
+	t.exempt = txn.Cause.quotaExempt()
 	t.zxid = zxid
 	var res Result
 	switch txn.Type {
@@ -115,6 +117,9 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 	if err != nil {
 		return "", wire.Stat{}, err
 	}
+	if err := t.checkNewQuota(path); err != nil {
+		return "", wire.Stat{}, err
+	}
 	ref, err := t.acls.ref(txn.ACL)
 	if err != nil {
 		return "", wire.Stat{}, err
@@ -173,7 +178,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 		})
 	}
 	t.chargeQuota(path, 1, int64(len(n.data)))
-	t.quotaNodeAdded(path, n)
+	t.quotaNodeAdded(parent, path, n)
 }
 
 // unlinkPath removes the childless node at path, which exists.
@@ -437,8 +442,9 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 		t.undo[i]()
 	}
 	t.events = t.events[:0]
-	// The soft limits the rolled back ops went over were not, after all.
-	t.breaches = slices.DeleteFunc(t.breaches, func(b QuotaBreach) bool { return !b.Hard })
+	// The limits the rolled back ops went over were not, after all: the
+	// hard one that refused it alone stays.
+	t.breaches = slices.DeleteFunc(t.breaches, func(b QuotaBreach) bool { return !b.Hard || b.Exempt })
 	for i := range results {
 		results[i].Path, results[i].Stat = "", wire.Stat{}
 	}

@@ -214,3 +214,57 @@ func BenchmarkSnapshot1M(b *testing.B) {
 	b.ReportMetric(float64(restore.Milliseconds())/float64(b.N), "restore-ms/op")
 	b.ReportMetric(float64(snap.Len())/(1<<20), "MiB")
 }
+
+// BenchmarkWriteAtTheBottomOfADeepQuota grows and shrinks the data of a
+// node 1000 levels below a quota, whose directory under /zookeeper/quota
+// a client has mirrored all the way down (the longest walk a write makes
+// to find its quota): what a client can make one write cost. Before
+// quotas stopped nesting, 1000 quotas on that path made a write there
+// cost O(depth²).
+func BenchmarkWriteAtTheBottomOfADeepQuota(b *testing.B) {
+	const depth = 1000
+	tr := tree.New()
+	var zxid int64
+	apply := func(txn tree.Txn) {
+		zxid++
+		txn.Time = zxid
+		if res, _ := tr.Apply(zxid, &txn); res.Err != nil {
+			b.Fatal(txn.Path, res.Err)
+		}
+	}
+	path := ""
+	for range depth {
+		path += "/d"
+		apply(tree.Txn{Type: wire.OpCreate, Path: path})
+		apply(tree.Txn{Type: wire.OpCreate, Path: wire.QuotaPath + path})
+	}
+	apply(tree.Txn{Type: wire.OpCreate, Path: wire.QuotaPath + "/d/zookeeper_limits", Data: []byte("count=-1,bytes=-1")})
+	apply(tree.Txn{Type: wire.OpCreate, Path: wire.QuotaPath + "/d/zookeeper_stats"})
+	data := [][]byte{[]byte("x"), []byte("xy")}
+	b.ReportAllocs()
+	for b.Loop() {
+		apply(tree.Txn{Type: wire.OpSetData, Path: path, Data: data[zxid%2], Version: -1})
+	}
+}
+
+// BenchmarkSetAQuotaOverASubtree makes and deletes the limits node of a
+// quota over 100,000 nodes: making it counts the subtree, once (a txn
+// makes one quota at most).
+func BenchmarkSetAQuotaOverASubtree(b *testing.B) {
+	tr, _ := benchTree(b, 100_000)
+	zxid := tr.Zxid()
+	apply := func(txn tree.Txn) {
+		zxid++
+		txn.Time = zxid
+		if res, _ := tr.Apply(zxid, &txn); res.Err != nil {
+			b.Fatal(txn.Path, res.Err)
+		}
+	}
+	apply(tree.Txn{Type: wire.OpCreate, Path: wire.QuotaPath + "/app"})
+	limits := wire.QuotaPath + "/app/zookeeper_limits"
+	b.ReportAllocs()
+	for b.Loop() {
+		apply(tree.Txn{Type: wire.OpCreate, Path: limits, Data: []byte("count=-1,bytes=-1")})
+		apply(tree.Txn{Type: wire.OpDelete, Path: limits, Version: -1})
+	}
+}

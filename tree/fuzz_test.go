@@ -5,14 +5,16 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/arbor-coord/arbor/quotas"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
 
 const (
-	fuzzMaxData = 32 // small, so DataTooLarge comes up
+	fuzzMaxData = 64 // small, so DataTooLarge comes up, but over zkCli's limits (see genLimits)
 	fuzzMaxTxns = 64
 )
 
@@ -142,4 +144,37 @@ func seedSnapshots(tb testing.TB) [][]byte {
 		out = append(out, snapshotBytes(tb, tr))
 	}
 	return out
+}
+
+// FuzzApply's txns must reach what they are meant to: quotas in zkCli's
+// own form (the longest limits), nested ones refused, and a member's
+// exempt lock-delays. This checks the generator over a few seeds.
+func TestTheFuzzersTxnsSetQuotasAsZkCliWritesThem(t *testing.T) {
+	var zkCli, refused, exempt int
+	for seed := range uint64(200) {
+		gen := randGen(rand.New(rand.NewPCG(seed, 3)), fuzzMaxData)
+		tr := tree.New(tree.WithMaxDataSize(fuzzMaxData))
+		for zxid := int64(1); zxid <= fuzzMaxTxns; zxid++ {
+			txn := gen.txn()
+			res, events := tr.Apply(zxid, &txn)
+			gen.observe(events)
+			if res.Err != nil && strings.Contains(res.Err.Error(), "do not nest") {
+				refused++
+			}
+			for _, b := range res.Quota {
+				if b.Exempt {
+					exempt++
+				}
+			}
+		}
+		for _, q := range tr.Quotas() {
+			if data, _, _ := tr.Get(quotas.LimitPath(q.Path)); strings.HasPrefix(string(data), "count=-1,bytes=-1=;") {
+				zkCli++
+			}
+		}
+	}
+	t.Logf("%d quotas in zkCli's form, %d nestings refused, %d exempt breaches", zkCli, refused, exempt)
+	if zkCli == 0 || refused == 0 {
+		t.Errorf("%d quotas in zkCli's form, %d nestings refused: the generator is off", zkCli, refused)
+	}
 }

@@ -69,6 +69,10 @@ func (g *txnGen) txn() tree.Txn {
 	case k < 16:
 		n := int(g.next() % 5)
 		txn = tree.Txn{Type: wire.OpMulti, Ops: make([]tree.Txn, n)}
+		if b := g.next(); b < 24 {
+			// A member's break or lock-delays, which hard quota limits let through.
+			txn.Cause = [...]tree.Cause{tree.CauseBreak, tree.CauseLockDelay, tree.CauseDeadlock}[b%3]
+		}
 		for i := range txn.Ops {
 			switch g.next() % 20 {
 			case 0, 1, 2, 3, 4, 5, 6:
@@ -121,8 +125,8 @@ var (
 		"/zookeeper/quota/b", "/zookeeper/quota/b/zookeeper_limits", "/zookeeper/quota/b/zookeeper_stats",
 	}
 	// genLimits are what a limits node is given: hard and soft limits
-	// the small trees reach (short, to fit fuzzMaxData), none, zkCli's
-	// form (over fuzzMaxData), and one that does not parse.
+	// the small trees reach, none, zkCli's form (within fuzzMaxData), and
+	// one that does not parse.
 	genLimits = []string{
 		"countHardLimit=3",
 		"byteHardLimit=6",
@@ -131,6 +135,7 @@ var (
 		"bytes=3;byteHardLimit=9",
 		"",
 		"count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3",
+		"count=-1,bytes=-1=;byteHardLimit=5;countHardLimit=-1",
 		"count",
 	}
 	genBadPaths = []string{"", "a", "/a/", "//", "/a/..", "/\x01"}

@@ -25,6 +25,7 @@ type fixture struct {
 	t    testing.TB
 	tr   *tree.Tree
 	zxid int64
+	log  []tree.Txn // the txns applied, as applied (zxid i+1 is log[i])
 }
 
 // systemNodes is the number of nodes a new tree has besides the root:
@@ -44,6 +45,7 @@ func (f *fixture) apply(txn tree.Txn) (tree.Result, []tree.Event) {
 	if txn.Time == 0 {
 		txn.Time = timeOf(f.zxid)
 	}
+	f.log = append(f.log, txn)
 	res, ev := f.tr.Apply(f.zxid, &txn)
 	if f.tr.Zxid() != f.zxid {
 		f.t.Fatalf("Zxid() = %d after applying zxid %d", f.tr.Zxid(), f.zxid)

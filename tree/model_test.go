@@ -19,6 +19,9 @@ type model struct {
 	nodes    map[string]*mnode
 	sessions map[int64]tree.Session
 	maxData  int
+	// Of the txn being applied: whether it made a quota, whether hard
+	// limits let it through.
+	quotaMade, exempt bool
 }
 
 type mnode struct {
@@ -70,7 +73,7 @@ func newModel(maxData int) *model {
 }
 
 func (m *model) clone() *model {
-	c := &model{nodes: map[string]*mnode{}, sessions: maps.Clone(m.sessions), maxData: m.maxData}
+	c := &model{nodes: map[string]*mnode{}, sessions: maps.Clone(m.sessions), maxData: m.maxData, quotaMade: m.quotaMade, exempt: m.exempt}
 	for p, n := range m.nodes {
 		cp := *n
 		c.nodes[p] = &cp
@@ -118,6 +121,8 @@ type modelResult struct {
 func (m *model) apply(zxid int64, txn *tree.Txn) (modelResult, []tree.Event) {
 	var ev []tree.Event
 	var r modelResult
+	m.quotaMade = false
+	m.exempt = txn.Cause == tree.CauseBreak || txn.Cause == tree.CauseLockDelay
 	switch txn.Type {
 	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpCheck:
 		r.path, r.stat, r.code = m.op(zxid, txn, txn.Identities, &ev)
@@ -334,10 +339,16 @@ func (m *model) create(zxid int64, txn *tree.Txn, ids []wire.Identity, ev *[]tre
 	}
 	data, code := m.quotaData(path, txn.Data)
 	if code == wire.CodeOK {
+		code = m.checkNewQuota(path)
+	}
+	if code == wire.CodeOK {
 		code = m.checkQuota(path, 1, int64(len(data)))
 	}
 	if code != wire.CodeOK {
 		return fail(code)
+	}
+	if _, name, ok := quotas.Split(path); ok && name == quotas.LimitNode {
+		m.quotaMade = true
 	}
 	n.data = data
 	m.nodes[path] = n
@@ -437,17 +448,43 @@ func (m *model) quotaData(path string, data []byte) ([]byte, wire.Code) {
 	return data, wire.CodeOK
 }
 
+// checkNewQuota is BadArguments for a limits node at path with a quota
+// above or below it, or the txn's second.
+func (m *model) checkNewQuota(path string) wire.Code {
+	qp, name, ok := quotas.Split(path)
+	if !ok || name != quotas.LimitNode {
+		return wire.CodeOK
+	}
+	if m.quotaMade {
+		return wire.CodeBadArguments
+	}
+	for _, other := range m.quotaPaths() {
+		if isAncestorOrSelf(other, qp) || isAncestorOrSelf(qp, other) {
+			return wire.CodeBadArguments
+		}
+	}
+	return wire.CodeOK
+}
+
+// isAncestorOrSelf reports whether a is p or one of its ancestors.
+func isAncestorOrSelf(a, p string) bool { return p == a || strings.HasPrefix(p, a+"/") }
+
 // checkQuota is QuotaExceeded if growing path's subtrees by dCount nodes
-// and dBytes bytes takes one over a hard limit of a quota above path.
+// and dBytes bytes takes one over a hard limit of a quota above path,
+// unless the txn is exempt.
 func (m *model) checkQuota(path string, dCount, dBytes int64) wire.Code {
+	if m.exempt {
+		return wire.CodeOK
+	}
 	for _, qp := range m.quotaPaths() {
-		if path != qp && !strings.HasPrefix(path, qp+"/") {
+		if !isAncestorOrSelf(qp, path) {
 			continue
 		}
 		st, _ := quotas.Parse(string(m.nodes[quotas.LimitPath(qp)].data))
+		ls := st.Limits()
 		count, size := m.usage(qp)
-		if dCount > 0 && st.CountHardLimit() >= 0 && count+dCount > st.CountHardLimit() ||
-			dBytes > 0 && st.ByteHardLimit() >= 0 && size+dBytes > st.ByteHardLimit() {
+		if dCount > 0 && ls[quotas.CountHard] >= 0 && count+dCount > ls[quotas.CountHard] ||
+			dBytes > 0 && ls[quotas.BytesHard] >= 0 && size+dBytes > ls[quotas.BytesHard] {
 			return wire.CodeQuotaExceeded
 		}
 	}
@@ -469,8 +506,7 @@ func (m *model) dump(reapAt []int64) treeDump {
 	for _, qp := range m.quotaPaths() {
 		st, _ := quotas.Parse(string(m.nodes[quotas.LimitPath(qp)].data))
 		count, size := m.usage(qp)
-		d.Quotas = append(d.Quotas, tree.Quota{Path: qp, Count: st.Count(), Bytes: st.Bytes(),
-			CountHardLimit: st.CountHardLimit(), ByteHardLimit: st.ByteHardLimit(), UsedCount: count, UsedBytes: size})
+		d.Quotas = append(d.Quotas, tree.Quota{Path: qp, Limits: st.Limits(), UsedCount: count, UsedBytes: size})
 	}
 	for p, n := range m.nodes {
 		acl := n.acl

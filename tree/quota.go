@@ -14,38 +14,43 @@ import (
 // /zookeeper/quota/app/zookeeper_stats as ZooKeeper's DataTree does: it
 // rewrites the node's data in place (no version, no mzxid, no event), at
 // each create, delete and setData in the subtree. The tree indexes the
-// paths that have a limits node (t.quotas, rebuilt at restore), so a write
-// finds the quotas above it in one map lookup per ancestor, and none at
-// all while no quota is set.
+// paths that have a limits node (t.quotas, rebuilt at restore); a write
+// finds the quota above it by walking down /zookeeper/quota along its
+// path, which stops where that path's mirror ends (at once, for most
+// paths), and costs nothing while no quota is set.
 //
-// Where ZooKeeper counts a change only in the deepest quota above it,
-// the tree counts it in every quota above it, so that a quota's usage is
-// always its subtree's, nested quotas too. A hard limit refuses the
-// write that would take a subtree over it (QuotaExceeded, nothing
-// changed); a soft limit lets it through and the Result reports it.
+// Quotas do not nest: a limits node with a quota above or below it is
+// refused (zkCli refuses to set such a quota; ZooKeeper's server takes
+// the node and then counts a change in the deepest quota alone), so a
+// change is counted in one quota at most, and a quota's usage is always
+// its subtree's. A txn makes one limits node at most: each is a count of
+// its subtree (ZooKeeper's, when it indexes a new quota), so a txn costs
+// one such count at most. A hard limit refuses the write that would take
+// a subtree over it (QuotaExceeded, nothing changed); a soft limit lets
+// it through and the Result reports it. The lock-delays a member puts
+// (see Txn.Cause) are not refused by hard limits: they are counted, and
+// reported as exempt.
 
 // quota is the state of one path's quota.
 type quota struct {
-	statPath string // where its usage is written
-	limits   quotaLimits
+	// dir is its directory, /zookeeper/quota + the path: it holds the
+	// limits node, so it stays in the tree for as long as the quota does.
+	dir      *node
+	statPath string // where its usage is written: dir's child StatNode
+	limits   quotas.Limits
 	// count and bytes are the subtree's usage: its nodes, the quota's
 	// node included, and the bytes of their data.
 	count, bytes int64
 }
 
-// quotaLimits are a quota's limits; -1 is none.
-type quotaLimits struct {
-	count, bytes, countHard, bytesHard int64
-}
-
 // limitsOf reads a limits node's data; data that does not parse (only a
 // snapshot from before quotas can hold it) sets no limit.
-func limitsOf(data []byte) quotaLimits {
+func limitsOf(data []byte) quotas.Limits {
 	st, err := quotas.Parse(string(data))
 	if err != nil {
-		return quotaLimits{-1, -1, -1, -1}
+		return quotas.NoLimits
 	}
-	return quotaLimits{st.Count(), st.Bytes(), st.CountHardLimit(), st.ByteHardLimit()}
+	return st.Limits()
 }
 
 // QuotaBreach is a write that took, or would have taken, the subtree
@@ -53,9 +58,14 @@ func limitsOf(data []byte) quotaLimits {
 type QuotaBreach struct {
 	Path  string // the path the quota is on
 	Bytes bool   // the limit on bytes of data, else the one on nodes
-	Hard  bool   // a hard limit: the write was refused with ErrQuotaExceeded
-	Limit int64
-	Usage int64 // what the subtree would hold with the write
+	// Hard is set for a hard limit: the write was refused with
+	// ErrQuotaExceeded, unless Exempt.
+	Hard bool
+	// Exempt is set for a hard limit that a txn exempt from them went
+	// over: a member's lock-delay (see Txn.Cause), which went through.
+	Exempt bool
+	Limit  int64
+	Usage  int64 // what the subtree would hold with the write
 }
 
 // Kind is "bytes" or "count".
@@ -66,26 +76,33 @@ func (b QuotaBreach) Kind() string {
 	return "count"
 }
 
-// quotasAbove calls fn for each quota on path or one of its ancestors.
+// quotasAbove calls fn for each quota on path or one of its ancestors,
+// from the root down: one at most, but in a tree restored from a
+// snapshot written before quotas could not nest.
 func (t *Tree) quotasAbove(path string, fn func(qpath string, q *quota)) {
 	if len(t.quotas) == 0 {
 		return
 	}
-	for p := path; p != "/"; {
-		if q := t.quotas[p]; q != nil {
-			fn(p, q)
+	dir := t.lookup(wire.QuotaPath)
+	for i := 1; i < len(path) && dir != nil; {
+		j := strings.IndexByte(path[i:], '/')
+		if j < 0 {
+			j = len(path) - i
 		}
-		i := strings.LastIndexByte(p, '/')
-		if i <= 0 {
-			break
+		dir = dir.children.get(path[i : i+j])
+		i += j + 1
+		if dir != nil && dir.children.get(quotas.LimitNode) != nil {
+			if qpath := path[:i-1]; t.quotas[qpath] != nil {
+				fn(qpath, t.quotas[qpath])
+			}
 		}
-		p = p[:i]
 	}
 }
 
 // checkQuota checks that adding dCount nodes and dBytes bytes of data at
 // path takes no subtree over a hard limit: it fails with
-// ErrQuotaExceeded, and reports the breach, if one would. Otherwise it
+// ErrQuotaExceeded, and reports the breach, if one would, unless the txn
+// is exempt (t.exempt), when it reports the breach as such. Otherwise it
 // reports the soft limits the change goes over: the caller must then
 // make it. Only growth is checked: a change that shrinks a subtree
 // already over its limit goes through.
@@ -96,23 +113,25 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 		for _, c := range [...]struct {
 			bytes       bool
 			d, have     int64
-			limit, hard int64
+			limit, hard quotas.Limit
 		}{
-			{false, dCount, q.count, q.limits.count, q.limits.countHard},
-			{true, dBytes, q.bytes, q.limits.bytes, q.limits.bytesHard},
+			{false, dCount, q.count, quotas.Count, quotas.CountHard},
+			{true, dBytes, q.bytes, quotas.Bytes, quotas.BytesHard},
 		} {
 			if c.d <= 0 {
 				continue
 			}
 			b := QuotaBreach{Path: qpath, Bytes: c.bytes, Usage: c.have + c.d}
-			switch {
-			case c.hard >= 0 && b.Usage > c.hard:
-				if !hard.Hard {
-					b.Hard, b.Limit = true, c.hard
+			switch lim := q.limits; {
+			case lim[c.hard] >= 0 && b.Usage > lim[c.hard]:
+				b.Hard, b.Limit, b.Exempt = true, lim[c.hard], t.exempt
+				if b.Exempt {
+					soft = append(soft, b)
+				} else if !hard.Hard {
 					hard = b
 				}
-			case c.limit >= 0 && b.Usage > c.limit:
-				b.Limit = c.limit
+			case lim[c.limit] >= 0 && b.Usage > lim[c.limit]:
+				b.Limit = lim[c.limit]
 				soft = append(soft, b)
 			}
 		}
@@ -131,8 +150,11 @@ func (t *Tree) checkQuota(path string, dCount, dBytes int64) error {
 }
 
 // chargeQuota adds dCount nodes and dBytes bytes at path to the usage of
-// every quota above it.
+// the quota above it.
 func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
+	if dCount == 0 && dBytes == 0 {
+		return
+	}
 	t.quotasAbove(path, func(qpath string, q *quota) {
 		q.count += dCount
 		q.bytes += dBytes
@@ -146,8 +168,7 @@ func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
 // writeUsage writes q's usage into its stats node, if there is one, as
 // ZooKeeper does: the data alone changes, and no watch fires.
 func (t *Tree) writeUsage(q *quota) {
-	path := q.statPath
-	n := t.lookup(path)
+	n := q.dir.children.get(quotas.StatNode)
 	if n == nil {
 		return
 	}
@@ -156,6 +177,7 @@ func (t *Tree) writeUsage(q *quota) {
 	if bytes.Equal(n.data, data) {
 		return
 	}
+	path := q.statPath
 	old, oldHash := n.data, n.dataHash
 	t.digest -= t.nodeDigest(path, n)
 	t.dataSize += int64(len(data) - len(n.data))
@@ -191,16 +213,75 @@ func (t *Tree) quotaData(path string, data []byte) ([]byte, error) {
 	return data, nil
 }
 
-// quotaNodeAdded indexes a quota whose limits node was just made at path:
-// its usage is counted from its subtree, as ZooKeeper counts it.
-func (t *Tree) quotaNodeAdded(path string, n *node) {
+// checkNewQuota refuses a create of the limits node at path that would
+// nest quotas, or that would be the txn's second: each new quota is a
+// count of its subtree.
+func (t *Tree) checkNewQuota(path string) error {
+	qpath, name, ok := quotas.Split(path)
+	if !ok || name != quotas.LimitNode {
+		return nil
+	}
+	if t.quotaMade {
+		return wire.Errorf(wire.CodeBadArguments, "%s: one txn makes one quota at most (each costs a count of its subtree)", path)
+	}
+	var above string
+	t.quotasAbove(qpath, func(p string, _ *quota) {
+		if above == "" {
+			above = p
+		}
+	})
+	if above != "" {
+		return wire.Errorf(wire.CodeBadArguments, "%s: %s has a quota already, and quotas do not nest", path, above)
+	}
+	if below := t.quotaBelow(qpath); below != "" {
+		return wire.Errorf(wire.CodeBadArguments, "%s: %s below it has a quota already, and quotas do not nest", path, below)
+	}
+	return nil
+}
+
+// quotaBelow returns the first path, in byte order, below qpath that has
+// a quota, or "": it looks through qpath's directory under
+// /zookeeper/quota. (The first, so that the error naming it is the same
+// on every replica: children are found in no fixed order.)
+func (t *Tree) quotaBelow(qpath string) string {
+	dir := t.lookup(quotas.QuotaPath(qpath))
+	if dir == nil || len(t.quotas) == 0 {
+		return ""
+	}
+	type item struct {
+		path string
+		n    *node
+	}
+	var stack []item
+	for c := range dir.children.all {
+		stack = append(stack, item{qpath + "/" + c.name, c})
+	}
+	first := ""
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if it.n.children.get(quotas.LimitNode) != nil && t.quotas[it.path] != nil && (first == "" || it.path < first) {
+			first = it.path
+		}
+		for c := range it.n.children.all {
+			stack = append(stack, item{it.path + "/" + c.name, c})
+		}
+	}
+	return first
+}
+
+// quotaNodeAdded indexes a quota whose limits node n was just made at
+// path, in parent: its usage is counted from its subtree, as ZooKeeper
+// counts it.
+func (t *Tree) quotaNodeAdded(parent *node, path string, n *node) {
 	qpath, name, ok := quotas.Split(path)
 	if !ok || name != quotas.LimitNode {
 		return
 	}
-	q := &quota{statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
+	q := &quota{dir: parent, statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
 	q.count, q.bytes = t.usage(qpath)
 	t.quotas[qpath] = q
+	t.quotaMade = true
 	if t.undo != nil {
 		t.undo = append(t.undo, func() { delete(t.quotas, qpath) })
 	}
@@ -272,28 +353,12 @@ func (t *Tree) rebuildQuotas() {
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		t.quotaNodeAdded(it.path, it.n)
+		if c := it.n.children.get(quotas.LimitNode); c != nil {
+			t.quotaNodeAdded(it.n, it.path+"/"+quotas.LimitNode, c)
+		}
 		for c := range it.n.children.all {
 			stack = append(stack, item{it.path + "/" + c.name, c})
 		}
 	}
-}
-
-// Quota is a quota's state, as the tree keeps it.
-type Quota struct {
-	Path string // the path it is on
-	// The limits (-1: none) and the usage, as its nodes say them.
-	Count, Bytes, CountHardLimit, ByteHardLimit int64
-	UsedCount, UsedBytes                        int64
-}
-
-// Quotas returns the quotas set, by path.
-func (t *Tree) Quotas() []Quota {
-	out := make([]Quota, 0, len(t.quotas))
-	for _, p := range sortedKeys(t.quotas) {
-		q := t.quotas[p]
-		out = append(out, Quota{Path: p, Count: q.limits.count, Bytes: q.limits.bytes,
-			CountHardLimit: q.limits.countHard, ByteHardLimit: q.limits.bytesHard, UsedCount: q.count, UsedBytes: q.bytes})
-	}
-	return out
+	t.quotaMade = false
 }

@@ -3,6 +3,7 @@ package tree_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,25 +13,14 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// limitsOf writes limits as zkCli's setquota does: every field -1 but the
-// ones given ("n", "b", "N", "B" as its flags).
+// limitsText writes limits as zkCli's setquota does: every field -1 but
+// the ones given ("n", "b", "N", "B" as its flags).
 func limitsText(set map[string]int64) string {
 	var st quotas.StatsTrack
-	st.SetCount(-1)
-	st.SetBytes(-1)
-	st.SetCountHardLimit(-1)
-	st.SetByteHardLimit(-1)
+	st.SetLimits(quotas.NoLimits)
+	flags := map[string]quotas.Limit{"n": quotas.Count, "b": quotas.Bytes, "N": quotas.CountHard, "B": quotas.BytesHard}
 	for k, v := range set {
-		switch k {
-		case "n":
-			st.SetCount(v)
-		case "b":
-			st.SetBytes(v)
-		case "N":
-			st.SetCountHardLimit(v)
-		case "B":
-			st.SetByteHardLimit(v)
-		}
+		st.SetLimit(flags[k], v)
 	}
 	return st.String()
 }
@@ -300,27 +290,121 @@ func TestLimitsThatDoNotParseAreRefused(t *testing.T) {
 		f.create("/zookeeper/quota/zookeeper", "")
 		f.create("/zookeeper/quota/zookeeper/zookeeper_limits", "not limits")
 		f.create("/zookeeper/quota/zookeeper_limits", "not limits either")
+		// /app/zookeeper_limits can have no quota: its directory is /app's limits node.
+		f.create("/zookeeper/quota/app/zookeeper_limits/zookeeper_limits", "not limits")
 		if q := f.tr.Quotas(); len(q) != 1 || q[0].Path != "/app" {
 			t.Errorf("quotas %+v", q)
 		}
 	})
 }
 
-func TestNestedQuotasEachCountTheirWholeSubtree(t *testing.T) {
+func TestQuotasDoNotNest(t *testing.T) {
+	setup := func(t *testing.T) *fixture {
+		f := newFixture(t)
+		for _, p := range []string{"/a", "/a/b", "/a/b/c", "/ab", "/x", "/x/y"} {
+			f.create(p, "")
+		}
+		f.setQuota("/a/b", limitsText(map[string]int64{"N": 10}))
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		path  string // the path a quota is set on, with /a/b's there
+		nests bool
+	}{
+		{"below a quota", "/a/b/c", true},
+		{"above a quota", "/a", true},
+		{"on a sibling", "/x", false},
+		{"on a path that only starts with the same letters", "/ab", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			if !f.exists(quotas.QuotaPath(tc.path)) {
+				f.create(quotas.QuotaPath(tc.path), "")
+			}
+			limits := createTxn(quotas.LimitPath(tc.path), limitsText(map[string]int64{"N": 1}), wire.ModePersistent)
+			if !tc.nests {
+				f.must(limits)
+				checkUsage(t, f.tr)
+				return
+			}
+			res := f.mustFail(limits, wire.ErrBadArguments)
+			if !strings.Contains(res.Err.Error(), "do not nest") {
+				t.Errorf("error %q does not say why", res.Err)
+			}
+			t.Run("and can be once the other goes", func(t *testing.T) {
+				f.must(deleteTxn(quotas.LimitPath("/a/b"), -1))
+				f.must(limits)
+				checkUsage(t, f.tr)
+			})
+		})
+	}
+	t.Run("the error names the first quota below, the same on every replica", func(t *testing.T) {
+		f := newFixture(t)
+		f.create("/p", "")
+		for _, name := range []string{"m", "c", "z", "d"} {
+			f.create("/p/"+name, "")
+			f.setQuota("/p/"+name, "")
+		}
+		res := f.mustFail(createTxn(quotas.LimitPath("/p"), "", wire.ModePersistent), wire.ErrBadArguments)
+		if !strings.Contains(res.Err.Error(), "/p/c below it") {
+			t.Errorf("error %q, want it to name /p/c", res.Err)
+		}
+	})
+	t.Run("a directory below with no limits node is not a quota", func(t *testing.T) {
+		f := setup(t)
+		f.must(deleteTxn(quotas.StatPath("/a/b"), -1))
+		f.must(deleteTxn(quotas.LimitPath("/a/b"), -1))
+		f.create(quotas.LimitPath("/a"), "") // /zookeeper/quota/a/b stays, empty
+		checkUsage(t, f.tr)
+	})
+}
+
+func TestATxnMakesOneQuotaAtMost(t *testing.T) {
 	f := newFixture(t)
 	f.create("/a", "")
-	f.create("/a/b", "")
-	f.setQuota("/a", limitsText(map[string]int64{"N": 4}))
-	f.setQuota("/a/b", limitsText(map[string]int64{"N": 10}))
-	f.create("/a/b/1", "")
-	f.create("/a/b/2", "")
-	res := f.mustFail(createTxn("/a/b/3", "", wire.ModePersistent), wire.ErrQuotaExceeded)
-	if len(res.Quota) != 1 || res.Quota[0].Path != "/a" {
-		t.Errorf("breaches %+v: the outer quota refuses", res.Quota)
+	f.create("/b", "")
+	f.create("/zookeeper/quota/a", "")
+	f.create("/zookeeper/quota/b", "")
+	res := f.mustFail(multiTxn(createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent),
+		createTxn(quotas.LimitPath("/b"), "", wire.ModePersistent)), wire.ErrBadArguments)
+	if codes := []wire.Code{res.Multi[0].Err, res.Multi[1].Err}; codes[0] != wire.CodeOK || codes[1] != wire.CodeBadArguments {
+		t.Errorf("results %v", codes)
 	}
-	if a, b := f.usage("/a"), f.usage("/a/b"); a != "count=4,bytes=0" || b != "count=3,bytes=0" {
-		t.Errorf("usage %q and %q", a, b)
-	}
+	t.Run("made, deleted and made again counts twice: refused too", func(t *testing.T) {
+		f.mustFail(multiTxn(createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent),
+			deleteTxn(quotas.LimitPath("/a"), -1),
+			createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent)), wire.ErrBadArguments)
+	})
+	t.Run("one with its stats node, as zkCli and client.SetQuota make it", func(t *testing.T) {
+		f.must(multiTxn(createTxn(quotas.LimitPath("/a"), "", wire.ModePersistent),
+			createTxn(quotas.StatPath("/a"), "", wire.ModePersistent)))
+	})
+	t.Run("the next txn makes another", func(t *testing.T) {
+		f.create(quotas.LimitPath("/b"), "")
+	})
+	checkUsage(t, f.tr)
+}
+
+func TestTheStatsNodeCanGoAndComeBackInAMulti(t *testing.T) {
+	f := newFixture(t)
+	f.create("/app", "ab")
+	f.setQuota("/app", "count=-1,bytes=-1")
+	stats := quotas.StatPath("/app")
+	t.Run("rolled back", func(t *testing.T) {
+		f.mustFail(multiTxn(deleteTxn(stats, -1), createTxn("/app/x", "cd", wire.ModePersistent),
+			createTxn(stats, "", wire.ModePersistent), setTxn("/app/x", "cdef", -1), checkTxn("/nope", -1)), wire.ErrNoNode)
+		if got := f.usage("/app"); got != "count=1,bytes=2" {
+			t.Errorf("usage %q", got)
+		}
+	})
+	t.Run("applied", func(t *testing.T) {
+		f.must(multiTxn(deleteTxn(stats, -1), createTxn("/app/x", "cd", wire.ModePersistent),
+			createTxn(stats, "", wire.ModePersistent), setTxn("/app/x", "cdef", -1)))
+		if got := f.usage("/app"); got != "count=2,bytes=6" {
+			t.Errorf("usage %q", got)
+		}
+	})
 	checkUsage(t, f.tr)
 }
 
@@ -377,4 +461,37 @@ func TestQuotasSurviveASnapshot(t *testing.T) {
 		t.Errorf("digests %#x and %#x", r.Digest(), f.tr.Digest())
 	}
 	checkUsage(t, r)
+}
+
+func TestAMembersLockDelaysGoThroughHardLimits(t *testing.T) {
+	f := newFixture(t)
+	f.create("/locks", "")
+	f.create("/locks/q", "")
+	f.setQuota("/locks", limitsText(map[string]int64{"N": 2, "n": 1}))
+	delay := createTxn("/locks/q/delay-", "d", wire.ModePersistentSequential)
+	f.mustFail(multiTxn(delay), wire.ErrQuotaExceeded)
+	for _, cause := range []tree.Cause{tree.CauseLockDelay, tree.CauseBreak} {
+		t.Run(fmt.Sprint("cause ", cause), func(t *testing.T) {
+			txn := multiTxn(delay)
+			txn.Cause = cause
+			res := f.must(txn)
+			want := []tree.QuotaBreach{{Path: "/locks", Hard: true, Exempt: true, Limit: 2, Usage: f.tr.Quotas()[0].UsedCount}}
+			if !reflect.DeepEqual(res.Quota, want) {
+				t.Errorf("breaches %+v, want %+v", res.Quota, want)
+			}
+			checkUsage(t, f.tr)
+		})
+	}
+	t.Run("an exempt multi that fails reports nothing", func(t *testing.T) {
+		txn := multiTxn(delay, checkTxn("/nope", -1))
+		txn.Cause = tree.CauseLockDelay
+		if res := f.mustFail(txn, wire.ErrNoNode); len(res.Quota) != 0 {
+			t.Errorf("breaches %+v", res.Quota)
+		}
+	})
+	t.Run("other causes are held to the limits", func(t *testing.T) {
+		txn := multiTxn(delay)
+		txn.Cause = tree.CauseDeadlock
+		f.mustFail(txn, wire.ErrQuotaExceeded)
+	})
 }

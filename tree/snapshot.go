@@ -53,7 +53,7 @@ var ErrCorruptSnapshot = errors.New("tree: corrupt snapshot")
 func (t *Tree) WriteSnapshot(w io.Writer) error { return t.WriteSnapshotWith(w, nil) }
 
 // WriteSnapshotWith writes the whole state to w with annex, which
-// RestoreWith gives back.
+// RestoreWith gives back (Restored.Annex).
 func (t *Tree) WriteSnapshotWith(w io.Writer, annex []byte) error {
 	version := int64(snapshotVersion)
 	if len(annex) > 0 {
@@ -201,20 +201,31 @@ func Restore(r io.Reader, opts ...Option) (*Tree, error) {
 	return t, err
 }
 
-// RestoreWith is Restore that also returns the snapshot's annex (nil if it
-// has none).
-func RestoreWith(r io.Reader, opts ...Option) (*Tree, []byte, error) {
+// Restored is what RestoreWith tells of a snapshot besides its tree.
+type Restored struct {
+	Annex []byte // the snapshot's annex, nil if it has none
+	// Znodes is the number of znodes the snapshot held: the tree's Count
+	// less the system nodes that a snapshot from before them lacked and
+	// the restore added. A header written beside the snapshot (a backup
+	// file's) counts these.
+	Znodes int
+}
+
+// RestoreWith is Restore that also tells what the snapshot held besides
+// its tree.
+func RestoreWith(r io.Reader, opts ...Option) (*Tree, Restored, error) {
 	t := newBare(opts...)
 	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 	annex, err := t.restore(dec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+		return nil, Restored{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
+	held := t.count
 	// A snapshot from before the system nodes lacks them: they are made
 	// after its digest was checked, the same way on every replica.
 	t.addSystemNodes()
 	t.rebuildQuotas()
-	return t, annex, nil
+	return t, Restored{Annex: annex, Znodes: held}, nil
 }
 
 func (t *Tree) restore(dec *msgpack.Decoder) (annex []byte, err error) {

@@ -2,8 +2,12 @@ package tree_test
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -139,6 +143,54 @@ func TestTxnSetConfigWritesTheConfigNode(t *testing.T) {
 // A snapshot written before the system nodes existed restores with them,
 // made as a new tree makes them: every replica that restores it reaches
 // the same tree and digest.
+// A snapshot an older version wrote (made here by a tree without the
+// system nodes) restores to the tree a new one reaches with the same
+// txns: same nodes, Stats, digest, count, data size and snapshot bytes.
+func TestAnOlderSnapshotRestoresToTheTreeTheSameTxnsMakeNow(t *testing.T) {
+	build := func(tr *tree.Tree, txns []tree.Txn) *tree.Tree {
+		for i := range txns {
+			tr.Apply(int64(i+1), &txns[i])
+		}
+		return tr
+	}
+	cases := map[string][]tree.Txn{}
+	f := newFixture(t)
+	fillKitchenSink(f, false)
+	cases["every kind of node and session"] = f.log
+	for seed := range uint64(3) {
+		_, txns := randomTree(rand.New(rand.NewPCG(seed, 11)), 400)
+		// Txns that write /zookeeper would find it, or not, and part the trees.
+		txns = slices.DeleteFunc(txns, func(txn tree.Txn) bool {
+			return txn.Type == tree.TxnSetConfig || slices.ContainsFunc(append([]tree.Txn{txn}, txn.Ops...), func(op tree.Txn) bool {
+				return strings.HasPrefix(op.Path, wire.ZooKeeperPath)
+			})
+		})
+		cases[fmt.Sprintf("random txns, seed %d", seed)] = txns
+	}
+	for name, txns := range cases {
+		t.Run(name, func(t *testing.T) {
+			old := build(tree.NewWithoutSystemNodes(tree.WithMaxDataSize(randMaxData)), txns)
+			now := build(tree.New(tree.WithMaxDataSize(randMaxData)), txns)
+			restored, snap, err := tree.RestoreWith(bytes.NewReader(snapshotBytes(t, old)), tree.WithMaxDataSize(randMaxData))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Znodes != old.Count() || restored.Count() != old.Count()+systemNodes {
+				t.Errorf("the snapshot held %d znodes, restored %d; the old tree has %d", snap.Znodes, restored.Count(), old.Count())
+			}
+			if diff := dumpTree(now).diff(dumpTree(restored)); diff != "" {
+				t.Fatalf("restored, the old tree differs from the new one (new -> restored):\n%s", diff)
+			}
+			if restored.DataSize() != now.DataSize() {
+				t.Errorf("data size %d, want %d", restored.DataSize(), now.DataSize())
+			}
+			if !bytes.Equal(snapshotBytes(t, restored), snapshotBytes(t, now)) {
+				t.Error("the restored tree's snapshot differs from the new tree's")
+			}
+		})
+	}
+}
+
 func TestRestoringASnapshotFromBeforeTheSystemNodesAddsThem(t *testing.T) {
 	for _, file := range []string{"testdata/snapshot-v1.bin", "testdata/snapshot-v2.bin"} {
 		t.Run(file, func(t *testing.T) {

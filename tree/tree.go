@@ -116,7 +116,12 @@ type Tree struct {
 	// limits and usage (quota.go).
 	quotas map[string]*quota
 
-	breaches []QuotaBreach // the quota limits the txn being applied went over
+	// Of the txn being applied: the quota limits it went over, whether it
+	// made a quota (a txn makes one at most), whether hard limits let it
+	// through (Cause.quotaExempt).
+	breaches  []QuotaBreach
+	quotaMade bool
+	exempt    bool
 
 	events []Event
 	undo   []func() // set while a multi applies: how to roll back each step

@@ -63,8 +63,10 @@ type Txn struct {
 
 	// Cause says why a txn that is not a client's own write deletes lock
 	// nodes (a break by an admin, the end of a deadlock), with Reason as
-	// its asker gave it. The tree does nothing with them: they travel in
-	// the log so that every member's lock history says the same.
+	// its asker gave it. They travel in the log so that every member's
+	// lock history says the same; the tree lets a break and a close's
+	// lock-delays through hard quota limits (see Cause.quotaExempt), and
+	// does nothing else with them.
 	Cause  Cause
 	Reason string
 }
@@ -79,6 +81,15 @@ const (
 	CauseDeadlock        // the member ended the youngest wait of a deadlock
 	CauseLockDelay       // the leader put lock-delays ahead of the holds of Session, whose close comes next
 )
+
+// quotaExempt reports whether a txn of cause c goes through hard quota
+// limits. A break and a close's lock-delays are the member's: the only
+// nodes they add are the lock-delays that keep a lost holder's lock from
+// the next holder for a while, and a full quota over the lock must not
+// keep a lock held for good (the close, which waits for its delays,
+// would never come) or drop that protection. They are counted in the
+// usage all the same, and reported as exempt breaches.
+func (c Cause) quotaExempt() bool { return c == CauseBreak || c == CauseLockDelay }
 
 // Result is the outcome of applying a Txn.
 type Result struct {
