@@ -72,6 +72,9 @@ func TestMembershipGrowShrinkAndReplaceUnderLoad(t *testing.T) {
 	if _, err := admin.AddMember(ctx, 4, "127.0.0.1:1", false); err == nil {
 		t.Fatal("adding an existing member succeeded")
 	}
+	if _, err := admin.AddMember(ctx, 9, c.cfgs[2].Peers[2], true); !errors.Is(err, client.ErrBadArguments) {
+		t.Fatalf("adding a member at member 2's peer address: %v, want ErrBadArguments", err)
+	}
 
 	// Shrink back to three; a removed member stops serving.
 	for _, id := range []uint64{5, 4} {

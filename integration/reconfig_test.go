@@ -339,6 +339,28 @@ func TestReconfigRefusals(t *testing.T) {
 		}
 	})
 
+	t.Run("a follower behind checks the version against the leader's state, not its own", func(t *testing.T) {
+		c.net.Heal()
+		follower := lead%3 + 1
+		viaFollower := dialRawZK(t, c.zkAddr(follower), zkwire.ConnectRequest{})
+		viaFollower.call(zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte("super:test")})
+		r := asSuper.call(zkwire.Request{Op: zkwire.OpGetData, Path: configPath})
+		from := configVersion(t, r.Data)
+		// The follower hears of the leader's change late.
+		c.net.Delay(lead, follower, 300*time.Millisecond)
+		defer c.net.Heal()
+		a := reconfigRaw(t, asSuper, zkwire.ReconfigRequest{JoiningServers: "server.11=127.0.0.1:111:1:observer;1", CurConfigID: from})
+		if a.Err != 0 {
+			t.Fatalf("the first change from version %x: error %d", from, a.Err)
+		}
+		rc := zkwire.ReconfigRequest{JoiningServers: "server.12=127.0.0.1:112:1:observer;1", CurConfigID: from}
+		if b := viaFollower.call(zkwire.Request{Op: zkwire.OpReconfig, Reconfig: &rc}); b.Err != int32(wire.CodeBadVersion) {
+			t.Fatalf("a second change from the same version %x through a follower behind: error %d, want BadVersion", from, b.Err)
+		}
+		c.net.Heal()
+		reconfigRaw(t, asSuper, zkwire.ReconfigRequest{LeavingServers: "11", CurConfigID: -1})
+	})
+
 	t.Run("kazoo's TestReconfig: an observer that never runs joins and leaves, then a future version is BadVersion", func(t *testing.T) {
 		c.net.Heal()
 		for _, id := range []uint64{lead, lead%3 + 1} { // through the leader, then a follower

@@ -89,7 +89,7 @@ func (n *Node) step(m raftpb.Message) {
 	leading := false
 	if m.Type == raftpb.MsgProp {
 		leading = n.rn.BasicStatus().RaftState == raft.StateLeader
-		if !n.dropSeen(&m, leading) {
+		if !n.dropSeen(&m, leading) || leading && n.refusesConfChanges(m.Entries) {
 			return
 		}
 	}
@@ -104,6 +104,10 @@ func (n *Node) propose(p proposal) {
 	if p.cc != nil {
 		if n.confChangePending() {
 			n.deliver(p.id, Outcome{Err: ErrConfChangeInProgress})
+			return
+		}
+		if err := n.checkConfChange(*p.cc); err != nil {
+			n.deliver(p.id, Outcome{Err: err})
 			return
 		}
 		p.cc.Context = binary.BigEndian.AppendUint64(nil, p.id)

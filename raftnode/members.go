@@ -12,8 +12,10 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+	"go.uber.org/zap"
 )
 
 // Membership errors.
@@ -470,4 +472,70 @@ func (s *Storage) peers() (map[uint64]string, error) {
 		out[binary.BigEndian.Uint64(iter.Key()[1:])] = string(iter.Value())
 	}
 	return out, iter.Error()
+}
+
+// ErrBadConfChange is a membership change raft would not survive: one
+// that leaves no voter, say, which raft panics on as it applies it, on
+// every member and at every restart once it is in the log.
+var ErrBadConfChange = errors.New("raftnode: a membership change raft cannot make")
+
+// checkConfChange runs cc through raft's own change logic over the
+// configuration this member has, as raft will when it applies it, and
+// returns its refusal. It runs on the raft goroutine.
+func (n *Node) checkConfChange(cc raftpb.ConfChangeV2) error {
+	cfg := n.rn.Status().Config
+	// The changer checks each member's progress against its role; only
+	// those flags matter here, not where the members are.
+	prs := tracker.ProgressMap{}
+	for _, ids := range []map[uint64]struct{}{cfg.Voters[0], cfg.Voters[1], cfg.LearnersNext} {
+		for id := range ids {
+			prs[id] = &tracker.Progress{}
+		}
+	}
+	for id := range cfg.Learners {
+		prs[id] = &tracker.Progress{IsLearner: true}
+	}
+	ch := confchange.Changer{Tracker: tracker.ProgressTracker{Config: cfg.Clone(), Progress: prs}}
+	var err error
+	switch autoLeave, enter := cc.EnterJoint(); {
+	case cc.LeaveJoint():
+		_, _, err = ch.LeaveJoint()
+	case enter:
+		_, _, err = ch.EnterJoint(autoLeave, cc.Changes...)
+	default:
+		_, _, err = ch.Simple(cc.Changes...)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfChange, err)
+	}
+	return nil
+}
+
+// refusesConfChanges reports whether entries, a proposal a follower
+// forwarded, hold a membership change raft cannot make (checkConfChange,
+// which the follower ran on a configuration that may have been behind).
+// The whole proposal is dropped: its proposer's wait ends at its deadline.
+func (n *Node) refusesConfChanges(entries []raftpb.Entry) bool {
+	for _, e := range entries {
+		var cc raftpb.ConfChangeV2
+		switch e.Type {
+		case raftpb.EntryConfChange:
+			var v1 raftpb.ConfChange
+			if v1.Unmarshal(e.Data) != nil {
+				return true
+			}
+			cc = v1.AsV2()
+		case raftpb.EntryConfChangeV2:
+			if cc.Unmarshal(e.Data) != nil {
+				return true
+			}
+		default:
+			continue
+		}
+		if err := n.checkConfChange(cc); err != nil {
+			n.log.Warn("forwarded membership change dropped", zap.Error(err))
+			return true
+		}
+	}
+	return false
 }

@@ -313,3 +313,34 @@ func TestTheMembersAtTheLogsEndOfAJointConfiguration(t *testing.T) {
 		t.Fatalf("members after the forced recovery: %+v, joint %v, %v", cs, joint, err)
 	}
 }
+
+// A change raft would panic on as it applies it (one that leaves no
+// voter) is refused before it is proposed, and the group goes on: in the
+// log it would stop every member at every restart.
+func TestAChangeThatLeavesNoVoterIsRefused(t *testing.T) {
+	nw := NewMemNetwork()
+	nodes, _ := startHeardGroup(t, nw, map[uint64]string{1: ""}, []uint64{1}, false)
+	waitFor(t, "a leader", func() bool { return nodes[1].Leader() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := nodes[1].ChangeMembers(ctx, []MemberChange{{ID: 2, Addr: "h:2", Learner: true}}, nil).Err; err != nil {
+		t.Fatalf("adding a learner: %v", err)
+	}
+	for _, tt := range []struct {
+		name    string
+		changes []MemberChange
+	}{
+		{"the last voter removed", []MemberChange{{ID: 1, Remove: true}}},
+		{"the last voter made a learner", []MemberChange{{ID: 1, Learner: true}}},
+		{"every voter removed at once", []MemberChange{{ID: 1, Remove: true}, {ID: 2, Remove: true}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := nodes[1].ChangeMembers(ctx, tt.changes, nil).Err; !errors.Is(err, ErrBadConfChange) {
+				t.Fatalf("got %v, want ErrBadConfChange", err)
+			}
+		})
+	}
+	if o := nodes[1].Propose(ctx, []byte("still here")).Wait(ctx); o.Err != nil {
+		t.Fatalf("a write after the refusals: %v", o.Err)
+	}
+}

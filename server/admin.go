@@ -166,6 +166,17 @@ func (s *Server) reconfig(ctx context.Context, rc *wire.Reconfig, authorize func
 	if s.transport == nil {
 		return configReply{}, wire.Errorf(wire.CodeUnimplemented, "a single member without --peers takes no reconfig, as a standalone ZooKeeper server")
 	}
+	// The version is checked, and the change worked out, from state at
+	// least as new as the leader's when the reconfig came: a follower
+	// behind would take a version a change already passed, or miss a
+	// member added meanwhile, so it waits for a read index first. (The
+	// leader's own log has every change: one not yet applied there is
+	// ReconfigInProgress.)
+	if s.node.Leader() != s.cfg.ID {
+		if err := s.node.ReadIndex(ctx); err != nil {
+			return configReply{}, s.writeError(err)
+		}
+	}
 	cur := s.currentConfig()
 	if rc.FromConfig != -1 && rc.FromConfig != cur.Version {
 		return configReply{}, wire.Errorf(wire.CodeBadVersion, "the configuration is at version %x, not %x", cur.Version, rc.FromConfig)

@@ -109,6 +109,12 @@ func (s *Server) changeMembers(ctx context.Context, ch memberChange) (configRepl
 	if ch.fromConfig != -1 && ch.fromConfig != cur.Version {
 		return configReply{}, wire.Errorf(wire.CodeBadVersion, "the configuration is at version %x, not %x", cur.Version, ch.fromConfig)
 	}
+	// Two members at one peer address would leave the text unparsable
+	// and raft with two members at one address (arbor member add names
+	// any address; a reconfig's specs are checked already).
+	if err := zkwire.CheckServers(ch.next); err != nil {
+		return configReply{}, err
+	}
 	changes, changed := planChanges(s.node.Members(), cur.Servers, ch.next)
 	if len(changes) > 0 && ch.checkQuorum && votersChange(cur.Servers, ch.next) {
 		if err := s.newVotersSynced(ctx, ch.next); err != nil {

@@ -293,6 +293,8 @@ func (s *Server) writeError(err error) error {
 		return nil
 	case errors.Is(err, raftnode.ErrProposalDropped):
 		return wire.ErrNoQuorum
+	case errors.Is(err, raftnode.ErrBadConfChange):
+		return wire.Errorf(wire.CodeBadArguments, "%v", err)
 	case errors.Is(err, raftnode.ErrUncommittedFull):
 		return s.limits.refuse(s.log, limitUncommitted, wire.CodeThrottled,
 			"the member's proposals not yet committed are over their share (an eighth of --memory-budget, %d bytes)", s.memory.uncommitted())

@@ -103,13 +103,21 @@ func (s *Server) registerLoop() {
 	defer s.wg.Done()
 	tick := time.NewTicker(registerEvery)
 	defer tick.Stop()
+	// A write in flight ends when the server stops, not at its timeout:
+	// Close waits for this goroutine before it stops raft.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stopc
+		cancel()
+	}()
 	for {
 		select {
 		case <-s.stopc:
 			return
 		case <-tick.C:
 		}
-		s.registerSelf()
+		s.registerSelf(ctx)
 	}
 }
 
@@ -122,7 +130,7 @@ func (s *Server) registerLoop() {
 // version line becomes its zxid, as for every write of the node. It asks
 // no rights: the member itself writes it. (A write, not a membership change: one at each
 // member's start would stand in the way of the changes operators make.)
-func (s *Server) registerSelf() {
+func (s *Server) registerSelf(ctx context.Context) {
 	if s.node.Leader() == 0 {
 		return
 	}
@@ -171,7 +179,7 @@ func (s *Server) registerSelf() {
 	next.Servers = append(next.Servers, want)
 	slices.SortFunc(next.Servers, func(a, b zkwire.ServerSpec) int { return cmp.Compare(a.ID, b.ID) })
 	txn := tree.Txn{Type: tree.TxnSetConfig, Data: next.Format(), Version: stat.Version, Time: time.Now().UnixMilli()}
-	if _, err := s.write(context.Background(), &txn); err != nil {
+	if _, err := s.write(ctx, &txn); err != nil {
 		s.log.Debug("registering this member's addresses in /zookeeper/config", zap.Error(err))
 		return
 	}

@@ -128,7 +128,7 @@ func ParseConfig(data []byte) (Config, error) {
 			c.Servers = append(c.Servers, s)
 		}
 	}
-	if err := checkServers(c.Servers); err != nil {
+	if err := CheckServers(c.Servers); err != nil {
 		return Config{}, err
 	}
 	c.Servers = sortedByID(c.Servers)
@@ -235,7 +235,7 @@ func Reconfigure(cur []ServerSpec, joining, leaving, newMembers string) ([]Serve
 		}
 		next = append(next, join...)
 	}
-	if err := checkServers(next); err != nil {
+	if err := CheckServers(next); err != nil {
 		return nil, err
 	}
 	if !slices.ContainsFunc(next, func(s ServerSpec) bool { return !s.Observer }) {
@@ -244,9 +244,9 @@ func Reconfigure(cur []ServerSpec, joining, leaving, newMembers string) ([]Serve
 	return sortedByID(next), nil
 }
 
-// checkServers refuses two specs of one id, and two servers at one quorum
+// CheckServers refuses two specs of one id, and two servers at one quorum
 // address.
-func checkServers(servers []ServerSpec) error {
+func CheckServers(servers []ServerSpec) error {
 	ids, peers := map[uint64]bool{}, map[string]uint64{}
 	for _, s := range servers {
 		if ids[s.ID] {
