@@ -36,6 +36,21 @@ func dialZK(s *Server) (*zkConn, error) {
 	return &zkConn{nc: nc, br: bufio.NewReader(nc)}, nil
 }
 
+// sessionZK connects a ZooKeeper client with a new session to s, closed
+// at the test's end.
+func sessionZK(t *testing.T, s *Server) *zkConn {
+	t.Helper()
+	c, err := dialZK(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.nc.Close() })
+	if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // connect sends a ConnectRequest and returns the answer, or the error
 // reading it (io.EOF when the server closed without one).
 func (c *zkConn) connect(req zkwire.ConnectRequest) (zkwire.ConnectResponse, error) {
@@ -90,14 +105,7 @@ func startZKServer(t *testing.T, mod ...func(*Config)) *Server {
 
 func TestZooKeeperBadInputClosesOnlyItsConnection(t *testing.T) {
 	s := startZKServer(t)
-	steady, err := dialZK(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer steady.nc.Close()
-	if _, err := steady.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
-		t.Fatal(err)
-	}
+	steady := sessionZK(t, s)
 	for _, tt := range []struct {
 		name    string
 		connect bool // send a valid ConnectRequest first
@@ -414,14 +422,7 @@ func TestNothingSentAfterAFailedLoginRuns(t *testing.T) {
 		c.nc.Close()
 	}
 	// A write of another client's, applied after anything proposed before.
-	c, err := dialZK(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.nc.Close()
-	if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
-		t.Fatal(err)
-	}
+	c := sessionZK(t, s)
 	if r := c.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: "/last", ACL: zkwire.OpenACL}); r.Err != 0 {
 		t.Fatalf("create: %d", r.Err)
 	}
@@ -497,22 +498,6 @@ func TestGetEphemeralsAnswersBothProtocolsAlike(t *testing.T) {
 // The four-letter words answered are Config.FourLetterWords, ZooKeeper's
 // 4lw.commands.whitelist: by default srvr, and isro with read-only mode.
 func TestFourLetterWordsAreWhitelisted(t *testing.T) {
-	word := func(s *Server, w string) string {
-		nc, err := net.Dial("tcp", s.ZKAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := nc.Write([]byte(w)); err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(nc)
-		if err != nil {
-			t.Fatalf("%s: %v", w, err)
-		}
-		return string(b)
-	}
 	refused := func(w string) string { return w + " is not executed because it is not in the whitelist.\n" }
 	for _, tt := range []struct {
 		name     string
@@ -529,12 +514,12 @@ func TestFourLetterWordsAreWhitelisted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := startZKServer(t, func(c *Config) { c.FourLetterWords, c.NoReadOnly = tt.words, !tt.readOnly })
 			for _, w := range tt.answered {
-				if got := word(s, w); got == refused(w) || got == "" {
+				if got := askWord(t, s, w); got == refused(w) || got == "" {
 					t.Errorf("%s: %q, want an answer", w, got)
 				}
 			}
 			for _, w := range tt.refused {
-				if got := word(s, w); got != refused(w) {
+				if got := askWord(t, s, w); got != refused(w) {
 					t.Errorf("%s: %q, want %q", w, got, refused(w))
 				}
 			}
@@ -550,14 +535,7 @@ func TestFourLetterWordsAreWhitelisted(t *testing.T) {
 // ACL keeps its name from whoever reaches the port.
 func TestFourLetterWordsListOnlyReadablePaths(t *testing.T) {
 	s := startZKServer(t)
-	c, err := dialZK(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.nc.Close()
-	if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
-		t.Fatal(err)
-	}
+	c := sessionZK(t, s)
 	secret := []zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: aliceDigest}}}
 	for path, acl := range map[string][]zkwire.ACL{"/open-node": zkwire.OpenACL, "/secret-node": secret} {
 		if r := c.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: path, ACL: acl, Flags: 1}); r.Err != 0 {
@@ -568,16 +546,27 @@ func TestFourLetterWordsListOnlyReadablePaths(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"dump", "wchc", "wchp"} {
-		nc, err := net.Dial("tcp", s.ZKAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-		_, _ = nc.Write([]byte(w))
-		b, _ := io.ReadAll(nc)
-		nc.Close()
-		if got := string(b); !strings.Contains(got, "/open-node") || strings.Contains(got, "secret") {
+		if got := askWord(t, s, w); !strings.Contains(got, "/open-node") || strings.Contains(got, "secret") {
 			t.Errorf("%s lists %q: want /open-node and not /secret-node", w, got)
 		}
 	}
+}
+
+// askWord asks s the four-letter word w and returns the whole answer.
+func askWord(t *testing.T, s *Server, w string) string {
+	t.Helper()
+	nc, err := net.Dial("tcp", s.ZKAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Write([]byte(w)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(nc)
+	if err != nil {
+		t.Fatalf("%s: %v", w, err)
+	}
+	return string(b)
 }

@@ -94,17 +94,26 @@ func (s *Server) serverStats(q commandQuery) serverStatsResult {
 }
 
 func (s *Server) statsWithClients(q commandQuery) statsResult {
-	r := statsResult{serverStatsResult: s.serverStats(q), Connections: []connBrief{}, SecureConnections: []connBrief{}}
-	for _, c := range s.sessionConns() {
-		info := briefConnInfo(c)
-		r.all = append(r.all, info)
+	r := statsResult{serverStatsResult: s.serverStats(q)}
+	r.all, r.Connections, r.SecureConnections = connInfos(s.sessionConns(), briefConnInfo)
+	return r
+}
+
+// connInfos gives each of conns as info writes it: all of them, the
+// plaintext ones and those over TLS (none is an empty list, not nil:
+// JSON's []).
+func connInfos[T any](conns []*conn, info func(*conn) T) (all, plain, secure []T) {
+	plain, secure = []T{}, []T{}
+	for _, c := range conns {
+		i := info(c)
+		all = append(all, i)
 		if isTLS(c) {
-			r.SecureConnections = append(r.SecureConnections, info)
+			secure = append(secure, i)
 		} else {
-			r.Connections = append(r.Connections, info)
+			plain = append(plain, i)
 		}
 	}
-	return r
+	return all, plain, secure
 }
 
 // avgMs is a mean latency in milliseconds, as ZooKeeper reports it.

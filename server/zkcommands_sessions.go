@@ -112,16 +112,8 @@ type connectionsResult struct {
 }
 
 func (s *Server) connections() connectionsResult {
-	r := connectionsResult{Connections: []connFull{}, SecureConnections: []connFull{}}
-	for _, c := range s.sessionConns() {
-		info := fullConnInfo(c)
-		r.all = append(r.all, info)
-		if isTLS(c) {
-			r.SecureConnections = append(r.SecureConnections, info)
-		} else {
-			r.Connections = append(r.Connections, info)
-		}
-	}
+	var r connectionsResult
+	r.all, r.Connections, r.SecureConnections = connInfos(s.sessionConns(), fullConnInfo)
 	return r
 }
 
