@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,23 +34,7 @@ func TestMembershipGrowShrinkAndReplaceUnderLoad(t *testing.T) {
 
 	// A writer keeps writing through every change; each write it saw
 	// acknowledged must be on every member at the end.
-	load := dial(t, c.addr(1), client.WithSessionTimeout(5*time.Second))
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var mu sync.Mutex
-	var acked []string
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
-			p := fmt.Sprintf("/load-%d", i)
-			if _, err := load.Create(loadCtx, p, nil, client.Persistent); err == nil {
-				mu.Lock()
-				acked = append(acked, p)
-				mu.Unlock()
-			}
-		}
-	}()
+	load := startAckedWriter(ctx, dial(t, c.addr(1), client.WithSessionTimeout(5*time.Second)))
 
 	// Grow to five: each new member joins as a learner, catches up, and is
 	// promoted.
@@ -102,25 +85,13 @@ func TestMembershipGrowShrinkAndReplaceUnderLoad(t *testing.T) {
 	}
 	c.join(6)
 
-	stopLoad()
-	wg.Wait()
+	load.cancel()
 	c.converged()
 	members, err := admin.Members(ctx)
 	if v, l := roles(members); err != nil || fmt.Sprint(v) != "[1 2 6]" || len(l) != 0 {
 		t.Fatalf("final members %v %v, %v; want voters [1 2 6]", v, l, err)
 	}
-	check := dial(t, c.addr(6))
-	if err := check.Sync(ctx, "/"); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range acked {
-		if ok, _, err := check.Exists(ctx, p); !ok || err != nil {
-			t.Fatalf("acknowledged %s missing on the new member: %v", p, err)
-		}
-	}
-	t.Logf("%d writes acknowledged during the changes, all on the new member", len(acked))
+	load.stopAndCheck(t, ctx, c.addr(6))
 }
 
 // retry retries op while it fails for want of a leader, for up to 10s.
@@ -167,4 +138,49 @@ func TestOnAServerWithASuperuserOnlyTheSuperuserChangesTheMembers(t *testing.T) 
 func rolesOf(members []client.Member, err error) (voters, learners []int64, _ error) {
 	voters, learners = roles(members)
 	return voters, learners, err
+}
+
+// ackedWriter creates /load-N nodes through cl, one after another, until
+// it is stopped, and keeps the paths whose creates were acknowledged.
+type ackedWriter struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	acked  []string // set when done closes
+}
+
+func startAckedWriter(ctx context.Context, cl *client.Client) *ackedWriter {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &ackedWriter{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			p := fmt.Sprintf("/load-%d", i)
+			if _, err := cl.Create(ctx, p, nil, client.Persistent); err == nil {
+				w.acked = append(w.acked, p)
+			}
+		}
+	}()
+	return w
+}
+
+// stopAndCheck stops the writer and fails t unless every acknowledged
+// path is on the member at addr, read after a sync; it fails t too if
+// none was acknowledged.
+func (w *ackedWriter) stopAndCheck(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	w.cancel()
+	<-w.done
+	check := dial(t, addr)
+	if err := check.Sync(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range w.acked {
+		if ok, _, err := check.Exists(ctx, p); !ok || err != nil {
+			t.Fatalf("acknowledged %s missing on %s: %v", p, addr, err)
+		}
+	}
+	if len(w.acked) == 0 {
+		t.Fatal("no write was acknowledged during the changes")
+	}
+	t.Logf("%d writes acknowledged during the changes, all on %s", len(w.acked), addr)
 }

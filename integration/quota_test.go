@@ -126,13 +126,7 @@ func TestZooKeeperQuotasThroughTheZooKeeperPort(t *testing.T) {
 // TestZkCliSetsAQuota runs ZooKeeper's own zkCli.sh's quota commands
 // against the ZooKeeper port, when it is installed (see zkCli).
 func TestZkCliSetsAQuota(t *testing.T) {
-	cli := zkCli()
-	if cli == "" {
-		t.Skip("zkCli.sh not found (on PATH or in /usr/share/zookeeper/bin): install Debian's zookeeper package to run ZooKeeper's own CLI against the compat port")
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("zkCli.sh found but no java to run it")
-	}
+	cli := needZkCli(t)
 	s := startServer(t, "", "", withZK)
 	script := strings.Join([]string{
 		"create /q",

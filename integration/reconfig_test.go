@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -175,23 +173,7 @@ func TestReconfigGrowsAndShrinksTheClusterUnderWriteLoad(t *testing.T) {
 	zc := dialZK(t, []string{c.zkAddr(1)}, 10*time.Second)
 	waitConfig(t, zc.Conn, c.configLine(1, "participant"), c.configLine(2, "participant"), c.configLine(3, "participant"))
 
-	load := dial(t, c.addr(1), client.WithSessionTimeout(5*time.Second))
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var mu sync.Mutex
-	var acked []string
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; loadCtx.Err() == nil; i++ {
-			p := fmt.Sprintf("/load-%d", i)
-			if _, err := load.Create(loadCtx, p, nil, client.Persistent); err == nil {
-				mu.Lock()
-				acked = append(acked, p)
-				mu.Unlock()
-			}
-		}
-	}()
+	load := startAckedWriter(ctx, dial(t, c.addr(1), client.WithSessionTimeout(5*time.Second)))
 
 	// arbor member add: the same change, seen in /zookeeper/config.
 	if _, err := admin.AddMember(ctx, 4, c.peerAddr(4), false); err != nil {
@@ -227,8 +209,7 @@ func TestReconfigGrowsAndShrinksTheClusterUnderWriteLoad(t *testing.T) {
 	delete(c.cfgs, 3)
 	c.join(5)
 
-	stopLoad()
-	wg.Wait()
+	load.cancel()
 	c.converged()
 	// 5 keeps the election port its reconfig gave, and names its own
 	// client address.
@@ -238,21 +219,7 @@ func TestReconfigGrowsAndShrinksTheClusterUnderWriteLoad(t *testing.T) {
 	if v, l := roles(members); err != nil || fmt.Sprint(v) != "[1 2 4 5]" || len(l) != 0 {
 		t.Fatalf("final members %v %v, %v; want voters [1 2 4 5]", v, l, err)
 	}
-	check := dial(t, c.addr(5))
-	if err := check.Sync(ctx, "/"); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range acked {
-		if ok, _, err := check.Exists(ctx, p); !ok || err != nil {
-			t.Fatalf("acknowledged %s missing on the new member: %v", p, err)
-		}
-	}
-	if len(acked) == 0 {
-		t.Fatal("no write was acknowledged during the changes")
-	}
-	t.Logf("%d writes acknowledged during the changes, all on the new member", len(acked))
+	load.stopAndCheck(t, ctx, c.addr(5))
 }
 
 // ZooKeeper's refusals: a malformed spec, a configuration whose voters are

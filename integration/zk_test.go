@@ -898,7 +898,10 @@ func zkCli() string {
 	return ""
 }
 
-func TestZkCliScriptedSession(t *testing.T) {
+// needZkCli returns zkCli.sh's path, and skips t, saying why, when it or
+// java is missing.
+func needZkCli(t *testing.T) string {
+	t.Helper()
 	cli := zkCli()
 	if cli == "" {
 		t.Skip("zkCli.sh not found (on PATH or in /usr/share/zookeeper/bin): install Debian's zookeeper package to run ZooKeeper's own CLI against the compat port")
@@ -906,6 +909,11 @@ func TestZkCliScriptedSession(t *testing.T) {
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Skip("zkCli.sh found but no java to run it")
 	}
+	return cli
+}
+
+func TestZkCliScriptedSession(t *testing.T) {
+	cli := needZkCli(t)
 	s := startServer(t, "", "", withZK)
 	script := strings.Join([]string{
 		"ls /",

@@ -138,10 +138,10 @@ type limiter struct {
 
 	handshakes *handshakes // the connections in their handshake
 
-	mu         sync.Mutex // guards everything below
-	perIP      map[string]int
-	lastLog    map[string]time.Time
-	suppressed map[string]int
+	logThrottle // refusals logged, a line a second per limit
+
+	mu    sync.Mutex // guards perIP
+	perIP map[string]int
 }
 
 func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
@@ -159,9 +159,7 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 		waited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "arbor_throttled_seconds_total", Help: "Time connections spent not reading requests until earlier ones were answered, by limit.",
 		}, []string{"limit"}),
-		perIP:      map[string]int{},
-		lastLog:    map[string]time.Time{},
-		suppressed: map[string]int{},
+		perIP: map[string]int{},
 	}
 	for name, v := range map[string]int{
 		limitConns: cfg.MaxConns, limitConnsPerIP: cfg.MaxConnsPerIP,
@@ -214,17 +212,29 @@ func (l *limiter) refused(log *zap.Logger, limit string, err error) {
 	}
 }
 
-// mayLog reports whether a refusal for limit may be logged at now, and how
+// logThrottle lets a line of each key be logged once a second at most,
+// so that clients cannot flood the log, and counts the lines it held
+// back. Its zero value is ready.
+type logThrottle struct {
+	mu         sync.Mutex
+	lastLog    map[string]time.Time // mu guards lastLog and suppressed
+	suppressed map[string]int
+}
+
+// mayLog reports whether a line of key may be logged at now, and how
 // many were not logged since the last one that was.
-func (l *limiter) mayLog(limit string, now time.Time) (suppressed int, ok bool) {
+func (l *logThrottle) mayLog(key string, now time.Time) (suppressed int, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if last, seen := l.lastLog[limit]; seen && now.Sub(last) < time.Second {
-		l.suppressed[limit]++
+	if l.lastLog == nil {
+		l.lastLog, l.suppressed = map[string]time.Time{}, map[string]int{}
+	}
+	if last, seen := l.lastLog[key]; seen && now.Sub(last) < time.Second {
+		l.suppressed[key]++
 		return 0, false
 	}
-	suppressed = l.suppressed[limit]
-	l.lastLog[limit], l.suppressed[limit] = now, 0
+	suppressed = l.suppressed[key]
+	l.lastLog[key], l.suppressed[key] = now, 0
 	return suppressed, true
 }
 

@@ -101,7 +101,7 @@ func TestBudgetGiveLetsAWaitingTakeThrough(t *testing.T) {
 }
 
 func TestRefusalsAreLoggedAtMostOnceASecondPerLimit(t *testing.T) {
-	l := &limiter{lastLog: map[string]time.Time{}, suppressed: map[string]int{}}
+	var l logThrottle
 	t0 := time.Now()
 	for _, step := range []struct {
 		limit          string

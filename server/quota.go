@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -18,9 +17,7 @@ import (
 type quotaAlarms struct {
 	exceeded *prometheus.CounterVec // by kind (count, bytes) and limit (soft, hard, exempt)
 
-	mu         sync.Mutex
-	lastLog    map[string]time.Time // mu guards lastLog and suppressed
-	suppressed map[string]int
+	logThrottle
 }
 
 func newQuotaAlarms(reg prometheus.Registerer) *quotaAlarms {
@@ -29,8 +26,6 @@ func newQuotaAlarms(reg prometheus.Registerer) *quotaAlarms {
 			Name: "arbor_quota_exceeded_total",
 			Help: "Writes that went over a quota's soft limit (and went through), would have gone over its hard limit (and were refused), or went over its hard limit as a member's lock-delay (exempt, and went through), by kind and limit.",
 		}, []string{"kind", "limit"}),
-		lastLog:    map[string]time.Time{},
-		suppressed: map[string]int{},
 	}
 	for _, kind := range []string{"count", "bytes"} {
 		for _, limit := range []string{"soft", "hard", "exempt"} {
@@ -61,18 +56,4 @@ func (q *quotaAlarms) note(log *zap.Logger, breaches []tree.QuotaBreach, session
 			zap.Int64("limit_value", b.Limit), zap.Int64("usage", b.Usage),
 			zap.String("session", fmt.Sprintf("%#x", session)), zap.Int("not_logged", suppressed))
 	}
-}
-
-// mayLog reports whether a breach of key may be logged at now, and how
-// many were not logged since the last one that was.
-func (q *quotaAlarms) mayLog(key string, now time.Time) (suppressed int, ok bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if last, seen := q.lastLog[key]; seen && now.Sub(last) < time.Second {
-		q.suppressed[key]++
-		return 0, false
-	}
-	suppressed = q.suppressed[key]
-	q.lastLog[key], q.suppressed[key] = now, 0
-	return suppressed, true
 }
