@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,15 +135,7 @@ func TestZkCliSetsAQuota(t *testing.T) {
 		"create /q/b",
 		"quit",
 	}, "\n") + "\n"
-	cmd := exec.CommandContext(testCtx(t), cli, "-server", s.ZKAddr().String())
-	cmd.Stdin = strings.NewReader(script)
-	cmd.Env = append(os.Environ(), "ZOO_LOG_DIR="+t.TempDir(), "ZOO_LOG4J_PROP=ERROR,CONSOLE")
-	cmd.Dir = filepath.Dir(cli)
-	out, err := cmd.CombinedOutput()
-	t.Logf("zkCli.sh output:\n%s", out)
-	if err != nil {
-		t.Fatalf("zkCli.sh: %v", err)
-	}
+	out := runZkCli(t, cli, s.ZKAddr().String(), script)
 	for _, want := range []string{
 		"Output quota for /q count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=2\n",
 		"Output stat for /q count=1,bytes=0\n",

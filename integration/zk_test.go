@@ -912,6 +912,22 @@ func needZkCli(t *testing.T) string {
 	return cli
 }
 
+// runZkCli runs zkCli.sh against the server at addr with script on its
+// standard input, and returns what it wrote.
+func runZkCli(t *testing.T, cli, addr, script string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(testCtx(t), cli, "-server", addr)
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = append(os.Environ(), "ZOO_LOG_DIR="+t.TempDir(), "ZOO_LOG4J_PROP=ERROR,CONSOLE")
+	cmd.Dir = filepath.Dir(cli)
+	out, err := cmd.CombinedOutput()
+	t.Logf("zkCli.sh output:\n%s", out)
+	if err != nil {
+		t.Fatalf("zkCli.sh: %v", err)
+	}
+	return out
+}
+
 func TestZkCliScriptedSession(t *testing.T) {
 	cli := needZkCli(t)
 	s := startServer(t, "", "", withZK)
@@ -932,16 +948,7 @@ func TestZkCliScriptedSession(t *testing.T) {
 		"create /kept k",
 		"quit",
 	}, "\n") + "\n"
-	ctx := testCtx(t)
-	cmd := exec.CommandContext(ctx, cli, "-server", s.ZKAddr().String())
-	cmd.Stdin = strings.NewReader(script)
-	cmd.Env = append(os.Environ(), "ZOO_LOG_DIR="+t.TempDir(), "ZOO_LOG4J_PROP=ERROR,CONSOLE")
-	cmd.Dir = filepath.Dir(cli)
-	out, err := cmd.CombinedOutput()
-	t.Logf("zkCli.sh output:\n%s", out)
-	if err != nil {
-		t.Fatalf("zkCli.sh: %v", err)
-	}
+	out := runZkCli(t, cli, s.ZKAddr().String(), script)
 	for _, want := range []string{
 		"Created /zkcli\n", "Created /zkcli/eph-0000000000\n", "[eph-0000000000]\n",
 		"data0\n", "numChildren = 1\n", "data1\n", "dataVersion = 1\n",

@@ -313,21 +313,10 @@ func (c *zkConn) call(t *testing.T, r zkwire.Request) zkwire.Reply {
 
 func TestZooKeeperACLOps(t *testing.T) {
 	s := startZKServer(t, func(c *Config) { c.SuperDigest = rootDigest })
-	dial := func() *zkConn {
-		c, err := dialZK(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.nc.Close() })
-		if _, err := c.connect(zkwire.ConnectRequest{TimeOut: 10000}); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	auth := func(c *zkConn, cred string) zkwire.Reply {
 		return c.call(t, zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte(cred)})
 	}
-	alice := dial()
+	alice := sessionZK(t, s)
 	if r := auth(alice, "alice:secret"); r.Err != 0 {
 		t.Fatalf("auth: %d", r.Err)
 	}
@@ -343,7 +332,7 @@ func TestZooKeeperACLOps(t *testing.T) {
 		t.Fatalf("whoAmI: %d %+v", r.Err, r.Clients)
 	}
 
-	other := dial()
+	other := sessionZK(t, s)
 	if r := other.call(t, zkwire.Request{Op: zkwire.OpSetData, Path: "/z", Data: []byte("x"), Version: -1}); r.Err != int32(wire.CodeNoAuth) {
 		t.Fatalf("setData by a stranger: %d, want NoAuth", r.Err)
 	}
