@@ -46,12 +46,20 @@ func prepareKV(ctx context.Context, r *runner) (*plan, error) {
 	case "mixed":
 		p.primary = []opKind{opGet, opSet}
 	}
+	if cfg.Protocol == "zk" {
+		if p.zk, err = dialNZK(ctx, cfg, cfg.Conns); err != nil {
+			return p, err
+		}
+	}
 	for i := range cfg.Workers {
 		w := &kvWorker{r: r, c: conns[i%len(conns)], value: value, keys: nodes,
 			next: i % len(nodes), step: cfg.Workers,
 			rand: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))}
 		if cfg.Workload == "create" {
 			w.parent = nodes[i] + "/n-"
+		}
+		if p.zk != nil {
+			w.zk = p.zk[i%len(p.zk)]
 		}
 		if cfg.Linearizable {
 			w.readOpts = []client.ReadOption{client.Linearizable()}
@@ -74,6 +82,7 @@ func valueOf(n int) []byte {
 type kvWorker struct {
 	r      *runner
 	c      *client.Client
+	zk     *zkConn  // Protocol "zk": the load goes here, not to c
 	value  []byte   // read only: shared by the workers
 	keys   []string // set, get, mixed: the nodes, shared
 	next   int      // the next key
@@ -96,18 +105,31 @@ func (w *kvWorker) loop(rec *recorder) {
 		w.next = (w.next + w.step) % len(w.keys)
 		t0 := time.Now()
 		var err error
-		switch op {
-		case opGet:
+		switch {
+		case w.zk != nil:
+			err = w.zkOp(op, key)
+		case op == opGet:
 			_, _, err = w.c.Get(r.hard, key, w.readOpts...)
-		case opSet:
+		case op == opSet:
 			_, err = w.c.Set(r.hard, key, w.value, -1)
-		case opCreate:
+		case op == opCreate:
 			_, err = w.c.Create(r.hard, w.parent, w.value, client.PersistentSequential)
 		}
 		if !r.done(rec, op, measured, t0, err) {
 			return
 		}
 	}
+}
+
+// zkOp runs op on key through the ZooKeeper port.
+func (w *kvWorker) zkOp(op opKind, key string) error {
+	switch op {
+	case opGet:
+		return w.zk.get(w.r.hard, key)
+	case opCreate:
+		return w.zk.createSequential(w.r.hard, w.parent, w.value)
+	}
+	return w.zk.set(w.r.hard, key, w.value)
 }
 
 // pick says what the next op is.

@@ -26,6 +26,8 @@ type Report struct {
 	Keys         int      `json:"keys"`
 	ReadRatio    float64  `json:"readRatio"`
 	Linearizable bool     `json:"linearizable,omitempty"` // get, mixed: linearizable reads
+	Protocol     string   `json:"protocol,omitempty"`     // "zk": the load went through ZKServers; empty: Arbor's own
+	ZKServers    []string `json:"zkServers,omitempty"`
 	Contenders   int      `json:"contenders"`
 	Watchers     int      `json:"watchers"`
 	Locks        int      `json:"locks,omitempty"`   // locks: the locks, the lease, the hold and the target rate
@@ -103,6 +105,9 @@ func (r *runner) report(ctx context.Context) (*Report, error) {
 		Contenders: cfg.Contenders, Watchers: cfg.Watchers,
 		WarmupMs: ms(cfg.Warmup), DurationMs: ms(cfg.Duration), MaxOps: cfg.Ops,
 		ElapsedMs: ms(elapsed), ErrorKinds: map[string]int64{}, ByOp: map[string]OpReport{},
+	}
+	if cfg.Protocol == "zk" {
+		rep.Protocol, rep.ZKServers = "zk", cfg.ZKServers
 	}
 	if cfg.Workload == "watch" {
 		rep.Size = max(cfg.Size, stampLen)
@@ -204,12 +209,16 @@ func (rep *Report) setup() string {
 		return fmt.Sprintf("%d watchers of one node, one writer, %d-byte values", rep.Watchers, rep.Size)
 	case "session":
 		return fmt.Sprintf("%d workers", rep.Workers)
-	case "create":
-		return fmt.Sprintf("%d conns, %d workers, %d-byte values", rep.Conns, rep.Workers, rep.Size)
 	}
-	s := fmt.Sprintf("%d conns, %d workers, %d-byte values, %d keys", rep.Conns, rep.Workers, rep.Size, rep.Keys)
+	s := fmt.Sprintf("%d conns, %d workers, %d-byte values", rep.Conns, rep.Workers, rep.Size)
+	if rep.Workload != "create" {
+		s += fmt.Sprintf(", %d keys", rep.Keys)
+	}
 	if rep.Workload == "mixed" {
 		s += fmt.Sprintf(", %.0f%% reads", 100*rep.ReadRatio)
+	}
+	if rep.Protocol == "zk" {
+		s += ", ZooKeeper's protocol"
 	}
 	if rep.Linearizable {
 		s += ", linearizable reads"

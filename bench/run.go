@@ -23,6 +23,12 @@ type Config struct {
 	Workload string // one of Workloads
 	// ClientOptions are given to every client.Dial of the run (client.WithTLS, say).
 	ClientOptions []client.Option
+	// Protocol is the protocol of the load: "arbor" (or empty), Arbor's own
+	// through package client; or "zk", ZooKeeper's through ZKServers, the
+	// same members' ZooKeeper ports (set, get, create and mixed only). The
+	// run's nodes are made and removed through Servers either way.
+	Protocol  string
+	ZKServers []string
 
 	Conns     int     // set, get, create, mixed: sessions shared by the workers
 	Workers   int     // set, get, create, mixed, session: goroutines making requests
@@ -67,6 +73,9 @@ type Progress struct {
 	Rate    float64       // ops/s over the last interval
 }
 
+// zkWorkloads are the workloads Config.Protocol "zk" runs.
+var zkWorkloads = []string{"set", "get", "create", "mixed"}
+
 // maxCount bounds the counts of a Config, against mistakes.
 const maxCount = 10000
 
@@ -86,6 +95,14 @@ func (c Config) Check() error {
 		return fmt.Errorf("unknown workload %q: want one of %s", c.Workload, strings.Join(Workloads, ", "))
 	case len(c.Servers) == 0:
 		return errors.New("no servers")
+	case c.Protocol != "" && c.Protocol != "arbor" && c.Protocol != "zk":
+		return fmt.Errorf("unknown protocol %q: want arbor or zk", c.Protocol)
+	case c.Protocol == "zk" && !slices.Contains(zkWorkloads, c.Workload):
+		return fmt.Errorf("workload %s has no ZooKeeper form: want one of %s", c.Workload, strings.Join(zkWorkloads, ", "))
+	case c.Protocol == "zk" && len(c.ZKServers) == 0:
+		return errors.New("no ZooKeeper servers for protocol zk")
+	case c.Protocol == "zk" && c.Linearizable:
+		return errors.New("ZooKeeper's protocol has no linearizable getData")
 	case c.Size < 0 || c.Size > 16<<20:
 		return fmt.Errorf("size must be from 0 to %d bytes, not %d", 16<<20, c.Size)
 	case c.Keys < 1 || c.Keys > 1_000_000:
@@ -151,6 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if p != nil {
 		closeAll(p.sessions)
+		closeAllZK(p.zk)
 	}
 	if !cfg.Keep {
 		pool := []*client.Client{admin}
@@ -212,6 +230,7 @@ type plan struct {
 	loops    []func(*recorder) // the load, each on a goroutine of its own
 	primary  []opKind          // the ops the workload counts
 	sessions []*client.Client  // closed after the run
+	zk       []*zkConn         // Protocol "zk": the load's sessions, closed after the run
 	cleaners []*client.Client  // help delete the run's nodes, then closed
 }
 

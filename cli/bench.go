@@ -36,6 +36,8 @@ func (e *env) benchCommand() *cobra.Command {
 			"           sets: notifications/s, latency from the write's send to each receipt\n" +
 			"  session  sessions opened and closed per second, by --workers goroutines\n\n" +
 			"set, get, create and mixed run --workers goroutines over --conns sessions.\n" +
+			"With --protocol zk their load goes through the members' ZooKeeper ports,\n" +
+			"--zk-servers, and their nodes are made and removed through --servers.\n" +
 			"The load runs for --warmup, not counted, then for --duration (or --ops ops).\n" +
 			"Its nodes go under a node of the run's own below --prefix, deleted at the end\n" +
 			"unless --keep. A progress line goes to stderr each second when stderr is a\n" +
@@ -43,6 +45,7 @@ func (e *env) benchCommand() *cobra.Command {
 		Example: "  arbor bench set\n" +
 			"  arbor bench get --conns 8 --workers 64 --duration 30s\n" +
 			"  arbor bench mixed --read-ratio 0.8 -o json\n" +
+			"  arbor bench set --protocol zk --zk-servers 127.0.0.1:2181\n" +
 			"  arbor bench lock --contenders 16\n" +
 			"  arbor bench locks --locks 1000 --contenders 1 --lease 10s --rate 2000",
 		Args:      usageArgs(cobra.ExactArgs(1)),
@@ -82,6 +85,8 @@ func (e *env) benchCommand() *cobra.Command {
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes of each value (watch: at least 16)")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "nodes the workers go over (set, get, mixed)")
 	f.Float64Var(&cfg.ReadRatio, "read-ratio", cfg.ReadRatio, "the share of getData (mixed), from 0 to 1")
+	f.StringVar(&cfg.Protocol, "protocol", "arbor", "the load's protocol (set, get, create, mixed): arbor, or zk through --zk-servers")
+	f.StringSliceVar(&cfg.ZKServers, "zk-servers", nil, "the members' ZooKeeper ports (--protocol zk), comma-separated")
 	f.BoolVar(&cfg.Linearizable, "linearizable", false, "linearizable getData (get, mixed)")
 	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock); holders of each lock (locks)")
 	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "locks (locks)")
