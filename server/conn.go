@@ -110,10 +110,10 @@ type request struct {
 	lease  int64    // leaseCreate, leaseRenew: the lease's id, for the reply
 	broken []string // lockBreak: the nodes it deletes, for the reply
 
-	// codecData is the codec's own data about the request, to encode its
-	// reply (ZooKeeper's: the request as the client sent it); the pipeline
-	// never looks at it.
-	codecData any
+	// zk is what ZooKeeper's codec keeps of the request to shape its
+	// reply; Arbor's leaves it zero, and the pipeline never looks at it. A
+	// field and not an interface: boxing it would allocate per request.
+	zk zkShape
 	// endConn closes the connection once the reply is queued.
 	endConn bool
 	// refuseConn marks a request that gets no reply (one with a reserved

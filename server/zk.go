@@ -68,16 +68,30 @@ func (z *zkCodec) appendConnectResponse(dst []byte, resp *wire.ConnectResponse) 
 	return zkwire.AppendConnectResponse(dst, &m)
 }
 
-// decode keeps the request as the client sent it in r.codecData: its reply
-// is shaped by it.
+// zkShape is what of a ZooKeeper request its reply is shaped by: the op
+// the client sent (create2 and create are one op in wire, answered apart)
+// and a multi's or multiRead's sub-requests, by their ops.
+type zkShape struct {
+	op  zkwire.Op
+	ops []zkwire.Request
+}
+
+// request gives the shape back as the zkwire.Request that ReplyFromWire
+// takes.
+func (s zkShape) request() zkwire.Request { return zkwire.Request{Op: s.op, Ops: s.ops} }
+
+// decode keeps the shape of the request as the client sent it in r.zk:
+// its reply is shaped by it. The decoded record itself is not kept (it
+// would cost an allocation per request): r.req holds what the pipeline
+// needs of it.
 func (z *zkCodec) decode(body []byte, r *request) error {
 	if len(body) < zkwire.RequestHeaderSize {
 		return fmt.Errorf("ZooKeeper request of %d bytes has no header", len(body))
 	}
-	zr := new(zkwire.Request)
-	r.codecData = zr
-	err := zkwire.DecodeRequest(body, zr)
+	var zr zkwire.Request
+	err := zkwire.DecodeRequest(body, &zr)
 	r.req.Xid = zr.Xid
+	r.zk = zkShape{op: zr.Op, ops: zr.Ops}
 	switch {
 	case errors.Is(err, zkwire.ErrUnknownOp):
 		r.err = wire.Errorf(wire.CodeUnimplemented, "unknown op %d", int32(zr.Op))
@@ -86,13 +100,13 @@ func (z *zkCodec) decode(body []byte, r *request) error {
 		// MarshallingError and carries on; the framing is intact.
 		r.err = wire.Errorf(wire.CodeMarshallingError, "%v", err)
 	default:
-		r.err = zkwire.RequestToWire(zr, &r.req)
+		r.err = zkwire.RequestToWire(&zr, &r.req)
 		r.batch = zr.Op == zkwire.OpMultiRead
 		r.keepWatches = zr.Op == zkwire.OpCheckWatches
 		r.sasl = zr.Op == zkwire.OpSASL
 	}
 	if r.err == nil {
-		r.err = z.checkPaths(zr, &r.req)
+		r.err = z.checkPaths(&zr, &r.req)
 	}
 	if errors.Is(r.err, wire.ErrInvalidACL) {
 		z.c.log.Info("refusing a ZooKeeper request", zap.Stringer("op", zr.Op), zap.Error(r.err))
@@ -123,14 +137,14 @@ func (z *zkCodec) closesOnAuthFailure() {}
 func (z *zkCodec) canBeReadOnly() bool { return z.readOnly }
 
 func (z *zkCodec) opName(r *request) string {
-	zr := r.codecData.(*zkwire.Request)
+	op := r.zk.op
 	switch {
-	case zr.Op == zkwire.OpCheckWatches, zr.Op == zkwire.OpSASL:
-		return zr.Op.String()
+	case op == zkwire.OpCheckWatches, op == zkwire.OpSASL:
+		return op.String()
 	case r.req.Op != 0:
 		return r.req.Op.String()
-	case zr.Op.Known():
-		return zr.Op.String()
+	case op.Known():
+		return op.String()
 	}
 	return "unknown"
 }
@@ -143,7 +157,7 @@ func (z *zkCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 		n := zkwire.NotificationFromWire(&reply)
 		return zkwire.AppendReply(dst, zkwire.OpNotification, &n)
 	}
-	zr := r.codecData.(*zkwire.Request)
-	out := zkwire.ReplyFromWire(zr, &reply, r.batchReplies)
+	zr := r.zk.request()
+	out := zkwire.ReplyFromWire(&zr, &reply, r.batchReplies)
 	return zkwire.AppendReply(dst, zr.Op, &out)
 }
