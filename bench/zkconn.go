@@ -104,7 +104,9 @@ func (c *zkConn) call(ctx context.Context, r *zkwire.Request) (*zkwire.Reply, er
 		c.mu.Unlock()
 		return nil, err
 	}
-	c.xid++
+	if c.xid++; c.xid <= 0 {
+		c.xid = 1 // past MaxInt32: negative xids are the server's own
+	}
 	r.Xid = c.xid
 	c.pending[r.Xid] = call
 	c.queue = zkwire.AppendRequest(c.queue, r)
