@@ -233,7 +233,9 @@ func ephemeralsPrefix(p string) string {
 
 // ReplyFromWire gives reply, the answer to zr, ZooKeeper's shape: the
 // fields zr.Op's response record carries. reads are the answers to a
-// multiRead's reads, in order (nil for any other op).
+// multiRead's reads, in order (nil for any other op). Of zr it reads only
+// Op and the Ops of a multi or multiRead (the server keeps no more of a
+// request for its reply).
 func ReplyFromWire(zr *Request, reply *wire.Reply, reads []wire.Reply) Reply {
 	out := Reply{Xid: reply.Xid, Zxid: reply.Zxid, Err: CodeFromWire(reply.Err)}
 	switch zr.Op {
