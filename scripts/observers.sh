@@ -37,24 +37,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# limit PID ID puts member ID's process in a cgroup of its own with CPU
-# cores' worth of CPU time.
-limit() {
-  local quota period=100000 g
-  quota=$(awk -v c="$CPU" 'BEGIN { printf "%d", c * 100000 }')
-  if [ -w /sys/fs/cgroup/cgroup.subtree_control ]; then # v2
-    g=/sys/fs/cgroup/arbor-observers-$2
-    mkdir -p "$g"
-    echo "$quota $period" >"$g/cpu.max"
-  else # v1
-    g=/sys/fs/cgroup/cpu/arbor-observers-$2
-    mkdir -p "$g"
-    echo "$period" >"$g/cpu.cfs_period_us"
-    echo "$quota" >"$g/cpu.cfs_quota_us"
-  fi
-  echo "$1" >"$g/cgroup.procs"
-  cgroups+=("$g")
-}
+# shellcheck source=scripts/cpulimit.sh
+. scripts/cpulimit.sh
 
 # start N OBSERVERS starts a fresh cluster of N members, of which the ids in
 # OBSERVERS (id,... or empty) observe, and sets servers to all of them.
@@ -68,7 +52,7 @@ start() {
       --peer-listen 127.0.0.1:$((22380 + i)) --peers "$peers" --observers "$observers" \
       --data "$work/data$i" --max-conns-per-ip 0 --log-level warn >>"$work/arbord.log" 2>&1 &
     pids+=($!)
-    if [ -n "$CPU" ]; then limit $! "$i"; fi
+    if [ -n "$CPU" ]; then cpu_limit $! "arbor-observers-$i"; fi
     servers+="${servers:+,}127.0.0.1:$((22280 + i))"
   done
   # Ready when every member answers, the observers as learners of a leader.

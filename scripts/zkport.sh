@@ -32,24 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# limit PID ID puts member ID's process in a cgroup of its own with CPU
-# cores' worth of CPU time.
-limit() {
-  local quota period=100000 g
-  quota=$(awk -v c="$CPU" 'BEGIN { printf "%d", c * 100000 }')
-  if [ -w /sys/fs/cgroup/cgroup.subtree_control ]; then # v2
-    g=/sys/fs/cgroup/arbor-zkport-$2
-    mkdir -p "$g"
-    echo "$quota $period" >"$g/cpu.max"
-  else # v1
-    g=/sys/fs/cgroup/cpu/arbor-zkport-$2
-    mkdir -p "$g"
-    echo "$period" >"$g/cpu.cfs_period_us"
-    echo "$quota" >"$g/cpu.cfs_quota_us"
-  fi
-  echo "$1" >"$g/cgroup.procs"
-  cgroups+=("$g")
-}
+# shellcheck source=scripts/cpulimit.sh
+. scripts/cpulimit.sh
 
 peers=1=127.0.0.1:23381,2=127.0.0.1:23382,3=127.0.0.1:23383
 servers=127.0.0.1:23281,127.0.0.1:23282,127.0.0.1:23283
@@ -59,7 +43,7 @@ for i in 1 2 3; do
     --peer-listen 127.0.0.1:2338$i --peers "$peers" --data "$work/data$i" \
     --max-conns-per-ip 0 --log-level warn >>"$work/arbord.log" 2>&1 &
   pids+=($!)
-  if [ -n "$CPU" ]; then limit $! "$i"; fi
+  if [ -n "$CPU" ]; then cpu_limit $! "arbor-zkport-$i"; fi
 done
 sleep 3
 echo "# $(git rev-parse --short HEAD), CPU=${CPU:-unlimited}, load $(cut -d' ' -f1-3 /proc/loadavg)"
