@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -36,16 +35,9 @@ func (s *Storage) clearRemoved(id uint64) error {
 
 // removedMembers lists the members marked removed.
 func (s *Storage) removedMembers() (map[uint64]bool, error) {
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRemoved}, UpperBound: []byte{prefixRemoved + 1}})
-	if err != nil {
-		return nil, err
-	}
-	defer iter.Close()
 	out := map[uint64]bool{}
-	for iter.First(); iter.Valid(); iter.Next() {
-		out[binary.BigEndian.Uint64(iter.Key()[1:])] = true
-	}
-	return out, iter.Error()
+	err := s.eachID(prefixRemoved, func(id uint64, _ []byte) { out[id] = true })
+	return out, err
 }
 
 func (s *Storage) wasRemoved(id uint64) bool {

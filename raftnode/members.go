@@ -462,16 +462,23 @@ func (s *Storage) deletePeer(id uint64) error {
 
 // peers returns the stored peer addresses.
 func (s *Storage) peers() (map[uint64]string, error) {
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPeer}, UpperBound: []byte{prefixPeer + 1}})
+	out := map[uint64]string{}
+	err := s.eachID(prefixPeer, func(id uint64, value []byte) { out[id] = string(value) })
+	return out, err
+}
+
+// eachID calls fn with the id and the value of each key of the per-member
+// prefix (indexKey); value is valid only during the call.
+func (s *Storage) eachID(prefix byte, fn func(id uint64, value []byte)) error {
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer iter.Close()
-	out := map[uint64]string{}
 	for iter.First(); iter.Valid(); iter.Next() {
-		out[binary.BigEndian.Uint64(iter.Key()[1:])] = string(iter.Value())
+		fn(binary.BigEndian.Uint64(iter.Key()[1:]), iter.Value())
 	}
-	return out, iter.Error()
+	return iter.Error()
 }
 
 // ErrBadConfChange is a membership change raft would not survive: one
