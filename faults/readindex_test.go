@@ -17,8 +17,10 @@ import (
 // nopMachine is a state machine that keeps nothing.
 type nopMachine struct{}
 
-func (nopMachine) Apply(uint64, []byte) any            { return nil }
-func (nopMachine) Snapshot(io.Writer) error            { return nil }
+func (nopMachine) Apply(uint64, []byte) any { return nil }
+func (nopMachine) Snapshot() (func(io.Writer) error, error) {
+	return func(io.Writer) error { return nil }, nil
+}
 func (nopMachine) Restore(r io.Reader, _ uint64) error { _, err := io.Copy(io.Discard, r); return err }
 
 // campaigns counts the elections a member starts: the pre-votes it asks

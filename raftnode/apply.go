@@ -74,22 +74,30 @@ var closedChan = func() chan struct{} {
 }()
 
 // runApply is the apply goroutine: the only one that calls the state
-// machine after Start. A failure stops the node.
+// machine after Start. A failure stops the node, a snapshot's included.
 func (n *Node) runApply() {
 	defer close(n.applyDone)
+	defer func() {
+		if err := n.finishSnapshot(true); err != nil {
+			n.log.Warn("the last snapshot failed", zap.Error(err))
+		}
+	}()
 	for {
+		var err error
 		select {
 		case t := <-n.applyc:
-			err := n.do(t)
+			err = n.do(t)
 			n.applyBytes.Give(t.bytes)
-			if err != nil {
-				if !errors.Is(err, errApplyStopped) {
-					n.log.Error("applying committed entries failed; stopping", zap.Error(err))
-					n.fail(err)
-				}
-				return
-			}
+		case <-n.snapping.finished():
+			err = n.finishSnapshot(false)
 		case <-n.applyStop:
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, errApplyStopped) {
+				n.log.Error("applying committed entries failed; stopping", zap.Error(err))
+				n.fail(err)
+			}
 			return
 		}
 	}
@@ -209,9 +217,11 @@ func (n *Node) setApplied(index uint64) {
 // maybeSnapshot snapshots the state machine every SnapshotEvery entries,
 // or sooner once the log since the last snapshot holds SnapshotBytes, and
 // compacts the log behind it, once the Ready whose entries it covers is
-// durable (persisted). The state is consistent without a lock: this
-// goroutine is its only writer.
+// durable (persisted). One snapshot is written at a time.
 func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
+	if n.snapping != nil {
+		return nil
+	}
 	applied := n.applied.Load()
 	if applied == n.snapIndex || applied-n.snapIndex < n.cfg.SnapshotEvery && n.storage.LogBytes(n.snapIndex, applied) < n.cfg.SnapshotBytes {
 		return nil
@@ -219,32 +229,84 @@ func (n *Node) maybeSnapshot(persisted <-chan struct{}) error {
 	return n.snapshot(persisted)
 }
 
+// A snapshotJob is a snapshot being written and stored on a goroutine of
+// its own while entries are applied.
+type snapshotJob struct {
+	index, compactTo uint64
+	start            time.Time
+	st               SnapshotStats
+	took             time.Duration
+	err              error
+	done             chan struct{} // closed once st, took and err are set
+}
+
+// finished is closed once the job is done; nil (never ready) for no job.
+func (j *snapshotJob) finished() <-chan struct{} {
+	if j == nil {
+		return nil
+	}
+	return j.done
+}
+
 // snapshot snapshots the state machine at the applied index and compacts
-// the log behind it, once the Ready whose entries it covers is durable.
+// the log behind it, once the Ready whose entries it covers is durable:
+// it takes the state machine's view of the moment here, after the one
+// being written, if any, is stored, and writes and stores it on another
+// goroutine (finishSnapshot hears how that went).
 func (n *Node) snapshot(persisted <-chan struct{}) error {
+	if err := n.finishSnapshot(true); err != nil {
+		return err
+	}
 	applied := n.applied.Load()
 	select {
 	case <-persisted:
 	case <-n.applyStop:
 		return errApplyStopped
 	}
-	start := time.Now()
+	job := &snapshotJob{index: applied, start: time.Now(), done: make(chan struct{})}
 	n.mu.Lock()
 	cs := n.members
 	n.mu.Unlock()
-	compactTo := n.storage.compactPoint(applied, n.cfg.CatchUpEntries, n.cfg.CatchUpBytes)
-	st, err := n.storage.CreateSnapshot(applied, &cs, n.sm.Snapshot, compactTo)
+	job.compactTo = n.storage.compactPoint(applied, n.cfg.CatchUpEntries, n.cfg.CatchUpBytes)
+	write, err := n.sm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("snapshot at %d: %w", applied, err)
 	}
-	n.snapIndex = applied
-	if !st.Saved {
-		n.log.Info("snapshot dropped: a newer one from the leader is stored", zap.Uint64("index", applied))
+	n.snapping = job
+	go func() {
+		defer close(job.done)
+		job.st, job.err = n.storage.CreateSnapshot(applied, &cs, write, job.compactTo)
+		job.took = time.Since(job.start)
+	}()
+	return nil
+}
+
+// finishSnapshot hears how the snapshot being written went, if there is
+// one, waiting for it if wait is set and else only if it is done.
+func (n *Node) finishSnapshot(wait bool) error {
+	job := n.snapping
+	if job == nil {
 		return nil
 	}
-	took := time.Since(start)
-	n.log.Info("snapshot saved", zap.Uint64("index", applied), zap.Int("bytes", st.Bytes),
-		zap.Uint64("compacted_to", compactTo), zap.Duration("took", took),
-		zap.Duration("serialize", took-st.Stored), zap.Duration("write", st.Stored))
+	if !wait {
+		select {
+		case <-job.done:
+		default:
+			return nil
+		}
+	}
+	<-job.done
+	n.snapping = nil
+	if job.err != nil {
+		return fmt.Errorf("snapshot at %d: %w", job.index, job.err)
+	}
+	n.snapIndex = max(n.snapIndex, job.index)
+	if !job.st.Saved {
+		n.log.Info("snapshot dropped: a newer one from the leader is stored", zap.Uint64("index", job.index))
+		return nil
+	}
+	n.log.Info("snapshot saved", zap.Uint64("index", job.index), zap.Int("bytes", job.st.Bytes),
+		zap.Uint64("compacted_to", job.compactTo), zap.Duration("took", job.took),
+		zap.Duration("serialize", job.took-job.st.Stored), zap.Duration("write", job.st.Stored))
 	return nil
 }

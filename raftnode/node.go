@@ -30,15 +30,20 @@ import (
 // StateMachine is what the node replicates. Every method is called on the
 // node's apply goroutine (Restore of the stored snapshot on Start's), one
 // at a time, so the state machine needs no lock against itself; it needs
-// one only for readers on other goroutines, and Snapshot, which only
-// reads, needs none.
+// one only for readers on other goroutines, and for the writes of its
+// snapshots.
 type StateMachine interface {
 	// Apply applies the payload of the committed entry at index and returns
 	// the result handed to the proposer. Entries come in log order, each
 	// once.
 	Apply(index uint64, payload []byte) any
-	// Snapshot writes the state as of the last applied index.
-	Snapshot(w io.Writer) error
+	// Snapshot returns a writer of the state as of the last applied index.
+	// It should return quickly: write is called once, on a goroutine of
+	// its own, while Apply goes on, and must write that state whatever
+	// Apply changes meanwhile (a copy-on-write view of it, say). A
+	// snapshot of a large state takes a second or more, which writes
+	// would otherwise wait for.
+	Snapshot() (write func(io.Writer) error, err error)
 	// Restore replaces the state with a snapshot taken at index.
 	Restore(r io.Reader, index uint64) error
 }
@@ -201,9 +206,10 @@ type Node struct {
 	commit      atomic.Uint64 // raft's commit index, as of the last Ready
 	leader      atomic.Uint64
 	term        atomic.Uint64
-	confPending atomic.Bool // a membership change is in flight from here
-	leadFrom    uint64      // raft goroutine only: the last index of the log this member took over as leader
-	snapIndex   uint64      // apply goroutine only: the last snapshot's index
+	confPending atomic.Bool  // a membership change is in flight from here
+	leadFrom    uint64       // raft goroutine only: the last index of the log this member took over as leader
+	snapIndex   uint64       // apply goroutine only: the last snapshot's index
+	snapping    *snapshotJob // apply goroutine only: the snapshot being written, if one is
 
 	readMu     sync.Mutex
 	readNext   *readRound      // the round new reads join; nil when none waits

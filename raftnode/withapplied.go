@@ -26,8 +26,8 @@ func (c *applyCall) run(index uint64) {
 // does not change while fn runs, and its readers go on: it is how a
 // consistent copy of the state is taken (a backup) without a lock that
 // readers would wait on. Committed entries wait to be applied meanwhile,
-// as they do during a snapshot, so fn should be quick: write the state to
-// a local file, not to a client.
+// so fn should be quick: take a view of the state that later entries do
+// not change (the state machine's Snapshot), and write it after.
 //
 // fn must not call the node, nor wait for anything the node does. If ctx
 // ends before fn starts, fn does not run; once fn started, WithApplied

@@ -180,14 +180,20 @@ func (s *Server) writeBackup(c *conn) (*backup, error) {
 	sum := sha256.New()
 	w := &countingWriter{w: io.MultiWriter(f, sum)}
 	bw := bufio.NewWriterSize(w, 256<<10)
+	var write func(io.Writer) error
 	err = s.node.WithApplied(c.ctx, func(index uint64) error {
 		// The apply goroutine: the only writer of the tree, idle now.
 		b.desc.Index, b.desc.Znodes, b.desc.Sessions = int64(index), int64(s.fsm.tree.Count()), int64(s.fsm.tree.SessionCount())
-		if err := s.fsm.Snapshot(bw); err != nil {
-			return err
-		}
-		return bw.Flush()
+		var err error
+		write, err = s.fsm.Snapshot()
+		return err
 	})
+	if err == nil { // write is set: fn ran, and did not fail
+		// Txns are applied meanwhile: write writes the tree as it was.
+		if err = write(bw); err == nil {
+			err = bw.Flush()
+		}
+	}
 	if err != nil {
 		f.Close()
 		if errors.Is(err, context.Canceled) {

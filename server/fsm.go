@@ -132,22 +132,28 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	return &res
 }
 
-// Snapshot writes the tree, with what of the lock index the tree cannot
-// tell (the lock history, when holds began) as its annex. It takes
-// no lock: raftnode calls it on the apply goroutine, the only writer of
-// the tree and the lock index, and readers only read, so reads go on
-// while a large tree is serialized.
+// Snapshot returns a writer of the tree as it is now, with what of the
+// lock index the tree cannot tell (the lock history, when holds began) as
+// its annex. raftnode calls it on the apply goroutine, the only writer of
+// the tree and the lock index, and calls write on another goroutine while
+// txns are applied: write writes a view of the tree (tree.Freeze), which
+// later txns do not change, and releases it.
 //
-// raftnode compacts the log behind a snapshot only once Snapshot
-// returns, so it first makes the watch history durable up to here: the
-// log after it regenerates the rest after a crash (see history).
-func (f *fsm) Snapshot(w io.Writer) error {
+// raftnode compacts the log behind a snapshot only once it is stored, so
+// Snapshot first makes the watch history durable up to here: the log
+// after it regenerates the rest after a crash (see history).
+func (f *fsm) Snapshot() (write func(io.Writer) error, err error) {
 	if f.history != nil {
 		if err := f.history.sync(); err != nil {
-			return fmt.Errorf("sync the watch history: %w", err)
+			return nil, fmt.Errorf("sync the watch history: %w", err)
 		}
 	}
-	return f.tree.WriteSnapshotWith(w, f.locks.Save())
+	annex := f.locks.Save()
+	v := f.tree.Freeze() // it changes nothing readers look at
+	return func(w io.Writer) error {
+		defer v.Release()
+		return v.WriteSnapshot(w, annex)
+	}, nil
 }
 
 // Restore replaces the tree with a snapshot's and tracks exactly its

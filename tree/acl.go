@@ -248,6 +248,7 @@ func (t *Tree) setACL(txn *Txn) (wire.Stat, error) {
 	if err != nil {
 		return wire.Stat{}, err
 	}
+	n = t.own(txn.Path, n)
 	t.digest -= t.nodeDigest(txn.Path, n)
 	t.acls.release(n.acl)
 	n.acl = ref

@@ -158,8 +158,10 @@ func (t *Tree) checkData(data []byte) error {
 // indexes (with n's ttl and owner, if it has them), the digest and the undo
 // log.
 func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path string, ttl, owner int64) {
+	parent = t.own(parentPath, parent)
 	oldParent := t.touchParent(zxid, parent, parentPath)
 	addChild(parent, n)
+	t.made(n)
 	t.count++
 	t.dataSize += nodeSize(path, n)
 	t.index(n, path, ttl, owner)
@@ -178,7 +180,7 @@ func (t *Tree) link(zxid int64, parent *node, parentPath string, n *node, path s
 		})
 	}
 	t.chargeQuota(path, 1, int64(len(n.data)))
-	t.quotaNodeAdded(parent, path, n)
+	t.quotaNodeAdded(path, n)
 }
 
 // unlinkPath removes the childless node at path, which exists.
@@ -191,6 +193,7 @@ func (t *Tree) unlinkPath(zxid int64, path string) {
 // unlink removes the childless node n at path from parent.
 func (t *Tree) unlink(zxid int64, parent, n *node, path string) {
 	parentPath, _ := splitPath(path)
+	parent = t.own(parentPath, parent)
 	oldParent := t.touchParent(zxid, parent, parentPath)
 	ttl, owner := t.ttls[path], t.owner(n)
 	removeChild(parent, n.name)
@@ -204,6 +207,10 @@ func (t *Tree) unlink(zxid int64, parent, n *node, path string) {
 	t.acls.release(n.acl)
 	if t.undo != nil {
 		t.undo = append(t.undo, func() {
+			n := n
+			if t.shared(n) {
+				n = t.copyNode(n) // a view holds n: n goes back as a copy
+			}
 			// The release may have dropped the list: take it again (the
 			// reference may differ; the digest covers the list, not it).
 			n.acl, _ = t.acls.ref(acl)
@@ -346,15 +353,17 @@ func (t *Tree) setData(zxid int64, txn *Txn, ids []wire.Identity) (wire.Stat, er
 	if err := t.checkQuota(txn.Path, 0, grown); err != nil {
 		return wire.Stat{}, err
 	}
-	t.writeData(zxid, txn.Path, n, data, txn.Time)
+	n = t.writeData(zxid, txn.Path, n, data, txn.Time)
 	t.chargeQuota(txn.Path, 0, grown)
 	t.quotaLimitsSet(txn.Path, data)
 	return t.stat(n), nil
 }
 
 // writeData replaces the data of n, at path, as a setData at zxid and
-// time does: the version moves, NodeDataChanged fires.
-func (t *Tree) writeData(zxid int64, path string, n *node, data []byte, time int64) {
+// time does: the version moves, NodeDataChanged fires. It returns the
+// node it changed: n, or the copy of n that took its place (own).
+func (t *Tree) writeData(zxid int64, path string, n *node, data []byte, time int64) *node {
+	n = t.own(path, n)
 	old := *n
 	t.digest -= t.nodeDigest(path, n)
 	t.dataSize += int64(len(data) - len(n.data))
@@ -371,6 +380,7 @@ func (t *Tree) writeData(zxid int64, path string, n *node, data []byte, time int
 			t.digest += t.nodeDigest(path, n)
 		})
 	}
+	return n
 }
 
 // check checks a node's version, and needs READ on the node: it fails

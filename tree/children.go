@@ -1,6 +1,9 @@
 package tree
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"slices"
+)
 
 // childSet is a node's children, found by name: an open-addressing hash
 // table of the child nodes themselves, with linear probing, a one-byte tag
@@ -123,6 +126,30 @@ func (s *childSet) all(yield func(*node) bool) {
 	}
 	for _, c := range s.slots {
 		if c != nil && !yield(c) {
+			return
+		}
+	}
+}
+
+// clone returns a copy of the set that shares the children; nil for nil.
+func (s *childSet) clone() *childSet {
+	if s == nil {
+		return nil
+	}
+	return &childSet{slots: slices.Clone(s.slots), tags: slices.Clone(s.tags), n: s.n}
+}
+
+// replace puts c in the slot of the child of the same name, which the set
+// must hold.
+func (s *childSet) replace(c *node) {
+	h := childHash(c.name)
+	tag, mask := tagOf(h), uint64(len(s.slots)-1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch {
+		case s.tags[i] == 0:
+			panic("tree: replace of a child the set does not hold: " + c.name)
+		case s.tags[i] == tag && s.slots[i].name == c.name:
+			s.slots[i] = c
 			return
 		}
 	}

@@ -22,7 +22,8 @@ const (
 // Tree and to the reference model, and compares the results, the events and
 // everything the tree exposes after every txn. The digest must move exactly
 // when the state does, and a snapshot of the final state must restore to
-// the same digest and contents.
+// the same digest and contents. Views taken on the way (Freeze) must
+// still write the snapshot of the moment they were taken when released.
 func FuzzApply(f *testing.F) {
 	for seed := range uint64(8) {
 		r := rand.New(rand.NewPCG(seed, 0))
@@ -36,7 +37,10 @@ func FuzzApply(f *testing.F) {
 		gen, more := byteGen(b, fuzzMaxData)
 		tr := tree.New(tree.WithMaxDataSize(fuzzMaxData))
 		m := newModel(fuzzMaxData)
+		var views frozenViews
+		defer views.check(t, 0)
 		for zxid := int64(1); zxid <= fuzzMaxTxns && more(); zxid++ {
+			views.step(t, tr, zxid)
 			txn := gen.txn()
 			reapAt := []int64{gen.now, gen.now + 20, gen.now + 70}
 			before := m.dump(reapAt)

@@ -33,10 +33,9 @@ import (
 
 // quota is the state of one path's quota.
 type quota struct {
-	// dir is its directory, /zookeeper/quota + the path: it holds the
-	// limits node, so it stays in the tree for as long as the quota does.
-	dir      *node
-	statPath string // where its usage is written: dir's child StatNode
+	// statPath is where its usage is written: the StatNode beside its
+	// limits node, in its directory /zookeeper/quota + the path.
+	statPath string
 	limits   quotas.Limits
 	// count and bytes are the subtree's usage: its nodes, the quota's
 	// node included, and the bytes of their data.
@@ -168,7 +167,8 @@ func (t *Tree) chargeQuota(path string, dCount, dBytes int64) {
 // writeUsage writes q's usage into its stats node, if there is one, as
 // ZooKeeper does: the data alone changes, and no watch fires.
 func (t *Tree) writeUsage(q *quota) {
-	n := q.dir.children.get(quotas.StatNode)
+	path := q.statPath
+	n := t.lookup(path)
 	if n == nil {
 		return
 	}
@@ -177,7 +177,7 @@ func (t *Tree) writeUsage(q *quota) {
 	if bytes.Equal(n.data, data) {
 		return
 	}
-	path := q.statPath
+	n = t.own(path, n)
 	old, oldHash := n.data, n.dataHash
 	t.digest -= t.nodeDigest(path, n)
 	t.dataSize += int64(len(data) - len(n.data))
@@ -271,14 +271,13 @@ func (t *Tree) quotaBelow(qpath string) string {
 }
 
 // quotaNodeAdded indexes a quota whose limits node n was just made at
-// path, in parent: its usage is counted from its subtree, as ZooKeeper
-// counts it.
-func (t *Tree) quotaNodeAdded(parent *node, path string, n *node) {
+// path: its usage is counted from its subtree, as ZooKeeper counts it.
+func (t *Tree) quotaNodeAdded(path string, n *node) {
 	qpath, name, ok := quotas.Split(path)
 	if !ok || name != quotas.LimitNode {
 		return
 	}
-	q := &quota{dir: parent, statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
+	q := &quota{statPath: quotas.StatPath(qpath), limits: limitsOf(n.data)}
 	q.count, q.bytes = t.usage(qpath)
 	t.quotas[qpath] = q
 	t.quotaMade = true
@@ -354,7 +353,7 @@ func (t *Tree) rebuildQuotas() {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if c := it.n.children.get(quotas.LimitNode); c != nil {
-			t.quotaNodeAdded(it.n, it.path+"/"+quotas.LimitNode, c)
+			t.quotaNodeAdded(it.path+"/"+quotas.LimitNode, c)
 		}
 		for c := range it.n.children.all {
 			stack = append(stack, item{it.path + "/" + c.name, c})

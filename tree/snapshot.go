@@ -55,20 +55,25 @@ func (t *Tree) WriteSnapshot(w io.Writer) error { return t.WriteSnapshotWith(w, 
 // WriteSnapshotWith writes the whole state to w with annex, which
 // RestoreWith gives back (Restored.Annex).
 func (t *Tree) WriteSnapshotWith(w io.Writer, annex []byte) error {
+	return t.view().WriteSnapshot(w, annex)
+}
+
+// WriteSnapshot writes the state the view holds to w, as the tree's
+// WriteSnapshotWith wrote it when the view was taken.
+func (v *View) WriteSnapshot(w io.Writer, annex []byte) error {
 	version := int64(snapshotVersion)
 	if len(annex) > 0 {
 		version = annexVersion
 	}
 	sw := snapWriter{w: w, buf: make([]byte, 0, snapChunk+4<<10)}
-	acls, positions := t.acls.sorted()
 	sw.array(6)
 	sw.str(snapshotMagic)
 	sw.int(version)
-	sw.int(t.zxid)
-	sw.int(int64(t.count))
-	sw.int(int64(len(t.sessions)))
-	sw.int(int64(len(acls)))
-	for _, s := range t.Sessions() {
+	sw.int(v.zxid)
+	sw.int(int64(v.count))
+	sw.int(int64(len(v.sessions)))
+	sw.int(int64(len(v.acls)))
+	for _, s := range v.sessions {
 		if l := s.Lease; l != nil {
 			sw.array(9)
 		} else {
@@ -86,7 +91,7 @@ func (t *Tree) WriteSnapshotWith(w io.Writer, annex []byte) error {
 			sw.int(l.MaxUntil)
 		}
 	}
-	for _, acl := range acls {
+	for _, acl := range v.acls {
 		sw.array(len(acl))
 		for _, a := range acl {
 			sw.array(3)
@@ -95,16 +100,15 @@ func (t *Tree) WriteSnapshotWith(w io.Writer, annex []byte) error {
 			sw.str(a.ID)
 		}
 	}
-	sw.positions = positions
 	sw.path = append(sw.path, '/')
-	t.writeNode(&sw, t.root)
+	v.writeNode(&sw, v.root)
 	if len(annex) > 0 {
 		sw.array(4)
 	} else {
 		sw.array(3)
 	}
-	sw.uint(t.digest)
-	sw.int(t.zxid)  // again, as the digest does not cover the header's zxid
+	sw.uint(v.digest)
+	sw.int(v.zxid)  // again, as the digest does not cover the header's zxid
 	sw.int(version) // nor its version
 	if len(annex) > 0 {
 		sw.bytes(annex)
@@ -114,20 +118,20 @@ func (t *Tree) WriteSnapshotWith(w io.Writer, annex []byte) error {
 }
 
 // writeNode writes n, whose path is sw.path, and its subtree.
-func (t *Tree) writeNode(sw *snapWriter, n *node) {
+func (v *View) writeNode(sw *snapWriter, n *node) {
 	sw.array(nodeFields)
 	sw.strBytes(sw.path)
 	sw.bytes(n.data)
 	var ttl int64
 	if n.kind == kindTTL {
-		ttl = t.ttls[string(sw.path)]
+		ttl = v.ttls[string(sw.path)]
 	}
 	var acl int
 	if i := n.acl.index(); i != 0 {
-		acl = sw.positions[i]
+		acl = v.positions[i]
 	}
 	for _, v := range [...]int64{n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
-		int64(n.version), int64(n.cversion), int64(n.aversion), t.owner(n), int64(n.kind), ttl, int64(acl)} {
+		int64(n.version), int64(n.cversion), int64(n.aversion), v.owner(n), int64(n.kind), ttl, int64(acl)} {
 		sw.int(v)
 	}
 	if len(sw.buf) >= snapChunk {
@@ -151,7 +155,7 @@ func (t *Tree) writeNode(sw *snapWriter, n *node) {
 	for i := start; i < end && sw.err == nil; i++ {
 		c := sw.kids[i] // not a slice taken before: a child's children may move sw.kids
 		sw.path = append(sw.path, c.name...)
-		t.writeNode(sw, c)
+		v.writeNode(sw, c)
 		sw.path = sw.path[:len(sw.path)-len(c.name)]
 	}
 	sw.kids = sw.kids[:start]
@@ -167,12 +171,11 @@ const snapChunk = 64 << 10
 // Appending by hand rather than through an Encoder makes a snapshot several
 // times faster.
 type snapWriter struct {
-	w         io.Writer
-	buf       []byte
-	err       error
-	path      []byte         // the path of the node being written
-	kids      []*node        // the sorted children of the nodes on the path, a stack
-	positions map[uint32]int // aclTable index -> position in the snapshot's ACLs
+	w    io.Writer
+	buf  []byte
+	err  error
+	path []byte  // the path of the node being written
+	kids []*node // the sorted children of the nodes on the path, a stack
 }
 
 func (w *snapWriter) flush() {

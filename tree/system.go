@@ -50,6 +50,7 @@ func (t *Tree) makePersistent(path string, n *node) {
 	if n.kind == kindPersistent {
 		return
 	}
+	n = t.own(path, n)
 	t.digest -= t.nodeDigest(path, n) // before unindex: the hash covers the ttl and the owner
 	t.unindex(n, path)
 	n.kind = kindPersistent
@@ -71,6 +72,6 @@ func (t *Tree) setConfig(zxid int64, txn *Txn) (wire.Stat, error) {
 	if txn.Version != -1 && txn.Version != n.version {
 		return wire.Stat{}, wire.ErrBadVersion
 	}
-	t.writeData(zxid, wire.ConfigPath, n, txn.Data, txn.Time)
+	n = t.writeData(zxid, wire.ConfigPath, n, txn.Data, txn.Time)
 	return t.stat(n), nil
 }

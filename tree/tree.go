@@ -125,6 +125,11 @@ type Tree struct {
 
 	events []Event
 	undo   []func() // set while a multi applies: how to roll back each step
+
+	// views are the views not yet released (Freeze), and fresh the nodes
+	// made or copied since the last freeze, which no view has (view.go).
+	views []*View
+	fresh map[*node]struct{}
 }
 
 // Option configures a Tree.
