@@ -112,13 +112,14 @@ func (m *memLog) append(ents []raftpb.Entry) {
 	}
 	if cf := m.cacheFirst(); ents[0].Index < cf {
 		m.dropCache()
-	} else if len(m.cache) > 0 {
-		k := int(ents[0].Index - cf)
+	} else if k := int(ents[0].Index - cf); k < len(m.cache) {
 		for i := k; i < len(m.cache); i++ {
 			m.cacheBytes -= m.cache[i].Size()
 		}
 		// The full slice expression: entries raft still holds keep their
-		// place; an append copies rather than overwrites them.
+		// place; an append copies rather than overwrites them. (Past the
+		// cache's end nothing is held: cached gives out no capacity, so
+		// the usual append, after the last entry, goes on in place.)
 		m.cache = m.cache[:k:k]
 	}
 	for i := range ents {

@@ -10,7 +10,7 @@
 #   3. writes during snapshots: restart with --snapshot-every SNAP_EVERY and
 #      run `arbor bench mixed` (half setData, half getData) for 10 s, so
 #      that snapshots of the whole tree are taken while it runs; then the
-#      RSS;
+#      RSS; then the same with no snapshot, the baseline;
 #   4. with OLD_ARBORD set (an arbord built from another commit), steps 2
 #      and 3 again with it on the same data, then once more with this one.
 #      It must read the store this one writes: an arbord from before
@@ -42,7 +42,12 @@ go build -o "$work/bin/arbor" ./cmd/arbor
 go build -o "$work/bin/bigtree" ./cmd/bigtree
 pid=""
 cleanup() {
+  local rc=$?
   if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  if [ "$rc" != 0 ] && [ -f "$work/arbord.log" ]; then
+    echo "failed; the server's last lines:"
+    tail -n 20 "$work/arbord.log"
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -94,11 +99,11 @@ restart() { # restart BINARY FLAGS...
   rss
 }
 
-during_snapshots() { # bench mixed with snapshots taken all along
+bench() { # bench mixed: with snapshots taken all along, or none ($1)
   local from
   from=$(($(wc -l <"$work/arbord.log") + 1))
   ARBOR_SERVERS=$addr "$work/bin/arbor" bench mixed --read-ratio 0.5 --duration 10s --warmup 2s -o json >"$work/mixed.json"
-  log "bench mixed, snapshots every $SNAP_EVERY entries"
+  log "bench mixed, $1"
   python3 - "$work/mixed.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -110,6 +115,17 @@ EOF
   echo "snapshots during the run:"
   snapshots "$from"
   rss
+}
+
+# during_snapshots BINARY: bench with a snapshot every SNAP_EVERY entries,
+# then with none (the baseline a snapshot's cost is judged against).
+during_snapshots() {
+  restart "$1" --snapshot-every "$SNAP_EVERY"
+  bench "snapshots every $SNAP_EVERY entries"
+  stop
+  restart "$1" --snapshot-every 1000000000
+  bench "no snapshot"
+  stop
 }
 
 start "$work/bin/arbord"
@@ -128,16 +144,10 @@ stop
 
 restart "$work/bin/arbord"
 stop
-restart "$work/bin/arbord" --snapshot-every "$SNAP_EVERY"
-during_snapshots
-stop
+during_snapshots "$work/bin/arbord"
 if [ -n "$OLD_ARBORD" ]; then
   restart "$OLD_ARBORD"
   stop
-  restart "$OLD_ARBORD" --snapshot-every "$SNAP_EVERY"
-  during_snapshots
-  stop
-  restart "$work/bin/arbord" --snapshot-every "$SNAP_EVERY"
-  during_snapshots
-  stop
+  during_snapshots "$OLD_ARBORD"
+  during_snapshots "$work/bin/arbord"
 fi
