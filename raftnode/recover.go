@@ -301,35 +301,40 @@ func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data 
 		return err
 	}
 	defer s.Close()
-	w := &chunkWriter{db: s.db, gen: s.gen.Add(1), b: s.db.NewBatch(), buf: make([]byte, 0, streamChunkSize)}
-	defer func() { w.b.Close() }()
+	w, err := s.newChunkWriter()
+	if err != nil {
+		return err
+	}
+	defer w.abort()
 	if _, err := io.Copy(w, data); err != nil {
 		return fmt.Errorf("write the state: %w", err)
 	}
 	if err := w.finish(); err != nil {
 		return err
 	}
+	b := s.db.NewBatch()
+	defer b.Close()
 	// Term 1: the new group's first leader is elected in term 2.
 	meta := raftpb.SnapshotMetadata{Index: index, Term: 1, ConfState: raftpb.ConfState{Voters: keys(peers)}}
-	if err := putSnapshotMeta(w.b, meta, w.gen); err != nil {
+	if err := putSnapshotMeta(b, meta, w.gen); err != nil {
 		return err
 	}
 	hs, err := (&raftpb.HardState{Term: 1, Commit: index}).Marshal()
 	if err != nil {
 		return err
 	}
-	if err := w.b.Set(keyHardState, hs, nil); err != nil {
+	if err := b.Set(keyHardState, hs, nil); err != nil {
 		return err
 	}
 	for id, addr := range peers {
 		if addr == "" {
 			continue
 		}
-		if err := w.b.Set(indexKey(prefixPeer, id), []byte(addr), nil); err != nil {
+		if err := b.Set(indexKey(prefixPeer, id), []byte(addr), nil); err != nil {
 			return err
 		}
 	}
-	if err := w.b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("sync the store: %w", err)
 	}
 	return nil

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -42,6 +44,8 @@ import (
 // snapshot, so it never sees the metadata of one with the data of another.
 type Storage struct {
 	db     *pebble.DB
+	fs     vfs.FS // the store's
+	dir    string
 	snapMu sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the index
 	gen    atomic.Uint64 // the last generation of snapshot data begun
 
@@ -76,16 +80,37 @@ func openStorage(dir string, cacheBytes int, log *zap.Logger) (*Storage, error) 
 
 // openStorageOn is openStorage on the file system fs.
 func openStorageOn(fs vfs.FS, dir string, cacheBytes int, log *zap.Logger) (*Storage, error) {
-	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{fs}, Logger: pebbleLogger{log.Sugar()}})
+	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{fs}, Logger: pebbleLogger{log.Sugar()}, EventListener: stallListener(log)})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}
-	s := &Storage{db: db, log: newMemLog(cacheBytes)}
+	s := &Storage{db: db, fs: fs, dir: dir, log: newMemLog(cacheBytes)}
+	if err := s.removeUningested(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("clean raft store %s: %w", dir, err)
+	}
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load raft store %s: %w", dir, err)
 	}
 	return s, nil
+}
+
+// removeUningested removes the sstables of snapshots that a crash stopped
+// before they were ingested (chunkWriter).
+func (s *Storage) removeUningested() error {
+	names, err := s.fs.List(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, ingestSuffix) {
+			if err := s.fs.Remove(s.fs.PathJoin(s.dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Storage) load() error {
@@ -381,6 +406,21 @@ func lastIndex(ents []raftpb.Entry) uint64 {
 func (s *Storage) Close() error { return s.db.Close() }
 
 // pebbleLogger sends pebble's log lines to zap.
+// stallListener logs pebble's write stalls: while one lasts, no write of
+// the log goes through.
+func stallListener(log *zap.Logger) *pebble.EventListener {
+	var began time.Time // pebble calls the two in turn, from one writer at a time
+	return &pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			began = time.Now()
+			log.Warn("the raft store stalls its writes", zap.String("reason", info.Reason))
+		},
+		WriteStallEnd: func() {
+			log.Warn("the raft store's write stall ended", zap.Duration("took", time.Since(began)))
+		},
+	}
+}
+
 type pebbleLogger struct{ l *zap.SugaredLogger }
 
 func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Debugf(format, args...) }

@@ -3,8 +3,11 @@ package raftnode
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble"
@@ -253,4 +256,52 @@ func TestASnapshotFromTheLeaderReplacesTheWholeLog(t *testing.T) {
 	if first != 6 || last != 6 || terms[6] != 3 {
 		t.Fatalf("log %d..%d with terms %v after the restart, want only entry 6 of term 3", first, last, terms)
 	}
+}
+
+// TestAnUnfinishedSnapshotLeavesNoSSTable: a snapshot whose write fails
+// removes its sstable, and one a crash left is removed at the next open.
+func TestAnUnfinishedSnapshotLeavesNoSSTable(t *testing.T) {
+	dir := t.TempDir()
+	s := logOf(t, dir, 10)
+	cs := raftpb.ConfState{Voters: []uint64{1}}
+	boom := errors.New("boom")
+	fail := func(w io.Writer) error {
+		if err := writer(pattern(2*streamChunkSize, 6))(w); err != nil {
+			return err
+		}
+		return boom
+	}
+	if _, err := s.CreateSnapshot(5, &cs, fail, 3); !errors.Is(err, boom) {
+		t.Fatalf("CreateSnapshot = %v, want the write's error", err)
+	}
+	if left := ingestFiles(t, dir); len(left) != 0 {
+		t.Fatalf("a failed snapshot left %v", left)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(dir, "snapshot-99"+ingestSuffix)
+	if err := os.WriteFile(crashed, []byte("half an sstable"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if left := ingestFiles(t, dir); len(left) != 0 {
+		t.Fatalf("the store opened with %v left", left)
+	}
+	if st, err := s.CreateSnapshot(5, &cs, writer(pattern(10, 7)), 3); err != nil || !st.Saved {
+		t.Fatalf("CreateSnapshot after the crash = %+v, %v", st, err)
+	}
+}
+
+func ingestFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*"+ingestSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
