@@ -185,31 +185,65 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, err
 }
 
-// dial starts one session within cfg.Timeout.
-func dial(ctx context.Context, cfg Config) (*client.Client, error) {
+// dial starts one session within cfg.Timeout, with cfg.ClientOptions and
+// then extra.
+func dial(ctx context.Context, cfg Config, extra ...client.Option) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, cfg.Servers, cfg.ClientOptions...)
+	c, err := client.Dial(ctx, cfg.Servers, append(slices.Clip(cfg.ClientOptions), extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
 	return c, nil
 }
 
-// dialN starts n sessions at once.
+// dialN starts n sessions, maxDialing at a time.
 func dialN(ctx context.Context, cfg Config, n int) ([]*client.Client, error) {
+	return dialEach(ctx, cfg, n, nil)
+}
+
+// maxDialing bounds the sessions dialN and dialEach start at once. A
+// member closes at once the connections past its handshake cap (arbord
+// --max-handshaking, 256 by default), and their clients try another
+// member: thousands of dials at once would pile the sessions on the
+// members that answer first, where each should land on a member picked at
+// random.
+const maxDialing = 128
+
+// dialEach starts n sessions, maxDialing at a time, session i with the
+// options extra(i) as well (extra may be nil).
+func dialEach(ctx context.Context, cfg Config, n int, extra func(i int) []client.Option) ([]*client.Client, error) {
 	cs := make([]*client.Client, n)
-	errs := make([]error, n)
+	ctx, cancel := context.WithCancelCause(ctx) // the first dial that fails ends the others
+	defer cancel(nil)
 	var wg sync.WaitGroup
+	dialing := make(chan struct{}, maxDialing)
 	for i := range cs {
-		wg.Go(func() { cs[i], errs[i] = dial(ctx, cfg) })
+		var opts []client.Option
+		if extra != nil {
+			opts = extra(i)
+		}
+		select {
+		case dialing <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-dialing }()
+			c, err := dial(ctx, cfg, opts...)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			cs[i] = c
+		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			closeAll(cs)
-			return nil, err
-		}
+	if err := context.Cause(ctx); err != nil {
+		closeAll(cs)
+		return nil, err
 	}
 	return cs, nil
 }
