@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/recipes"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -49,6 +50,10 @@ type Config struct {
 	Lease time.Duration
 	Hold  time.Duration
 	Rate  float64
+	// Storm, in the locks workload, kills a member during the measured
+	// phase and measures how the sessions that were on it come back (a
+	// reconnect storm). Nil: none.
+	Storm *Storm
 
 	Warmup   time.Duration // load that is not counted, first
 	Duration time.Duration // the measured phase
@@ -131,6 +136,7 @@ func (c Config) Check() error {
 	for _, err := range []error{
 		count("conns", c.Conns, 1), count("workers", c.Workers, 1),
 		count("contenders", c.Contenders, 1), count("watchers", c.Watchers, 1),
+		c.Storm.check(c),
 	} {
 		if err != nil {
 			return err
@@ -165,6 +171,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err == nil {
 		r.run(ctx, p)
 		rep, err = r.report(ctx)
+		if rep != nil && p.storm != nil {
+			rep.Storm = p.storm.report(r)
+		}
 	}
 	if p != nil {
 		closeAll(p.sessions)
@@ -266,6 +275,7 @@ type plan struct {
 	sessions []*client.Client  // closed after the run
 	zk       []*zkConn         // Protocol "zk": the load's sessions, closed after the run
 	cleaners []*client.Client  // help delete the run's nodes, then closed
+	storm    *storm            // Config.Storm's, run beside the loops; nil: none
 }
 
 // prepares makes each workload's sessions and nodes under r.path.
@@ -289,7 +299,8 @@ type runner struct {
 
 	start     time.Time
 	phase     atomic.Int32
-	measureAt atomic.Int64 // time since start when the measured phase began; -1 before
+	measureAt atomic.Int64  // time since start when the measured phase began; -1 before
+	measuring chan struct{} // closed when the measured phase begins
 
 	stopped    context.Context // ends with the measured phase: for waits that do not end alone (Lock)
 	stopCancel context.CancelFunc
@@ -310,6 +321,7 @@ type runner struct {
 func newRunner(cfg Config, path string) *runner {
 	r := &runner{cfg: cfg, path: path}
 	r.measureAt.Store(-1)
+	r.measuring = make(chan struct{})
 	return r
 }
 
@@ -333,6 +345,9 @@ func (r *runner) run(ctx context.Context, p *plan) {
 	finished := make(chan struct{})
 	if r.cfg.Progress != nil {
 		aside.Go(func() { r.progress(finished) })
+	}
+	if p.storm != nil {
+		aside.Go(func() { p.storm.run(r) })
 	}
 	var wg sync.WaitGroup
 	for _, loop := range p.loops {
@@ -370,6 +385,7 @@ func (r *runner) clock() {
 // measure begins the measured phase.
 func (r *runner) measure() {
 	r.measureAt.Store(int64(time.Since(r.start)))
+	close(r.measuring)
 	r.phase.CompareAndSwap(phaseWarmup, phaseMeasure)
 }
 
@@ -518,6 +534,7 @@ var errorKinds = []error{
 	client.ErrTooManyConnections, client.ErrShuttingDown, client.ErrNotCaughtUp,
 	client.ErrDataTooLarge, client.ErrNoNode, client.ErrNodeExists, client.ErrBadVersion,
 	client.ErrNotEmpty, client.ErrEventsLost, client.ErrNoAuth, client.ErrAuthFailed, client.ErrQuotaExceeded,
+	recipes.ErrDeadlinePassed, recipes.ErrNodeDeleted,
 }
 
 // errorKind names err's kind in a report: the text of its sentinel
