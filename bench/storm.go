@@ -371,8 +371,11 @@ type StormReport struct {
 	Reconnect Latency `json:"reconnectMs"`
 	AllBackMs float64 `json:"allBackMs"`
 	// OthersDisconnected counts the sessions on the other members whose
-	// connection broke after the kill.
+	// connection broke after the kill; DisconnectedBefore those whose
+	// connection broke in the run before the kill (a member that drops
+	// its clients, say, as one does when it installs a snapshot).
 	OthersDisconnected int `json:"othersDisconnected"`
+	DisconnectedBefore int `json:"disconnectedBefore"`
 
 	SessionsLost int            `json:"sessionsLost"` // sessions that expired in the run, on any member
 	HoldsLost    int            `json:"holdsLost"`    // holds that ended by themselves in the run (recipes.Mutex.Lost)
@@ -411,6 +414,11 @@ func (s *storm) report(r *runner) *StormReport {
 	}
 	if s.killedAt.IsZero() {
 		return rep
+	}
+	for _, t := range s.sessions {
+		if gone, ok := t.firstAfter(time.Time{}, client.StateDisconnected); ok && gone.at.Before(s.killedAt) {
+			rep.DisconnectedBefore++
+		}
 	}
 	rep.KilledAtMs = ms(s.killedAt.Sub(r.start.Add(time.Duration(r.measureAt.Load()))))
 	var noticed, back histogram
@@ -473,6 +481,9 @@ func (s *StormReport) writeText(b *strings.Builder, leased bool) {
 			fmt.Fprintf(b, "reconnect   %d of %d back before the run ended: %s\n", s.Back, s.OnMember, s.Reconnect)
 		}
 		fmt.Fprintf(b, "others      %d sessions on the other members lost their connection\n", s.OthersDisconnected)
+		if s.DisconnectedBefore > 0 {
+			fmt.Fprintf(b, "before      %d sessions lost their connection before the kill\n", s.DisconnectedBefore)
+		}
 	}
 	fmt.Fprintf(b, "lost        sessions %d, holds %d", s.SessionsLost, s.HoldsLost)
 	for i, k := range slices.Sorted(maps.Keys(s.HoldsLostBy)) {

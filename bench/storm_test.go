@@ -107,9 +107,9 @@ func TestTheSessionsOfAKilledMemberComeBackOnTheOthersWithTheirHolds(t *testing.
 	if st.Noticed.Min <= 0 || st.Noticed.Max > st.Reconnect.Max {
 		t.Errorf("noticed %+v, reconnected %+v: want each noticed after the kill, before the last came back", st.Noticed, st.Reconnect)
 	}
-	if st.OthersDisconnected != 0 || st.SessionsLost != 0 || st.HoldsLost != 0 || len(st.HoldsLostBy) != 0 {
-		t.Errorf("others disconnected %d, sessions lost %d, holds lost %d %v: want none",
-			st.OthersDisconnected, st.SessionsLost, st.HoldsLost, st.HoldsLostBy)
+	if st.OthersDisconnected != 0 || st.DisconnectedBefore != 0 || st.SessionsLost != 0 || st.HoldsLost != 0 || len(st.HoldsLostBy) != 0 {
+		t.Errorf("others disconnected %d, before the kill %d, sessions lost %d, holds lost %d %v: want none",
+			st.OthersDisconnected, st.DisconnectedBefore, st.SessionsLost, st.HoldsLost, st.HoldsLostBy)
 	}
 	if !st.CensusTaken || st.CensusError != "" || st.Checked == 0 || st.Missing != 0 {
 		t.Errorf("census taken %v (%q): %d holds checked, %d missing; want some checked, none missing",

@@ -59,10 +59,15 @@ finish() {
 }
 trap finish EXIT INT TERM
 servers=127.0.0.1:26281,127.0.0.1:26282,127.0.0.1:26283
-arbor() { ARBOR_SERVERS=$servers timeout 10 "$work/bin/arbor" "$@"; }
 
-# start starts a fresh cluster and waits for its leader; member i's pid is
-# pids[i-1].
+# leader_of I prints the leader member I knows of (nothing if none).
+leader_of() {
+  timeout 10 "$work/bin/arbor" --servers "127.0.0.1:$((26280 + $1))" status 2>/dev/null |
+    sed -n 's/^leader = \([1-3]\)$/\1/p'
+}
+
+# start starts a fresh cluster and waits until every member knows the same
+# leader, which it sets in leader; member i's pid is pids[i-1].
 start() {
   rm -rf "$work"/data[123]
   for i in 1 2 3; do
@@ -72,8 +77,10 @@ start() {
     pids+=($!)
   done
   for _ in $(seq 100); do
-    leader=$(arbor status 2>/dev/null | sed -n 's/^leader = \([1-3]\)$/\1/p')
-    [ -n "$leader" ] && return
+    leader=$(leader_of 1)
+    if [ -n "$leader" ] && [ "$(leader_of 2)" = "$leader" ] && [ "$(leader_of 3)" = "$leader" ]; then
+      return
+    fi
     sleep 0.1
   done
   echo "no leader" >&2
