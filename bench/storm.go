@@ -66,6 +66,7 @@ type stateSeen struct {
 	state  client.State
 	member string // the address dialed last
 	at     time.Time
+	err    error // StateExpired: why, as the client says (Client.Err)
 }
 
 // dial is the session's dialer: TCP, noting the address. The client dials
@@ -86,8 +87,12 @@ func (t *tracked) follow() {
 		if p := t.dialed.Load(); p != nil {
 			member = *p
 		}
+		seen := stateSeen{state: s, member: member, at: at}
+		if s == client.StateExpired {
+			seen.err = t.c.Err()
+		}
 		t.mu.Lock()
-		t.seen = append(t.seen, stateSeen{state: s, member: member, at: at})
+		t.seen = append(t.seen, seen)
 		t.mu.Unlock()
 	}
 }
@@ -377,10 +382,14 @@ type StormReport struct {
 	OthersDisconnected int `json:"othersDisconnected"`
 	DisconnectedBefore int `json:"disconnectedBefore"`
 
-	SessionsLost int            `json:"sessionsLost"` // sessions that expired in the run, on any member
-	HoldsLost    int            `json:"holdsLost"`    // holds that ended by themselves in the run (recipes.Mutex.Lost)
-	HoldsLostBy  map[string]int `json:"holdsLostBy"`  // the same by reason: "session expired", "deadline passed", ...
-	LeasesLost   int            `json:"leasesLost"`   // of those, holds whose lease expired
+	SessionsLost int `json:"sessionsLost"` // sessions that expired in the run, on any member
+	// SessionLoss is why the first of them expired, as its client said:
+	// "no server heard from for the session timeout" is the client
+	// giving its session up, else the cluster told it.
+	SessionLoss string         `json:"sessionLoss,omitempty"`
+	HoldsLost   int            `json:"holdsLost"`   // holds that ended by themselves in the run (recipes.Mutex.Lost)
+	HoldsLostBy map[string]int `json:"holdsLostBy"` // the same by reason: "session expired", "deadline passed", ...
+	LeasesLost  int            `json:"leasesLost"`  // of those, holds whose lease expired
 
 	// Once every session on Member was back (CensusTaken), the holds were
 	// checked on the servers: Checked holds, of which Missing were not
@@ -407,10 +416,19 @@ func (s *storm) report(r *runner) *StormReport {
 		rep.HoldsLost += n
 	}
 	rep.LeasesLost = s.losses["lease expired"]
+	var first stateSeen
 	for _, t := range s.sessions {
-		if _, ok := t.firstAfter(time.Time{}, client.StateExpired); ok {
-			rep.SessionsLost++
+		ex, ok := t.firstAfter(time.Time{}, client.StateExpired)
+		if !ok {
+			continue
 		}
+		rep.SessionsLost++
+		if first.at.IsZero() || ex.at.Before(first.at) {
+			first = ex
+		}
+	}
+	if first.err != nil {
+		rep.SessionLoss = first.err.Error()
 	}
 	if s.killedAt.IsZero() {
 		return rep
@@ -500,6 +518,9 @@ func (s *StormReport) writeText(b *strings.Builder, leased bool) {
 		fmt.Fprintf(b, ", leases %d", s.LeasesLost)
 	}
 	b.WriteString("\n")
+	if s.SessionLoss != "" {
+		fmt.Fprintf(b, "first loss  %s\n", s.SessionLoss)
+	}
 	switch {
 	case s.CensusError != "":
 		fmt.Fprintf(b, "census      could not check the holds on the servers: %s\n", s.CensusError)

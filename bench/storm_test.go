@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +200,56 @@ func deleteLockNodes(c *client.Client, prefix string) error {
 		}
 	}
 	return nil
+}
+
+func TestTheStormReportTellsWhatEachSessionWentThrough(t *testing.T) {
+	start := time.Now()
+	kill := start.Add(10 * time.Second)
+	at := func(ms int) time.Time { return kill.Add(time.Duration(ms) * time.Millisecond) }
+	expired := fmt.Errorf("%w: no server heard from for the session timeout (10s)", client.ErrSessionExpired)
+	session := func(seen ...stateSeen) *tracked { return &tracked{seen: seen} }
+	on := func(s client.State, member string, ms int) stateSeen {
+		return stateSeen{state: s, member: member, at: at(ms)}
+	}
+	const a, b, c = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
+	back := session(on(client.StateConnected, a, -9000), on(client.StateDisconnected, a, 20), on(client.StateConnected, b, 300))
+	late := session(on(client.StateConnected, a, -9000), on(client.StateDisconnected, a, 40), on(client.StateConnected, c, 900))
+	lost := session(on(client.StateConnected, a, -9000), on(client.StateDisconnected, a, 30),
+		stateSeen{state: client.StateExpired, member: a, at: at(7000), err: expired})
+	moved := session(on(client.StateConnected, c, -9000), on(client.StateDisconnected, c, -5000), on(client.StateConnected, b, -4900))
+	stayed := session(on(client.StateConnected, b, -9000))
+	s := &storm{
+		cfg: Storm{After: 5 * time.Second, Member: a}, sessions: []*tracked{back, late, lost, moved, stayed},
+		victims: []*tracked{back, late, lost}, byMember: map[string]int{a: 3, b: 2}, killedAt: kill,
+		losses: map[string]int{"deadline passed": 2}, censusTaken: true, checked: 4, missing: 1,
+	}
+	r := &runner{start: start}
+	r.measureAt.Store(int64(5 * time.Second))
+	got := s.report(r)
+	want := &StormReport{
+		Member: a, AfterMs: 5000, KilledAtMs: 5000, Sessions: 5, ByMember: map[string]int{a: 3, b: 2},
+		OnMember: 3, Back: 2, AllBackMs: 0, DisconnectedBefore: 1,
+		SessionsLost: 1, SessionLoss: expired.Error(), HoldsLost: 2, HoldsLostBy: map[string]int{"deadline passed": 2},
+		CensusTaken: true, Checked: 4, Missing: 1,
+	}
+	if got.Noticed.Min != 20 || got.Noticed.Max != 40 || got.Reconnect.Min != 300 || got.Reconnect.Max != 900 {
+		t.Errorf("noticed %+v, reconnected %+v: want 20-40 ms and 300-900 ms", got.Noticed, got.Reconnect)
+	}
+	got.Noticed, got.Reconnect = Latency{}, Latency{}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	var text strings.Builder
+	got.writeText(&text, false)
+	for _, line := range []string{
+		"reconnect   2 of 3 back before the run ended: ",
+		"before      1 sessions lost their connection before the kill\n",
+		"lost        sessions 1, holds 2 (deadline passed 2)\n",
+		"first loss  " + expired.Error() + "\n",
+		"census      4 holds checked on the servers once all were back: 1 missing\n",
+	} {
+		if !strings.Contains(text.String(), line) {
+			t.Errorf("the text lacks %q:\n%s", line, text.String())
+		}
+	}
 }
