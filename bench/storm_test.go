@@ -139,6 +139,7 @@ func TestTheSessionsOfAKilledMemberComeBackOnTheOthersWithTheirHolds(t *testing.
 func TestAStormFindsHoldsWhoseNodesWentUnderThem(t *testing.T) {
 	for _, lease := range []time.Duration{0, 3 * time.Second} {
 		t.Run(fmt.Sprintf("lease %v", lease), func(t *testing.T) {
+			t.Parallel()
 			members := startCluster(t)
 			victim := members[2]
 			c, err := client.Dial(context.Background(), []string{members[0].Addr().String()})
