@@ -27,6 +27,14 @@
 //   - session: Workers goroutines each open a session (client.Dial) and
 //     close it, again and again: an op is a session opened and closed.
 //
+// # Reconnect storms
+//
+// The locks workload (a lock service's load: Locks locks, each taken in
+// turn by Contenders holders over Conns sessions) can kill a member during
+// the measured phase (Config.Storm) and report, in Report.Storm, how long
+// the sessions that were on it took to come back on the other members and
+// whether any session, hold or lease was lost meanwhile.
+//
 // # Method
 //
 // The workload's goroutines run for Warmup, which is not counted, and then

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/recipes"
 )
 
@@ -17,15 +18,26 @@ import (
 // the cycles of all the holders together come at Rate per second at most
 // (0: as fast as they go). It times each acquire and release and, for a
 // lock that passes from one holder to a waiter, the handoff: from the
-// release's send to the next holder's grant.
+// release's send to the next holder's grant. With Config.Storm, it kills a
+// member during the run and watches the sessions and the holds (storm.go).
 
 // prepareLocks makes the sessions and holders of locks.
 func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
-	cs, err := dialN(ctx, r.cfg, r.cfg.Conns)
+	var st *storm
+	var track func(int) []client.Option
+	if r.cfg.Storm != nil {
+		st = newStorm(r.cfg, r.path+"/locks")
+		track = st.track
+	}
+	cs, err := dialEach(ctx, r.cfg, r.cfg.Conns, track)
 	if err != nil {
 		return nil, err
 	}
 	p := &plan{sessions: cs, primary: []opKind{opAcquire}}
+	if st != nil {
+		st.follow(cs)
+		p.storm = st
+	}
 	holders := r.cfg.Locks * r.cfg.Contenders
 	var pace time.Duration // between one holder's cycles, for Rate
 	if r.cfg.Rate > 0 {
@@ -33,12 +45,14 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 	}
 	released := make([]atomic.Int64, r.cfg.Locks) // per lock: the send time of its last release, ns since start
 	for h := range holders {
-		lock := h % r.cfg.Locks
-		opts := []recipes.Option{recipes.WithOwner(fmt.Sprintf("bench-%d", h))}
+		lock, owner := h%r.cfg.Locks, fmt.Sprintf("bench-%d", h)
+		opts := []recipes.Option{recipes.WithOwner(owner)}
 		if r.cfg.Lease > 0 {
 			opts = append(opts, recipes.WithLease(r.cfg.Lease))
 		}
-		m := recipes.NewMutex(cs[h%len(cs)], fmt.Sprintf("%s/locks/%d", r.path, lock), opts...)
+		lockPath := fmt.Sprintf("%s/locks/%d", r.path, lock)
+		m := recipes.NewMutex(cs[h%len(cs)], lockPath, opts...)
+		hd := st.holder(lockPath, owner, h%len(cs))
 		p.loops = append(p.loops, func(rec *recorder) {
 			next := time.Now()
 			for {
@@ -61,18 +75,23 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 				if err != nil {
 					continue
 				}
+				st.held(hd, m.Token())
 				// A grant after a release that came while it waited is a
 				// handoff.
 				if rel := released[lock].Load(); rel != last && rel > t0.Sub(r.start).Nanoseconds() {
 					r.count(rec, opHandoff, measured, time.Since(r.start.Add(time.Duration(rel))))
 				}
 				if !sleepUntil(r.stopped, time.Now().Add(r.cfg.Hold)) {
-					_ = m.Unlock(r.hard)
+					lost := st.releasing(hd, m)
+					st.released(lost, m.Unlock(r.hard))
 					return
 				}
+				lost := st.releasing(hd, m)
 				t1 := time.Now()
 				released[lock].Store(t1.Sub(r.start).Nanoseconds())
-				if !r.done(rec, opRelease, measured, t1, m.Unlock(r.hard)) {
+				err = m.Unlock(r.hard)
+				st.released(lost, err)
+				if !r.done(rec, opRelease, measured, t1, err) {
 					return
 				}
 			}

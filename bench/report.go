@@ -52,6 +52,10 @@ type Report struct {
 	// get and set; lock: release; watch: the writer's set; session:
 	// connect and close).
 	ByOp map[string]OpReport `json:"byOp"`
+
+	// Storm is what a reconnect storm did (locks with Config.Storm);
+	// left out without one.
+	Storm *StormReport `json:"storm,omitempty"`
 }
 
 // OpReport is one kind of op in a Report.
@@ -185,6 +189,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "%-11s %-7s %.0f ops/s, %s\n", label, name, op.OpsPerSec, op.Latency)
 			label = ""
 		}
+	}
+	if rep.Storm != nil {
+		rep.Storm.writeText(&b, rep.LeaseMs > 0)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/recipes"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -49,6 +50,10 @@ type Config struct {
 	Lease time.Duration
 	Hold  time.Duration
 	Rate  float64
+	// Storm, in the locks workload, kills a member during the measured
+	// phase and measures how the sessions that were on it come back (a
+	// reconnect storm). Nil: none.
+	Storm *Storm
 
 	Warmup   time.Duration // load that is not counted, first
 	Duration time.Duration // the measured phase
@@ -131,6 +136,7 @@ func (c Config) Check() error {
 	for _, err := range []error{
 		count("conns", c.Conns, 1), count("workers", c.Workers, 1),
 		count("contenders", c.Contenders, 1), count("watchers", c.Watchers, 1),
+		c.Storm.check(c),
 	} {
 		if err != nil {
 			return err
@@ -165,6 +171,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err == nil {
 		r.run(ctx, p)
 		rep, err = r.report(ctx)
+		if rep != nil && p.storm != nil {
+			rep.Storm = p.storm.report(r)
+		}
 	}
 	if p != nil {
 		closeAll(p.sessions)
@@ -185,31 +194,65 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, err
 }
 
-// dial starts one session within cfg.Timeout.
-func dial(ctx context.Context, cfg Config) (*client.Client, error) {
+// dial starts one session within cfg.Timeout, with cfg.ClientOptions and
+// then extra.
+func dial(ctx context.Context, cfg Config, extra ...client.Option) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, cfg.Servers, cfg.ClientOptions...)
+	c, err := client.Dial(ctx, cfg.Servers, append(slices.Clip(cfg.ClientOptions), extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
 	return c, nil
 }
 
-// dialN starts n sessions at once.
+// dialN starts n sessions, maxDialing at a time.
 func dialN(ctx context.Context, cfg Config, n int) ([]*client.Client, error) {
+	return dialEach(ctx, cfg, n, nil)
+}
+
+// maxDialing bounds the sessions dialN and dialEach start at once. A
+// member closes at once the connections past its handshake cap (arbord
+// --max-handshaking, 256 by default), and their clients try another
+// member: thousands of dials at once would pile the sessions on the
+// members that answer first, where each should land on a member picked at
+// random.
+const maxDialing = 128
+
+// dialEach starts n sessions, maxDialing at a time, session i with the
+// options extra(i) as well (extra may be nil).
+func dialEach(ctx context.Context, cfg Config, n int, extra func(i int) []client.Option) ([]*client.Client, error) {
 	cs := make([]*client.Client, n)
-	errs := make([]error, n)
+	ctx, cancel := context.WithCancelCause(ctx) // the first dial that fails ends the others
+	defer cancel(nil)
 	var wg sync.WaitGroup
+	dialing := make(chan struct{}, maxDialing)
 	for i := range cs {
-		wg.Go(func() { cs[i], errs[i] = dial(ctx, cfg) })
+		var opts []client.Option
+		if extra != nil {
+			opts = extra(i)
+		}
+		select {
+		case dialing <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-dialing }()
+			c, err := dial(ctx, cfg, opts...)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			cs[i] = c
+		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			closeAll(cs)
-			return nil, err
-		}
+	if err := context.Cause(ctx); err != nil {
+		closeAll(cs)
+		return nil, err
 	}
 	return cs, nil
 }
@@ -232,6 +275,7 @@ type plan struct {
 	sessions []*client.Client  // closed after the run
 	zk       []*zkConn         // Protocol "zk": the load's sessions, closed after the run
 	cleaners []*client.Client  // help delete the run's nodes, then closed
+	storm    *storm            // Config.Storm's, run beside the loops; nil: none
 }
 
 // prepares makes each workload's sessions and nodes under r.path.
@@ -255,7 +299,8 @@ type runner struct {
 
 	start     time.Time
 	phase     atomic.Int32
-	measureAt atomic.Int64 // time since start when the measured phase began; -1 before
+	measureAt atomic.Int64  // time since start when the measured phase began; -1 before
+	measuring chan struct{} // closed when the measured phase begins
 
 	stopped    context.Context // ends with the measured phase: for waits that do not end alone (Lock)
 	stopCancel context.CancelFunc
@@ -276,6 +321,7 @@ type runner struct {
 func newRunner(cfg Config, path string) *runner {
 	r := &runner{cfg: cfg, path: path}
 	r.measureAt.Store(-1)
+	r.measuring = make(chan struct{})
 	return r
 }
 
@@ -299,6 +345,9 @@ func (r *runner) run(ctx context.Context, p *plan) {
 	finished := make(chan struct{})
 	if r.cfg.Progress != nil {
 		aside.Go(func() { r.progress(finished) })
+	}
+	if p.storm != nil {
+		aside.Go(func() { p.storm.run(r) })
 	}
 	var wg sync.WaitGroup
 	for _, loop := range p.loops {
@@ -336,6 +385,7 @@ func (r *runner) clock() {
 // measure begins the measured phase.
 func (r *runner) measure() {
 	r.measureAt.Store(int64(time.Since(r.start)))
+	close(r.measuring)
 	r.phase.CompareAndSwap(phaseWarmup, phaseMeasure)
 }
 
@@ -484,6 +534,7 @@ var errorKinds = []error{
 	client.ErrTooManyConnections, client.ErrShuttingDown, client.ErrNotCaughtUp,
 	client.ErrDataTooLarge, client.ErrNoNode, client.ErrNodeExists, client.ErrBadVersion,
 	client.ErrNotEmpty, client.ErrEventsLost, client.ErrNoAuth, client.ErrAuthFailed, client.ErrQuotaExceeded,
+	recipes.ErrDeadlinePassed, recipes.ErrNodeDeleted,
 }
 
 // errorKind names err's kind in a report: the text of its sentinel

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/recipes"
 	"github.com/arbor-coord/arbor/server"
 	"go.uber.org/zap/zaptest"
 )
@@ -88,6 +89,7 @@ func TestErrorKinds(t *testing.T) {
 		fmt.Errorf("set /x: %w", context.DeadlineExceeded):          "timeout",
 		fmt.Errorf("lock /l: %w", client.ErrSessionExpired):         client.ErrSessionExpired.Error(),
 		errors.New("something else"):                                "other",
+		fmt.Errorf("unlock /l: %w", recipes.ErrDeadlinePassed):      recipes.ErrDeadlinePassed.Error(),
 		fmt.Errorf("w: %w", fmt.Errorf("%w", client.ErrEventsLost)): client.ErrEventsLost.Error(),
 	} {
 		if got := errorKind(err); got != want {
@@ -100,6 +102,11 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 	good := config("127.0.0.1:1", "set")
 	if err := good.Check(); err != nil {
 		t.Fatalf("a good config: %v", err)
+	}
+	storm := good
+	stormed(&storm)
+	if err := storm.Check(); err != nil {
+		t.Fatalf("a good storm: %v", err)
 	}
 	for name, change := range map[string]func(*Config){
 		"an unknown workload":        func(c *Config) { c.Workload = "put" },
@@ -128,6 +135,11 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 		"zk without its servers":     func(c *Config) { c.Protocol = "zk" },
 		"zk with linearizable reads": func(c *Config) { c.Protocol, c.ZKServers, c.Linearizable = "zk", c.Servers, true },
 		"zk for a lock":              func(c *Config) { c.Protocol, c.ZKServers, c.Workload = "zk", c.Servers, "lock" },
+		"a storm in set":             func(c *Config) { c.Storm = goodStorm(c) },
+		"a storm after the phase":    func(c *Config) { stormed(c); c.Storm.After = c.Duration },
+		"a storm before the phase":   func(c *Config) { stormed(c); c.Storm.After = 0 },
+		"a storm on another member":  func(c *Config) { stormed(c); c.Storm.Member = "127.0.0.1:2" },
+		"a storm that cannot kill":   func(c *Config) { stormed(c); c.Storm.Kill = nil },
 	} {
 		c := good
 		change(&c)
@@ -138,3 +150,11 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 }
 
 var zero float64
+
+// goodStorm is a storm within c's measured phase.
+func goodStorm(c *Config) *Storm {
+	return &Storm{After: c.Duration / 2, Member: c.Servers[0], Kill: func() error { return nil }}
+}
+
+// stormed makes c a locks workload with a good storm.
+func stormed(c *Config) { c.Workload, c.Locks, c.Storm = "locks", 1, goodStorm(c) }

@@ -18,6 +18,8 @@ func (e *env) benchCommand() *cobra.Command {
 		Warmup: 2 * time.Second, Duration: 10 * time.Second, Prefix: "/bench",
 	}
 	var progress bool
+	var storm bench.Storm
+	var stormPID int
 	cmd := &cobra.Command{
 		Use:   "bench WORKLOAD",
 		Short: "Put load on the servers and measure throughput and latency",
@@ -39,6 +41,9 @@ func (e *env) benchCommand() *cobra.Command {
 			"With --protocol zk their load goes through the members' ZooKeeper ports,\n" +
 			"--zk-servers, and their nodes are made and removed through --servers.\n" +
 			"The load runs for --warmup, not counted, then for --duration (or --ops ops).\n" +
+			"With --storm-after, locks kills the member --storm-member (process --storm-pid)\n" +
+			"that far into the measured phase and reports how its sessions came back on the\n" +
+			"others and what was lost: sessions, holds, leases.\n" +
 			"Its nodes go under a node of the run's own below --prefix, deleted at the end\n" +
 			"unless --keep. A progress line goes to stderr each second when stderr is a\n" +
 			"terminal, or with --progress.",
@@ -47,7 +52,8 @@ func (e *env) benchCommand() *cobra.Command {
 			"  arbor bench mixed --read-ratio 0.8 -o json\n" +
 			"  arbor bench set --protocol zk --zk-servers 127.0.0.1:2181\n" +
 			"  arbor bench lock --contenders 16\n" +
-			"  arbor bench locks --locks 1000 --contenders 1 --lease 10s --rate 2000",
+			"  arbor bench locks --locks 1000 --contenders 1 --lease 10s --rate 2000\n" +
+			"  arbor bench locks --locks 3000 --conns 3000 --hold 5s --storm-after 5s --storm-member 127.0.0.1:2282 --storm-pid 4242",
 		Args:      usageArgs(cobra.ExactArgs(1)),
 		ValidArgs: bench.Workloads,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,6 +63,13 @@ func (e *env) benchCommand() *cobra.Command {
 				return err
 			}
 			cfg.ClientOptions = opts
+			if storm.After != 0 || storm.Member != "" || stormPID != 0 {
+				if stormPID <= 0 {
+					return usagef("a storm needs --storm-after, --storm-member and --storm-pid, the member's process id")
+				}
+				storm.Kill = killProcess(stormPID)
+				cfg.Storm = &storm
+			}
 			if err := cfg.Check(); err != nil {
 				return usageError{err}
 			}
@@ -93,6 +106,9 @@ func (e *env) benchCommand() *cobra.Command {
 	f.DurationVar(&cfg.Lease, "lease", 0, "bind each hold to a lease of this TTL, renewed at a third of it (locks; 0: the session)")
 	f.DurationVar(&cfg.Hold, "hold", 0, "how long each hold lasts (locks)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "acquire/release cycles per second of all holders together at most (locks; 0: no bound)")
+	f.DurationVar(&storm.After, "storm-after", 0, "kill --storm-member this far into the measured phase and report how its sessions come back (locks; 0: no storm)")
+	f.StringVar(&storm.Member, "storm-member", "", "the member a storm kills: its client address, one of --servers")
+	f.IntVar(&stormPID, "storm-pid", 0, "the process id of --storm-member, which the storm sends SIGKILL")
 	f.IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "sessions watching the node (watch)")
 	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load first, not counted")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "the measured phase")
@@ -101,6 +117,18 @@ func (e *env) benchCommand() *cobra.Command {
 	f.BoolVar(&cfg.Keep, "keep", false, "leave the run's nodes in place")
 	f.BoolVar(&progress, "progress", false, "print progress to stderr even when it is not a terminal")
 	return cmd
+}
+
+// killProcess returns a function that kills process pid at once, as a
+// crash would (SIGKILL on Unix).
+func killProcess(pid int) func() error {
+	return func() error {
+		p, err := os.FindProcess(pid)
+		if err != nil {
+			return err
+		}
+		return p.Kill()
+	}
 }
 
 func (e *env) printReport(rep *bench.Report) error {

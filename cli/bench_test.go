@@ -205,6 +205,11 @@ func TestBenchRefusesBadFlagsWithStatus2(t *testing.T) {
 		{"locks", "--lease", "100ms"},
 		{"locks", "--hold", "-1s"},
 		{"locks", "--rate", "-3"},
+		{"locks", "--storm-after", "1s", "--storm-member", "127.0.0.1:1"},
+		{"locks", "--storm-after", "1s", "--storm-pid", "1"},
+		{"locks", "--storm-member", "127.0.0.1:1", "--storm-pid", "1"},
+		{"locks", "--storm-after", "20s", "--storm-member", "127.0.0.1:1", "--storm-pid", "1"},
+		{"set", "--storm-after", "1s", "--storm-member", "127.0.0.1:1", "--storm-pid", "1"},
 		{"watch", "--watchers", "0"},
 		{"set", "--nosuch"},
 	} {
