@@ -303,7 +303,8 @@ func (s *storm) waitBack(ctx context.Context) bool {
 	}
 }
 
-// census checks the holds against the servers. A holder that held the
+// census checks the holds against the servers, once there is a leader to
+// answer a linearizable read. A holder that held the
 // same hold (the same fencing token) before and after a linearizable read
 // of every lock must be among its lock's holders in that read, with its
 // owner and, for a hold of the session, its session. It returns how many
@@ -321,6 +322,11 @@ func (s *storm) census(ctx context.Context) (checked, missing int, err error) {
 	}
 	before := s.tokens()
 	locks, err := c.Locks(ctx, s.root, true)
+	for errors.Is(err, client.ErrNoQuorum) && sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
+		// The sessions may be back before a new leader is elected.
+		before = s.tokens()
+		locks, err = c.Locks(ctx, s.root, true)
+	}
 	if err != nil {
 		return 0, 0, err
 	}

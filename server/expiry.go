@@ -139,20 +139,61 @@ func (s *Server) heardFrom(id int64) {
 //     step down, but only once its raft goroutine runs.
 //
 // Without that evidence for contactTimeout, it refuses, and the expiry
-// loop drops its clients: they move to a member that can vouch.
+// loop drops its clients: they move to a member that can vouch. A
+// follower in an election (raft knows no leader) is judged by its last
+// leader's evidence for half an election timeout: an election ends in
+// far less (a round of votes), and dropping the clients at once sent
+// those of every member of a cluster whose leader was killed to reconnect
+// at the same moment; with 10,000 sessions, some ran out of session
+// timeout before they were back. An election that lasts longer is one
+// this member cannot win or hear of (a partition), and then it refuses.
+// A leader that stepped down has no such grace: QuorumContact no longer
+// tells it anything.
 func (s *Server) vouchForSessions() error {
+	now := time.Since(s.started)
 	leader := s.node.Leader()
+	if leader != 0 {
+		s.lastLeader.Store(leader)
+		s.leaderSeen.Store(int64(now))
+	}
+	w := witness{
+		self: s.node.ID(), leader: leader, last: s.lastLeader.Load(), alone: s.transport == nil,
+		leaderless: now - time.Duration(s.leaderSeen.Load()), timeout: s.contactTimeout(),
+		grace: time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval / 2,
+	}
+	if !w.alone {
+		w.quorumContact = s.node.QuorumContact
+		w.unanswered = s.transport.TouchesUnanswered
+	}
+	return w.vouch()
+}
+
+// witness is what vouchForSessions judges by.
+type witness struct {
+	self, leader, last uint64                        // this member, raft's leader (0: none), the last leader known
+	alone              bool                          // a member with no peers
+	leaderless         time.Duration                 // since raft last knew a leader
+	timeout, grace     time.Duration                 // contactTimeout, and an election's grace
+	quorumContact      func() time.Duration          // as leader, since it heard from a quorum
+	unanswered         func(id uint64) time.Duration // since id left this member's probes unanswered
+}
+
+func (w witness) vouch() error {
+	leader := w.leader
+	if leader == 0 && !w.alone && w.last != w.self && w.leaderless <= w.grace {
+		leader = w.last // an election: the last leader's evidence stands, a little while
+	}
 	switch {
 	case leader == 0:
 		return wire.Errorf(wire.CodeNoQuorum, "no leader")
-	case s.transport == nil:
+	case w.alone:
 		return nil
-	case leader == s.node.ID():
-		if d := s.node.QuorumContact(); d > s.contactTimeout() {
+	case leader == w.self:
+		if d := w.quorumContact(); d > w.timeout {
 			return wire.Errorf(wire.CodeNoQuorum, "this leader has not heard from a quorum for %v", d.Round(time.Millisecond))
 		}
 	default:
-		if d := s.transport.TouchesUnanswered(leader); d > s.contactTimeout() {
+		if d := w.unanswered(leader); d > w.timeout {
 			return wire.Errorf(wire.CodeNoQuorum, "the leader (member %d) has not answered this member for %v", leader, d.Round(time.Millisecond))
 		}
 	}

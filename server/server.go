@@ -26,17 +26,21 @@ import (
 
 // Server is a running arbord member.
 type Server struct {
-	cfg      Config
-	log      *zap.Logger
-	node     *raftnode.Node
-	fsm      *fsm
-	sessions *session.Table
-	ids      *session.IDs
-	watches  *watchRegistry
-	metrics  *metrics
-	limits   *limiter
-	memory   *memory
-	quotas   *quotaAlarms
+	cfg  Config
+	log  *zap.Logger
+	node *raftnode.Node
+	// lastLeader is the last leader this member knew, and leaderSeen when
+	// it last knew one, in ns since started (vouchForSessions).
+	lastLeader atomic.Uint64
+	leaderSeen atomic.Int64
+	fsm        *fsm
+	sessions   *session.Table
+	ids        *session.IDs
+	watches    *watchRegistry
+	metrics    *metrics
+	limits     *limiter
+	memory     *memory
+	quotas     *quotaAlarms
 
 	lockMetrics *lockMetrics
 	lockWatch   *pathWatch // lock paths, woken as their queues change
