@@ -11,11 +11,11 @@
 #      run `arbor bench mixed` (half setData, half getData) for 10 s, so
 #      that snapshots of the whole tree are taken while it runs; then the
 #      RSS; then the same with no snapshot, the baseline;
-#   4. with OLD_ARBORD set (an arbord built from another commit), steps 2
-#      and 3 again with it on the same data, then once more with this one.
-#      It must read the store this one writes: an arbord from before
-#      snapshot data generations (raftnode/snapstore.go) does not; measure
-#      it alone with ARBORD instead.
+#   4. with OLD_ARBORD set (an arbord built from another commit), step 3
+#      with snapshots is run with it first, on the same data. It must read
+#      the store this one writes: an arbord from before snapshot data
+#      generations (raftnode/snapstore.go) does not; measure it alone with
+#      ARBORD instead.
 # ARBORD, if set, is the arbord to measure instead of one built from here.
 # Loopback only, on ports PORT (client) and PORT+200 (http); everything is
 # removed at the end. Bounded: fill gives up after 20 minutes.

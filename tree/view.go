@@ -45,10 +45,7 @@ func (t *Tree) Freeze() *View {
 	v := t.view()
 	v.owners, v.ttls = maps.Clone(t.owners), maps.Clone(t.ttls)
 	t.views = append(t.views, v)
-	if t.fresh == nil {
-		t.fresh = map[*node]struct{}{}
-	}
-	clear(t.fresh) // what was fresh for an older view is the new one's too
+	t.fresh = map[*node]struct{}{} // what was fresh for an older view is the new one's too
 	return v
 }
 
@@ -93,7 +90,7 @@ func (t *Tree) sharing() bool {
 	}
 	t.views = slices.DeleteFunc(t.views, func(v *View) bool { return v.released.Load() })
 	if len(t.views) == 0 {
-		clear(t.fresh)
+		t.fresh = nil // a map that grew keeps its room when cleared
 		return false
 	}
 	return true
