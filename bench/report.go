@@ -56,6 +56,9 @@ type Report struct {
 	// Storm is what a reconnect storm did (locks with Config.Storm);
 	// left out without one.
 	Storm *StormReport `json:"storm,omitempty"`
+	// ServerMemory is each member's memory at the end of the run, from
+	// Config.ServerMetrics; left out without them.
+	ServerMemory []MemberMemory `json:"serverMemory,omitempty"`
 }
 
 // OpReport is one kind of op in a Report.
@@ -190,6 +193,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 			label = ""
 		}
 	}
+	writeMemoryText(&b, rep.ServerMemory)
 	if rep.Storm != nil {
 		rep.Storm.writeText(&b, rep.LeaseMs > 0)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type Config struct {
 	// phase and measures how the sessions that were on it come back (a
 	// reconnect storm). Nil: none.
 	Storm *Storm
+	// ServerMetrics are the members' /metrics URLs (http://host:2481/metrics),
+	// read at the end of the measured phase for the report's ServerMemory.
+	ServerMetrics []string
 
 	Warmup   time.Duration // load that is not counted, first
 	Duration time.Duration // the measured phase
@@ -133,6 +137,11 @@ func (c Config) Check() error {
 	case !(c.Rate >= 0):
 		return fmt.Errorf("rate must not be negative: %v", c.Rate)
 	}
+	for _, u := range c.ServerMetrics {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("server metrics %q is not an http:// or https:// URL", u)
+		}
+	}
 	for _, err := range []error{
 		count("conns", c.Conns, 1), count("workers", c.Workers, 1),
 		count("contenders", c.Contenders, 1), count("watchers", c.Watchers, 1),
@@ -173,6 +182,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep, err = r.report(ctx)
 		if rep != nil && p.storm != nil {
 			rep.Storm = p.storm.report(r)
+		}
+		if rep != nil && len(cfg.ServerMetrics) > 0 {
+			rep.ServerMemory = serverMemory(ctx, cfg.ServerMetrics, cfg.Timeout)
 		}
 	}
 	if p != nil {

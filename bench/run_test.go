@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,7 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 		"no keys":                    func(c *Config) { c.Keys = 0 },
 		"a prefix with a slash end":  func(c *Config) { c.Prefix = "/bench/" },
 		"locks without locks":        func(c *Config) { c.Workload, c.Locks = "locks", 0 },
+		"metrics not a URL":          func(c *Config) { c.ServerMetrics = []string{"127.0.0.1:2481"} },
 		"too many holders":           func(c *Config) { c.Workload, c.Locks, c.Contenders = "locks", maxHolders, 2 },
 		"a lease too short":          func(c *Config) { c.Lease = time.Millisecond },
 		"a negative hold":            func(c *Config) { c.Hold = -time.Second },
@@ -158,3 +160,39 @@ func goodStorm(c *Config) *Storm {
 
 // stormed makes c a locks workload with a good storm.
 func stormed(c *Config) { c.Workload, c.Locks, c.Storm = "locks", 1, goodStorm(c) }
+
+// TestTheReportHasTheMembersMemory reads a real member's /metrics at the
+// end of a run, and says what is wrong with a URL that is not one.
+func TestTheReportHasTheMembersMemory(t *testing.T) {
+	s, err := server.New(server.Config{
+		Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
+		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cfg := config(s.Addr().String(), "set")
+	metrics := "http://" + s.HTTPAddr().String() + "/metrics"
+	cfg.ServerMetrics = []string{metrics, "http://" + s.HTTPAddr().String() + "/healthz"}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.ServerMemory) != 2 {
+		t.Fatalf("server memory %+v, want two members'", rep.ServerMemory)
+	}
+	if m := rep.ServerMemory[0]; m.URL != metrics || m.Error != "" || m.RSSBytes < 1e6 || m.HeapInuseBytes < 1e5 {
+		t.Errorf("the member's memory %+v, want its RSS and heap", m)
+	}
+	if m := rep.ServerMemory[1]; m.Error == "" {
+		t.Errorf("memory read from /healthz %+v, want an error", m)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "memory      "+metrics+": RSS ") {
+		t.Errorf("text report without the member's memory:\n%s", text.String())
+	}
+}

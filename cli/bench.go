@@ -109,6 +109,7 @@ func (e *env) benchCommand() *cobra.Command {
 	f.DurationVar(&storm.After, "storm-after", 0, "kill --storm-member this far into the measured phase and report how its sessions come back (locks; 0: no storm)")
 	f.StringVar(&storm.Member, "storm-member", "", "the member a storm kills: its client address, one of --servers")
 	f.IntVar(&stormPID, "storm-pid", 0, "the process id of --storm-member, which the storm sends SIGKILL")
+	f.StringSliceVar(&cfg.ServerMetrics, "server-metrics", nil, "the members' /metrics URLs (http://127.0.0.1:2481/metrics,...), whose RSS and heap the report gives at the end")
 	f.IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "sessions watching the node (watch)")
 	f.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load first, not counted")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "the measured phase")

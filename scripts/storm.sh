@@ -59,6 +59,7 @@ finish() {
 }
 trap finish EXIT INT TERM
 servers=127.0.0.1:26281,127.0.0.1:26282,127.0.0.1:26283
+metrics=http://127.0.0.1:26481/metrics,http://127.0.0.1:26482/metrics,http://127.0.0.1:26483/metrics
 
 # leader_of I prints the leader member I knows of (nothing if none).
 leader_of() {
@@ -108,7 +109,8 @@ for round in $(seq "$ROUNDS"); do
       timeout 600 "$work/bin/arbor" --servers "$servers" --timeout 30s bench locks \
         --conns "$n" --locks "$n" --contenders 1 --hold "$HOLD" --lease "$LEASE" \
         --warmup "$WARMUP" --duration "$DURATION" \
-        --storm-after "$STORM" --storm-member "127.0.0.1:$((26280 + v))" --storm-pid "${pids[$((v - 1))]}" 2>&3 ||
+        --storm-after "$STORM" --storm-member "127.0.0.1:$((26280 + v))" --storm-pid "${pids[$((v - 1))]}" \
+        --server-metrics "$metrics" 2>&3 ||
         echo "(arbor bench exited with status $?)"
     } 3>&2 2>/dev/null
     stop
