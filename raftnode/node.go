@@ -97,7 +97,7 @@ type Config struct {
 	ElectionTicks  int           // default 10
 	HeartbeatTicks int           // default 1
 	SnapshotEvery  uint64        // applied entries between snapshots, default 10,000
-	CatchUpEntries uint64        // entries kept behind a snapshot for slow followers, default 1,000
+	CatchUpEntries uint64        // entries kept behind a snapshot for slow followers, default 10,000
 	MaxBatch       int           // proposals taken into one Ready at most, default 512
 	// ResendWindow: a follower sends again a proposal it forwarded that is
 	// not applied (resend.go), and a leader remembers the ids of the
@@ -143,7 +143,11 @@ func (c *Config) setDefaults() {
 		c.SnapshotEvery = 10000
 	}
 	if c.CatchUpEntries == 0 {
-		c.CatchUpEntries = 1000
+		// A snapshot's interval: a follower a second behind under load
+		// catches up from the log, not from a snapshot, whose install
+		// closes its clients' connections (16 bytes an entry in memory,
+		// and the entries in the store, within CatchUpBytes).
+		c.CatchUpEntries = 10000
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 512

@@ -104,7 +104,7 @@ type Config struct {
 	SnapshotBytes     uint64        // raft log bytes since the last snapshot that make a new one (default 128 MiB)
 	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
 	SnapshotEvery     uint64        // applied entries between snapshots (default 10,000)
-	CatchUpEntries    uint64        // log entries kept behind a snapshot for followers a little behind (default 1,000)
+	CatchUpEntries    uint64        // log entries kept behind a snapshot for followers a little behind (default 10,000)
 	TickInterval      time.Duration // raft tick (default 50ms)
 	ElectionTicks     int           // ticks without a leader before an election (default 10)
 	HeartbeatTicks    int           // ticks between leader heartbeats (default 1)
