@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -90,6 +91,11 @@ func (n *Node) runApply() {
 			n.applyBytes.Give(t.bytes)
 		case <-n.snapping.finished():
 			err = n.finishSnapshot(false)
+			if err == nil && n.snapAgain {
+				// A membership change came while it was written.
+				n.snapAgain = false
+				err = n.snapshot(n.lastPersisted)
+			}
 		case <-n.applyStop:
 			return
 		}
@@ -111,9 +117,15 @@ func (n *Node) do(t applyTask) error {
 	case t.call != nil:
 		t.call.run(n.applied.Load())
 	case t.snapshotNow:
-		// Without a snapshot yet, the log is whole from its first entry,
-		// which a new member replays instead.
-		if n.snapIndex > 0 && n.applied.Load() > n.snapIndex {
+		switch {
+		case n.snapping != nil:
+			// The one being written has the membership from before:
+			// another follows once it is stored (runApply), rather than
+			// Apply waiting for it here.
+			n.snapAgain = true
+		case n.snapIndex > 0 && n.applied.Load() > n.snapIndex:
+			// Without a snapshot yet, the log is whole from its first
+			// entry, which a new member replays instead.
 			return n.snapshot(closedChan)
 		}
 	case t.leaderChanged != 0:
@@ -130,6 +142,7 @@ func (n *Node) do(t applyTask) error {
 		n.applyMembers(t.conf)
 	default:
 		n.applyEntries(t.entries)
+		n.lastPersisted = t.persisted
 		return n.maybeSnapshot(t.persisted)
 	}
 	return nil
@@ -258,6 +271,9 @@ func (n *Node) snapshot(persisted <-chan struct{}) error {
 		return err
 	}
 	applied := n.applied.Load()
+	if applied <= n.snapIndex {
+		return nil // a snapshot stored, here or from the leader, covers it
+	}
 	select {
 	case <-persisted:
 	case <-n.applyStop:
@@ -275,10 +291,33 @@ func (n *Node) snapshot(persisted <-chan struct{}) error {
 	n.snapping = job
 	go func() {
 		defer close(job.done)
-		job.st, job.err = n.storage.CreateSnapshot(applied, &cs, write, job.compactTo)
+		job.st, job.err = n.storeSnapshot(applied, &cs, write, job.compactTo)
 		job.took = time.Since(job.start)
 	}()
 	return nil
+}
+
+// storeSnapshot stores what write writes as the snapshot at index, and
+// calls write once whatever the store did: the state machine lets go of
+// its view in write, so it is given a writer that fails at once when the
+// store had no use for it (a newer snapshot stored meanwhile).
+func (n *Node) storeSnapshot(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) (SnapshotStats, error) {
+	written := false
+	st, err := n.storage.CreateSnapshot(index, cs, func(w io.Writer) error {
+		written = true
+		return write(w)
+	}, compactTo)
+	if !written {
+		_ = write(failingWriter{})
+	}
+	return st, err
+}
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) {
+	return 0, errors.New("raftnode: snapshot not needed")
 }
 
 // finishSnapshot hears how the snapshot being written went, if there is

@@ -40,7 +40,9 @@ type StateMachine interface {
 	// Snapshot returns a writer of the state as of the last applied index.
 	// It should return quickly: write is called once, on a goroutine of
 	// its own, while Apply goes on, and must write that state whatever
-	// Apply changes meanwhile (a copy-on-write view of it, say). A
+	// Apply changes meanwhile (a copy-on-write view of it, say). It may be
+	// given a writer that fails at once, when the snapshot is not needed
+	// after all; it should let go of what it holds either way. A
 	// snapshot of a large state takes a second or more, which writes
 	// would otherwise wait for.
 	Snapshot() (write func(io.Writer) error, err error)
@@ -214,6 +216,10 @@ type Node struct {
 	leadFrom    uint64       // raft goroutine only: the last index of the log this member took over as leader
 	snapIndex   uint64       // apply goroutine only: the last snapshot's index
 	snapping    *snapshotJob // apply goroutine only: the snapshot being written, if one is
+	snapAgain   bool         // apply goroutine only: another snapshot once snapping is stored
+	// lastPersisted is closed once the Ready of the last entries applied
+	// is durable: the apply goroutine's.
+	lastPersisted <-chan struct{}
 
 	readMu     sync.Mutex
 	readNext   *readRound      // the round new reads join; nil when none waits
@@ -299,7 +305,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		applyc: make(chan applyTask, applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
 		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{}, seen: seenIDs{window: cfg.ResendWindow},
-		appliedCh: make(chan struct{}), addrs: map[uint64]string{},
+		appliedCh: make(chan struct{}), addrs: map[uint64]string{}, lastPersisted: closedChan,
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -395,4 +396,78 @@ func TestALeaderRefusesProposalsPastItsUncommittedBytes(t *testing.T) {
 		t.Fatalf("the state machine counted %d, but %d proposals committed", got, committed.Load())
 	}
 	add(t, n, 1) // room again
+}
+
+// TestAMembershipChangeDuringASnapshotGetsOneOfItsOwn: a snapshot asked
+// for after a membership change (snapshotNow) while the first snapshot is
+// still written follows it once it is stored, at the later index, so
+// that the stored snapshot names the new membership.
+func TestAMembershipChangeDuringASnapshotGetsOneOfItsOwn(t *testing.T) {
+	sm := &gatedCounter{entered: make(chan struct{}, 16), gate: make(chan struct{})}
+	n := startNode(t, t.TempDir(), sm, 5)
+	defer n.Stop()
+	opened := false
+	defer func() {
+		if !opened {
+			close(sm.gate)
+		}
+	}()
+	for snapshotting := false; !snapshotting; {
+		add(t, n, 1)
+		select {
+		case <-sm.entered:
+			snapshotting = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	add(t, n, 1) // past the index being written
+	want := n.Applied()
+	if err := n.handOver(applyTask{snapshotNow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.waitIdle(); err != nil {
+		t.Fatal(err)
+	}
+	close(sm.gate)
+	opened = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for n.storage.snapshotIndex() < want {
+		if ctx.Err() != nil {
+			t.Fatalf("stored snapshot at %d, want one at %d", n.storage.snapshotIndex(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestAViewTheStoreDoesNotNeedIsLetGo: the state machine's write is
+// called, with a writer that fails, when a newer snapshot is stored.
+func TestAViewTheStoreDoesNotNeedIsLetGo(t *testing.T) {
+	n := startNode(t, t.TempDir(), &counter{}, 3)
+	defer n.Stop()
+	for range 5 {
+		add(t, n, 1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for n.storage.snapshotIndex() < 3 {
+		if ctx.Err() != nil {
+			t.Fatal("no snapshot after 5 entries")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	calls := 0
+	var got error
+	cs := raftpb.ConfState{Voters: []uint64{1}}
+	st, err := n.storeSnapshot(1, &cs, func(w io.Writer) error {
+		calls++
+		_, got = w.Write([]byte("x"))
+		return got
+	}, 0)
+	if err != nil || st.Saved {
+		t.Fatalf("storeSnapshot below the stored one = %+v, %v; want it dropped", st, err)
+	}
+	if calls != 1 || got == nil {
+		t.Fatalf("write called %d times, its write's error %v; want once, failing", calls, got)
+	}
 }

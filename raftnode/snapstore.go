@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/sstable"
 	"github.com/cockroachdb/pebble/vfs"
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -290,12 +291,15 @@ type SnapshotStats struct {
 // is stored already.
 func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, write func(io.Writer) error, compactTo uint64) (SnapshotStats, error) {
 	var st SnapshotStats
-	term, err := s.Term(index)
-	if err != nil {
-		return st, fmt.Errorf("term of %d: %w", index, err)
-	}
 	if s.snapshotIndex() >= index {
 		return st, nil
+	}
+	term, err := s.Term(index)
+	if errors.Is(err, raft.ErrCompacted) {
+		return st, nil // a snapshot from the leader replaced the log meanwhile
+	}
+	if err != nil {
+		return st, fmt.Errorf("term of %d: %w", index, err)
 	}
 	w, err := s.newChunkWriter()
 	if err != nil {

@@ -152,13 +152,15 @@ func (s *Server) heardFrom(id int64) {
 func (s *Server) vouchForSessions() error {
 	now := time.Since(s.started)
 	leader := s.node.Leader()
-	if leader != 0 {
-		s.lastLeader.Store(leader)
-		s.leaderSeen.Store(int64(now))
+	s.leaderMu.Lock()
+	if leader != 0 && now > s.leaderSeen {
+		s.lastLeader, s.leaderSeen = leader, now
 	}
+	last, seen := s.lastLeader, s.leaderSeen
+	s.leaderMu.Unlock()
 	w := witness{
-		self: s.node.ID(), leader: leader, last: s.lastLeader.Load(), alone: s.transport == nil,
-		leaderless: now - time.Duration(s.leaderSeen.Load()), timeout: s.contactTimeout(),
+		self: s.node.ID(), leader: leader, last: last, alone: s.transport == nil,
+		leaderless: now - seen, timeout: s.contactTimeout(),
 		grace: time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval / 2,
 	}
 	if !w.alone {

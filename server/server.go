@@ -30,9 +30,11 @@ type Server struct {
 	log  *zap.Logger
 	node *raftnode.Node
 	// lastLeader is the last leader this member knew, and leaderSeen when
-	// it last knew one, in ns since started (vouchForSessions).
-	lastLeader atomic.Uint64
-	leaderSeen atomic.Int64
+	// it last knew one, since started (vouchForSessions); leaderMu guards
+	// the two, so that they move together and only forward.
+	leaderMu   sync.Mutex
+	lastLeader uint64
+	leaderSeen time.Duration
 	fsm        *fsm
 	sessions   *session.Table
 	ids        *session.IDs
