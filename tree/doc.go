@@ -20,5 +20,7 @@
 // decided (see ResolveACL): Apply only compares.
 //
 // A Tree is not safe for concurrent use: the owner serializes Apply against
-// the reads (the server holds a read-write lock around it).
+// the reads (the server holds a read-write lock around it). A View (Freeze)
+// is the exception: a copy-on-write view of the tree as it was, which
+// another goroutine may write as a snapshot while Apply goes on.
 package tree
