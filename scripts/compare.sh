@@ -31,14 +31,8 @@ mkdir "$work/bin"
 go build -o "$work/bin/arbord" ./cmd/arbord
 go build -o "$work/bin/arbor" ./cmd/arbor
 (cd scripts/compare && go build -o "$work/bin/compare" .)
-pids=()
-stop() {
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
-  fi
-  pids=()
-}
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
 trap 'stop; rm -rf "$work"' EXIT INT TERM
 
 # start_SYSTEM starts a fresh 3-member cluster and sets servers.

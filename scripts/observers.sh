@@ -21,14 +21,8 @@ CPU=${CPU:-}
 work=$(mktemp -d)
 go build -o "$work/arbord" ./cmd/arbord
 go build -o "$work/arbor" ./cmd/arbor
-pids=()
-stop() {
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
-  fi
-  pids=()
-}
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
 cgroups=()
 cleanup() {
   stop

@@ -17,10 +17,10 @@ DURATION=${DURATION:-8s}
 DIR=${DIR:-/var/tmp}
 OLD_ARBORD=${OLD_ARBORD:-}
 work=$(mktemp -d "$DIR/singlewrite.XXXXXX")
-pids=()
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
 cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  stop
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -54,7 +54,6 @@ for round in $(seq "$ROUNDS"); do
   echo "quorumfloor: $floor"
   for bin in "${builds[@]}"; do
     rm -rf "$work/data"
-    pids=()
     for id in 1 2 3; do
       mkdir -p "$work/data/$id"
       "$bin" --id "$id" --listen "127.0.0.1:2728$id" --http "127.0.0.1:2748$id" \
@@ -64,7 +63,6 @@ for round in $(seq "$ROUNDS"); do
     addr=$(leader)
     result=$("$work/arbor" --servers "$addr" bench set --conns 1 --workers 1 --duration "$DURATION" --warmup 2s | grep latency)
     echo "$bin on the leader: $result"
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    stop
   done
 done

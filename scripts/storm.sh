@@ -42,14 +42,8 @@ work=$(mktemp -d)
 mkdir "$work/bin"
 go build -o "$work/bin/arbord" ./cmd/arbord
 go build -o "$work/bin/arbor" ./cmd/arbor
-pids=()
-stop() {
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
-  fi
-  pids=()
-}
+# shellcheck source=scripts/procs.sh
+. scripts/procs.sh
 finish() {
   stop
   if [ -n "$LOG" ] && [ -f "$work/arbord.log" ]; then
