@@ -79,7 +79,7 @@ var closedChan = func() chan struct{} {
 func (n *Node) runApply() {
 	defer close(n.applyDone)
 	defer func() {
-		if err := n.finishSnapshot(true); err != nil {
+		if err := n.finishSnapshot(); err != nil {
 			n.log.Warn("the last snapshot failed", zap.Error(err))
 		}
 	}()
@@ -90,7 +90,7 @@ func (n *Node) runApply() {
 			err = n.do(t)
 			n.applyBytes.Give(t.bytes)
 		case <-n.snapping.finished():
-			err = n.finishSnapshot(false)
+			err = n.finishSnapshot()
 			if err == nil && n.snapAgain {
 				// A membership change came while it was written.
 				n.snapAgain = false
@@ -263,13 +263,10 @@ func (j *snapshotJob) finished() <-chan struct{} {
 
 // snapshot snapshots the state machine at the applied index and compacts
 // the log behind it, once the Ready whose entries it covers is durable:
-// it takes the state machine's view of the moment here, after the one
-// being written, if any, is stored, and writes and stores it on another
-// goroutine (finishSnapshot hears how that went).
+// it takes the state machine's view of the moment here and writes and
+// stores it on another goroutine (finishSnapshot hears how that went).
+// Its callers start one only when none is being written.
 func (n *Node) snapshot(persisted <-chan struct{}) error {
-	if err := n.finishSnapshot(true); err != nil {
-		return err
-	}
 	applied := n.applied.Load()
 	if applied <= n.snapIndex {
 		return nil // a snapshot stored, here or from the leader, covers it
@@ -320,19 +317,12 @@ func (failingWriter) Write([]byte) (int, error) {
 	return 0, errors.New("raftnode: snapshot not needed")
 }
 
-// finishSnapshot hears how the snapshot being written went, if there is
-// one, waiting for it if wait is set and else only if it is done.
-func (n *Node) finishSnapshot(wait bool) error {
+// finishSnapshot waits for the snapshot being written, if there is one,
+// and hears how it went.
+func (n *Node) finishSnapshot() error {
 	job := n.snapping
 	if job == nil {
 		return nil
-	}
-	if !wait {
-		select {
-		case <-job.done:
-		default:
-			return nil
-		}
 	}
 	<-job.done
 	n.snapping = nil

@@ -3,6 +3,7 @@ package tree
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/arbor-coord/arbor/wire"
@@ -113,24 +114,30 @@ func (t *Tree) own(path string, n *node) *node {
 	if !t.shared(n) {
 		return n
 	}
-	if t.shared(t.root) {
-		t.root = t.copyNode(t.root)
-	}
+	t.root = t.private(t.root)
 	n = t.root
 	for i := 1; i < len(path); {
-		j := i
-		for j < len(path) && path[j] != '/' {
-			j++
+		j := strings.IndexByte(path[i:], '/')
+		if j < 0 {
+			j = len(path) - i
 		}
-		c := n.children.get(path[i:j])
-		if t.shared(c) {
-			c = t.copyNode(c)
-			n.children.replace(c)
+		c := n.children.get(path[i : i+j])
+		if p := t.private(c); p != c {
+			n.children.replace(p)
+			c = p
 		}
 		n = c
-		i = j + 1
+		i += j + 1
 	}
 	return n
+}
+
+// private returns n if it is fresh, else a copy of it; only while sharing.
+func (t *Tree) private(n *node) *node {
+	if _, ok := t.fresh[n]; ok {
+		return n
+	}
+	return t.copyNode(n)
 }
 
 // copyNode returns a fresh copy of n, with a copy of its children's
