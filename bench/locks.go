@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // given (which the recipes renew at a third of its TTL, so that the
 // renewals come at about 3 × Locks × Contenders / Lease per second), and
 // the cycles of all the holders together come at Rate per second at most
-// (0: as fast as they go). It times each acquire and release and, for a
+// (0: as fast as they go); with RenewRate, each holder renews its lease
+// explicitly as well while it holds. It times each acquire and release and, for a
 // lock that passes from one holder to a waiter, the handoff: from the
 // release's send to the next holder's grant. With Config.Storm, it kills a
 // member during the run and watches the sessions and the holds (storm.go).
@@ -42,6 +44,10 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 	var pace time.Duration // between one holder's cycles, for Rate
 	if r.cfg.Rate > 0 {
 		pace = time.Duration(float64(holders) / r.cfg.Rate * float64(time.Second))
+	}
+	var renewEvery time.Duration // between one holder's renewals, for RenewRate
+	if r.cfg.RenewRate > 0 {
+		renewEvery = time.Duration(float64(holders) / r.cfg.RenewRate * float64(time.Second))
 	}
 	released := make([]atomic.Int64, r.cfg.Locks) // per lock: the send time of its last release, ns since start
 	for h := range holders {
@@ -81,7 +87,7 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 				if rel := released[lock].Load(); rel != last && rel > t0.Sub(r.start).Nanoseconds() {
 					r.count(rec, opHandoff, measured, time.Since(r.start.Add(time.Duration(rel))))
 				}
-				if !sleepUntil(r.stopped, time.Now().Add(r.cfg.Hold)) {
+				if !r.hold(rec, m, renewEvery) {
 					lost := st.releasing(hd, m)
 					st.released(lost, m.Unlock(r.hard))
 					return
@@ -98,6 +104,31 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 		})
 	}
 	return p, nil
+}
+
+// hold keeps m for the run's Hold, renewing its lease every every (0:
+// never), each renewal timed, the first at a random point of the first
+// interval so that the holders' renewals spread out. It reports false if
+// the run ended first.
+func (r *runner) hold(rec *recorder, m *recipes.Mutex, every time.Duration) bool {
+	end := time.Now().Add(r.cfg.Hold)
+	if every <= 0 {
+		return sleepUntil(r.stopped, end)
+	}
+	for next := time.Now().Add(rand.N(every)); next.Before(end); next = next.Add(every) {
+		if !sleepUntil(r.stopped, next) {
+			return false
+		}
+		measured, ok := r.begin(0)
+		if !ok {
+			return false
+		}
+		t0 := time.Now()
+		if _, err := m.Renew(r.stopped); !r.done(rec, opRenew, measured, t0, err) {
+			return false
+		}
+	}
+	return sleepUntil(r.stopped, end)
 }
 
 // sleepUntil waits until t, and reports false if ctx ended first.

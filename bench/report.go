@@ -33,7 +33,8 @@ type Report struct {
 	Locks        int      `json:"locks,omitempty"`   // locks: the locks, the lease, the hold and the target rate
 	LeaseMs      float64  `json:"leaseMs,omitempty"` // 0: the session's
 	HoldMs       float64  `json:"holdMs,omitempty"`
-	Rate         float64  `json:"rate,omitempty"` // 0: no bound
+	Rate         float64  `json:"rate,omitempty"`      // 0: no bound
+	RenewRate    float64  `json:"renewRate,omitempty"` // locks: explicit renewals asked for, per second; 0: none
 	WarmupMs     float64  `json:"warmupMs"`
 	DurationMs   float64  `json:"durationMs"`
 	MaxOps       int64    `json:"maxOps"` // the --ops bound; 0 for none
@@ -49,8 +50,8 @@ type Report struct {
 
 	// ByOp has each kind of op timed: the workload's own (set, get,
 	// create, acquire, notify, session) and those that go with them (mixed:
-	// get and set; lock: release; watch: the writer's set; session:
-	// connect and close).
+	// get and set; lock: release; locks: release, handoff and renew;
+	// watch: the writer's set; session: connect and close).
 	ByOp map[string]OpReport `json:"byOp"`
 
 	// Storm is what a reconnect storm did (locks with Config.Storm);
@@ -120,7 +121,7 @@ func (r *runner) report(ctx context.Context) (*Report, error) {
 		rep.Size = max(cfg.Size, stampLen)
 	}
 	if cfg.Workload == "locks" {
-		rep.Locks, rep.LeaseMs, rep.HoldMs, rep.Rate = cfg.Locks, ms(cfg.Lease), ms(cfg.Hold), cfg.Rate
+		rep.Locks, rep.LeaseMs, rep.HoldMs, rep.Rate, rep.RenewRate = cfg.Locks, ms(cfg.Lease), ms(cfg.Hold), cfg.Rate, cfg.RenewRate
 	}
 	var all histogram
 	for op := range numOps {
@@ -214,8 +215,12 @@ func (rep *Report) setup() string {
 		if rep.Rate > 0 {
 			rate = fmt.Sprintf("at most %.0f/s", rep.Rate)
 		}
-		return fmt.Sprintf("%d locks × %d holders over %d conns, holds of %s bound to %s, cycles %s",
+		s := fmt.Sprintf("%d locks × %d holders over %d conns, holds of %s bound to %s, cycles %s",
 			rep.Locks, rep.Contenders, rep.Conns, msDuration(rep.HoldMs), lease, rate)
+		if rep.RenewRate > 0 {
+			s += fmt.Sprintf(", renewals about %.0f/s", rep.RenewRate)
+		}
+		return s
 	case "watch":
 		return fmt.Sprintf("%d watchers of one node, one writer, %d-byte values", rep.Watchers, rep.Size)
 	case "session":

@@ -46,11 +46,16 @@ type Config struct {
 	// locks: Locks locks, each taken in turn by Contenders holders over
 	// Conns sessions, each hold bound to a lease of Lease (0: the
 	// session) and lasting Hold; the cycles of all holders together at
-	// most Rate per second (0: no bound).
-	Locks int
-	Lease time.Duration
-	Hold  time.Duration
-	Rate  float64
+	// most Rate per second (0: no bound). With RenewRate, each holder
+	// also renews its lease while it holds, explicitly, so that the
+	// renewals of all holders together come at about RenewRate per
+	// second when every lock is held (0: only the recipe's own, at a
+	// third of the TTL).
+	Locks     int
+	Lease     time.Duration
+	Hold      time.Duration
+	Rate      float64
+	RenewRate float64
 	// Storm, in the locks workload, kills a member during the measured
 	// phase and measures how the sessions that were on it come back (a
 	// reconnect storm). Nil: none.
@@ -136,6 +141,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("hold must be from 0 to 1m, not %v", c.Hold)
 	case !(c.Rate >= 0):
 		return fmt.Errorf("rate must not be negative: %v", c.Rate)
+	case !(c.RenewRate >= 0):
+		return fmt.Errorf("renew rate must not be negative: %v", c.RenewRate)
+	case c.RenewRate > 0 && (c.Workload != "locks" || c.Lease == 0 || c.Hold == 0):
+		return errors.New("a renew rate needs the locks workload with a lease and a hold to renew in")
 	}
 	for _, u := range c.ServerMetrics {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
@@ -510,10 +519,11 @@ const (
 	opConnect
 	opClose
 	opHandoff
+	opRenew
 	numOps
 )
 
-var opNames = [numOps]string{"get", "set", "create", "acquire", "release", "notify", "session", "connect", "close", "handoff"}
+var opNames = [numOps]string{"get", "set", "create", "acquire", "release", "notify", "session", "connect", "close", "handoff", "renew"}
 
 // recorder is what one loop measured. Only its loop touches it until the
 // run ends.

@@ -33,7 +33,8 @@ func (e *env) benchCommand() *cobra.Command {
 			"  locks    a lock service's load: --locks locks, each taken in turn by --contenders\n" +
 			"           holders (1: uncontended) over --conns sessions, each hold --hold long and\n" +
 			"           bound to a --lease, at most --rate cycles/s in all: acquires/s, acquire,\n" +
-			"           release and handoff latency (a release's send to the next grant)\n" +
+			"           release and handoff latency (a release's send to the next grant); with\n" +
+			"           --renew-rate, the holders renew their leases while they hold, that many/s\n" +
 			"  watch    --watchers sessions with a persistent watch on one node that a writer\n" +
 			"           sets: notifications/s, latency from the write's send to each receipt\n" +
 			"  session  sessions opened and closed per second, by --workers goroutines\n\n" +
@@ -53,6 +54,7 @@ func (e *env) benchCommand() *cobra.Command {
 			"  arbor bench set --protocol zk --zk-servers 127.0.0.1:2181\n" +
 			"  arbor bench lock --contenders 16\n" +
 			"  arbor bench locks --locks 1000 --contenders 1 --lease 10s --rate 2000\n" +
+			"  arbor bench locks --locks 10000 --conns 10000 --lease 10s --hold 30s --renew-rate 50000\n" +
 			"  arbor bench locks --locks 3000 --conns 3000 --hold 5s --storm-after 5s --storm-member 127.0.0.1:2282 --storm-pid 4242",
 		Args:      usageArgs(cobra.ExactArgs(1)),
 		ValidArgs: bench.Workloads,
@@ -106,6 +108,7 @@ func (e *env) benchCommand() *cobra.Command {
 	f.DurationVar(&cfg.Lease, "lease", 0, "bind each hold to a lease of this TTL, renewed at a third of it (locks; 0: the session)")
 	f.DurationVar(&cfg.Hold, "hold", 0, "how long each hold lasts (locks)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "acquire/release cycles per second of all holders together at most (locks; 0: no bound)")
+	f.Float64Var(&cfg.RenewRate, "renew-rate", 0, "explicit lease renewals per second of all holders together, while they hold (locks, with --lease and --hold; 0: the recipe's own only)")
 	f.DurationVar(&storm.After, "storm-after", 0, "kill --storm-member this far into the measured phase and report how its sessions come back (locks; 0: no storm)")
 	f.StringVar(&storm.Member, "storm-member", "", "the member a storm kills: its client address, one of --servers")
 	f.IntVar(&stormPID, "storm-pid", 0, "the process id of --storm-member, which the storm sends SIGKILL")

@@ -29,6 +29,7 @@ type jBench struct {
 	LeaseMs    float64          `json:"leaseMs"`
 	HoldMs     float64          `json:"holdMs"`
 	Rate       float64          `json:"rate"`
+	RenewRate  float64          `json:"renewRate"`
 	WarmupMs   float64          `json:"warmupMs"`
 	DurationMs float64          `json:"durationMs"`
 	MaxOps     int64            `json:"maxOps"`
@@ -97,6 +98,8 @@ func TestBenchEachWorkloadReportsItsLoad(t *testing.T) {
 		{"lock", nil, []string{"acquire", "release"}, 1, 40},
 		// 4 locks of 2 holders each, leased: the handoffs are timed too.
 		{"locks", []string{"--locks", "4", "--contenders", "2", "--lease", "5s"}, []string{"acquire", "release", "handoff"}, 1, 40},
+		// Holders that renew their leases while they hold: the renewals are timed.
+		{"locks", []string{"--locks", "4", "--contenders", "1", "--lease", "5s", "--hold", "100ms", "--renew-rate", "200"}, []string{"acquire", "release", "renew"}, 1, 40},
 		// A write counts for its 3 notifications.
 		{"watch", nil, []string{"notify", "set"}, 40, 42},
 		{"session", nil, []string{"session", "connect", "close"}, 40, 40},
@@ -205,6 +208,10 @@ func TestBenchRefusesBadFlagsWithStatus2(t *testing.T) {
 		{"locks", "--lease", "100ms"},
 		{"locks", "--hold", "-1s"},
 		{"locks", "--rate", "-3"},
+		{"locks", "--renew-rate", "-1"},
+		{"locks", "--renew-rate", "100", "--hold", "1s"},
+		{"locks", "--renew-rate", "100", "--lease", "5s"},
+		{"set", "--renew-rate", "100", "--lease", "5s", "--hold", "1s"},
 		{"locks", "--storm-after", "1s", "--storm-member", "127.0.0.1:1"},
 		{"locks", "--storm-after", "1s", "--storm-pid", "1"},
 		{"locks", "--storm-member", "127.0.0.1:1", "--storm-pid", "1"},

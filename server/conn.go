@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
@@ -66,6 +65,10 @@ type conn struct {
 
 	stats connStats // for the stat, cons and mntr four-letter words
 
+	// renewed: a lease renewal went to the member's batches (renewals.go)
+	// since the connection's last other write. Only execute touches it.
+	renewed bool
+
 	// restoring gathers the setWatches2 frames of a restore that say
 	// MoreWatches, until its last frame (setWatches). Only respond
 	// touches it.
@@ -92,10 +95,10 @@ type replayedPart struct {
 // request is one decoded request on its way through the pipeline.
 type request struct {
 	req      wire.Request
-	err      error              // refused before execution
-	proposal *raftnode.Proposal // for writes
-	answered chan struct{}      // for the others: closed once the reply is queued
-	outcome  error              // a write's raftnode outcome error
+	err      error         // refused before execution
+	proposal pendingWrite  // for writes
+	answered chan struct{} // for the others: closed once the reply is queued
+	outcome  error         // a write's raftnode outcome error
 	start    time.Time
 	size     int // the frame's length, held against the connection's budget until the reply
 	pooled   int // the frame's length, held in the member's request memory until the reply

@@ -74,10 +74,11 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	}
 	zxid := int64(index)
 	f.mu.Lock()
-	var due int64 // a renewal's: when it was due
-	if txn.Type == tree.TxnRenewLease {
-		if s, ok := f.tree.Session(txn.Session); ok && s.Lease != nil {
-			due = s.Lease.Expires - s.Lease.TTLMs + s.Lease.TTLMs/3
+	renewals := renewalsOf(&txn)
+	due := make([]int64, len(renewals)) // each renewal's: when it was due (0: unknown)
+	for i, r := range renewals {
+		if s, ok := f.tree.Session(r.Session); ok && s.Lease != nil {
+			due[i] = s.Lease.Expires - s.Lease.TTLMs + s.Lease.TTLMs/3
 		}
 	}
 	cause := locks.CauseOf(f.tree, &txn)
@@ -97,21 +98,14 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	}
 
 	switch {
-	case txn.Type == tree.TxnCreateSession && res.Err == nil && res.Lease.Version > 0,
-		txn.Type == tree.TxnRenewLease && res.Err == nil:
-		f.sessions.SetLease(txn.Session, res.Lease.Version, time.UnixMilli(res.Lease.Expires))
-		if p := res.Lease.Parent; p != 0 {
-			// The lease's session spoke, and a quorum has it: on the
-			// leader, its deadline is a full timeout from now, after the
-			// request's send. A holder counts its stop-by deadline from a
-			// successful renewal's send for this (recipes' deadline),
-			// not from pings, which a member cut off from the leader
-			// may answer.
-			f.sessions.Touch(p, time.Now())
+	case txn.Type == tree.TxnRenewLease:
+		f.leaseKept(txn.Session, &res, due[0], txn.Time)
+	case txn.Type == tree.TxnRenewLeases:
+		for i := range res.Renewals {
+			f.leaseKept(txn.Ops[i].Session, &res.Renewals[i], due[i], txn.Time)
 		}
-		if due != 0 && f.onRenewal != nil {
-			f.onRenewal(txn.Time - due)
-		}
+	case txn.Type == tree.TxnCreateSession && res.Err == nil && res.Lease.Version > 0:
+		f.leaseKept(txn.Session, &res, 0, txn.Time)
 	case txn.Type == tree.TxnCreateSession && res.Err == nil:
 		f.sessions.Add(txn.Session, time.Duration(txn.TimeoutMs)*time.Millisecond, time.Now())
 	case txn.Type == tree.TxnCloseSession && !errors.Is(res.Err, wire.ErrBadVersion):
@@ -130,6 +124,38 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		}
 	}
 	return &res
+}
+
+// renewalsOf returns the lease renewals of txn: itself, or a batch's.
+func renewalsOf(txn *tree.Txn) []tree.Txn {
+	switch txn.Type {
+	case tree.TxnRenewLease:
+		return []tree.Txn{*txn}
+	case tree.TxnRenewLeases:
+		return txn.Ops
+	}
+	return nil
+}
+
+// leaseKept tells the session table of lease's new expiry after res, a
+// lease's creation or renewal (nothing if it failed), and, for a renewal
+// at time at that was due at due (0: unknown), how late it came.
+func (f *fsm) leaseKept(lease int64, res *tree.Result, due, at int64) {
+	if res.Err != nil {
+		return
+	}
+	f.sessions.SetLease(lease, res.Lease.Version, time.UnixMilli(res.Lease.Expires))
+	if p := res.Lease.Parent; p != 0 {
+		// The lease's session spoke, and a quorum has it: on the leader,
+		// its deadline is a full timeout from now, after the request's
+		// send. A holder counts its stop-by deadline from a successful
+		// renewal's send for this (recipes' deadline), not from pings,
+		// which a member cut off from the leader may answer.
+		f.sessions.Touch(p, time.Now())
+	}
+	if due != 0 && f.onRenewal != nil {
+		f.onRenewal(at - due)
+	}
 }
 
 // Snapshot returns a writer of the tree as it is now, with what of the

@@ -40,10 +40,15 @@ func TestALeasesRenewalKeepsItsSessionAlive(t *testing.T) {
 		t.Fatalf("after the lease's creation the session's deadline is %v, want at least %v", d, before.Add(timeout))
 	}
 
-	sessions.ResetAll(long)
-	before = time.Now()
-	apply(tree.Txn{Type: tree.TxnRenewLease, Session: lease})
-	if d, _ := sessions.Deadline(owner); d.Before(before.Add(timeout)) {
-		t.Fatalf("after a renewal the session's deadline is %v, want at least %v", d, before.Add(timeout))
+	for _, renewal := range []tree.Txn{
+		{Type: tree.TxnRenewLease, Session: lease},
+		{Type: tree.TxnRenewLeases, Ops: []tree.Txn{{Type: tree.TxnRenewLease, Session: 99}, {Type: tree.TxnRenewLease, Session: lease}}},
+	} {
+		sessions.ResetAll(long)
+		before = time.Now()
+		apply(renewal)
+		if d, _ := sessions.Deadline(owner); d.Before(before.Add(timeout)) {
+			t.Fatalf("after a renewal (%v) the session's deadline is %v, want at least %v", renewal.Type, d, before.Add(timeout))
+		}
 	}
 }

@@ -542,7 +542,7 @@ func (s *Server) waitTurn(ctx context.Context, nodes []queued, lease int64, ttl 
 		select {
 		case <-changed:
 		case <-renew.C:
-			_, err = s.write(ctx, &tree.Txn{Type: tree.TxnRenewLease, Session: lease, Time: time.Now().UnixMilli()})
+			_, err = s.renewLease(ctx, lease, 0)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
@@ -776,7 +776,7 @@ func (s *Server) renew(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		// A multi-lock's other lock was broken: it holds no longer all.
 		return nil, &apiError{http.StatusGone, "the multi-lock no longer holds all its locks: " + s.brokenLease(lease)}
 	}
-	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnRenewLease, Session: lease, Time: time.Now().UnixMilli(), LeaseTTL: ttl}); err != nil {
+	if _, err := s.renewLease(ctx, lease, ttl); err != nil {
 		if errors.Is(err, wire.ErrSessionExpired) {
 			return nil, &apiError{http.StatusGone, s.notHeld(path, req)}
 		}

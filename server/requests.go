@@ -38,7 +38,23 @@ func (c *conn) propose(r *request) {
 	if op := r.req.Op; op == wire.OpLeaseCreate || op == wire.OpLeaseRenew {
 		r.lease = txn.Session // the lease it makes or keeps
 	}
+	if r.req.Op == wire.OpLeaseRenew {
+		r.proposal = c.srv.renewals.renew(txn.Session, txn.LeaseTTL)
+		c.renewed = true
+		return
+	}
+	if c.renewed {
+		// A renewal of ours may still wait for its batch: it goes first.
+		c.srv.renewals.flush()
+		c.renewed = false
+	}
 	r.proposal = c.srv.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
+}
+
+// pendingWrite is a write handed to raft, alone (*raftnode.Proposal) or
+// in a batch (*renewal), whose outcome its connection waits for.
+type pendingWrite interface {
+	Wait(ctx context.Context) raftnode.Outcome
 }
 
 // respond answers the requests in order.

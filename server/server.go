@@ -50,6 +50,7 @@ type Server struct {
 	rates       rates      // the overview's recent rates
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
+	renewals    *renewals  // lease renewals gathered into batches (renewals.go)
 
 	// saslUsers are Config.ZKSASLUsers' users, user to password; nil: no
 	// SASL (sasl.go).
@@ -209,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 		s.fsm.history.close()
 		return nil, err
 	}
+	s.renewals = &renewals{node: s.node, timeout: cfg.RequestTimeout}
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
 	s.memory.node = s.node

@@ -36,6 +36,8 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 		res.Lease, res.Err = t.createSession(txn)
 	case TxnRenewLease:
 		res.Lease, res.Err = t.renewLease(txn)
+	case TxnRenewLeases:
+		res.Renewals = t.renewLeases(txn)
 	case TxnCloseSession:
 		res.Closed, res.Err = t.closeSession(zxid, txn.Session, txn.LeaseVersion)
 	case TxnReap:
@@ -518,6 +520,21 @@ func (t *Tree) renewLease(txn *Txn) (Lease, error) {
 	}
 	t.digest += s.digest(txn.Session)
 	return *l, nil
+}
+
+// renewLeases applies each renewal of txn, at txn's time.
+func (t *Tree) renewLeases(txn *Txn) []Result {
+	out := make([]Result, len(txn.Ops))
+	for i := range txn.Ops {
+		op := txn.Ops[i]
+		if op.Type != TxnRenewLease {
+			out[i].Err = wire.Errorf(wire.CodeBadArguments, "a %s txn in a batch of renewals", op.Type)
+			continue
+		}
+		op.Time = txn.Time
+		out[i].Lease, out[i].Err = t.renewLease(&op)
+	}
+	return out
 }
 
 // closeSession deletes the session's ephemerals, in path order, and the

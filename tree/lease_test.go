@@ -2,6 +2,7 @@ package tree_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"testing"
 
@@ -54,6 +55,32 @@ func TestLeases(t *testing.T) {
 		renew.Time = 5000
 		if res := f.must(renew); res.Lease.Expires != 9000 {
 			t.Errorf("a renewal near the maximum expires at %d, want the maximum 9000", res.Lease.Expires)
+		}
+	})
+	t.Run("a batch renews each lease at its time, and one that ended fails alone", func(t *testing.T) {
+		f := newFixture(t)
+		f.openSession(1)
+		f.must(leaseTxn(7, 0, 5000))
+		f.must(leaseTxn(8, 0, 5000))
+		res := f.must(tree.Txn{Type: tree.TxnRenewLeases, Time: 50_000, Ops: []tree.Txn{
+			renewTxn(7, 0), renewTxn(9, 0), renewTxn(8, 2000), renewTxn(1, 0), {Type: wire.OpDelete, Path: "/"},
+		}})
+		if len(res.Renewals) != 5 {
+			t.Fatalf("%d results for 5 renewals", len(res.Renewals))
+		}
+		if l := res.Renewals[0].Lease; res.Renewals[0].Err != nil || l.Expires != 55_000 || l.Version != 2 {
+			t.Errorf("lease 7: %+v, %v", l, res.Renewals[0].Err)
+		}
+		if l := res.Renewals[2].Lease; res.Renewals[2].Err != nil || l.Expires != 52_000 || l.TTLMs != 2000 || l.Version != 2 {
+			t.Errorf("lease 8, with a TTL of its own: %+v, %v", l, res.Renewals[2].Err)
+		}
+		for i, want := range map[int]error{1: wire.ErrSessionExpired, 3: wire.ErrBadArguments, 4: wire.ErrBadArguments} {
+			if err := res.Renewals[i].Err; !errors.Is(err, want) {
+				t.Errorf("renewal %d: %v, want %v", i, err, want)
+			}
+		}
+		if s, _ := f.tr.Session(7); s.Lease.Expires != 55_000 {
+			t.Errorf("lease 7 expires at %d after the batch", s.Lease.Expires)
 		}
 	})
 	t.Run("renewing what is not a live lease fails", func(t *testing.T) {

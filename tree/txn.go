@@ -7,8 +7,14 @@ import "github.com/arbor-coord/arbor/wire"
 const (
 	TxnCreateSession wire.Op = -10 // a client's session, or with LeaseTTL a lease
 	TxnRenewLease    wire.Op = -12
-	TxnCloseSession  wire.Op = wire.OpClose
-	TxnReap          wire.Op = -50 // delete empty containers and expired TTL nodes
+	// TxnRenewLeases renews several leases at once, at Time: each of its
+	// Ops is a TxnRenewLease (Session, LeaseTTL), applied on its own, so
+	// one lease that has ended fails only its own renewal (Result.Renewals).
+	// A member batches the renewals that arrive together into one, so that
+	// a renewal costs the log a few bytes and not an entry.
+	TxnRenewLeases  wire.Op = -13
+	TxnCloseSession wire.Op = wire.OpClose
+	TxnReap         wire.Op = -50 // delete empty containers and expired TTL nodes
 	// TxnSetConfig sets the data of /zookeeper/config (wire.ConfigPath)
 	// to Data, at Version (-1: any): the cluster's membership, written by
 	// the member as it applies a membership change, for clients to read
@@ -98,6 +104,9 @@ type Result struct {
 	Stat  wire.Stat       // create, setData: the node's new Stat
 	Multi []wire.OpResult // multi: one result per op
 	Lease Lease           // TxnCreateSession of a lease, TxnRenewLease: the lease after it
+	// Renewals is, for TxnRenewLeases, the result of each of its renewals,
+	// in order: its Lease, or its Err.
+	Renewals []Result
 	// Closed is, for TxnCloseSession, the leases that ended with the
 	// session, in id order.
 	Closed []int64

@@ -14,7 +14,8 @@ import (
 //	[type, time, session, path, data, version, mode, ttl, timeoutMs, password, ops,
 //	 acl, identities, lease, cause]
 //
-// where ops is an array of txns of the same layout (empty outside a multi),
+// where ops is an array of txns of the same layout (empty outside a multi
+// and a batch of renewals),
 // acl an array of [perms, scheme, id], identities an array of [scheme, id]
 // and lease [leaseTTL, leaseParent, leaseOwner, leaseVersion,
 // leaseMaxHold], or an empty array when the txn has none of them, and
@@ -94,8 +95,8 @@ func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
 	_ = enc.EncodeString(txn.Reason)
 }
 
-// DecodeTxn decodes a txn encoded by AppendTxn. A multi may not contain
-// another multi, so nesting is at most one level deep.
+// DecodeTxn decodes a txn encoded by AppendTxn. A multi or a batch of
+// renewals may not contain another, so nesting is at most one level deep.
 func DecodeTxn(b []byte) (Txn, error) {
 	r := bytes.NewReader(b)
 	dec := msgpack.NewDecoder(r)
@@ -139,7 +140,7 @@ func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error 
 	if err != nil {
 		return err
 	}
-	if nops > r.Len() || (nops > 0 && (!top || txn.Type != wire.OpMulti)) {
+	if nops > r.Len() || (nops > 0 && (!top || txn.Type != wire.OpMulti && txn.Type != TxnRenewLeases)) {
 		return fmt.Errorf("%d sub-txns in a %s txn", nops, txn.Type)
 	}
 	if nops > 0 {

@@ -32,6 +32,10 @@ var txnCodecCases = []struct {
 	{"a break carries its cause and reason", Txn{Type: wire.OpMulti, Cause: CauseBreak, Reason: "stuck since 3am",
 		Identities: []wire.Identity{{Scheme: "super", ID: ""}},
 		Ops:        []Txn{{Type: wire.OpDelete, Path: "/l/_c_a-lock-0000000001", Version: -1}}}},
+	{"a batch of renewals carries each lease and TTL", Txn{Type: TxnRenewLeases, Time: 1700000000000, Ops: []Txn{
+		{Type: TxnRenewLease, Session: 7},
+		{Type: TxnRenewLease, Session: 8, LeaseTTL: 9000},
+	}}},
 	{"a deadlock's end carries its cause", Txn{Type: wire.OpDelete, Path: "/l/_c_b-lock-0000000002", Version: -1, Cause: CauseDeadlock}},
 }
 
