@@ -183,7 +183,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		b.WriteString("\nhint        the servers refused connections over a limit: arbord's --max-conns-per-ip (60 by default) counts every session from this host")
 	}
 	b.WriteString("\n")
-	if len(rep.ByOp) > 1 {
+	if len(rep.ByOp) > 1 || rep.Ops == 0 {
 		label := "by op"
 		for _, name := range opNames {
 			op, ok := rep.ByOp[name]

@@ -16,8 +16,17 @@ import (
 // wait, the one to end to break it); cycles come in the order of their
 // first lock.
 func (x *Index) Deadlocks(t *tree.Tree) [][]wire.LockWait {
+	// Only a lock with two nodes or more can have a waiter: the others,
+	// most locks of a lock service, cost a look at their length.
+	var queued []string
+	for p, l := range x.locks {
+		if len(l.nodes) > 1 {
+			queued = append(queued, p)
+		}
+	}
+	slices.Sort(queued)
 	edges := map[string][]wire.LockWait{} // by waiter vertex
-	for _, p := range x.Paths("/") {
+	for _, p := range queued {
 		info, _ := x.Info(t, p)
 		for _, w := range info.Waiters {
 			for _, h := range info.Holders {

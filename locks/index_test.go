@@ -11,13 +11,13 @@ import (
 
 // world is a tree and its index, changed by txns applied at given times.
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	tr   *tree.Tree
 	x    *Index
 	zxid int64
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	return &world{t: t, tr: tree.New(), x: New()}
 }
 
@@ -117,6 +117,29 @@ func TestARebuiltIndexIsTheSameAsOneKeptUpToDate(t *testing.T) {
 	want, _ := w.x.Info(w.tr, "/l")
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("rebuilt %+v\nkept    %+v", got, want)
+	}
+}
+
+// A lock service's members look for deadlocks every second among
+// thousands of held locks, few with waiters, under the state machine's read
+// lock, which holds apply up meanwhile.
+func BenchmarkDeadlocksAmongManyHeldLocks(b *testing.B) {
+	w := newWorld(b)
+	w.session(1)
+	w.session(2)
+	for i := range 10_000 {
+		dir := fmt.Sprintf("/l%d", i)
+		w.apply(0, tree.Txn{Type: wire.OpCreate, Path: dir})
+		w.node(1000, dir, fmt.Sprintf("h%d", i), lockq.Exclusive, 1, "p1", fmt.Sprintf("h%d", i))
+		if i%500 == 0 { // a few with a waiter
+			w.node(2000, dir, fmt.Sprintf("w%d", i), lockq.Exclusive, 2, "p2", fmt.Sprintf("w%d", i))
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if c := w.x.Deadlocks(w.tr); len(c) != 0 {
+			b.Fatalf("deadlocks: %+v", c)
+		}
 	}
 }
 
