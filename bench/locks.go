@@ -108,8 +108,8 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 
 // hold keeps m for the run's Hold, renewing its lease every every (0:
 // never), each renewal timed, the first at a random point of the first
-// interval so that the holders' renewals spread out. It reports false if
-// the run ended first.
+// interval so that the holders' renewals spread out. A hold that a
+// renewal finds lost ends there. It reports false if the run ended first.
 func (r *runner) hold(rec *recorder, m *recipes.Mutex, every time.Duration) bool {
 	end := time.Now().Add(r.cfg.Hold)
 	if every <= 0 {
@@ -124,8 +124,12 @@ func (r *runner) hold(rec *recorder, m *recipes.Mutex, every time.Duration) bool
 			return false
 		}
 		t0 := time.Now()
-		if _, err := m.Renew(r.stopped); !r.done(rec, opRenew, measured, t0, err) {
+		_, err := m.Renew(r.stopped)
+		if !r.done(rec, opRenew, measured, t0, err) {
 			return false
+		}
+		if err != nil && m.LostReason() != nil {
+			return true // its release says so too, and it waits again
 		}
 	}
 	return sleepUntil(r.stopped, end)
