@@ -138,7 +138,11 @@ func (e *Election) nextLeader(ctx context.Context, report func(node string, valu
 			names, _, ev, err := e.q.c.ChildrenW(ctx, e.path)
 			switch {
 			case errors.Is(err, client.ErrNoNode):
-				ok, _, ev, err := e.q.c.ExistsW(ctx, e.path)
+				// Assigned, not declared: the node made since the
+				// ChildrenW (ok) must list the queue again, not end
+				// the observer with that stale ErrNoNode.
+				var ok bool
+				ok, _, ev, err = e.q.c.ExistsW(ctx, e.path)
 				if err == nil && !ok {
 					return ev, nil
 				}

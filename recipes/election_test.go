@@ -2,12 +2,16 @@ package recipes
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/wire"
 )
 
 func TestOneLeaderAtATimeThroughLeaderCrashes(t *testing.T) {
@@ -107,4 +111,76 @@ func TestObserveWaitsForTheFirstCandidateAndEndsWithCtx(t *testing.T) {
 	if err := e.Resign(ctxWait(t)); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("second Resign: %v, want ErrNotHeld", err)
 	}
+}
+
+// An observer that finds no election node, and then finds it made between
+// its child watch (no node) and its exists watch, lists the election again:
+// it used to end as if the session had.
+func TestObserveSeesTheElectionMadeWhileItSetsItsWatch(t *testing.T) {
+	s := startServer(t)
+	other := s.dial(t)
+	var once sync.Once
+	g := &beforeWrite{op: wire.OpExists, path: "/late", do: func() {
+		once.Do(func() {
+			if _, err := other.Create(ctxWait(t), "/late", nil, client.Persistent); err != nil {
+				t.Errorf("create /late: %v", err)
+			}
+		})
+	}}
+	c := s.dial(t, client.WithDialer(g.dial))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	values := NewElection(c, "/late").Observe(ctx)
+	waitFor(t, "the election node", func() bool { ok, _, _ := other.Exists(ctxWait(t), "/late"); return ok })
+	e := NewElection(other, "/late")
+	must(t, e.Campaign(ctxWait(t), []byte("leader")))
+	select {
+	case v, ok := <-values:
+		if !ok {
+			t.Fatal("Observe ended with ctx and the session alive")
+		}
+		if string(v) != "leader" {
+			t.Errorf("observed %q", v)
+		}
+	case <-time.After(testWait):
+		t.Fatal("no leader observed")
+	}
+}
+
+// beforeWrite is a dialer whose connections call do before they send a
+// watching request of op on path (and its frames with it).
+type beforeWrite struct {
+	op   wire.Op
+	path string
+	do   func()
+}
+
+func (b *beforeWrite) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &beforeWriteConn{Conn: nc, b: b}, nil
+}
+
+type beforeWriteConn struct {
+	net.Conn
+	b *beforeWrite
+}
+
+func (c *beforeWriteConn) Write(p []byte) (int, error) {
+	for rest := p; len(rest) >= wire.FrameHeaderSize; {
+		n := int(binary.BigEndian.Uint32(rest))
+		if len(rest) < wire.FrameHeaderSize+n {
+			break
+		}
+		var req wire.Request
+		if wire.DecodeRequest(rest[wire.FrameHeaderSize:wire.FrameHeaderSize+n], &req) == nil &&
+			req.Op == c.b.op && req.Path == c.b.path && req.Watch {
+			c.b.do()
+		}
+		rest = rest[wire.FrameHeaderSize+n:]
+	}
+	return c.Conn.Write(p)
 }
