@@ -67,8 +67,7 @@ func (b *renewals) renew(lease, ttl int64) *renewal {
 	defer b.mu.Unlock()
 	b.queue = append(b.queue, r)
 	if b.inflight < maxRenewalBatches {
-		b.inflight++
-		go b.run(b.proposeLocked())
+		b.startLocked()
 	}
 	return r
 }
@@ -82,9 +81,15 @@ func (b *renewals) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) > 0 {
-		b.inflight++
-		go b.run(b.proposeLocked())
+		b.startLocked()
 	}
+}
+
+// startLocked proposes the next batch, before it returns, and answers it
+// on a goroutine of its own, which goes on with the batches after it.
+func (b *renewals) startLocked() {
+	b.inflight++
+	go b.run(b.proposeLocked())
 }
 
 // proposedBatch is a batch handed to raft, and its renewals.
