@@ -42,26 +42,6 @@ trap 'stop; rm -rf "$work"' EXIT INT TERM
 servers=127.0.0.1:27281,127.0.0.1:27282,127.0.0.1:27283
 metrics=http://127.0.0.1:27481/metrics,http://127.0.0.1:27482/metrics,http://127.0.0.1:27483/metrics
 
-# start BIN starts a fresh cluster of BIN and waits until it has a leader.
-start() {
-  rm -rf "$work"/data[123]
-  for i in 1 2 3; do
-    "$1" --id $i --listen 127.0.0.1:$((27280 + i)) --http 127.0.0.1:$((27480 + i)) \
-      --peer-listen 127.0.0.1:$((27380 + i)) --peers 1=127.0.0.1:27381,2=127.0.0.1:27382,3=127.0.0.1:27383 \
-      --data "$work/data$i" --max-conns-per-ip 0 --max-conns 20000 --max-handshaking 4096 \
-      --log-level warn $ARBORD_FLAGS >>"$work/arbord.log" 2>&1 &
-    pids+=($!)
-  done
-  for _ in $(seq 100); do
-    if timeout 10 "$work/bin/arbor" --servers "$servers" status 2>/dev/null | grep -q '^leader = [1-3]$'; then
-      return
-    fi
-    sleep 0.1
-  done
-  echo "no leader" >&2
-  exit 1
-}
-
 # part NAME runs that part's bench into $work/NAME.out.
 part() {
   local args
@@ -84,7 +64,8 @@ if [ -n "$OLD_ARBORD" ]; then
   builds=("$OLD_ARBORD" "$work/bin/arbord")
 fi
 for bin in "${builds[@]}"; do
-  start "$bin"
+  start_members "$bin" 27000 "$work" --max-conns-per-ip 0 --max-conns 20000 --max-handshaking 4096 \
+    --log-level warn $ARBORD_FLAGS
   echo "== $bin: $PARTS ($(uptime | sed 's/.*load/load/'))"
   bench=()
   for p in $PARTS; do

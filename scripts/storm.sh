@@ -55,31 +55,10 @@ trap finish EXIT INT TERM
 servers=127.0.0.1:26281,127.0.0.1:26282,127.0.0.1:26283
 metrics=http://127.0.0.1:26481/metrics,http://127.0.0.1:26482/metrics,http://127.0.0.1:26483/metrics
 
-# leader_of I prints the leader member I knows of (nothing if none).
-leader_of() {
-  timeout 10 "$work/bin/arbor" --servers "127.0.0.1:$((26280 + $1))" status 2>/dev/null |
-    sed -n 's/^leader = \([1-3]\)$/\1/p'
-}
-
 # start starts a fresh cluster and waits until every member knows the same
 # leader, which it sets in leader; member i's pid is pids[i-1].
 start() {
-  rm -rf "$work"/data[123]
-  for i in 1 2 3; do
-    "$work/bin/arbord" --id $i --listen 127.0.0.1:$((26280 + i)) --http 127.0.0.1:$((26480 + i)) \
-      --peer-listen 127.0.0.1:$((26380 + i)) --peers 1=127.0.0.1:26381,2=127.0.0.1:26382,3=127.0.0.1:26383 \
-      --data "$work/data$i" --max-conns-per-ip 0 --max-conns 20000 --log-level warn $ARBORD_FLAGS >>"$work/arbord.log" 2>&1 &
-    pids+=($!)
-  done
-  for _ in $(seq 100); do
-    leader=$(leader_of 1)
-    if [ -n "$leader" ] && [ "$(leader_of 2)" = "$leader" ] && [ "$(leader_of 3)" = "$leader" ]; then
-      return
-    fi
-    sleep 0.1
-  done
-  echo "no leader" >&2
-  exit 1
+  start_members "$work/bin/arbord" 26000 "$work" --max-conns-per-ip 0 --max-conns 20000 --log-level warn $ARBORD_FLAGS
 }
 
 # victim prints the id of the member to kill.
