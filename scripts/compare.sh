@@ -27,12 +27,10 @@ ROUNDS=${ROUNDS:-1}
 DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-2s}
 work=$(mktemp -d)
-mkdir "$work/bin"
-go build -o "$work/bin/arbord" ./cmd/arbord
-go build -o "$work/bin/arbor" ./cmd/arbor
-(cd scripts/compare && go build -o "$work/bin/compare" .)
 # shellcheck source=scripts/procs.sh
 . scripts/procs.sh
+build_arbor "$work"
+(cd scripts/compare && go build -o "$work/bin/compare" .)
 trap 'stop; rm -rf "$work"' EXIT INT TERM
 
 # start_SYSTEM starts a fresh 3-member cluster and sets servers.

@@ -33,11 +33,9 @@ OLD_ARBORD=${OLD_ARBORD:-}
 # Every session is a connection.
 ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
-mkdir "$work/bin"
-go build -o "$work/bin/arbord" ./cmd/arbord
-go build -o "$work/bin/arbor" ./cmd/arbor
 # shellcheck source=scripts/procs.sh
 . scripts/procs.sh
+build_arbor "$work"
 trap 'stop; rm -rf "$work"' EXIT INT TERM
 servers=127.0.0.1:27281,127.0.0.1:27282,127.0.0.1:27283
 metrics=http://127.0.0.1:27481/metrics,http://127.0.0.1:27482/metrics,http://127.0.0.1:27483/metrics

@@ -1,8 +1,17 @@
 # Sourced by the measuring scripts that start processes (compare.sh,
 # lockload.sh, observers.sh, singlewrite.sh, storm.sh): pids holds the
 # processes started, and stop ends them (SIGTERM), waits for them and
-# empties pids; start_members starts a 3-member cluster.
+# empties pids; build_arbor builds the binaries, start_members starts a
+# 3-member cluster.
 pids=()
+
+# build_arbor DIR builds arbord and arbor into DIR/bin.
+build_arbor() {
+  mkdir -p "$1/bin"
+  go build -o "$1/bin/arbord" ./cmd/arbord
+  go build -o "$1/bin/arbor" ./cmd/arbor
+}
+
 stop() {
   if [ ${#pids[@]} -gt 0 ]; then
     kill "${pids[@]}" 2>/dev/null || true

@@ -39,11 +39,9 @@ esac
 # members left hold them all after the kill.
 ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
-mkdir "$work/bin"
-go build -o "$work/bin/arbord" ./cmd/arbord
-go build -o "$work/bin/arbor" ./cmd/arbor
 # shellcheck source=scripts/procs.sh
 . scripts/procs.sh
+build_arbor "$work"
 finish() {
   stop
   if [ -n "$LOG" ] && [ -f "$work/arbord.log" ]; then
