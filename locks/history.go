@@ -192,7 +192,7 @@ func CauseOf(t *tree.Tree, txn *tree.Txn) Cause {
 	case txn.Cause == tree.CauseLockDelay:
 		// The holds end here, where the delays go ahead of them, as the
 		// close that comes next will say: a lease expired, or a session.
-		if s, ok := t.Session(txn.Session); ok && s.Lease != nil {
+		if _, ok := t.Lease(txn.Session); ok {
 			return Cause{End: wire.LockExpired}
 		}
 		return Cause{End: wire.LockSessionEnded}

@@ -316,8 +316,8 @@ func (x *Index) ended(l *lock, id string, c change) {
 func partyEvent(t *tree.Tree, dir string, n Node) wire.LockEvent {
 	ev := wire.LockEvent{Lock: dir, Node: n.Entry.Name, Mode: string(n.Entry.Kind), Owner: n.Record.Owner,
 		Holder: n.Record.Holder, Session: n.Session, Token: n.Token}
-	if s, ok := t.Session(n.Session); ok && s.Lease != nil {
-		ev.Session, ev.Lease = s.Lease.Parent, n.Session
+	if l, ok := t.Lease(n.Session); ok {
+		ev.Session, ev.Lease = l.Parent, n.Session
 	}
 	return ev
 }

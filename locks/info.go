@@ -30,8 +30,8 @@ func (x *Index) Info(t *tree.Tree, p string) (wire.LockInfo, bool) {
 				party.Token = m.Token // its latest node's, as the recipes' Token: a change of mode takes a higher one
 			}
 		}
-		if s, ok := t.Session(n.Session); ok && s.Lease != nil {
-			party.Lease, party.Session, party.Expires = n.Session, s.Lease.Parent, s.Lease.Expires
+		if l, ok := t.Lease(n.Session); ok {
+			party.Lease, party.Session, party.Expires = n.Session, l.Parent, l.Expires
 		}
 		if ev, ok := l.holds[a.First.ID]; ok {
 			party.Since = ev.Time

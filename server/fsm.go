@@ -77,8 +77,8 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	renewals := renewalsOf(&txn)
 	due := make([]int64, len(renewals)) // each renewal's: when it was due (0: unknown)
 	for i, r := range renewals {
-		if s, ok := f.tree.Session(r.Session); ok && s.Lease != nil {
-			due[i] = s.Lease.Expires - s.Lease.TTLMs + s.Lease.TTLMs/3
+		if l, ok := f.tree.Lease(r.Session); ok {
+			due[i] = l.Expires - l.TTLMs + l.TTLMs/3
 		}
 	}
 	cause := locks.CauseOf(f.tree, &txn)

@@ -76,14 +76,11 @@ func (s *Server) leaseCreate(session int64, req *wire.Request, txn *tree.Txn) er
 
 // ownLease checks that lease is a live lease of session.
 func (s *Server) ownLease(session, lease int64) error {
-	var l *tree.Lease
-	s.fsm.read(func(t *tree.Tree) {
-		if ss, ok := t.Session(lease); ok {
-			l = ss.Lease
-		}
-	})
+	var l tree.Lease
+	var ok bool
+	s.fsm.read(func(t *tree.Tree) { l, ok = t.Lease(lease) })
 	switch {
-	case l == nil:
+	case !ok:
 		return wire.Errorf(wire.CodeLeaseExpired, "lease %#x has ended, or never was", lease)
 	case l.Parent != session:
 		return wire.Errorf(wire.CodeNoAuth, "lease %#x is not this session's", lease)

@@ -30,6 +30,15 @@ func TestLeases(t *testing.T) {
 		if s, ok := f.tr.Session(7); !ok || s.Lease == nil || *s.Lease != want {
 			t.Errorf("Session(7) = %+v, %v", s, ok)
 		}
+		if l, ok := f.tr.Lease(7); !ok || l != want {
+			t.Errorf("Lease(7) = %+v, %v", l, ok)
+		}
+		f.openSession(1)
+		for _, id := range []int64{1, 2} { // a client's session, and none
+			if l, ok := f.tr.Lease(id); ok {
+				t.Errorf("Lease(%d) = %+v, a lease", id, l)
+			}
+		}
 	})
 	t.Run("a renewal moves the expiry from its own time and counts a version", func(t *testing.T) {
 		f := newFixture(t)

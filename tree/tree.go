@@ -270,6 +270,17 @@ func (t *Tree) Session(id int64) (Session, bool) {
 	return s.view(id), true
 }
 
+// Lease returns the live lease id: a session that is one. It is Session
+// without the copies, for the paths that look up a lease per renewal or
+// per lock node.
+func (t *Tree) Lease(id int64) (Lease, bool) {
+	s, ok := t.sessions[id]
+	if !ok || s.lease == nil {
+		return Lease{}, false
+	}
+	return *s.lease, true
+}
+
 func (s *session) view(id int64) Session {
 	v := Session{ID: id, TimeoutMs: s.timeoutMs, Password: s.password}
 	if s.lease != nil {
