@@ -22,10 +22,31 @@ type Lease struct {
 	Expires  time.Time     // when it ends unless renewed, by the clock of the member that took the last renewal
 	Version  int64         // 1 at creation, one more at each renewal
 	MaxUntil time.Time     // when it ends whatever its renewals (MaxHold); zero: never
+	// Node is, after a renewal with LookAt, whether the lease still has
+	// that node: NodeHeld or NodeGone; NodeNotLooked otherwise, and from a
+	// server too old to look.
+	Node NodeState
 }
 
-// LeaseOption is an option of CreateLease.
+// NodeState is what a renewal found of the node it was asked to look at.
+type NodeState = wire.NodeState
+
+// The node states of a renewal.
+const (
+	NodeNotLooked = wire.NodeNotLooked
+	NodeHeld      = wire.NodeHeld // there, an ephemeral of the lease
+	NodeGone      = wire.NodeGone // not there, or not the lease's
+)
+
+// LeaseOption is an option of CreateLease (MaxHold) or RenewLease (LookAt).
 type LeaseOption func(*wire.Request)
+
+// LookAt makes a renewal say whether the lease still has the node at path
+// (Lease.Node), read on the member after the renewal applied: what an
+// Exists sent right after it would tell, in the same round trip.
+func LookAt(path string) LeaseOption {
+	return func(r *wire.Request) { r.Path = path }
+}
 
 // MaxHold makes no renewal keep the lease past d from its creation (1 s to
 // 7 days): a hold that renewals would otherwise keep alive forever ends.
@@ -56,8 +77,12 @@ func (c *Client) CreateLease(ctx context.Context, ttl time.Duration, owner strin
 // RenewLease keeps lease id for another ttl from now (0: its own TTL). A
 // renewal of a lease that has ended fails with ErrLeaseExpired, and changes
 // nothing.
-func (c *Client) RenewLease(ctx context.Context, id int64, ttl time.Duration) (Lease, error) {
-	return c.lease(ctx, "renewlease", leaseName(id), wire.Request{Op: wire.OpLeaseRenew, Lease: id, TTL: ttl.Milliseconds()})
+func (c *Client) RenewLease(ctx context.Context, id int64, ttl time.Duration, opts ...LeaseOption) (Lease, error) {
+	req := wire.Request{Op: wire.OpLeaseRenew, Lease: id, TTL: ttl.Milliseconds()}
+	for _, opt := range opts {
+		opt(&req)
+	}
+	return c.lease(ctx, "renewlease", leaseName(id), req)
 }
 
 // CloseLease ends lease id now, and its ephemerals with it. Closing a
@@ -76,7 +101,7 @@ func (c *Client) lease(ctx context.Context, name, what string, req wire.Request)
 		return Lease{}, err
 	}
 	l := rep.Lease
-	lease := Lease{ID: l.ID, TTL: time.Duration(l.TTLMs) * time.Millisecond, Expires: time.UnixMilli(l.Expires), Version: l.Version}
+	lease := Lease{ID: l.ID, TTL: time.Duration(l.TTLMs) * time.Millisecond, Expires: time.UnixMilli(l.Expires), Version: l.Version, Node: l.Node}
 	if l.MaxUntil != 0 {
 		lease.MaxUntil = time.UnixMilli(l.MaxUntil)
 	}

@@ -47,6 +47,43 @@ func TestALeaseIsRenewedAndClosedWithItsNodes(t *testing.T) {
 	}
 }
 
+// A renewal asked to look at a node says whether the lease still has it.
+func TestARenewalSaysWhetherTheLeaseHasTheNodeItLooksAt(t *testing.T) {
+	_, addr := startServer(t)
+	c := dial(t, addr)
+	ctx := testContext(t)
+	l, err := c.CreateLease(ctx, 10*time.Second, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []struct {
+		path string
+		opts []client.CreateOption
+	}{{"/held", []client.CreateOption{client.WithLease(l.ID)}}, {"/session's", nil}} {
+		if _, err := c.Create(ctx, n.path, nil, client.Ephemeral, n.opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		opts []client.LeaseOption
+		want client.NodeState
+	}{
+		{"its node", []client.LeaseOption{client.LookAt("/held")}, client.NodeHeld},
+		{"the session's node", []client.LeaseOption{client.LookAt("/session's")}, client.NodeGone},
+		{"no node", []client.LeaseOption{client.LookAt("/none")}, client.NodeGone},
+		{"nothing asked", nil, client.NodeNotLooked},
+	} {
+		r, err := c.RenewLease(ctx, l.ID, 0, tc.opts...)
+		if err != nil || r.Node != tc.want {
+			t.Errorf("renewal looking at %s: %+v, %v; want node %v", tc.name, r, err, tc.want)
+		}
+	}
+	if _, err := c.RenewLease(ctx, l.ID, 0, client.LookAt("no/slash")); !errors.Is(err, client.ErrBadArguments) {
+		t.Errorf("a renewal looking at a bad path: %v, want ErrBadArguments", err)
+	}
+}
+
 // A lease not renewed ends, and its node with it, while the session that
 // made it lives on.
 func TestALeaseThatIsNotRenewedEndsWhileItsSessionLives(t *testing.T) {

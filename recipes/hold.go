@@ -401,7 +401,8 @@ func (h *hold) renewNow(ctx context.Context) (time.Time, error) {
 		return time.Time{}, l.reason()
 	}
 	sent := time.Now()
-	lease, err := h.q.c.RenewLease(ctx, t.lease, 0)
+	node := h.q.path(t.Entry)
+	lease, err := h.q.c.RenewLease(ctx, t.lease, 0, client.LookAt(node))
 	if err == nil {
 		stop.renewedAt(sent, lease.TTL)
 	}
@@ -412,8 +413,12 @@ func (h *hold) renewNow(ctx context.Context) (time.Time, error) {
 		return lease.Expires, err
 	}
 	// The lease lives, but its node may not: a lock broken while its
-	// lease lived has moved on, and a renewal must not say it holds.
-	ok, _, err := h.q.c.Exists(ctx, h.q.path(t.Entry))
+	// lease lived has moved on, and a renewal must not say it holds. The
+	// renewal looked; a server too old to look leaves it to a read.
+	ok := lease.Node == client.NodeHeld
+	if lease.Node == client.NodeNotLooked {
+		ok, _, err = h.q.c.Exists(ctx, node)
+	}
 	switch {
 	case err != nil:
 		return time.Time{}, err

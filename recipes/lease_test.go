@@ -112,6 +112,27 @@ func TestARenewedLeaseKeepsTheLock(t *testing.T) {
 	must(t, other.Unlock(ctx))
 }
 
+// Renew asks the server once: the renewal itself says whether the lock's
+// node is still the lease's, with no read after it.
+func TestRenewIsOneRequest(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxWait(t)
+	m := NewMutex(s.dial(t), "/locks/one", WithLease(time.Minute))
+	m.h.every = time.Hour // no renewal but the test's
+	must(t, m.Lock(ctx))
+	renewals, reads := s.metric(t, `arbor_requests_total{op="leaseRenew"`), s.reads(t)
+	if _, err := m.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.metric(t, `arbor_requests_total{op="leaseRenew"`) - renewals; n != 1 {
+		t.Errorf("Renew sent %d renewals, want 1", n)
+	}
+	if n := s.reads(t) - reads; n != 0 {
+		t.Errorf("Renew sent %d reads as well, want none", n)
+	}
+	must(t, m.Unlock(ctx))
+}
+
 // A hold bound to a lease whose node someone deletes is lost with
 // ErrNodeDeleted, its lease and session alive.
 func TestAHoldWhoseNodeIsDeletedIsLost(t *testing.T) {

@@ -88,6 +88,20 @@ func (s *Server) ownLease(session, lease int64) error {
 	return nil
 }
 
+// leaseNode says whether lease has the node at path, as a renewal that
+// names it answers, read after the renewal applied: what a read the holder
+// sent next would say, without that round trip (a lock's holder asks, so
+// that a lock broken while its lease lived is not renewed as held).
+func (s *Server) leaseNode(lease int64, path string) wire.NodeState {
+	var st wire.Stat
+	var err error
+	s.fsm.read(func(t *tree.Tree) { st, err = t.Exists(path) })
+	if err != nil || st.EphemeralOwner != lease {
+		return wire.NodeGone
+	}
+	return wire.NodeHeld
+}
+
 // MaxLeaseHold is the longest maximum hold a lease may ask for.
 const MaxLeaseHold = 7 * 24 * time.Hour
 

@@ -296,6 +296,9 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	}
 	if res.Lease.Version > 0 {
 		reply.Lease = wire.Lease{ID: r.lease, TTLMs: res.Lease.TTLMs, Expires: res.Lease.Expires, Version: res.Lease.Version, MaxUntil: res.Lease.MaxUntil}
+		if r.req.Op == wire.OpLeaseRenew && r.req.Path != "" {
+			reply.Lease.Node = c.srv.leaseNode(r.lease, r.req.Path)
+		}
 	}
 }
 

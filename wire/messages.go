@@ -187,7 +187,9 @@ type Request struct {
 	// operators); leaseRenew: Lease and TTL (0: the lease's own);
 	// leaseClose: Lease. create (optional): Lease makes an ephemeral the
 	// lease's rather than the session's. leaseCreate (optional): MaxHold
-	// (ms), after which no renewal keeps the lease (0: none).
+	// (ms), after which no renewal keeps the lease (0: none). leaseRenew
+	// (optional): Path, a node the reply says whether the lease still has
+	// (Lease.Node).
 	Lease   int64
 	Owner   string
 	MaxHold int64
@@ -204,7 +206,21 @@ type Lease struct {
 	Expires  int64 // ms since the Unix epoch, by the clock of the member that took the renewal
 	Version  int64 // 1 at creation, one more at each renewal
 	MaxUntil int64 // ms since the Unix epoch: when it ends whatever its renewals; 0: never
+	// Node is, for a leaseRenew that named a node (Request.Path), whether
+	// the renewed lease has it: NodeHeld or NodeGone. NodeNotLooked
+	// otherwise, and from a member that does not look (before this field).
+	Node NodeState
 }
+
+// NodeState is what a renewal found of the node it named.
+type NodeState int8
+
+// The node states.
+const (
+	NodeNotLooked NodeState = iota
+	NodeHeld                // there, an ephemeral of the renewed lease
+	NodeGone                // not there, or not the lease's
+)
 
 // Member is a member of the cluster.
 type Member struct {
@@ -326,6 +342,11 @@ func optionalFields(r *Request) int {
 		return 2
 	case OpLeaseCreate:
 		return 1 // maxHold, which came with it
+	case OpLeaseRenew:
+		if r.Path != "" {
+			return 1 // the node to look at, sent only when named
+		}
+		return 0
 	case OpCheck:
 		return 1 // its mode (CheckCversion), which came later
 	case OpAddWatch:
@@ -354,6 +375,9 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 	switch r.Op {
 	case OpLeaseCreate:
 		r.MaxHold = dec.int64()
+		return 1
+	case OpLeaseRenew:
+		r.Path = dec.str()
 		return 1
 	case OpCheck:
 		r.Mode = CreateMode(dec.int32())
@@ -460,6 +484,9 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpLeaseRenew:
 		enc.int(r.Lease)
 		enc.int(r.TTL)
+		if r.Path != "" {
+			enc.str(r.Path)
+		}
 	case OpLeaseClose:
 		enc.int(r.Lease)
 	case OpSnapshot:
@@ -622,7 +649,7 @@ func replyFields(op Op) int {
 
 const (
 	statusFields = 8
-	leaseFields  = 5
+	leaseFields  = 5 // the fewest a decoder takes: Node came later
 )
 
 // notificationFields is the number of body fields of a watch event;
@@ -766,12 +793,13 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.lockEvents(r.LockHistory)
 	case OpLeaseCreate, OpLeaseRenew:
 		l := &r.Lease
-		enc.array(leaseFields)
+		enc.array(leaseFields + 1)
 		enc.int(l.ID)
 		enc.int(l.TTLMs)
 		enc.int(l.Expires)
 		enc.int(l.Version)
 		enc.int(l.MaxUntil)
+		enc.int(int64(l.Node))
 	case OpStatus:
 		st := &r.Status
 		enc.array(statusFields)
@@ -950,6 +978,10 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		n := dec.array(leaseFields)
 		l := &r.Lease
 		l.ID, l.TTLMs, l.Expires, l.Version, l.MaxUntil = dec.int64(), dec.int64(), dec.int64(), dec.int64(), dec.int64()
+		if n > leaseFields { // the node looked at, which came later
+			l.Node = NodeState(dec.int32())
+			n--
+		}
 		dec.skip(n - leaseFields)
 	case OpStatus:
 		n := dec.array(statusFields)

@@ -84,6 +84,8 @@ func (r *Request) paths(yield func(string, bool) bool) bool {
 	case OpDelete, OpExists, OpGetData, OpSetData, OpGetChildren, OpSync, OpCheck,
 		OpGetACL, OpSetACL, OpRemoveWatches, OpAddWatch, OpGetEphemerals, OpGetAllChildrenNumber, OpLocks, OpLockBreak, OpLockHistory:
 		return yield(r.Path, false)
+	case OpLeaseRenew:
+		return r.Path == "" || yield(r.Path, false) // a node to look at, if named
 	case OpMulti:
 		for i := range r.Ops {
 			if !r.Ops[i].paths(yield) {

@@ -206,6 +206,7 @@ var requests = []struct {
 	{"a leaseCreate carries the TTL and the owner", wire.Request{Xid: 60, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "web-1:4242"}},
 	{"a leaseCreate may carry a maximum hold", wire.Request{Xid: 67, Op: wire.OpLeaseCreate, TTL: 30_000, Owner: "w", MaxHold: 600_000}},
 	{"a leaseRenew carries the lease and a TTL", wire.Request{Xid: 61, Op: wire.OpLeaseRenew, Lease: 0x0123_4567_89ab_cdef, TTL: 10_000}},
+	{"a leaseRenew may name a node to look at", wire.Request{Xid: 68, Op: wire.OpLeaseRenew, Lease: 7, Path: "/locks/a/_c_x-lock-0000000001"}},
 	{"a leaseClose carries the lease", wire.Request{Xid: 62, Op: wire.OpLeaseClose, Lease: 0x0123_4567_89ab_cdef}},
 	{"a locks request carries the path", wire.Request{Xid: 64, Op: wire.OpLocks, Path: "/locks"}},
 	{"a deadlocks request has no fields", wire.Request{Xid: 65, Op: wire.OpDeadlocks}},
@@ -345,6 +346,7 @@ var replies = []struct {
 	}},
 	{"a leaseCreate reply carries the lease", wire.OpLeaseCreate, wire.Reply{Xid: 60, Zxid: 9, Lease: wire.Lease{ID: 0x0123_4567_89ab_cdef, TTLMs: 30_000, Expires: 1_700_000_030_000, Version: 1, MaxUntil: 1_700_000_600_000}}},
 	{"a leaseRenew reply carries the lease after it", wire.OpLeaseRenew, wire.Reply{Xid: 61, Zxid: 10, Lease: wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_040_000, Version: 2}}},
+	{"a leaseRenew reply says what it found of the node named", wire.OpLeaseRenew, wire.Reply{Xid: 68, Zxid: 11, Lease: wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_041_000, Version: 3, Node: wire.NodeGone}}},
 	{"a leaseClose reply has no fields", wire.OpLeaseClose, wire.Reply{Xid: 62, Zxid: 11}},
 	{"a locks reply carries each lock's holders and waiters", wire.OpLocks, wire.Reply{Xid: 64, Zxid: 12, Locks: []wire.LockInfo{
 		{Path: "/locks/a", Holders: []wire.LockParty{{Node: "_c_ab-read-0000000001", Mode: "read", Owner: "web-1:42", Holder: "h1",
@@ -631,6 +633,9 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 			}
 			if tc.r.Op == wire.OpSetWatches2 && !tc.r.MoreWatches {
 				extra = []any{false, futureField}
+			}
+			if tc.r.Op == wire.OpLeaseRenew && tc.r.Path == "" {
+				extra = []any{"", futureField}
 			}
 			body := withExtraFields(t, frameBody(t, wire.AppendRequest(nil, &tc.r)), extra...)
 			var got wire.Request
