@@ -11,6 +11,12 @@
 #   locks 64 locks, one holder each, a session each: the same locks, many
 #         of them, uncontended (arbor bench locks)
 #   locks16  8 locks, 16 holders each, a session each: many contended locks
+#   renew    2,000 leases of 10 s, a session (etcd: a client) each, each
+#            with a node (key) of its own, renewed explicitly at 10,000/s
+#            in all: Arbor's holders with `arbor bench locks --renew-rate`
+#            (Mutex.Renew), etcd's leases with KeepAliveOnce; not
+#            ZooKeeper, which has no lease to renew
+#   renew64  the same with 10,000 leases over 64 sessions, at 50,000/s
 # Arbor is measured with `arbor bench`, the others with scripts/compare
 # (the same method: each worker sends its next request when the last is
 # answered; what completed in DURATION after WARMUP).
@@ -22,7 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SYSTEMS=${SYSTEMS:-"arbor zk etcd"}
-WORKLOADS=${WORKLOADS:-"set set1 get lock locks locks16"}
+WORKLOADS=${WORKLOADS:-"set set1 get lock locks locks16 renew renew64"}
 ROUNDS=${ROUNDS:-1}
 DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-2s}
@@ -112,23 +118,39 @@ bench() {
   lock) args=(--contenders 16) ;;
   locks) args=(--locks 64 --contenders 1) ;;
   locks16) args=(--locks 8 --contenders 16) ;;
+  renew) args=(--locks 2000 --conns 2000 --rate 10000) ;;
+  renew64) args=(--locks 10000 --conns 64 --rate 50000) ;;
   esac
-  local w=$2
+  local w=$2 warmup=$WARMUP
   case $2 in
   set1) w=set ;;
   locks16) w=locks ;;
+  renew64) w=renew ;;
   esac
-  if [ "$1" = arbor ]; then
+  if [ "$w" = renew ]; then
+    warmup=10s # every holder takes its lock first
+    if [ "$1" = zk ]; then
+      echo "(ZooKeeper has no lease to renew)"
+      return
+    fi
+  fi
+  if [ "$1" = arbor ] && [ "$w" = renew ]; then
+    ARBOR_SERVERS=$servers timeout 300 "$work/bin/arbor" bench locks "${args[@]:0:4}" --renew-rate "${args[5]}" \
+      --contenders 1 --lease 10s --hold 1m --duration "$DURATION" --warmup "$warmup" 2>/dev/null |
+      grep -E "^(errors|by op +renew|            renew)" | sed 's/ (min.*//'
+  elif [ "$1" = arbor ]; then
     local own=()
     if [ "$w" = locks ]; then # a session for each holder, as the others have
       own=(--conns $((args[1] * args[3])))
     fi
-    ARBOR_SERVERS=$servers timeout 120 "$work/bin/arbor" bench "$w" "${args[@]}" "${own[@]}" --duration "$DURATION" --warmup "$WARMUP" 2>/dev/null
+    ARBOR_SERVERS=$servers timeout 120 "$work/bin/arbor" bench "$w" "${args[@]}" "${own[@]}" --duration "$DURATION" --warmup "$warmup" 2>/dev/null |
+      grep -E "^(throughput|latency|errors)" | sed 's/ (min.*//'
   else
     local flags=()
     for a in "${args[@]}"; do flags+=("${a/--/-}"); done
-    timeout 120 "$work/bin/compare" -system "$1" -servers "$servers" -workload "$w" "${flags[@]}" -duration "$DURATION" -warmup "$WARMUP"
-  fi | grep -E "^(throughput|latency|errors)" | sed 's/ (min.*//'
+    timeout 300 "$work/bin/compare" -system "$1" -servers "$servers" -workload "$w" "${flags[@]}" -duration "$DURATION" -warmup "$warmup" |
+      grep -E "^(throughput|latency|errors)"
+  fi
 }
 
 for round in $(seq "$ROUNDS"); do

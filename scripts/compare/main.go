@@ -1,6 +1,6 @@
-// Command compare runs four of arbor bench's workloads (set, get, lock,
-// locks)
-// against Apache ZooKeeper and etcd, measured the way arbor bench measures
+// Command compare runs arbor bench's workloads set, get, lock and locks
+// against Apache ZooKeeper and etcd, and renew against etcd (ZooKeeper has
+// no lease to renew), measured the way arbor bench measures
 // Arbor: a fixed number of sessions and workers, each issuing its next
 // request as soon as the last was answered, for a duration after a warmup;
 // ops/s and latency percentiles of what completed in the measured window.
@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -35,6 +36,7 @@ type config struct {
 	conns, workers   int
 	contenders       int
 	locks            int
+	rate             float64 // renew: renewals per second of all leases together
 	size, keys       int
 	duration, warmup time.Duration
 }
@@ -58,11 +60,12 @@ func main() {
 	var servers string
 	flag.StringVar(&c.system, "system", "zk", "zk or etcd")
 	flag.StringVar(&servers, "servers", "", "comma-separated client addresses (zk) or endpoints (etcd)")
-	flag.StringVar(&c.workload, "workload", "set", "set, get, lock or locks")
-	flag.IntVar(&c.conns, "conns", 8, "sessions (set, get)")
+	flag.StringVar(&c.workload, "workload", "set", "set, get, lock, locks or renew")
+	flag.IntVar(&c.conns, "conns", 8, "sessions (set, get); clients the leases share (renew)")
 	flag.IntVar(&c.workers, "workers", 64, "workers over the sessions (set, get)")
 	flag.IntVar(&c.contenders, "contenders", 16, "lock contenders, a session each (lock); holders of each lock, a session each (locks)")
-	flag.IntVar(&c.locks, "locks", 64, "locks (locks)")
+	flag.IntVar(&c.locks, "locks", 64, "locks (locks); leases, each with a key of its own (renew)")
+	flag.Float64Var(&c.rate, "rate", 10000, "renewals per second of all leases together (renew)")
 	flag.IntVar(&c.size, "size", 256, "value size in bytes")
 	flag.IntVar(&c.keys, "keys", 1000, "keys written and read")
 	flag.DurationVar(&c.duration, "duration", 8*time.Second, "measured time")
@@ -136,10 +139,57 @@ func run(c config) error {
 				return d, l.unlock(ctx)
 			})
 		}
+	case "renew":
+		if c.system != "etcd" {
+			return fmt.Errorf("renew runs against etcd only: ZooKeeper has no lease to renew")
+		}
+		clients := make([]*clientv3.Client, c.conns)
+		for i := range clients {
+			cl, err := clientv3.New(clientv3.Config{Endpoints: c.servers, DialTimeout: 5 * time.Second, Context: ctx})
+			if err != nil {
+				return err
+			}
+			clients[i] = cl
+			closers = append(closers, func() { cl.Close() })
+		}
+		every := time.Duration(float64(c.locks) / c.rate * float64(time.Second))
+		for i := 0; i < c.locks; i++ {
+			loop, err := renewer(ctx, clients[i%len(clients)], i, every)
+			if err != nil {
+				return err
+			}
+			loops = append(loops, loop)
+		}
 	default:
 		return fmt.Errorf("unknown workload %q", c.workload)
 	}
 	return measure(ctx, c, loops)
+}
+
+// renewer grants lease i a TTL of 10 s with a key of its own on it, as a
+// lock holder's, and returns a loop that renews it explicitly
+// (KeepAliveOnce) every every, the first time at a random point of the
+// first interval, timing each renewal.
+func renewer(ctx context.Context, cl *clientv3.Client, i int, every time.Duration) (func(context.Context) (time.Duration, error), error) {
+	g, err := cl.Grant(ctx, 10)
+	if err != nil {
+		return nil, fmt.Errorf("grant lease %d: %w", i, err)
+	}
+	if _, err := cl.Put(ctx, fmt.Sprintf("/bench-renew/%06d", i), "", clientv3.WithLease(g.ID)); err != nil {
+		return nil, fmt.Errorf("put the key of lease %d: %w", i, err)
+	}
+	next := time.Now().Add(rand.N(every))
+	return func(ctx context.Context) (time.Duration, error) {
+		select {
+		case <-time.After(time.Until(next)):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		next = next.Add(every)
+		t0 := time.Now()
+		_, err := cl.KeepAliveOnce(ctx, g.ID)
+		return time.Since(t0), err
+	}, nil
 }
 
 // measure runs every loop until the warmup and duration are over, and
@@ -190,6 +240,8 @@ func measure(ctx context.Context, c config, loops []func(context.Context) (time.
 		fmt.Printf("%s locks: %d locks × %d holders, a session each\n", c.system, c.locks, c.contenders)
 	case "lock":
 		fmt.Printf("%s lock: %d contenders\n", c.system, c.contenders)
+	case "renew":
+		fmt.Printf("%s renew: %d leases over %d clients, %.0f renewals/s asked\n", c.system, c.locks, c.conns, c.rate)
 	default:
 		fmt.Printf("%s %s: %d sessions, %d workers\n", c.system, c.workload, c.conns, c.workers)
 	}
