@@ -1265,3 +1265,20 @@ func TestIntegersUseTheSmallestFormatAndRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// A leaseRenew reply of a member from before Lease.Node (a lease of five
+// fields) decodes as a renewal that did not look.
+func TestALeaseReplyOfFiveFieldsLookedAtNoNode(t *testing.T) {
+	body, err := msgpack.Marshal([]any{61, 10, 0, []any{7, 10_000, 1_700_000_040_000, 2, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r wire.Reply
+	if err := wire.DecodeReply(body, wire.OpLeaseRenew, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := wire.Lease{ID: 7, TTLMs: 10_000, Expires: 1_700_000_040_000, Version: 2}
+	if r.Lease != want {
+		t.Errorf("decoded %+v, want %+v", r.Lease, want)
+	}
+}
