@@ -50,7 +50,7 @@ func (s *Server) expiryLoop() {
 			}
 			continue
 		}
-		if s.readOnlyConns.Load() > 0 {
+		if s.readOnlyConns.Load() > 0 && s.leaderAnswers() {
 			// Read-write again: the read-only clients go, to come back
 			// (here or elsewhere) as read-write ones. At every tick, not
 			// only when it stops refusing: a handshake may have made one
@@ -200,6 +200,19 @@ func (w witness) vouch() error {
 		}
 	}
 	return nil
+}
+
+// leaderAnswers reports whether this member leads, or has no probe of the
+// leader's waiting for its answer. Back from a partition, a member vouches
+// for sessions while the probes it sent into the cut are younger than
+// contactTimeout, before the leader answered any: its read-only clients
+// wait for that answer, or they would come back read-write only to be
+// dropped again when those probes age past the timeout.
+func (s *Server) leaderAnswers() bool {
+	if s.transport == nil || s.node.IsLeader() {
+		return true
+	}
+	return s.transport.TouchesUnanswered(s.node.Leader()) == 0
 }
 
 // contactTimeout is how long a member goes without news from the others
