@@ -435,6 +435,22 @@ func (x *Index) Waiting(p, first string) (nodes []string, blocker string, ok boo
 	return l.acquisitionNodes(es[i].ID), es[b].Name, true
 }
 
+// Holds reports whether the node named name is the first node of an
+// acquisition that holds the lock at p: what lockq.Holds says of the
+// queue as it stands.
+func (x *Index) Holds(p, name string) bool {
+	l := x.locks[p]
+	if l == nil {
+		return false
+	}
+	e, ok := lockq.Parse(name)
+	if !ok {
+		return false
+	}
+	ev, ok := l.holds[e.ID]
+	return ok && ev.Node == name
+}
+
 // acquisitionNodes returns the names of every node of acquisition id, its
 // first node last.
 func (l *lock) acquisitionNodes(id string) []string {

@@ -280,3 +280,37 @@ func TestAWaiterThatJoinsAgainHasNotGivenUp(t *testing.T) {
 		t.Errorf("%d waits given up, want 1", gaveUp)
 	}
 }
+
+func TestHoldsNamesTheFirstNodesOfTheHolders(t *testing.T) {
+	w := newWorld(t)
+	w.session(1)
+	w.apply(0, tree.Txn{Type: wire.OpCreate, Path: "/l"})
+	name := func(p string) string { return p[len("/l/"):] }
+	a := w.node(1, "/l", "a1", lockq.Exclusive, 1, "o", "")
+	r1 := w.node(2, "/l", "r1", lockq.Read, 1, "o", "")
+	r2 := w.node(3, "/l", "r2", lockq.Read, 1, "o", "")
+	wr := w.node(4, "/l", "w1", lockq.Write, 1, "o", "")
+	holds := func() []bool {
+		var out []bool
+		for _, p := range []string{a, r1, r2, wr} {
+			out = append(out, w.x.Holds("/l", name(p)))
+		}
+		return out
+	}
+	if got := fmt.Sprint(holds()); got != "[true false false false]" {
+		t.Fatalf("with the exclusive lock held: %s", got)
+	}
+	w.del(5, a)
+	if got := fmt.Sprint(holds()); got != "[false true true false]" {
+		t.Fatalf("after its release, the two readers: %s", got)
+	}
+	for _, tc := range []struct{ dir, name string }{
+		{"/l", "not-a-lock-node"},
+		{"/l", lockq.Prefix("r1", lockq.Read) + "0000000099"}, // its id, another node
+		{"/other", name(r1)},
+	} {
+		if w.x.Holds(tc.dir, tc.name) {
+			t.Errorf("Holds(%q, %q) = true", tc.dir, tc.name)
+		}
+	}
+}

@@ -146,6 +146,13 @@ type Request struct {
 	// 1 do not know it and skip it: send it only on a connection of
 	// version LinearizableReads or later.
 	Linearizable bool
+	// getData and exists with Watch (optional): the name of a node in
+	// the watched node's parent that waits for it in a lock's queue (a
+	// lockq name). If the watched node is deleted, the notification names
+	// it in Turns when its acquisition holds the lock by then, which
+	// spares the waiter a read of the queue. Servers that do not know it
+	// skip it, and their notifications name no turn.
+	Waiter string
 
 	Ops []Request // multi: create, delete, setData and check sub-requests
 
@@ -360,7 +367,10 @@ func optionalFields(r *Request) int {
 		}
 		return 0
 	}
-	if r.Linearizable && r.Op.Class() == ClassRead {
+	switch {
+	case r.Waiter != "" && (r.Op == OpGetData || r.Op == OpExists):
+		return 2 // Linearizable, then Waiter: sent only when set
+	case r.Linearizable && r.Op.Class() == ClassRead:
 		return 1 // sent only when set, so a plain read is as it was
 	}
 	return 0
@@ -398,6 +408,10 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 	}
 	if r.Op.Class() == ClassRead {
 		r.Linearizable = dec.bool()
+		if extra >= 2 && dec.err == nil && (r.Op == OpGetData || r.Op == OpExists) {
+			r.Waiter = dec.str()
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -492,7 +506,11 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpSnapshot:
 		enc.snapshotRequest(&r.Snapshot)
 	}
-	if r.Linearizable && r.Op.Class() == ClassRead {
+	switch {
+	case r.Waiter != "" && (r.Op == OpGetData || r.Op == OpExists):
+		enc.bool(r.Linearizable)
+		enc.str(r.Waiter)
+	case r.Linearizable && r.Op.Class() == ClassRead:
 		enc.bool(true)
 	}
 }
@@ -616,6 +634,10 @@ type Reply struct {
 	// ReplayOf is, in a replayed event (Xid XidReplay), the xid of the
 	// addWatch it is replayed for.
 	ReplayOf int32
+	// Turns are, in a NodeDeleted notification of a watch left with
+	// Request.Waiter, the waiters named so whose acquisitions hold their
+	// lock once the node is gone.
+	Turns []string
 	// OldestZxid is, with CodeHistoryCompacted (an addWatch's error reply,
 	// or a PersistentWatchRemoved notification after a restore), the
 	// oldest zxid a watch can resume from now: every event after it is
@@ -655,9 +677,13 @@ const (
 // notificationFields is the number of body fields of a watch event;
 // nodeNotificationFields of one that carries the node's data and Stat
 // (a NodeCreated or NodeDataChanged whose Stat.Czxid is set).
+// turnNotificationFields of a NodeDeleted that names turns: its Data and
+// Stat are sent empty, so that a decoder that does not know Turns skips
+// them.
 const (
 	notificationFields     = 3
 	nodeNotificationFields = 5
+	turnNotificationFields = 6
 )
 
 // carriesNode reports whether notification r carries the node's data and
@@ -678,13 +704,22 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 		enc.notificationHead(r)
 		enc.int(r.OldestZxid)
 	case r.Xid == XidNotification:
-		if carriesNode(r) {
+		turns := r.EventType == EventNodeDeleted && len(r.Turns) > 0
+		switch {
+		case turns:
+			enc.array(3 + turnNotificationFields)
+		case carriesNode(r):
 			enc.array(3 + nodeNotificationFields)
-		} else {
+		default:
 			enc.array(3 + notificationFields)
 		}
 		enc.notificationHead(r)
-		if carriesNode(r) {
+		switch {
+		case turns:
+			enc.bytes(nil)
+			enc.stat(&Stat{})
+			enc.strs(r.Turns)
+		case carriesNode(r):
 			enc.bytes(r.Data)
 			enc.stat(&r.Stat)
 		}
@@ -886,6 +921,10 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 			dec.stat(&r.Stat)
 			if !carriesNode(r) {
 				r.Data, r.Stat = nil, Stat{} // only a created or changed node's are meant
+			}
+			if n-3 >= turnNotificationFields && r.EventType == EventNodeDeleted && dec.err == nil {
+				want = turnNotificationFields
+				r.Turns = dec.strs()
 			}
 		}
 	case r.Err == CodeHistoryCompacted && op != OpMulti:

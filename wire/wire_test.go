@@ -148,6 +148,12 @@ var requests = []struct {
 	{"a linearizable deadlocks carries its flag", wire.Request{
 		Xid: 18, Op: wire.OpDeadlocks, Linearizable: true,
 	}},
+	{"a getData that leaves a waiter's watch names the waiter", wire.Request{
+		Xid: 18, Op: wire.OpGetData, Path: "/lk/_c_ab-lock-0000000001", Watch: true, Waiter: "_c_cd-lock-0000000002",
+	}},
+	{"a linearizable exists of a waiter carries both", wire.Request{
+		Xid: 18, Op: wire.OpExists, Path: "/lk/_c_ab-lock-0000000001", Watch: true, Linearizable: true, Waiter: "_c_cd-lock-0000000002",
+	}},
 	{"a check carries path and version", wire.Request{
 		Xid: 19, Op: wire.OpCheck, Path: "/app", Version: 4,
 	}},
@@ -450,6 +456,10 @@ var replies = []struct {
 	{"a NodeDeleted notification ignores the op it is decoded with", wire.OpMulti, wire.Reply{
 		Xid: wire.XidNotification, Zxid: 101, EventType: wire.EventNodeDeleted, State: wire.StateConnected, Path: "/app/new",
 	}},
+	{"a NodeDeleted notification names the waiters whose turn came", wire.OpGetData, wire.Reply{
+		Xid: wire.XidNotification, Zxid: 104, EventType: wire.EventNodeDeleted, State: wire.StateConnected, Path: "/lk/_c_ab-lock-0000000001",
+		Turns: []string{"_c_cd-lock-0000000002"},
+	}},
 	{"a NodeDataChanged notification", wire.OpPing, wire.Reply{
 		Xid: wire.XidNotification, Zxid: 102, EventType: wire.EventNodeDataChanged, State: wire.StateConnected, Path: "/app/config",
 	}},
@@ -626,6 +636,13 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 				// A later version sends the fields it appends after the
 				// linearizable flag, which it therefore sends.
 				extra = []any{false, futureField}
+			}
+			// And a getData's or exists's after the waiter.
+			if (tc.r.Op == wire.OpGetData || tc.r.Op == wire.OpExists) && tc.r.Waiter == "" {
+				extra = []any{"", futureField}
+				if !tc.r.Linearizable {
+					extra = []any{false, "", futureField}
+				}
 			}
 			// Likewise after addWatch's fromZxid and setWatches2's more.
 			if tc.r.Op == wire.OpAddWatch && tc.r.FromZxid == 0 {
