@@ -16,7 +16,7 @@ import (
 // pings, which a member cut off from the leader may answer.
 func TestALeasesRenewalKeepsItsSessionAlive(t *testing.T) {
 	sessions := session.NewTable(time.Second, time.Minute)
-	f := newFSM(zaptest.NewLogger(t), newWatchRegistry(func(*conn, int64, tree.Event) {}), sessions, 1<<20, 100)
+	f := newFSM(zaptest.NewLogger(t), newWatchRegistry(func(*conn, int64, tree.Event, []string) {}), sessions, 1<<20, 100)
 	var zxid uint64
 	apply := func(txn tree.Txn) *tree.Result {
 		t.Helper()

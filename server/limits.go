@@ -442,6 +442,22 @@ func (s *Server) addWatch(kind watchKind, path string, c *conn) error {
 	if s.watches.add(kind, path, c) {
 		return nil
 	}
+	return s.refuseWatch(c)
+}
+
+// addDataWatch leaves the data watch of req, a getData or an exists, for
+// c: for req's lock waiter too, if it names one (wire.Request.Waiter).
+func (s *Server) addDataWatch(req *wire.Request, c *conn) error {
+	if req.Waiter == "" {
+		return s.addWatch(watchData, req.Path, c)
+	}
+	if s.watches.addWaiter(req.Path, c, req.Waiter) {
+		return nil
+	}
+	return s.refuseWatch(c)
+}
+
+func (s *Server) refuseWatch(c *conn) error {
 	return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,
 		"the connection holds %d watches, as many as it may", s.cfg.MaxWatches)
 }

@@ -19,7 +19,22 @@ func (c *conn) checkPaths(req *wire.Request) error {
 			return err
 		}
 	}
-	return nil
+	return c.checkWaiter(req)
+}
+
+// checkWaiter refuses a getData or exists whose lock waiter
+// (wire.Request.Waiter) is not the name of a node beside the one it
+// reads, or comes without the data watch it is told of the turn by.
+func (c *conn) checkWaiter(req *wire.Request) error {
+	switch {
+	case req.Waiter == "":
+		return nil
+	case !req.Watch:
+		return wire.Errorf(wire.CodeBadArguments, "waiter %.40q without a watch", req.Waiter)
+	case strings.Contains(req.Waiter, "/"):
+		return wire.Errorf(wire.CodeBadArguments, "waiter %.40q is not the name of a node", req.Waiter)
+	}
+	return c.checkPath(strings.TrimSuffix(parent(req.Path), "/")+"/"+req.Waiter, false)
 }
 
 // checkPath checks one path, the prefix of a sequential create if

@@ -54,7 +54,7 @@ func (c *conn) preReplay(r *request) {
 		for _, p := range all.RecursiveWatches {
 			lasting[watchKey{p, watchRecursive}] = true
 		}
-		send = func(zxid int64, ev tree.Event) { c.srv.notify(c, zxid, ev) }
+		send = func(zxid int64, ev tree.Event) { c.srv.notify(c, zxid, ev, nil) }
 	default:
 		return
 	}

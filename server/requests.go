@@ -347,14 +347,14 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			reply.Data, reply.Stat, err = t.Get(req.Path)
 		}
 		if err == nil && req.Watch {
-			err = s.addWatch(watchData, req.Path, c)
+			err = s.addDataWatch(req, c)
 		}
 	case wire.OpExists:
 		// A missing node has no ACL: NoNode, and the watch waits for it.
 		if err = t.Check(req.Path, ids, wire.PermRead); err == nil || errors.Is(err, wire.ErrNoNode) {
 			reply.Stat, err = t.Exists(req.Path)
 			if req.Watch && (err == nil || errors.Is(err, wire.ErrNoNode)) {
-				if werr := s.addWatch(watchData, req.Path, c); werr != nil {
+				if werr := s.addDataWatch(req, c); werr != nil {
 					err = werr
 				}
 			}
@@ -472,10 +472,10 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	for _, p := range req.DataWatches {
 		switch st, err := t.Exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p})
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
 		case err != nil:
 		case st.Mzxid > rel:
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p})
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
 		default:
 			c.srv.watches.add(watchData, p, c)
 		}
@@ -483,7 +483,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	for _, p := range req.ExistWatches {
 		switch _, err := t.Exists(p); {
 		case err == nil:
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p})
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
 		case errors.Is(err, wire.ErrNoNode):
 			c.srv.watches.add(watchData, p, c)
 		}
@@ -491,10 +491,10 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	for _, p := range req.ChildWatches {
 		switch st, err := t.Exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p})
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
 		case err != nil:
 		case st.Pzxid > rel:
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p})
+			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
 		default:
 			c.srv.watches.add(watchChild, p, c)
 		}

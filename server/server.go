@@ -133,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.watches.maxPerConn = cfg.MaxWatches
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory)
+	s.watches.holds = func(dir, name string) bool { return s.fsm.locks.Holds(dir, name) } // under the fsm's write lock
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onRestore = func() {
 		s.dropAllConns(wire.CodeConnectionLoss)
@@ -613,9 +614,9 @@ func (s *Server) sessionClosed(id int64) {
 
 // notify queues a watch notification of ev on c, with the node's data
 // and Stat when ev carries them.
-func (s *Server) notify(c *conn, zxid int64, ev tree.Event) {
+func (s *Server) notify(c *conn, zxid int64, ev tree.Event, turns []string) {
 	c.send(nil, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: ev.Type,
-		State: wire.StateConnected, Path: ev.Path, Data: ev.Data, Stat: ev.Stat})
+		State: wire.StateConnected, Path: ev.Path, Data: ev.Data, Stat: ev.Stat, Turns: turns})
 	s.metrics.notifications.Inc()
 }
 

@@ -40,6 +40,18 @@ type watchKey struct {
 	kind watchKind
 }
 
+// waitKey is a connection's data watch on a path, which lock waiters of
+// the connection left (wire.Request.Waiter).
+type waitKey struct {
+	c    *conn
+	path string
+}
+
+// maxWaiters is how many waiters a data watch remembers: a connection's
+// own waiters for one node (the readers of one session, say). Those past
+// it are not told of their turn with the deletion, and read the queue.
+const maxWaiters = 64
+
 // watchRegistry holds the watches of this server's connections. A
 // connection holds at most one watch of a kind per path (the client fans
 // an event out to all its callers), and gets at most one notification per
@@ -49,7 +61,11 @@ type watchKey struct {
 // write lock, so a change is either seen by a read or fires the read's
 // watch, never neither.
 type watchRegistry struct {
-	notify func(c *conn, zxid int64, ev tree.Event)
+	notify func(c *conn, zxid int64, ev tree.Event, turns []string)
+	// holds reports whether the lock node name under dir is the first
+	// node of an acquisition that holds its lock (locks.Index.Holds); the
+	// trigger calls it with the fsm's write lock held, after the change.
+	holds func(dir, name string) bool
 	// send sends a notification notify cannot express: a replayed event
 	// for one addWatch, or a PersistentWatchRemoved that names the oldest
 	// zxid kept.
@@ -66,10 +82,15 @@ type watchRegistry struct {
 	byConn map[*conn]map[watchKey]struct{} // the watches of each connection
 	count  int
 	fired  map[*conn]uint8 // trigger's scratch set: firedOneShot|firedLasting
+	// waiters are the lock waiters named by the data watches that have
+	// any, and turns trigger's scratch map of those whose turn came.
+	waiters map[waitKey][]string
+	turns   map[*conn][]string
 }
 
-func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event)) *watchRegistry {
-	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]uint8{}}
+func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event, turns []string)) *watchRegistry {
+	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]uint8{},
+		waiters: map[waitKey][]string{}, turns: map[*conn][]string{}}
 	for k := range w.tables {
 		w.tables[k] = map[string]map[*conn]struct{}{}
 	}
@@ -107,6 +128,22 @@ func (w *watchRegistry) addLocked(kind watchKind, path string, c *conn) bool {
 	return true
 }
 
+// addWaiter leaves c's data watch on path, as add does, for the lock
+// waiter named waiter as well: when the node at path is deleted, the
+// notification tells whether waiter's turn came.
+func (w *watchRegistry) addWaiter(path string, c *conn, waiter string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.addLocked(watchData, path, c) {
+		return false
+	}
+	k := waitKey{c, path}
+	if ws := w.waiters[k]; len(ws) < maxWaiters && !slices.Contains(ws, waiter) {
+		w.waiters[k] = append(ws, waiter)
+	}
+	return true
+}
+
 // held is the number of watches c holds.
 func (w *watchRegistry) held(c *conn) int {
 	w.mu.Lock()
@@ -126,6 +163,9 @@ func (w *watchRegistry) removeLocked(kind watchKind, path string, c *conn) bool 
 		delete(w.tables[kind], path)
 	}
 	delete(w.byConn[c], watchKey{path, kind})
+	if kind == watchData {
+		delete(w.waiters, waitKey{c, path})
+	}
 	w.count--
 	return true
 }
@@ -228,12 +268,23 @@ func (w *watchRegistry) watchedPaths() map[int64][]string {
 }
 
 // take removes the one-shot watches of kind on path, adding their
-// connections to w.fired.
-func (w *watchRegistry) take(kind watchKind, path string) {
+// connections to w.fired. With deleted, the node at path is gone: the
+// waiters of its data watches whose turn came go into w.turns.
+func (w *watchRegistry) take(kind watchKind, path string, deleted bool) {
 	for c := range w.tables[kind][path] {
 		w.fired[c] |= firedOneShot
 		delete(w.byConn[c], watchKey{path, kind})
 		w.count--
+		if kind != watchData {
+			continue
+		}
+		k := waitKey{c, path}
+		for _, name := range w.waiters[k] {
+			if deleted && w.holds != nil && w.holds(parent(path), name) {
+				w.turns[c] = append(w.turns[c], name)
+			}
+		}
+		delete(w.waiters, k)
 	}
 	delete(w.tables[kind], path)
 }
@@ -258,12 +309,12 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 	for _, ev := range events {
 		switch ev.Type {
 		case wire.EventNodeCreated, wire.EventNodeDataChanged:
-			w.take(watchData, ev.Path)
+			w.take(watchData, ev.Path, false)
 		case wire.EventNodeChildrenChanged:
-			w.take(watchChild, ev.Path)
+			w.take(watchChild, ev.Path, false)
 		case wire.EventNodeDeleted:
-			w.take(watchData, ev.Path)
-			w.take(watchChild, ev.Path)
+			w.take(watchData, ev.Path, true)
+			w.take(watchChild, ev.Path, false)
 		}
 		w.collect(watchPersistent, ev.Path)
 		if ev.Type != wire.EventNodeChildrenChanged && len(w.tables[watchRecursive]) > 0 {
@@ -278,14 +329,15 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
 		for c, f := range w.fired {
 			switch {
 			case f&firedLasting != 0 && mayRead(c, ev):
-				w.notify(c, zxid, ev)
+				w.notify(c, zxid, ev, w.turns[c])
 			case f&firedOneShot != 0:
 				// A one-shot watch fires whatever the ACL is now (as in
 				// ZooKeeper), without the data.
-				w.notify(c, zxid, bare)
+				w.notify(c, zxid, bare, w.turns[c])
 			}
 		}
 		clear(w.fired)
+		clear(w.turns)
 	}
 }
 
@@ -324,7 +376,7 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 	}
 	err := w.history.since(rel, func(z int64, ev tree.Event) {
 		if sees(lasting, ev) && mayRead(c, ev) {
-			w.notify(c, z, ev)
+			w.notify(c, z, ev, nil)
 		}
 	})
 	if err != nil {

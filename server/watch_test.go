@@ -17,7 +17,7 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 		path string
 	}
 	var got []fired
-	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event) { got = append(got, fired{c, ev.Type, ev.Path}) })
+	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event, _ []string) { got = append(got, fired{c, ev.Type, ev.Path}) })
 	a, b := &conn{}, &conn{}
 	w.add(watchData, "/x", a)
 	w.add(watchData, "/x", a) // once per connection and path
@@ -57,7 +57,7 @@ type notification struct {
 // as their zxid.
 func recordingRegistry(t *testing.T) (*watchRegistry, *[]notification) {
 	var got []notification
-	w := newWatchRegistry(func(c *conn, zxid int64, ev tree.Event) {
+	w := newWatchRegistry(func(c *conn, zxid int64, ev tree.Event, _ []string) {
 		got = append(got, notification{c, zxid, ev.Type, ev.Path})
 	})
 	w.send = func(c *conn, rep *wire.Reply) {
@@ -206,7 +206,7 @@ func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
 func TestOnlyLastingWatchersGetTheNode(t *testing.T) {
 	var got []tree.Event
 	var to []*conn
-	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event) { got, to = append(got, ev), append(to, c) })
+	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event, _ []string) { got, to = append(got, ev), append(to, c) })
 	oneShot, lasting := &conn{}, &conn{}
 	w.add(watchData, "/cfg", oneShot)
 	w.add(watchPersistent, "/cfg", lasting)

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/arbor-coord/arbor/lockq"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// A waiter that names itself on its watch (Request.Waiter) learns with
+// the deletion of the node it waits for whether its turn has come, by the
+// lock's queue as the deletion left it.
+func TestADeletionTellsTheWaitersWhoseTurnCame(t *testing.T) {
+	type node struct {
+		id   string
+		kind lockq.Kind
+	}
+	for _, tc := range []struct {
+		name    string
+		queue   []node
+		watch   int   // the node the waiters watch
+		waiters []int // the nodes that wait for it, on one connection
+		gone    int   // the node deleted
+		want    []int // the waiters told of their turn
+	}{
+		{"the next in line holds once the holder goes",
+			[]node{{"a", lockq.Exclusive}, {"b", lockq.Exclusive}}, 0, []int{1}, 0, []int{1}},
+		{"a waiter whose predecessor gave up does not hold while the holder does",
+			[]node{{"a", lockq.Exclusive}, {"b", lockq.Exclusive}, {"c", lockq.Exclusive}}, 1, []int{2}, 1, nil},
+		{"the readers behind a writer hold together",
+			[]node{{"w", lockq.Write}, {"r1", lockq.Read}, {"r2", lockq.Read}}, 0, []int{1, 2}, 0, []int{1, 2}},
+		{"a writer behind two readers waits for the second",
+			[]node{{"r1", lockq.Read}, {"r2", lockq.Read}, {"w", lockq.Write}}, 1, []int{2}, 1, nil},
+		{"a waiter not in the queue has no turn",
+			[]node{{"a", lockq.Exclusive}}, 0, []int{-1}, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t, "")
+			owner, waiter := dialRaw(t, s), dialRaw(t, s)
+			owner.connect(wire.ConnectRequest{})
+			waiter.connect(wire.ConnectRequest{})
+			if r := owner.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/l"}); r.Err != 0 {
+				t.Fatalf("create /l: %v", r.Err)
+			}
+			var names []string
+			for i, n := range tc.queue {
+				r := owner.call(wire.Request{Xid: int32(2 + i), Op: wire.OpCreate, Path: "/l/" + lockq.Prefix(n.id, n.kind), Mode: wire.ModeEphemeralSequential})
+				if r.Err != 0 {
+					t.Fatalf("create %s: %v", n.id, r.Err)
+				}
+				names = append(names, strings.TrimPrefix(r.Path, "/l/"))
+			}
+			name := func(i int) string {
+				if i < 0 {
+					return lockq.Prefix("x", lockq.Exclusive) + "0000000099"
+				}
+				return names[i]
+			}
+			for _, w := range tc.waiters {
+				r := waiter.call(wire.Request{Xid: 20, Op: wire.OpGetData, Path: "/l/" + names[tc.watch], Watch: true, Waiter: name(w)})
+				if r.Err != 0 {
+					t.Fatalf("getData with waiter %s: %v", name(w), r.Err)
+				}
+			}
+			if r := owner.call(wire.Request{Xid: 30, Op: wire.OpDelete, Path: "/l/" + names[tc.gone], Version: -1}); r.Err != 0 {
+				t.Fatalf("delete: %v", r.Err)
+			}
+			ev, err := waiter.reply(wire.OpGetData)
+			if err != nil || ev.Xid != wire.XidNotification || ev.EventType != wire.EventNodeDeleted {
+				t.Fatalf("the waiters' notification: %+v, %v", ev, err)
+			}
+			var want []string
+			for _, w := range tc.want {
+				want = append(want, name(w))
+			}
+			if !slices.Equal(ev.Turns, want) {
+				t.Errorf("turns %q, want %q", ev.Turns, want)
+			}
+		})
+	}
+}
+
+func TestAWaiterThatIsNoNodeNameIsRefused(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.MaxName = 64 })
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	for i, req := range []wire.Request{
+		{Op: wire.OpGetData, Path: "/", Watch: true, Waiter: "a/b"},
+		{Op: wire.OpExists, Path: "/x", Watch: true, Waiter: "a/b"},
+		{Op: wire.OpGetData, Path: "/", Waiter: "a"}, // no watch
+		{Op: wire.OpExists, Path: "/x", Watch: true, Waiter: strings.Repeat("n", 65)},
+		{Op: wire.OpExists, Path: "/x", Watch: true, Waiter: "."},
+	} {
+		req.Xid = int32(i + 1)
+		if r := c.call(req); r.Err != wire.CodeBadArguments {
+			t.Errorf("%s %s waiter %.10q: error %v, want BadArguments", req.Op, req.Path, req.Waiter, r.Err)
+		}
+	}
+	// The connection goes on.
+	if r := c.call(wire.Request{Xid: 9, Op: wire.OpExists, Path: "/x", Watch: true, Waiter: "n1"}); r.Err != wire.CodeNoNode {
+		t.Errorf("a waiter's exists of a missing node: %v", r.Err)
+	}
+}
