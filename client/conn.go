@@ -499,7 +499,7 @@ func (cn *conn) fire(rep *wire.Reply) {
 		cn.c.watches.lost(rep.Path, rep.Zxid, &HistoryCompactedError{Oldest: rep.OldestZxid})
 		return
 	}
-	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat)
+	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat, rep.Turns)
 }
 
 // restoreIn is told how many setWatches frames a restore sends. Over more

@@ -12,6 +12,7 @@ type ReadOption func(*readOptions)
 
 type readOptions struct {
 	linearizable bool
+	waiter       string
 }
 
 // Linearizable makes a read linearizable: the server answers only once it
@@ -28,13 +29,24 @@ func Linearizable() ReadOption {
 	return func(o *readOptions) { o.linearizable = true }
 }
 
+// Waiter marks the watch a GetW or ExistsW leaves as that of a lock
+// waiter on the node it waits for: name is the waiter's own node, beside
+// the watched one in the lock's queue (a lockq name). If the watched node
+// is deleted, the event names the waiter in Event.Turns when its
+// acquisition holds the lock by then, by the server's view of the queue
+// at that change, so that the waiter takes its turn without a read. The
+// server refuses a name with a slash, or one without a watch.
+func Waiter(name string) ReadOption {
+	return func(o *readOptions) { o.waiter = name }
+}
+
 // readRequest is the request of a read op.
 func readRequest(op wire.Op, path string, watch bool, opts []ReadOption) wire.Request {
 	var o readOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return wire.Request{Op: op, Path: path, Watch: watch, Linearizable: o.linearizable}
+	return wire.Request{Op: op, Path: path, Watch: watch, Linearizable: o.linearizable, Waiter: o.waiter}
 }
 
 // Ephemerals returns the paths of this session's ephemeral nodes whose path

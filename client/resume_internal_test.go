@@ -45,11 +45,11 @@ func TestALastingWatchSkipsWhatAReplayBringsAgain(t *testing.T) {
 			w := newLastingWatch("/p", WatchPersistent, 100)
 			tab.register(w, wire.OpAddWatch, wire.CodeOK)
 			for _, e := range tc.live {
-				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{})
+				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{}, nil)
 			}
 			tab.rewind()
 			for _, e := range tc.replay {
-				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{})
+				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{}, nil)
 			}
 			var got []string
 			for len(w.ch) > 0 {

@@ -77,6 +77,11 @@ type Event struct {
 	// node takes, with no read. One-shot watch events do not carry them.
 	Data []byte
 	Stat Stat
+	// Turns are, in the NodeDeleted event of a watch left with Waiter,
+	// the waiters named so whose acquisitions hold their lock once the
+	// node is gone. A waiter not in it reads the queue to know; so does
+	// every waiter against a server too old to name turns.
+	Turns []string
 }
 
 func (e Event) String() string {
@@ -238,10 +243,10 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
 // fire delivers a node event to the watches it triggers, removing the
 // one-shot ones. The lasting ones get the node's data and Stat, if the
 // server sent them.
-func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, st Stat) {
+func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, st Stat, turns []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ev := Event{Type: typ, Path: path, State: StateConnected, Zxid: zxid}
+	ev := Event{Type: typ, Path: path, State: StateConnected, Zxid: zxid, Turns: turns}
 	if typ == EventWatchRemoved {
 		t.lostLocked(path, zxid, fmt.Errorf("the server no longer has the events of %s since the client last saw it", path))
 		return

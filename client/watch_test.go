@@ -45,8 +45,8 @@ func TestWatchTableFollowsZooKeepersRules(t *testing.T) {
 			tab.init()
 			w := newWatch("/n", true)
 			tab.register(w, tt.reg.op, tt.reg.code)
-			tab.fire(tt.event, "/other", 1, nil, Stat{})
-			tab.fire(tt.event, "/n", 7, nil, Stat{})
+			tab.fire(tt.event, "/other", 1, nil, Stat{}, nil)
+			tab.fire(tt.event, "/n", 7, nil, Stat{}, nil)
 			select {
 			case ev, ok := <-w.ch:
 				if !tt.fires {
@@ -269,11 +269,11 @@ func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
 		!slices.Equal(p, []string{"/a"}) || !slices.Equal(r, []string{"/", "/a"}) {
 		t.Fatalf("paths: %v %v %v %v %v", data, exist, child, p, r)
 	}
-	table.fire(EventNodeChildrenChanged, "/a", 1, nil, Stat{}) // persistent only
-	table.fire(EventNodeCreated, "/a/b", 2, nil, Stat{})       // the recursive ones
-	table.fire(EventNodeDataChanged, "/ab", 3, nil, Stat{})    // only the root's: /ab is not below /a
-	table.fire(EventNodeDataChanged, "/a", 4, nil, Stat{})     // all three; the /a recursive queue (2) is full
-	table.fire(EventNodeDeleted, "/a/b", 5, nil, Stat{})       // the /a recursive watch overflows
+	table.fire(EventNodeChildrenChanged, "/a", 1, nil, Stat{}, nil) // persistent only
+	table.fire(EventNodeCreated, "/a/b", 2, nil, Stat{}, nil)       // the recursive ones
+	table.fire(EventNodeDataChanged, "/ab", 3, nil, Stat{}, nil)    // only the root's: /ab is not below /a
+	table.fire(EventNodeDataChanged, "/a", 4, nil, Stat{}, nil)     // all three; the /a recursive queue (2) is full
+	table.fire(EventNodeDeleted, "/a/b", 5, nil, Stat{}, nil)       // the /a recursive watch overflows
 
 	got := func(w *watchReg) (evs []string) {
 		for len(w.ch) > 0 {
@@ -300,7 +300,7 @@ func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
 
 	// The server could not replay /a's events after a reconnect: /a's
 	// watches end; the root's stays.
-	table.fire(EventWatchRemoved, "/a", 6, nil, Stat{})
+	table.fire(EventWatchRemoved, "/a", 6, nil, Stat{}, nil)
 	if ev := <-persistent.ch; ev.Type != EventWatchRemoved || !errors.Is(ev.Err, ErrEventsLost) {
 		t.Errorf("persistent /a got %v", ev)
 	}

@@ -569,7 +569,14 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 		if !wait {
 			return errWouldBlock
 		}
-		_, st, ev, err := q.c.GetW(ctx, q.path(es[b]))
+		var opts []client.ReadOption
+		if !me.lossy && len(me.more) == 0 {
+			// The server tells with the deletion whether it is our turn:
+			// no list then (a node of its own it does not know of, or an
+			// upgrade under way, needs one).
+			opts = append(opts, client.Waiter(me.Name))
+		}
+		_, st, ev, err := q.c.GetW(ctx, q.path(es[b]), opts...)
 		switch {
 		case errors.Is(err, client.ErrNoNode):
 			// Gone already: whether it was rewritten after the list
@@ -592,6 +599,9 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 				case client.EventSession:
 					return e.Err
 				case client.EventNodeDeleted:
+					if slices.Contains(e.Turns, me.Name) {
+						return nil
+					}
 					es = dropped(es, b, *me)
 				default:
 					es = nil
