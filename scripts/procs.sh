@@ -1,5 +1,5 @@
 # Sourced by the measuring scripts that start processes (compare.sh,
-# lockload.sh, observers.sh, singlewrite.sh, storm.sh): pids holds the
+# handoffs.sh, lockload.sh, observers.sh, singlewrite.sh, storm.sh): pids holds the
 # processes started, and stop ends them (SIGTERM), waits for them and
 # empties pids; build_arbor builds the binaries, start_members starts a
 # 3-member cluster.
