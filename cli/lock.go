@@ -252,7 +252,7 @@ func (e *env) electCommand() *cobra.Command {
 			return e.runLong(cmd, func(ctx context.Context, c *client.Client) error {
 				el := recipes.NewElection(c, path)
 				if listen {
-					return e.followLeaders(ctx, c, el, path)
+					return e.followLeaders(ctx, el, path)
 				}
 				if err := el.Campaign(ctx, []byte(args[1])); err != nil {
 					if ctx.Err() != nil {
@@ -288,20 +288,13 @@ type leaderJSON struct {
 	Leader dataJSON `json:"leader"`
 }
 
-func (e *env) followLeaders(ctx context.Context, c *client.Client, el *recipes.Election, path string) error {
-	for v := range el.Observe(ctx) {
-		var err error
+func (e *env) followLeaders(ctx context.Context, el *recipes.Election, path string) error {
+	err := el.Follow(ctx, func(v []byte) error {
 		if e.json() {
-			err = e.printJSON(leaderJSON{Path: path, Leader: dataOf(v)})
-		} else {
-			_, err = fmt.Fprintf(e.stdout, "%s\n", v)
+			return e.printJSON(leaderJSON{Path: path, Leader: dataOf(v)})
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if ctx.Err() == nil {
-		return c.Err() // the session ended
-	}
-	return nil
+		_, err := fmt.Fprintf(e.stdout, "%s\n", v)
+		return err
+	})
+	return describe(err, path)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/arbor-coord/arbor/client"
 	"net"
 	"os"
 	"os/signal"
@@ -117,6 +118,17 @@ func TestElectAndFollowTheLeader(t *testing.T) {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(b.stdout.String()), "\n") {
 		decode[heldJSON](t, line)
+	}
+}
+
+// elect -l stops with status 1, saying why, when it cannot follow: it
+// used to exit 0 whenever its session lived.
+func TestFollowingAnElectionItMayNotReadFails(t *testing.T) {
+	addr, _ := startServer(t)
+	must(t, addr, "create", "-a", "digest:"+client.DigestID("alice", "secret")+":cdrwa", "/hidden", "")
+	r := arbor(t, addr, "elect", "-l", "/hidden")
+	if r.code != 1 || !strings.Contains(r.stderr, "not allowed by the ACL") {
+		t.Errorf("elect -l of an election it may not read: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 

@@ -87,39 +87,57 @@ func (e *Election) Leader(ctx context.Context) ([]byte, error) {
 // leader it receives nothing. Values are not queued: a reader that falls
 // behind gets the latest when it reads. Observing watches only the
 // leader's node (and, while there is none, the election's children).
+// Follow does the same and says why it stopped.
 func (e *Election) Observe(ctx context.Context) <-chan []byte {
 	ch := make(chan []byte)
-	go e.observe(ctx, ch)
+	go func() {
+		defer close(ch)
+		_ = e.Follow(ctx, func(value []byte) error {
+			select {
+			case ch <- value:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
 	return ch
 }
 
-func (e *Election) observe(ctx context.Context, ch chan<- []byte) {
-	defer close(ch)
+// Follow calls fn with the current leader's value, and then with the value
+// of each new leader (or a leader's changed value), as Observe sends them,
+// until ctx ends (it returns nil), fn returns an error (it returns that),
+// the session ends, or the election cannot be read (it returns why).
+func (e *Election) Follow(ctx context.Context, fn func(value []byte) error) error {
 	var lastNode string
 	var last []byte
-	for ctx.Err() == nil {
+	for {
+		var ferr error
 		ev, err := e.nextLeader(ctx, func(node string, value []byte) bool {
 			if node == lastNode && bytes.Equal(value, last) {
 				return true
 			}
-			select {
-			case ch <- value:
-				lastNode, last = node, value
-				return true
-			case <-ctx.Done():
+			if ferr = fn(value); ferr != nil {
 				return false
 			}
+			lastNode, last = node, value
+			return true
 		})
-		if err != nil {
-			return // ctx or the session ended
+		switch {
+		case ferr != nil:
+			return ferr
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return opError("follow", e.path, err)
 		}
 		select {
 		case ev := <-ev:
 			if ev.Type == client.EventSession {
-				return
+				return opError("follow", e.path, ev.Err)
 			}
 		case <-ctx.Done():
-			return
+			return nil
 		}
 	}
 }
@@ -162,7 +180,7 @@ func (e *Election) nextLeader(ctx context.Context, report func(node string, valu
 			return nil, err
 		}
 		if !report(es[0].Name, value) {
-			return nil, ctx.Err()
+			return nil, nil // report says why
 		}
 		return ev, nil
 	}

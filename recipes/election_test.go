@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +184,55 @@ func (c *beforeWriteConn) Write(p []byte) (int, error) {
 		rest = rest[wire.FrameHeaderSize+n:]
 	}
 	return c.Conn.Write(p)
+}
+
+// Follow says why it stopped: nil when its ctx ended, fn's error, the
+// session's end, or why the election could not be read (Observe's channel
+// only closes).
+func TestFollowSaysWhyItStopped(t *testing.T) {
+	s := startServer(t)
+	c := s.dial(t, client.WithAuth("digest", client.DigestCredential("alice", "pw")))
+	e := NewElection(c, "/follow")
+	must(t, e.Campaign(ctxWait(t), []byte("leader")))
+
+	errStop := errors.New("stop")
+	if err := NewElection(s.dial(t), "/follow").Follow(ctxWait(t), func([]byte) error { return errStop }); !errors.Is(err, errStop) {
+		t.Errorf("fn's error: Follow returned %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var seen []string
+	err := NewElection(s.dial(t), "/follow").Follow(ctx, func(v []byte) error {
+		seen = append(seen, string(v))
+		cancel()
+		return nil
+	})
+	if err != nil || !slices.Equal(seen, []string{"leader"}) {
+		t.Errorf("ctx ended: Follow returned %v, having seen %q", err, seen)
+	}
+
+	_, err = c.Create(ctxWait(t), "/secret", nil, client.Persistent, client.WithACL(client.DigestACL(client.PermAll, "alice", "pw")))
+	must(t, err)
+	if err := NewElection(s.dial(t), "/secret").Follow(ctxWait(t), func([]byte) error { return nil }); !errors.Is(err, client.ErrNoAuth) {
+		t.Errorf("an election it may not read: Follow returned %v, want ErrNoAuth", err)
+	}
+
+	obs := s.dial(t)
+	done, following := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- NewElection(obs, "/follow").Follow(context.Background(), func([]byte) error {
+			close(following)
+			return nil
+		})
+	}()
+	<-following // it saw the leader, and watches its node
+	obs.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the session ended: Follow returned nil")
+		}
+	case <-time.After(testWait):
+		t.Fatal("Follow went on after its session ended")
+	}
 }
