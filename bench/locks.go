@@ -61,6 +61,7 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 		hd := st.holder(lockPath, owner, h%len(cs))
 		p.loops = append(p.loops, func(rec *recorder) {
 			next := time.Now()
+			var retry backoff
 			for {
 				if pace > 0 {
 					next = next.Add(pace)
@@ -79,8 +80,12 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 					return
 				}
 				if err != nil {
+					if !retry.wait(r.stopped) {
+						return
+					}
 					continue
 				}
+				retry = 0
 				st.held(hd, m.Token())
 				// A grant after a release that came while it waited is a
 				// handoff.
@@ -98,6 +103,9 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 				err = m.Unlock(r.hard)
 				st.released(lost, err)
 				if !r.done(rec, opRelease, measured, t1, err) {
+					return
+				}
+				if err != nil && !retry.wait(r.stopped) { // its hold was lost, or the release failed
 					return
 				}
 			}
@@ -133,6 +141,29 @@ func (r *runner) hold(rec *recorder, m *recipes.Mutex, every time.Duration) bool
 		}
 	}
 	return sleepUntil(r.stopped, end)
+}
+
+// backoff is how long a holder waits before it tries again after a failed
+// acquire or release, as a client would: a random time up to a bound that
+// starts at minBackoff and doubles with each failure in a row, to
+// maxBackoff. Without it, holders that fail under overload try again at
+// once and add to the load that made them fail.
+type backoff time.Duration
+
+const (
+	minBackoff = 10 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// next raises the bound and returns a random time below it.
+func (b *backoff) next() time.Duration {
+	*b = backoff(min(max(2*time.Duration(*b), minBackoff), maxBackoff))
+	return rand.N(time.Duration(*b))
+}
+
+// wait waits the next time; it reports false if ctx ended first.
+func (b *backoff) wait(ctx context.Context) bool {
+	return sleepUntil(ctx, time.Now().Add(b.next()))
 }
 
 // sleepUntil waits until t, and reports false if ctx ended first.

@@ -199,3 +199,13 @@ func TestTheReportHasTheMembersMemory(t *testing.T) {
 		t.Errorf("text report without the member's memory:\n%s", text.String())
 	}
 }
+
+func TestABackoffDoublesUpToItsBoundAndWaitsWithinIt(t *testing.T) {
+	var b backoff
+	for _, want := range []time.Duration{10, 20, 40, 80, 160, 320, 640, 1000, 1000} {
+		d := b.next()
+		if bound := time.Duration(b); bound != want*time.Millisecond || d < 0 || d >= bound {
+			t.Fatalf("wait %v below a bound of %v, want a bound of %v", d, bound, want*time.Millisecond)
+		}
+	}
+}
