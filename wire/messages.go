@@ -201,6 +201,10 @@ type Request struct {
 	Owner   string
 	MaxHold int64
 
+	// create (optional, not in a multi): answer with the new node's turn
+	// in its lock's queue (Reply.Turn), if it is a lock node (lockq).
+	TellTurn bool
+
 	Reason string // lockBreak: why the lock is broken, for the log
 
 	Snapshot SnapshotRequest // snapshot
@@ -346,6 +350,9 @@ func requestFields(op Op) int {
 func optionalFields(r *Request) int {
 	switch r.Op {
 	case OpCreate:
+		if r.TellTurn {
+			return 3 // sent only when set
+		}
 		return 2
 	case OpLeaseCreate:
 		return 1 // maxHold, which came with it
@@ -404,7 +411,11 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 			return 1
 		}
 		r.Lease = dec.int64()
-		return 2
+		if extra == 2 {
+			return 2
+		}
+		r.TellTurn = dec.bool()
+		return 3
 	}
 	if r.Op.Class() == ClassRead {
 		r.Linearizable = dec.bool()
@@ -426,6 +437,9 @@ func (enc *encoder) requestBody(r *Request) {
 		enc.int(r.TTL)
 		enc.acls(r.ACL)
 		enc.int(r.Lease)
+		if r.TellTurn {
+			enc.bool(true)
+		}
 	case OpDelete, OpCheck:
 		enc.str(r.Path)
 		enc.int(int64(r.Version))
@@ -628,6 +642,10 @@ type Reply struct {
 	LockHistory []LockEvent // lockHistory: oldest first
 	Snapshot    SnapshotChunk
 
+	// create, when the request asked (Request.TellTurn): the new node's
+	// turn in its lock's queue.
+	Turn LockTurn
+
 	// Notification fields.
 	EventType EventType
 	State     SessionState
@@ -644,6 +662,22 @@ type Reply struct {
 	// kept.
 	OldestZxid int64
 }
+
+// LockTurn is, in the reply to a create that asked (Request.TellTurn), the
+// new node's place in its lock's queue just after it was made, as a list
+// of the queue would show: whether its acquisition holds the lock, and if
+// not, the node it waits for (lockq.Blocker), which it watches. A reply
+// without it, or with an empty one (Known false: not a lock node, or a
+// server that does not know the field), says nothing; the client lists
+// the queue.
+type LockTurn struct {
+	Known   bool
+	Holds   bool
+	Blocker string // the name of the node it waits for, under the same parent
+	Zxid    int64  // the member's last applied zxid when it looked
+}
+
+const lockTurnFields = 3
 
 // OpResult is one sub-request's outcome in a multi reply. When the multi
 // failed, the op that failed carries its error, the ops before it carry
@@ -747,11 +781,22 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 		enc.int(r.Zxid)
 		enc.int(int64(r.Err))
 	default:
-		enc.array(3 + replyFields(op))
+		turn := op == OpCreate && r.Turn.Known
+		if turn {
+			enc.array(3 + replyFields(op) + 1)
+		} else {
+			enc.array(3 + replyFields(op))
+		}
 		enc.int(int64(r.Xid))
 		enc.int(r.Zxid)
 		enc.int(int64(r.Err))
 		enc.replyBody(op, r)
+		if turn {
+			enc.array(lockTurnFields)
+			enc.bool(r.Turn.Holds)
+			enc.str(r.Turn.Blocker)
+			enc.int(r.Turn.Zxid)
+		}
 	}
 	return endFrame(enc.finish(), start)
 }
@@ -939,6 +984,13 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 			dec.fail("%s reply has %d fields, want %d", op, n-3, want)
 		}
 		dec.replyBody(op, r)
+		if op == OpCreate && n-3 > want && dec.err == nil {
+			want++
+			m := dec.array(lockTurnFields)
+			r.Turn = LockTurn{Holds: dec.bool(), Blocker: dec.str(), Zxid: dec.int64()}
+			r.Turn.Known = r.Turn.Holds || r.Turn.Blocker != "" // an empty turn says nothing
+			dec.skip(m - lockTurnFields)
+		}
 	}
 	dec.skip(n - 3 - want)
 	return dec.finish()

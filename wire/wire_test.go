@@ -237,6 +237,9 @@ var requests = []struct {
 			{Perms: wire.PermRead, Scheme: "ip", ID: "10.0.0.0/8"},
 		},
 	}},
+	{"a create of a lock node may ask for its turn", wire.Request{
+		Xid: 40, Op: wire.OpCreate, Path: "/lk/_c_ab-lock-", Mode: wire.ModeEphemeralSequential, Lease: 7, TellTurn: true,
+	}},
 	{"a getACL carries the path", wire.Request{Xid: 41, Op: wire.OpGetACL, Path: "/secret"}},
 	{"a setACL carries the path, the ACL and the expected aversion", wire.Request{
 		Xid: 42, Op: wire.OpSetACL, Path: "/secret", Version: 3, ACL: wire.OpenACL,
@@ -266,6 +269,13 @@ var replies = []struct {
 }{
 	{"a create reply carries the created path and its Stat", wire.OpCreate, wire.Reply{
 		Xid: 1, Zxid: 0x1_0000_0001, Path: "/queue/item-0000000007", Stat: fullStat,
+	}},
+	{"a create reply may say the new lock node holds", wire.OpCreate, wire.Reply{
+		Xid: 1, Zxid: 90, Path: "/lk/_c_ab-lock-0000000000", Stat: fullStat, Turn: wire.LockTurn{Known: true, Holds: true, Zxid: 90},
+	}},
+	{"a create reply may name the node the new one waits for", wire.OpCreate, wire.Reply{
+		Xid: 1, Zxid: 91, Path: "/lk/_c_cd-lock-0000000001", Stat: fullStat,
+		Turn: wire.LockTurn{Known: true, Blocker: "_c_ab-lock-0000000000", Zxid: 92},
 	}},
 	{"a create that found the node refuses with NodeExists and no body", wire.OpCreate, wire.Reply{
 		Xid: 2, Zxid: 90, Err: wire.CodeNodeExists,
@@ -651,6 +661,9 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 			if tc.r.Op == wire.OpSetWatches2 && !tc.r.MoreWatches {
 				extra = []any{false, futureField}
 			}
+			if tc.r.Op == wire.OpCreate && !tc.r.TellTurn {
+				extra = []any{false, futureField}
+			}
 			if tc.r.Op == wire.OpLeaseRenew && tc.r.Path == "" {
 				extra = []any{"", futureField}
 			}
@@ -666,7 +679,12 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 	}
 	for _, tc := range replies {
 		t.Run("reply: "+tc.name, func(t *testing.T) {
-			body := withExtraFields(t, frameBody(t, wire.AppendReply(nil, tc.op, &tc.r)), futureField)
+			extra := []any{futureField}
+			if tc.op == wire.OpCreate && tc.r.Xid >= 0 && tc.r.Err == wire.CodeOK && !tc.r.Turn.Known {
+				// After an empty turn, which says nothing.
+				extra = []any{[]any{false, "", 0}, futureField}
+			}
+			body := withExtraFields(t, frameBody(t, wire.AppendReply(nil, tc.op, &tc.r)), extra...)
 			var got wire.Reply
 			if err := wire.DecodeReply(body, tc.op, &got); err != nil {
 				t.Fatalf("decode: %v", err)
