@@ -234,9 +234,11 @@ func (f *fsm) read(fn func(t *tree.Tree)) int64 {
 	return f.zxid
 }
 
-// readLocks runs fn with the tree and its lock index locked for reading.
-func (f *fsm) readLocks(fn func(t *tree.Tree, x *locks.Index)) {
+// readLocks runs fn with the tree and its lock index locked for reading,
+// and returns the zxid they are at.
+func (f *fsm) readLocks(fn func(t *tree.Tree, x *locks.Index)) int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fn(f.tree, f.locks)
+	return f.zxid
 }

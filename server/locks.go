@@ -17,6 +17,27 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
+// lockTurn is the turn of the lock node at p in its lock's queue, as the
+// lock index has it now, for a create that asked (wire.Request.TellTurn):
+// whether its acquisition holds, or the node it waits for. It is empty
+// for a node that is not a lock node, or no longer in its queue.
+func (s *Server) lockTurn(p string) wire.LockTurn {
+	dir, name := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "/"
+	}
+	var t wire.LockTurn
+	t.Zxid = s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+		if x.Holds(dir, name) {
+			t.Known, t.Holds = true, true
+		} else if _, blocker, ok := x.Waiting(dir, name); ok {
+			t.Known, t.Blocker = true, blocker
+		}
+	})
+	return t
+}
+
 // lockInfos is the locks at or under prefix that ids may read (READ on a
 // lock's path, as a getChildren of it needs), as the index shows them.
 // The caller holds the fsm's read lock.

@@ -290,6 +290,9 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	reply.Zxid = int64(o.Index)
 	reply.Err = wire.CodeOf(leaseError(&r.req, res.Err))
 	reply.Path, reply.Stat, reply.Results = res.Path, res.Stat, res.Multi
+	if r.req.Op == wire.OpCreate && r.req.TellTurn && res.Err == nil {
+		reply.Turn = c.srv.lockTurn(res.Path)
+	}
 	if r.req.Op == wire.OpLockBreak && res.Err == nil {
 		reply.Children = r.broken
 		c.srv.lockMetrics.breaks.Inc()

@@ -103,3 +103,45 @@ func TestAWaiterThatIsNoNodeNameIsRefused(t *testing.T) {
 		t.Errorf("a waiter's exists of a missing node: %v", r.Err)
 	}
 }
+
+// A create that asks (Request.TellTurn) learns its node's turn in the
+// lock's queue with its reply: that it holds, or the node it waits for.
+func TestACreateTellsTheNewLockNodesTurn(t *testing.T) {
+	s := startServer(t, "")
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	c.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/l"})
+	xid := int32(1)
+	create := func(name string, tell bool) wire.Reply {
+		t.Helper()
+		xid++
+		r := c.call(wire.Request{Xid: xid, Op: wire.OpCreate, Path: "/l/" + name, Mode: wire.ModeEphemeralSequential, TellTurn: tell})
+		if r.Err != 0 {
+			t.Fatalf("create %s: %v", name, r.Err)
+		}
+		return r
+	}
+	base := func(r wire.Reply) string { return strings.TrimPrefix(r.Path, "/l/") }
+	r1 := create(lockq.Prefix("r1", lockq.Read), true)
+	r2 := create(lockq.Prefix("r2", lockq.Read), true)
+	w := create(lockq.Prefix("w", lockq.Write), true)
+	r3 := create(lockq.Prefix("r3", lockq.Read), true)
+	plain := create("item-", true)
+	untold := create(lockq.Prefix("x", lockq.Exclusive), false)
+	for _, tc := range []struct {
+		name string
+		got  wire.LockTurn
+		want wire.LockTurn
+	}{
+		{"the first reader holds", r1.Turn, wire.LockTurn{Known: true, Holds: true, Zxid: r1.Zxid}},
+		{"a reader behind a reader holds", r2.Turn, wire.LockTurn{Known: true, Holds: true, Zxid: r2.Zxid}},
+		{"a writer waits for the reader just ahead", w.Turn, wire.LockTurn{Known: true, Blocker: base(r2), Zxid: w.Zxid}},
+		{"a reader behind a writer waits for it", r3.Turn, wire.LockTurn{Known: true, Blocker: base(w), Zxid: r3.Zxid}},
+		{"a node that is no lock node has no turn", plain.Turn, wire.LockTurn{}},
+		{"a create that did not ask is told nothing", untold.Turn, wire.LockTurn{}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: turn %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+	}
+}
