@@ -241,6 +241,7 @@ type createOptions struct {
 	acl    []ACL
 	aclSet bool
 	lease  int64
+	turn   *LockTurn
 }
 
 // WithACL gives the new node acl. Without it the node gets the server's

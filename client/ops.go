@@ -44,6 +44,9 @@ func (c *Client) create(ctx context.Context, op Op) (string, Stat, error) {
 	if err != nil {
 		return "", Stat{}, err
 	}
+	if op.turn != nil {
+		*op.turn = rep.Turn
+	}
 	return rep.Path, rep.Stat, nil
 }
 
@@ -226,8 +229,9 @@ func (c *Client) call(ctx context.Context, req wire.Request, w *watchReg) (*wire
 // Op is one operation of a Multi. Make it with CreateOp, CreateTTLOp,
 // DeleteOp, SetOp or CheckOp.
 type Op struct {
-	req wire.Request
-	err error // a mistake found when the Op was made
+	req  wire.Request
+	err  error     // a mistake found when the Op was made
+	turn *LockTurn // a create's TellTurn
 }
 
 // CreateOp is a Multi's Create. TTL modes need CreateTTLOp.
@@ -248,6 +252,7 @@ func newCreate(path string, data []byte, mode CreateMode, ttl time.Duration, wit
 			opt(&o)
 		}
 		op.req.ACL, op.req.Lease = o.acl, o.lease
+		op.turn, op.req.TellTurn = o.turn, o.turn != nil
 		if o.lease != 0 && !mode.IsEphemeral() {
 			op.err = fmt.Errorf("%w: only an ephemeral node can be a lease's, not a %s one", ErrBadArguments, mode)
 			return op

@@ -121,6 +121,42 @@ func TestAReleaseWakesOneWaiterInFIFOOrder(t *testing.T) {
 	}
 }
 
+// The create of a lock node says where it stands (client.TellTurn): an
+// uncontended Lock is one request, a TryLock of a held lock two (the
+// create and the delete), and a waiter's join a create and the watch on
+// the node it waits for, with no list of the queue.
+func TestACreateSaysWhereTheNodeStands(t *testing.T) {
+	s := startServer(t)
+	c1, c2 := s.dial(t), s.dial(t)
+	ctx := ctxWait(t)
+	a, b := NewMutex(c1, "/locks/turn"), NewMutex(c2, "/locks/turn")
+	must(t, a.Lock(ctx)) // makes the lock's path
+	must(t, a.Unlock(ctx))
+
+	reads := s.reads(t)
+	must(t, a.Lock(ctx))
+	if got := s.reads(t) - reads; got != 0 {
+		t.Errorf("an uncontended Lock read %d times, want none", got)
+	}
+	reads = s.reads(t)
+	if ok, err := b.TryLock(ctx); ok || err != nil {
+		t.Fatalf("TryLock of a held lock: %v, %v", ok, err)
+	}
+	if got := s.reads(t) - reads; got != 0 {
+		t.Errorf("a TryLock of a held lock read %d times, want none", got)
+	}
+	reads = s.reads(t)
+	locked := make(chan error, 1)
+	go func() { locked <- b.Lock(ctx) }()
+	waitFor(t, "b to watch a's node", func() bool { return s.reads(t)-reads == 1 })
+	must(t, a.Unlock(ctx))
+	must(t, <-locked)
+	if got := s.reads(t) - reads; got != 1 {
+		t.Errorf("a waiter's Lock read %d times, want once: its watch", got)
+	}
+	must(t, b.Unlock(ctx))
+}
+
 func TestMutexIsReentrantAndTryLockLeavesNothing(t *testing.T) {
 	s := startServer(t)
 	c1, c2 := s.dial(t), s.dial(t)

@@ -252,6 +252,9 @@ type ticket struct {
 	// lossy says that a create's answer was lost: the server may still
 	// apply it after the retry, making a second node with prefix.
 	lossy bool
+	// turn is its node's turn in the queue when the create made it, if
+	// the server said (client.TellTurn); wait takes it instead of a list.
+	turn client.LockTurn
 }
 
 // sibling reports whether e is a node of t's acquisition that t does not
@@ -292,7 +295,11 @@ func (q *queue) enqueueAt(ctx context.Context, kind lockq.Kind, data []byte, lea
 		if placed {
 			p, st, err = q.createPlaced(ctx, &t, id, kind, data, prio)
 		} else {
-			p, st, err = q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, t.createOptions(q)...)
+			opts := t.createOptions(q)
+			if kind.IsLock() {
+				opts = append(slices.Clip(opts), client.TellTurn(&t.turn))
+			}
+			p, st, err = q.c.CreateStat(ctx, q.dir+"/"+lockq.Prefix(id, kind), data, client.EphemeralSequential, opts...)
 		}
 		switch {
 		case err == nil:
@@ -540,8 +547,17 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 // new node.
 func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritance) error {
 	var es []lockq.Entry   // the queue; nil: list it
-	var listed int64       // the pzxid of the dir when es was listed
+	var listed int64       // the zxid at which es, or blocker, was read
+	var blocker string     // the node to wait for; "": the one es names
 	tried := me.Priority() // the highest priority it was placed with, or tried
+	if t := me.turn; t.Known && !me.lossy && len(me.more) == 0 {
+		// The create said where its node stands: no list.
+		if t.Holds {
+			return nil
+		}
+		blocker, listed = t.Blocker, t.Zxid
+	}
+	me.turn = client.LockTurn{} // true of that moment only
 	for {
 		if p := inh.priority(); p > tried && wait && len(me.more) == 0 {
 			tried = p
@@ -550,21 +566,24 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 				return err
 			}
 			if moved {
-				es = nil
+				es, blocker = nil, ""
 			}
 		}
-		if es == nil {
-			var err error
-			if es, listed, err = q.list(ctx, me); err != nil {
-				return err
+		if blocker == "" {
+			if es == nil {
+				var err error
+				if es, listed, err = q.list(ctx, me); err != nil {
+					return err
+				}
+				if lockq.UpgradeRefused(es, me.ID) {
+					return errUpgradeRefused
+				}
 			}
-			if lockq.UpgradeRefused(es, me.ID) {
-				return errUpgradeRefused
+			b := lockq.Blocker(es, me.ID)
+			if b < 0 {
+				return nil
 			}
-		}
-		b := lockq.Blocker(es, me.ID)
-		if b < 0 {
-			return nil
+			blocker = es[b].Name
 		}
 		if !wait {
 			return errWouldBlock
@@ -576,20 +595,20 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 			// upgrade under way, needs one).
 			opts = append(opts, client.Waiter(me.Name))
 		}
-		_, st, ev, err := q.c.GetW(ctx, q.path(es[b]), opts...)
+		_, st, ev, err := q.c.GetW(ctx, q.dir+"/"+blocker, opts...)
 		switch {
 		case errors.Is(err, client.ErrNoNode):
 			// Gone already: whether it was rewritten after the list
 			// (a node placed ahead, see lockq.Place) is not known.
-			es = nil
+			es, blocker = nil, ""
 			continue
 		case errors.Is(err, client.ErrConnectionLoss):
-			es = nil
+			es, blocker = nil, ""
 			continue
 		case err != nil:
 			return err
 		case st.Mzxid > listed:
-			es = nil // rewritten since the list: a node may be ahead that es lacks
+			es, blocker = nil, "" // rewritten since the list: a node may be ahead that es lacks
 			continue
 		}
 		for ev != nil {
@@ -602,14 +621,14 @@ func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritanc
 					if slices.Contains(e.Turns, me.Name) {
 						return nil
 					}
-					es = dropped(es, b, *me)
+					es = dropped(es, blocker, *me)
 				default:
 					es = nil
 				}
-				ev = nil
+				ev, blocker = nil, ""
 			case <-inh.rose():
 				if inh.priority() > tried {
-					ev, es = nil, nil // join again, then list again (the watch left is let go)
+					ev, es, blocker = nil, nil, "" // join again, then list again (the watch left is let go)
 				}
 			case <-ctx.Done():
 				return ctx.Err()
@@ -722,8 +741,9 @@ func namesOf(es []lockq.Entry) []string {
 // the retry made. That acquisition still holds with the node that
 // remains (its fencing token is that node's), and the deletion says
 // nothing of it: only a new list tells the two apart.
-func dropped(es []lockq.Entry, b int, me ticket) []lockq.Entry {
-	if len(me.more) > 0 || !lockq.Holds(es, es[b].ID) {
+func dropped(es []lockq.Entry, name string, me ticket) []lockq.Entry {
+	b := slices.IndexFunc(es, func(e lockq.Entry) bool { return e.Name == name })
+	if b < 0 || len(me.more) > 0 || !lockq.Holds(es, es[b].ID) {
 		return nil
 	}
 	gone := es[b].ID

@@ -53,7 +53,7 @@ func TestADeletedNodeDropsItsAcquisitionOnlyWhenItWasItsOnlyNode(t *testing.T) {
 			if b < 0 {
 				t.Fatalf("%s waits for nobody in %v", tc.me, tc.queue)
 			}
-			got := dropped(es, b, ticket{Entry: me})
+			got := dropped(es, es[b].Name, ticket{Entry: me})
 			if (got != nil) != tc.held {
 				t.Fatalf("dropped(%v, %s) = %v, want the turn without a list: %v", tc.queue, es[b].Name, got, tc.held)
 			}

@@ -219,7 +219,7 @@ func (m *model) hear(ev modelEvent) {
 		w.needList = true
 		return
 	}
-	m.decide(w, dropped(w.stale, b, ticket{Entry: w.me}))
+	m.decide(w, dropped(w.stale, w.stale[b].Name, ticket{Entry: w.me}))
 }
 
 // drain delivers every event and takes every step left.
