@@ -275,18 +275,23 @@ func (w *watchRegistry) take(kind watchKind, path string, deleted bool) {
 		w.fired[c] |= firedOneShot
 		delete(w.byConn[c], watchKey{path, kind})
 		w.count--
-		if kind != watchData {
-			continue
+		if kind == watchData {
+			w.takeWaiters(c, path, deleted)
 		}
-		k := waitKey{c, path}
-		for _, name := range w.waiters[k] {
-			if deleted && w.holds != nil && w.holds(parent(path), name) {
-				w.turns[c] = append(w.turns[c], name)
-			}
-		}
-		delete(w.waiters, k)
 	}
 	delete(w.tables[kind], path)
+}
+
+// takeWaiters forgets the waiters of c's data watch on path, and with
+// deleted puts those whose turn came into w.turns.
+func (w *watchRegistry) takeWaiters(c *conn, path string, deleted bool) {
+	k := waitKey{c, path}
+	for _, name := range w.waiters[k] {
+		if deleted && w.holds != nil && w.holds(parent(path), name) {
+			w.turns[c] = append(w.turns[c], name)
+		}
+	}
+	delete(w.waiters, k)
 }
 
 // collect adds the connections with a lasting watch of kind on path to

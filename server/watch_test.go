@@ -283,3 +283,35 @@ func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
 		t.Fatalf("one-shot watch on /s was consumed but no notification was sent")
 	}
 }
+
+// The waiters a data watch names go with the watch, however it goes, and
+// a deletion names those whose turn came (by holds) to their connection.
+func TestAWatchsWaitersGoWithIt(t *testing.T) {
+	var turns [][]string
+	w := newWatchRegistry(func(_ *conn, _ int64, _ tree.Event, ts []string) { turns = append(turns, ts) })
+	w.holds = func(dir, name string) bool { return dir == "/l" && name == "b" }
+	a := &conn{}
+	for _, tc := range []struct {
+		name string
+		end  func()
+	}{
+		{"the node changes", func() { w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/l/a"}}, 1) }},
+		{"the watch is removed", func() { w.remove(wire.WatcherData, "/l/a", a) }},
+		{"the connection closes", func() { w.removeConn(a) }},
+		{"the node is deleted", func() { w.trigger([]tree.Event{{Type: wire.EventNodeDeleted, Path: "/l/a"}}, 2) }},
+	} {
+		turns = nil
+		for _, name := range []string{"b", "c", "b"} {
+			if !w.addWaiter("/l/a", a, name) {
+				t.Fatalf("%s: addWaiter refused", tc.name)
+			}
+		}
+		tc.end()
+		if len(w.waiters) != 0 || w.size() != 0 {
+			t.Errorf("%s: %d waiters and %d watches left", tc.name, len(w.waiters), w.size())
+		}
+		if want := tc.name == "the node is deleted"; want != (len(turns) == 1 && slices.Equal(turns[0], []string{"b"})) {
+			t.Errorf("%s: notified with turns %q", tc.name, turns)
+		}
+	}
+}
