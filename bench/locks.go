@@ -35,7 +35,7 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{sessions: cs, primary: []opKind{opAcquire}}
+	p := &plan{sessions: cs, primary: []opKind{opAcquire}, late: new(atomic.Int64)}
 	if st != nil {
 		st.follow(cs)
 		p.storm = st
@@ -90,7 +90,11 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 				// A grant after a release that came while it waited is a
 				// handoff.
 				if rel := released[lock].Load(); rel != last && rel > t0.Sub(r.start).Nanoseconds() {
-					r.count(rec, opHandoff, measured, time.Since(r.start.Add(time.Duration(rel))))
+					d := time.Since(r.start.Add(time.Duration(rel)))
+					r.count(rec, opHandoff, measured, d)
+					if measured && d > handoffBound {
+						p.late.Add(1)
+					}
 				}
 				if !r.hold(rec, m, renewEvery) {
 					lost := st.releasing(hd, m)
@@ -113,6 +117,11 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 	}
 	return p, nil
 }
+
+// handoffBound is how soon after a release its next holder must hold: a
+// lock service's waiter told of a release within a second, every time.
+// A run counts the handoffs that take longer (Report.LateHandoffs).
+const handoffBound = time.Second
 
 // hold keeps m for the run's Hold, renewing its lease every every (0:
 // never), each renewal timed, the first at a random point of the first

@@ -54,6 +54,12 @@ type Report struct {
 	// watch: the writer's set; session: connect and close).
 	ByOp map[string]OpReport `json:"byOp"`
 
+	// LateHandoffs, for locks, counts the handoffs of the measured phase
+	// whose next holder held more than a second after the release was
+	// sent: 0 is the pass of a lock service's "a waiter is told of a
+	// release within 1 s, every time". Left out for other workloads.
+	LateHandoffs *int64 `json:"lateHandoffs,omitempty"`
+
 	// Storm is what a reconnect storm did (locks with Config.Storm);
 	// left out without one.
 	Storm *StormReport `json:"storm,omitempty"`
@@ -192,6 +198,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "%-11s %-7s %.0f ops/s, %s\n", label, name, op.OpsPerSec, op.Latency)
 			label = ""
+		}
+	}
+	if handoffs := rep.ByOp["handoff"].Ops; rep.LateHandoffs != nil && handoffs > 0 {
+		if late := *rep.LateHandoffs; late == 0 {
+			fmt.Fprintf(&b, "told        all %d next holders within 1s of the release\n", handoffs)
+		} else {
+			fmt.Fprintf(&b, "told        %d of %d next holders more than 1s after the release\n", late, handoffs)
 		}
 	}
 	writeMemoryText(&b, rep.ServerMemory)

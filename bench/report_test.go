@@ -26,3 +26,30 @@ func TestTheTextReportHintsAtThePerIPLimitWhenConnectionsWereRefused(t *testing.
 		}
 	}
 }
+
+func TestTheTextReportSaysWhetherEveryNextHolderWasToldWithinASecond(t *testing.T) {
+	late := func(n int64) *int64 { return &n }
+	handoffs := map[string]OpReport{"handoff": {Ops: 40}}
+	for _, tc := range []struct {
+		name string
+		rep  Report
+		want string
+	}{
+		{"all in time", Report{Workload: "locks", ByOp: handoffs, LateHandoffs: late(0)}, "told        all 40 next holders within 1s of the release\n"},
+		{"some late", Report{Workload: "locks", ByOp: handoffs, LateHandoffs: late(3)}, "told        3 of 40 next holders more than 1s after the release\n"},
+		{"no handoff", Report{Workload: "locks", LateHandoffs: late(0)}, ""},
+		{"not counted", Report{Workload: "set", ByOp: handoffs}, ""},
+	} {
+		var b strings.Builder
+		if err := tc.rep.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		_, line, _ := strings.Cut(b.String(), "\ntold")
+		if line != "" {
+			line = "told" + line
+		}
+		if line != tc.want {
+			t.Errorf("%s: the told line is %q, want %q", tc.name, line, tc.want)
+		}
+	}
+}

@@ -192,6 +192,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if rep != nil && p.storm != nil {
 			rep.Storm = p.storm.report(r)
 		}
+		if rep != nil && p.late != nil {
+			rep.LateHandoffs = new(p.late.Load())
+		}
 		if rep != nil && len(cfg.ServerMetrics) > 0 {
 			rep.ServerMemory = serverMemory(ctx, cfg.ServerMetrics, cfg.Timeout)
 		}
@@ -297,6 +300,9 @@ type plan struct {
 	zk       []*zkConn         // Protocol "zk": the load's sessions, closed after the run
 	cleaners []*client.Client  // help delete the run's nodes, then closed
 	storm    *storm            // Config.Storm's, run beside the loops; nil: none
+	// late counts the measured handoffs whose next holder held more than
+	// handoffBound after the release was sent (locks); nil: not counted.
+	late *atomic.Int64
 }
 
 // prepares makes each workload's sessions and nodes under r.path.

@@ -40,7 +40,9 @@ type jBench struct {
 	Errors     int64            `json:"errors"`
 	ErrorKinds map[string]int64 `json:"errorKinds"`
 	FirstError string           `json:"firstError"`
-	ByOp       map[string]struct {
+	// LateHandoffs is there for locks only.
+	LateHandoffs *int64 `json:"lateHandoffs"`
+	ByOp         map[string]struct {
 		Ops       int64    `json:"ops"`
 		OpsPerSec float64  `json:"opsPerSec"`
 		Latency   jLatency `json:"latencyMs"`
@@ -133,6 +135,9 @@ func TestBenchEachWorkloadReportsItsLoad(t *testing.T) {
 			}
 			if slices.Sort(names); !slices.Equal(names, slices.Sorted(slices.Values(tc.byOp))) {
 				t.Errorf("byOp has %v, want %v", names, tc.byOp)
+			}
+			if late := rep.LateHandoffs; (late != nil) != (tc.workload == "locks") || late != nil && (*late < 0 || *late > rep.ByOp["handoff"].Ops) {
+				t.Errorf("lateHandoffs %v of %d handoffs", late, rep.ByOp["handoff"].Ops)
 			}
 			if !strings.HasPrefix(rep.Path, "/bench/"+tc.workload+"-") {
 				t.Errorf("the run's node is %q", rep.Path)
