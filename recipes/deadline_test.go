@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/wire"
 )
 
 // lagger is a dialer whose connections hand the client what the server
 // sent only lag after it came: slow answers (or, with a long lag, none),
 // while the client's requests go out at once.
-type lagger struct{ lag atomic.Int64 }
+type lagger struct {
+	lag   atomic.Int64
+	dials atomic.Int32 // connections made
+}
 
 func (g *lagger) set(d time.Duration) { g.lag.Store(int64(d)) }
 
@@ -24,7 +30,8 @@ func (g *lagger) dial(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &lagConn{Conn: nc, g: g, in: make(chan lagChunk, 64), done: make(chan struct{})}
+	g.dials.Add(1)
+	lc := &lagConn{Conn: nc, g: g, in: make(chan lagChunk, 64), done: make(chan struct{}), moved: make(chan struct{}, 1)}
 	go lc.pump()
 	return lc, nil
 }
@@ -35,13 +42,22 @@ type lagChunk struct {
 	err error
 }
 
+// lagConn keeps its own read deadline: what the server sent waits out
+// the lag here, and a deadline set meanwhile (the client's handshake
+// timeout, or the cut it makes when it closes) must end the Read then,
+// not once the lag has passed.
 type lagConn struct {
 	net.Conn
 	g    *lagger
 	in   chan lagChunk
 	done chan struct{}
-	rest []byte // of the chunk being read
+	next *lagChunk // the chunk waiting out its lag
+	rest []byte    // of the chunk being read
 	err  error
+
+	mu       sync.Mutex
+	deadline time.Time     // the read deadline; zero: none
+	moved    chan struct{} // capacity 1: the read deadline moved
 }
 
 // pump reads what the server sends, stamped with when it came.
@@ -65,24 +81,75 @@ func (c *lagConn) Read(p []byte) (int, error) {
 		if c.err != nil {
 			return 0, c.err
 		}
-		var ch lagChunk
-		select {
-		case ch = <-c.in:
-		case <-c.done:
-			return 0, net.ErrClosed
+		var in <-chan lagChunk // a new chunk, when none waits out its lag
+		var lagged time.Duration
+		if c.next == nil {
+			in = c.in
+		} else if lagged = time.Until(c.next.at.Add(time.Duration(c.g.lag.Load()))); lagged <= 0 {
+			c.rest, c.err, c.next = c.next.b, c.next.err, nil
+			continue
 		}
-		if wait := time.Until(ch.at.Add(time.Duration(c.g.lag.Load()))); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-c.done:
-				return 0, net.ErrClosed
-			}
+		if err := c.await(in, lagged); err != nil {
+			return 0, err
 		}
-		c.rest, c.err = ch.b, ch.err
 	}
 	n := copy(p, c.rest)
 	c.rest = c.rest[n:]
 	return n, nil
+}
+
+// await waits for a chunk on in (or, with in nil, for lagged to pass), for
+// the read deadline to move or pass, or for the conn to close.
+func (c *lagConn) await(in <-chan lagChunk, lagged time.Duration) error {
+	c.mu.Lock()
+	deadline := c.deadline
+	c.mu.Unlock()
+	var expired, due <-chan time.Time
+	if !deadline.IsZero() {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return os.ErrDeadlineExceeded
+		}
+		t := time.NewTimer(left)
+		defer t.Stop()
+		expired = t.C
+	}
+	if in == nil {
+		t := time.NewTimer(lagged)
+		defer t.Stop()
+		due = t.C
+	}
+	select {
+	case ch := <-in:
+		c.next = &ch
+	case <-due:
+	case <-expired:
+		return os.ErrDeadlineExceeded
+	case <-c.moved:
+	case <-c.done:
+		return net.ErrClosed
+	}
+	return nil
+}
+
+func (c *lagConn) SetDeadline(t time.Time) error {
+	c.setReadDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *lagConn) SetReadDeadline(t time.Time) error {
+	c.setReadDeadline(t)
+	return nil
+}
+
+func (c *lagConn) setReadDeadline(t time.Time) {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	select {
+	case c.moved <- struct{}{}:
+	default:
+	}
 }
 
 func (c *lagConn) Close() error {
@@ -92,6 +159,63 @@ func (c *lagConn) Close() error {
 		close(c.done)
 	}
 	return c.Conn.Close()
+}
+
+// A read deadline ends a Read of a lagConn at once, even while what the
+// server sent waits out a long lag: the client's handshake and Close rely
+// on it (a cleanup once waited an hour on such a handshake).
+func TestALagConnHonoursItsReadDeadline(t *testing.T) {
+	s := startServer(t)
+	var g lagger
+	g.set(time.Hour)
+	nc, err := g.dial(ctxWait(t), s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	req := wire.ConnectRequest{ProtocolVersion: wire.ProtocolVersion, TimeoutMs: 5000, Password: make([]byte, 16)}
+	if _, err := nc.Write(wire.AppendConnectRequest(nil, &req)); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := nc.Read(make([]byte, 1))
+		read <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the answer waits out its lag, and the Read with it
+	must(t, nc.SetDeadline(time.Unix(1, 0)))
+	select {
+	case err := <-read:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("Read after the deadline: %v, want os.ErrDeadlineExceeded", err)
+		}
+	case <-time.After(testWait):
+		t.Fatal("Read went on past its deadline")
+	}
+}
+
+// A client whose server stops answering reconnects, and its handshake gets
+// no answer either: Close ends it at once (the client cuts the handshake's
+// deadline short), rather than wait for an answer that never comes. The
+// deadline tests' cleanup hung so, for as long as the lag.
+func TestCloseEndsAHandshakeThatGetsNoAnswer(t *testing.T) {
+	s := startServer(t)
+	var g lagger
+	c, err := client.Dial(ctxWait(t), []string{s.addr}, client.WithDialer(g.dial), client.WithSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.set(time.Hour) // no answer comes any more
+	waitFor(t, "the client to reconnect", func() bool { return g.dials.Load() > 1 })
+	time.Sleep(100 * time.Millisecond) // its handshake waits for an answer
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		must(t, err)
+	case <-time.After(testWait):
+		t.Fatal("Close waits for a handshake that gets no answer")
+	}
 }
 
 // A leased hold's deadline counts from when its renewal was sent, not
