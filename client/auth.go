@@ -244,6 +244,19 @@ type createOptions struct {
 	turn   *LockTurn
 }
 
+// LockTurn is a new lock node's turn in its lock's queue (TellTurn).
+type LockTurn = wire.LockTurn
+
+// TellTurn asks the server to say, with the create's reply, the new node's
+// turn in its lock's queue (a lock node, named by package lockq): whether
+// its acquisition holds the lock, or the node it waits for, as a list of
+// the queue just after the create would show. The create fills *t; t.Known
+// is false when the node is no lock node, or the server does not know the
+// field (the client then lists the queue). A Multi's creates ignore it.
+func TellTurn(t *LockTurn) CreateOption {
+	return func(o *createOptions) { o.turn = t }
+}
+
 // WithACL gives the new node acl. Without it the node gets the server's
 // default ACL (world:anyone:cdrwa unless the server is configured
 // otherwise). WithACL with no entries fails with ErrInvalidACL.

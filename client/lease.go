@@ -54,19 +54,6 @@ func MaxHold(d time.Duration) LeaseOption {
 	return func(r *wire.Request) { r.MaxHold = d.Milliseconds() }
 }
 
-// LockTurn is a new lock node's turn in its lock's queue (TellTurn).
-type LockTurn = wire.LockTurn
-
-// TellTurn asks the server to say, with the create's reply, the new node's
-// turn in its lock's queue (a lock node, named by package lockq): whether
-// its acquisition holds the lock, or the node it waits for, as a list of
-// the queue just after the create would show. The create fills *t; t.Known
-// is false when the node is no lock node, or the server does not know the
-// field (the client then lists the queue). A Multi's creates ignore it.
-func TellTurn(t *LockTurn) CreateOption {
-	return func(o *createOptions) { o.turn = t }
-}
-
 // WithLease makes the new node, which must be ephemeral, the lease's rather
 // than the session's (see Lease).
 func WithLease(id int64) CreateOption {

@@ -537,6 +537,12 @@ var errUpgradeRefused = errors.New("upgrade refused")
 // left in the list are most likely gone too (a lock's holders leave in
 // order), and asking after each of them would cost a round trip per node
 // on every handoff.
+//
+// Two answers of the server spare those lists: the create's, which says
+// where the new node stands (client.TellTurn), and the deletion's, which
+// says whether the turn came (client.Waiter). A waiter that cannot trust
+// them (a node of its own it does not know of, an upgrade under way) does
+// not ask, and a server too old to answer leaves the list to the waiter.
 func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 	return q.wait(ctx, &me, wait, nil)
 }
@@ -547,7 +553,7 @@ func (q *queue) turn(ctx context.Context, me ticket, wait bool) error {
 // new node.
 func (q *queue) wait(ctx context.Context, me *ticket, wait bool, inh *inheritance) error {
 	var es []lockq.Entry   // the queue; nil: list it
-	var listed int64       // the zxid at which es, or blocker, was read
+	var listed int64       // when es was read (the dir's pzxid), or blocker (a zxid)
 	var blocker string     // the node to wait for; "": the one es names
 	tried := me.Priority() // the highest priority it was placed with, or tried
 	if t := me.turn; t.Known && !me.lossy && len(me.more) == 0 {

@@ -22,11 +22,7 @@ import (
 // whether its acquisition holds, or the node it waits for. It is empty
 // for a node that is not a lock node, or no longer in its queue.
 func (s *Server) lockTurn(p string) wire.LockTurn {
-	dir, name := path.Split(p)
-	dir = strings.TrimSuffix(dir, "/")
-	if dir == "" {
-		dir = "/"
-	}
+	dir, name := parent(p), p[strings.LastIndexByte(p, '/')+1:]
 	var t wire.LockTurn
 	t.Zxid = s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
 		if x.Holds(dir, name) {
