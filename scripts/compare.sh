@@ -41,19 +41,8 @@ trap 'stop; rm -rf "$work"' EXIT INT TERM
 
 # start_SYSTEM starts a fresh 3-member cluster and sets servers.
 start_arbor() {
-  for i in 1 2 3; do
-    "$work/bin/arbord" --id $i --listen 127.0.0.1:$((22280 + i)) --http 127.0.0.1:$((22480 + i)) \
-      --peer-listen 127.0.0.1:$((22380 + i)) --peers 1=127.0.0.1:22381,2=127.0.0.1:22382,3=127.0.0.1:22383 \
-      --data "$work/arbor$i" --max-conns-per-ip 0 --log-level warn >>"$work/arbor.log" 2>&1 &
-    pids+=($!)
-  done
+  start_members "$work/bin/arbord" 22000 "$work" --max-conns-per-ip 0 --log-level warn
   servers=127.0.0.1:22281,127.0.0.1:22282,127.0.0.1:22283
-  for _ in $(seq 100); do
-    ARBOR_SERVERS=$servers "$work/bin/arbor" status 2>/dev/null | grep -q "^leader = [1-3]" && return
-    sleep 0.1
-  done
-  echo "arbor: no leader" >&2
-  exit 1
 }
 
 start_zk() {
@@ -160,7 +149,7 @@ for round in $(seq "$ROUNDS"); do
       echo "== round $round: $s $w ($(uptime | sed 's/.*load/load/'))"
       bench "$s" "$w"
       stop
-      rm -rf "$work"/arbor[123] "$work"/zk[123] "$work"/etcd[123]
+      rm -rf "$work"/data[123] "$work"/zk[123] "$work"/etcd[123]
     done
   done
 done
