@@ -98,6 +98,21 @@ type options struct {
 	maxFrame int
 	auths    []authInfo
 	clock    clock.Clock // nil: the real clock; tests set a manual one
+	mux      *Mux        // nil: a connection of the client's own
+}
+
+// dialer is how the options make a connection to a server: dial, with
+// TLS when tls is set.
+func (o *options) dialer() func(ctx context.Context, addr string) (net.Conn, error) {
+	dial := o.dial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	if o.tls != nil {
+		dial = tlsDialer(dial, o.tls)
+	}
+	return dial
 }
 
 // WithSessionTimeout sets the session timeout asked of the server (default
@@ -187,12 +202,10 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Client, error
 	if o.timeout <= 0 {
 		o.timeout = DefaultSessionTimeout
 	}
-	if o.dial == nil {
-		var d net.Dialer
-		o.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
-	}
-	if o.tls != nil {
-		o.dial = tlsDialer(o.dial, o.tls)
+	if o.mux != nil {
+		o.dial = o.mux.dial
+	} else {
+		o.dial = o.dialer()
 	}
 	if o.maxFrame <= 0 {
 		o.maxFrame = DefaultMaxFrame

@@ -67,6 +67,11 @@ func newArborCodec(c *conn) codec { return arborCodec{c} }
 
 func (a arborCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 	var req wire.ConnectRequest
+	if !a.c.carried && isMuxPreface(br) {
+		a.c.srv.limits.handshakes.done(a.c.nc) // the preface is its handshake
+		a.c.serveMux(br)
+		return req, false
+	}
 	body, err := wire.ReadFrame(br, nil, a.c.srv.cfg.MaxFrame)
 	if err != nil {
 		a.c.log.Debug("handshake read failed", zap.Error(err))

@@ -112,6 +112,7 @@ type Config struct {
 	// Per-client limits (see limits.go and docs/security.md): zero means
 	// the default, NoLimit turns a limit off where that is allowed.
 	MaxConnsPerIP       int // open client connections from one IP address at most (default 60)
+	MaxSessionsPerConn  int // sessions one multiplexed connection may carry (default 1024; see mux.go)
 	MaxOutstanding      int // requests a connection may have read and not yet answered (default 1000; no NoLimit)
 	MaxOutstandingBytes int // bytes of those requests' frames (default 16 MiB; no NoLimit; one request always fits)
 	MaxWatches          int // watches a connection may hold, one-shot and lasting (default 100,000)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arbor-coord/arbor/internal/mux"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
@@ -38,6 +39,9 @@ type conn struct {
 	log     *zap.Logger
 	codec   codec // Arbor's protocol or ZooKeeper's
 	session int64
+	// carried: the connection is a channel of a multiplexed connection
+	// (mux.go), which counts toward the client IP's limit in its stead.
+	carried bool
 	// readOnly: served read-only by a member that cannot reach a quorum
 	// (readOnlySession); set in the handshake, read by the expiry loop too.
 	readOnly atomic.Bool
@@ -157,6 +161,7 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 		wake:    make(chan struct{}, 1),
 		drained: make(chan struct{}, 1),
 	}
+	_, c.carried = nc.(*mux.Channel)
 	c.codec = newCodec(c)
 	c.stats.init()
 	return c
@@ -170,7 +175,12 @@ func (c *conn) serve() {
 	}
 	ids := c.initialIdentities() // after the TLS handshake: it may name the client
 	c.ids.Store(&ids)
+	// A channel's reads come from memory, a frame's bytes at a time: a
+	// small buffer does, and thousands of channels take less.
 	br := bufio.NewReaderSize(c.nc, 64<<10)
+	if c.carried {
+		br = bufio.NewReaderSize(c.nc, 4<<10)
+	}
 	if !c.handshake(br) {
 		return
 	}

@@ -36,6 +36,7 @@ const NoLimit = -1
 const (
 	limitConns            = "connections"
 	limitConnsPerIP       = "connections_per_ip"
+	limitSessionsPerConn  = "sessions_per_connection"
 	limitOutstanding      = "outstanding_requests"
 	limitOutstandingBytes = "outstanding_bytes"
 	limitWatches          = "watches_per_connection"
@@ -55,6 +56,7 @@ const (
 // The limits' defaults.
 const (
 	DefaultMaxConnsPerIP       = 60 // ZooKeeper's maxClientCnxns
+	DefaultMaxSessionsPerConn  = 1024
 	DefaultMaxOutstanding      = 1000
 	DefaultMaxOutstandingBytes = 16 << 20
 	DefaultMaxWatches          = 100_000
@@ -79,6 +81,7 @@ func (c *Config) setLimitDefaults() {
 		def int
 	}{
 		{&c.MaxConnsPerIP, DefaultMaxConnsPerIP},
+		{&c.MaxSessionsPerConn, DefaultMaxSessionsPerConn},
 		{&c.MaxOutstanding, DefaultMaxOutstanding},
 		{&c.MaxOutstandingBytes, DefaultMaxOutstandingBytes},
 		{&c.MaxWatches, DefaultMaxWatches},
@@ -163,7 +166,8 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 	}
 	for name, v := range map[string]int{
 		limitConns: cfg.MaxConns, limitConnsPerIP: cfg.MaxConnsPerIP,
-		limitOutstanding: cfg.MaxOutstanding, limitOutstandingBytes: cfg.MaxOutstandingBytes,
+		limitSessionsPerConn: cfg.MaxSessionsPerConn,
+		limitOutstanding:     cfg.MaxOutstanding, limitOutstandingBytes: cfg.MaxOutstandingBytes,
 		limitWatches: cfg.MaxWatches, limitEphemerals: cfg.MaxEphemerals,
 		limitDataSize: cfg.MaxDataSize, limitFrameSize: cfg.MaxFrame,
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,

@@ -475,29 +475,47 @@ func (s *Server) acceptLoop(ln net.Listener, newCodec func(*conn) codec) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		ok, pressed := s.limits.handshakes.take(nc)
-		if !ok {
-			// Closed before anything is read or allocated for it: a
-			// flood of connections costs no more than its accepts.
-			nc.Close()
-			_ = s.limits.refuse(s.log, limitHandshaking, wire.CodeTooManyConnections,
-				"closed a connection from %s at once: %d connections are in their handshake", remoteIP(nc.RemoteAddr()), s.cfg.MaxHandshaking)
-			continue
+		if s.startHandshake(nc) {
+			s.serveConn(newConn(s, nc, newCodec), "")
 		}
-		if pressed {
-			s.handshakePressure()
-		}
-		c := newConn(s, nc, newCodec)
-		if code, limit := s.addConn(c); code != wire.CodeOK {
-			go c.refuse(code, limit)
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-		}()
 	}
+}
+
+// startHandshake counts nc, just accepted, as in its handshake (see
+// handshakes), or closes it at once when the cap is reached.
+func (s *Server) startHandshake(nc net.Conn) bool {
+	ok, pressed := s.limits.handshakes.take(nc)
+	if !ok {
+		// Closed before anything is read or allocated for it: a flood of
+		// connections costs no more than its accepts.
+		nc.Close()
+		_ = s.limits.refuse(s.log, limitHandshaking, wire.CodeTooManyConnections,
+			"closed a connection from %s at once: %d connections are in their handshake", remoteIP(nc.RemoteAddr()), s.cfg.MaxHandshaking)
+		return false
+	}
+	if pressed {
+		s.handshakePressure()
+	}
+	return true
+}
+
+// serveConn serves c, in its handshake (see handshakes), on a goroutine of
+// its own, or refuses it when the server is over a limit: over is a limit
+// its caller found it over, or "" for none.
+func (s *Server) serveConn(c *conn, over string) {
+	code := wire.CodeTooManyConnections
+	if over == "" {
+		code, over = s.addConn(c)
+	}
+	if code != wire.CodeOK {
+		go c.refuse(code, over)
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+	}()
 }
 
 // handshakePressure logs, at most once a second, that the connections in
@@ -544,7 +562,7 @@ func (s *Server) addConn(c *conn) (wire.Code, string) {
 	if len(s.conns) >= s.cfg.MaxConns {
 		return wire.CodeTooManyConnections, limitConns
 	}
-	if !s.limits.addConn(remoteIP(c.nc.RemoteAddr())) {
+	if !c.carried && !s.limits.addConn(remoteIP(c.nc.RemoteAddr())) {
 		return wire.CodeTooManyConnections, limitConnsPerIP
 	}
 	s.conns[c] = struct{}{}
@@ -555,7 +573,7 @@ func (s *Server) addConn(c *conn) (wire.Code, string) {
 func (s *Server) dropConn(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.conns[c]; ok {
+	if _, ok := s.conns[c]; ok && !c.carried {
 		s.limits.dropConn(remoteIP(c.nc.RemoteAddr()))
 	}
 	delete(s.conns, c)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/arbor-coord/arbor/internal/mux"
 	"github.com/arbor-coord/arbor/raftnode"
 	"go.uber.org/zap"
 )
@@ -142,6 +143,9 @@ func (c *conn) tlsHandshake() bool {
 // X500Principal.getName(), RFC 2253), as in "CN=alice,O=Arbor". It reports
 // false for a plaintext connection or one without a verified certificate.
 func certSubject(nc net.Conn) (string, bool) {
+	if ch, ok := nc.(*mux.Channel); ok {
+		nc = ch.Underlying() // a session carried by a multiplexed connection is its client's
+	}
 	tc, ok := nc.(*tls.Conn)
 	if !ok {
 		return "", false

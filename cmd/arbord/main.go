@@ -205,6 +205,8 @@ func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
 	flags := limitFlagSet{
 		{"max-conns-per-ip", &cfg.MaxConnsPerIP, server.DefaultMaxConnsPerIP, true,
 			"open client connections from one IP address at most (0: no limit)"},
+		{"max-sessions-per-conn", &cfg.MaxSessionsPerConn, server.DefaultMaxSessionsPerConn, true,
+			"sessions one multiplexed client connection may carry (0: no limit); each counts toward --max-conns"},
 		{"max-outstanding", &cfg.MaxOutstanding, server.DefaultMaxOutstanding, false,
 			"requests a connection may have read and not yet answered; then the server stops reading it"},
 		{"max-outstanding-bytes", &cfg.MaxOutstandingBytes, server.DefaultMaxOutstandingBytes, false,

@@ -1,0 +1,478 @@
+// Package mux carries many client connections, each with its own session,
+// over one TCP (or TLS) connection: a client that keeps thousands of
+// sessions to a member needs a few sockets, not thousands. Each carried
+// connection is a Channel, a net.Conn whose bytes are exactly what a
+// connection of its own would carry, handshake first; so the server serves a
+// channel as it serves a socket, and a client dials one in place of a socket.
+//
+// The format (docs/protocol.md, "Multiplexed connections"): the client opens
+// the connection with Preface, the server answers with the same bytes, and
+// from then on both directions carry frames
+//
+//	length uint32 | channel uint32 | payload
+//
+// (big-endian; length counts the channel id and the payload). A payload is a
+// piece of the channel's byte stream, at most MaxPayload bytes. The client
+// opens a channel with an empty frame on a number past the last one it
+// opened (it numbers them from 1 upwards and never reuses a number on a
+// connection); after that, an empty frame from either side closes the
+// channel. The client closes the connection when its last channel closes. So a frame for a number not past the last one opened, and no
+// longer open, is for a channel that has closed, and is dropped.
+//
+// There is no flow control per channel: the reader hands each payload to
+// its channel and waits until the channel's reader took it. So a connection
+// holds one payload of input at a time, however many channels it carries,
+// and a channel whose reader stops reading holds up the others of its
+// connection, which all belong to the same client.
+package mux
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Preface is what a client sends first on a connection it multiplexes, and
+// what the server answers when it agrees: an Arbor frame whose body is the
+// MessagePack array ["arbor-mux", 1]. A server that does not multiplex
+// reads it as a malformed handshake and closes the connection.
+var Preface = []byte{0, 0, 0, 12, 0x92, 0xa9, 'a', 'r', 'b', 'o', 'r', '-', 'm', 'u', 'x', 1}
+
+// MaxPayload is the largest payload of a frame.
+const MaxPayload = 64 << 10
+
+// headerSize is the length and the channel id.
+const headerSize = 8
+
+// maxBuffered is how many bytes of output a connection holds before a
+// channel's Write waits for the socket to take them.
+const maxBuffered = 1 << 20
+
+// ErrClosed is returned by the operations of a closed connection.
+var ErrClosed = errors.New("mux: connection closed")
+
+// AppendFrame appends the frame carrying payload on channel id to dst.
+func AppendFrame(dst []byte, id uint32, payload []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(4+len(payload)))
+	dst = binary.BigEndian.AppendUint32(dst, id)
+	return append(dst, payload...)
+}
+
+// ReadFrame reads one frame from r into buf's storage (reused when large
+// enough). It refuses a frame whose length is under the channel id's or
+// whose payload is over MaxPayload, without reading its payload.
+func ReadFrame(r io.Reader, buf []byte) (id uint32, payload []byte, err error) {
+	var head [headerSize]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[:4])
+	if n < 4 || n-4 > MaxPayload {
+		return 0, nil, fmt.Errorf("mux: frame of %d bytes (at least 4, at most %d)", n, 4+MaxPayload)
+	}
+	id = binary.BigEndian.Uint32(head[4:])
+	if cap(buf) < int(n-4) {
+		buf = make([]byte, n-4)
+	}
+	payload = buf[:n-4]
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return 0, nil, err
+	}
+	return id, payload, nil
+}
+
+// Conn is one multiplexed connection, seen from either end.
+type Conn struct {
+	nc     net.Conn
+	client bool
+	accept chan *Channel // the server's new channels, for Accept
+
+	mu      sync.Mutex // guards the fields below
+	chans   map[uint32]*Channel
+	last    uint32        // the highest channel id opened
+	out     []byte        // frames not yet written
+	spare   []byte        // the flusher's other buffer
+	wake    chan struct{} // capacity 1: out has bytes
+	drained chan struct{} // closed and replaced each time the flusher takes out
+	err     error         // why the connection ended; nil while it lives
+	done    chan struct{} // closed when it ends
+
+	writeTimeout time.Duration
+}
+
+// Client starts the client's end of nc: it sends Preface and reads the
+// server's answer, by deadline (zero: none). On error nc is left to the
+// caller to close.
+func Client(nc net.Conn, deadline time.Time) (*Conn, error) {
+	_ = nc.SetDeadline(deadline)
+	if _, err := nc.Write(Preface); err != nil {
+		return nil, err
+	}
+	answer := make([]byte, len(Preface))
+	if _, err := io.ReadFull(nc, answer); err != nil {
+		return nil, fmt.Errorf("the server did not agree to multiplex sessions (is it older than protocol 3's multiplexing?): %w", err)
+	}
+	if string(answer) != string(Preface) {
+		return nil, fmt.Errorf("the server did not agree to multiplex sessions: it answered %x", answer)
+	}
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	c := newConn(nc, true, 0)
+	go c.readLoop(bufio.NewReaderSize(nc, 16<<10))
+	return c, nil
+}
+
+// Server starts the server's end of nc, whose Preface br has just read (br
+// reads nc, and may hold what followed the preface): it answers the
+// preface, then reads frames. Accept returns the channels the client
+// opens. A write to the socket that takes longer than writeTimeout ends the
+// connection.
+func Server(nc net.Conn, br *bufio.Reader, writeTimeout time.Duration) *Conn {
+	c := newConn(nc, false, writeTimeout)
+	c.accept = make(chan *Channel)
+	c.out = append(c.out, Preface...)
+	c.wake <- struct{}{}
+	go c.readLoop(br)
+	return c
+}
+
+func newConn(nc net.Conn, client bool, writeTimeout time.Duration) *Conn {
+	c := &Conn{
+		nc: nc, client: client, chans: map[uint32]*Channel{},
+		wake: make(chan struct{}, 1), drained: make(chan struct{}), done: make(chan struct{}),
+		writeTimeout: writeTimeout,
+	}
+	go c.flush()
+	return c
+}
+
+// Open opens a new channel (the client's end).
+func (c *Conn) Open() (*Channel, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.last == 1<<32-1 {
+		return nil, errors.New("mux: out of channel ids on this connection")
+	}
+	c.last++
+	// The empty frame that opens it is queued with its number taken: a
+	// server sees the channels open in the order of their numbers.
+	c.out = AppendFrame(c.out, c.last, nil)
+	c.wakeFlusher()
+	return c.addLocked(c.last), nil
+}
+
+// Accept waits for the client to open a channel (the server's end).
+func (c *Conn) Accept() (*Channel, error) {
+	select {
+	case ch := <-c.accept:
+		return ch, nil
+	case <-c.done:
+		return nil, c.Err()
+	}
+}
+
+// Channels is the number of channels open.
+func (c *Conn) Channels() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.chans)
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (nil while it lives).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the connection and every channel on it.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
+
+func (c *Conn) addLocked(id uint32) *Channel {
+	mine, theirs := net.Pipe()
+	ch := &Channel{c: c, id: id, r: mine, w: theirs, closed: make(chan struct{})}
+	c.chans[id] = ch
+	return ch
+}
+
+// fail ends the connection with err (the first error counts): the socket
+// closes, and so does every channel.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	chans := c.chans
+	c.chans = map[uint32]*Channel{}
+	close(c.done)
+	c.mu.Unlock()
+	_ = c.nc.Close()
+	for _, ch := range chans {
+		ch.end()
+	}
+}
+
+// readLoop hands each frame's payload to its channel until the connection
+// fails.
+func (c *Conn) readLoop(br *bufio.Reader) {
+	var buf []byte
+	for {
+		id, payload, err := ReadFrame(br, buf)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = ErrClosed
+			}
+			c.fail(err)
+			return
+		}
+		buf = payload[:0]
+		if id == 0 {
+			c.fail(errors.New("mux: a frame on channel 0"))
+			return
+		}
+		ch, isNew := c.channel(id)
+		if isNew {
+			select {
+			case c.accept <- ch:
+			case <-c.done:
+				return
+			}
+		}
+		switch {
+		case ch == nil: // a channel closed already: its data goes nowhere
+		case len(payload) == 0 && !isNew: // the peer closed it
+			c.forget(id)
+			_ = ch.w.Close() // its reader sees EOF
+		case len(payload) == 0: // the frame that opened it
+		default:
+			// Waits for the channel's reader, or fails at once if the
+			// channel has closed on this side.
+			_, _ = ch.w.Write(payload)
+		}
+	}
+}
+
+// channel finds the open channel id, or opens it for a server when the
+// client numbered it past the last one (isNew).
+func (c *Conn) channel(id uint32) (ch *Channel, isNew bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch := c.chans[id]; ch != nil {
+		return ch, false
+	}
+	if c.client || id <= c.last || c.err != nil {
+		return nil, false
+	}
+	c.last = id
+	return c.addLocked(id), true
+}
+
+// write queues the frames carrying p (not empty) on channel id, waiting
+// while the connection holds maxBuffered bytes of output, until deadline
+// (zero: no deadline) or until stop is closed.
+func (c *Conn) write(id uint32, p []byte, deadline time.Time, stop <-chan struct{}) (int, error) {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	written := 0
+	for {
+		c.mu.Lock()
+		for c.err == nil && len(c.out) < maxBuffered && written < len(p) {
+			n := min(len(p)-written, MaxPayload)
+			c.out = AppendFrame(c.out, id, p[written:written+n])
+			written += n
+		}
+		err, drained := c.err, c.drained
+		c.mu.Unlock()
+		c.wakeFlusher()
+		if err != nil {
+			return written, err
+		}
+		if written == len(p) {
+			return written, nil
+		}
+		select {
+		case <-drained:
+		case <-stop:
+			return written, net.ErrClosed
+		case <-timeout:
+			return written, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// flush writes the queued frames to the socket until the connection ends.
+func (c *Conn) flush() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		c.mu.Lock()
+		out := c.out
+		c.out, c.spare = c.spare[:0], nil
+		drained := c.drained
+		c.drained = make(chan struct{})
+		c.mu.Unlock()
+		close(drained)
+		if len(out) == 0 {
+			c.mu.Lock()
+			c.spare = out
+			c.mu.Unlock()
+			continue
+		}
+		if c.writeTimeout > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		}
+		if _, err := c.nc.Write(out); err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		if cap(out) <= 2*maxBuffered {
+			c.spare = out[:0]
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *Conn) wakeFlusher() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forget forgets channel id, and reports whether it was open. A client's
+// connection ends with its last channel: a connection that went silent
+// (a member cut off) is not kept for the channels opened next.
+func (c *Conn) forget(id uint32) bool {
+	c.mu.Lock()
+	_, open := c.chans[id]
+	delete(c.chans, id)
+	idle := c.client && len(c.chans) == 0
+	c.mu.Unlock()
+	if idle {
+		c.fail(ErrClosed)
+	}
+	return open
+}
+
+// drop forgets channel id and, unless the peer closed it first, tells the
+// peer, with an empty frame queued whatever the output holds: closing never
+// waits.
+func (c *Conn) drop(id uint32) {
+	if !c.forget(id) {
+		return
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.out = AppendFrame(c.out, id, nil)
+	}
+	c.mu.Unlock()
+	c.wakeFlusher()
+}
+
+// Channel is one connection carried by a Conn: a net.Conn.
+type Channel struct {
+	c  *Conn
+	id uint32
+	r  net.Conn // the channel's end of its input pipe
+	w  net.Conn // the reader's end
+
+	mu            sync.Mutex
+	writeDeadline time.Time
+	closeOnce     sync.Once
+	endOnce       sync.Once
+	closed        chan struct{} // closed by end
+}
+
+// ID is the channel's number on its connection.
+func (ch *Channel) ID() uint32 { return ch.id }
+
+// Underlying is the socket (or TLS connection) that carries the channel.
+func (ch *Channel) Underlying() net.Conn { return ch.c.nc }
+
+// Read reads the channel's input.
+func (ch *Channel) Read(p []byte) (int, error) {
+	n, err := ch.r.Read(p)
+	if errors.Is(err, io.ErrClosedPipe) {
+		err = net.ErrClosed
+	}
+	return n, err
+}
+
+// Write queues p on the connection.
+func (ch *Channel) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // an empty frame would close the channel
+	}
+	select {
+	case <-ch.closed:
+		return 0, net.ErrClosed
+	default:
+	}
+	ch.mu.Lock()
+	deadline := ch.writeDeadline
+	ch.mu.Unlock()
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return ch.c.write(ch.id, p, deadline, ch.closed)
+}
+
+// Close closes the channel and tells the peer.
+func (ch *Channel) Close() error {
+	ch.closeOnce.Do(func() {
+		ch.end()
+		ch.c.drop(ch.id)
+	})
+	return nil
+}
+
+// end closes the channel's side: its reads and writes fail.
+func (ch *Channel) end() {
+	ch.endOnce.Do(func() {
+		close(ch.closed)
+		_ = ch.r.Close()
+		_ = ch.w.Close()
+	})
+}
+
+func (ch *Channel) LocalAddr() net.Addr                { return ch.c.nc.LocalAddr() }
+func (ch *Channel) RemoteAddr() net.Addr               { return ch.c.nc.RemoteAddr() }
+func (ch *Channel) SetReadDeadline(t time.Time) error  { return ch.r.SetReadDeadline(t) }
+func (ch *Channel) SetWriteDeadline(t time.Time) error { ch.setWriteDeadline(t); return nil }
+
+func (ch *Channel) SetDeadline(t time.Time) error {
+	ch.setWriteDeadline(t)
+	return ch.r.SetReadDeadline(t)
+}
+
+func (ch *Channel) setWriteDeadline(t time.Time) {
+	ch.mu.Lock()
+	ch.writeDeadline = t
+	ch.mu.Unlock()
+}

@@ -1,0 +1,267 @@
+package mux
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pair returns the two ends of a multiplexed connection over loopback TCP.
+func pair(t *testing.T) (client, server *Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *Conn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		br := bufio.NewReader(nc)
+		head := make([]byte, len(Preface))
+		if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, Preface) {
+			nc.Close()
+			accepted <- nil
+			return
+		}
+		accepted <- Server(nc, br, 10*time.Second)
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = Client(nc, time.Now().Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("the server end did not start")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// echo serves every channel srv accepts by writing back what it reads.
+func echo(srv *Conn) {
+	for {
+		ch, err := srv.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer ch.Close()
+			_, _ = io.Copy(ch, ch)
+		}()
+	}
+}
+
+func TestChannelsCarryTheirOwnBytes(t *testing.T) {
+	cl, srv := pair(t)
+	go echo(srv)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*MaxPayload/16+5) // several frames
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch, err := cl.Open()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer ch.Close()
+			msg := append([]byte(fmt.Sprintf("channel %d:", i)), big...)
+			go func() { _, _ = ch.Write(msg) }()
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(ch, got); err != nil {
+				errs <- fmt.Errorf("channel %d: %w", i, err)
+				return
+			}
+			if !bytes.Equal(got, msg) {
+				errs <- fmt.Errorf("channel %d: got other bytes back", i)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestClosingAChannelEndsItOnBothSidesOnly(t *testing.T) {
+	cl, srv := pair(t)
+	a, _ := cl.Open()
+	b, _ := cl.Open()
+	a.Write([]byte("a"))
+	sa, _ := srv.Accept()
+	sb, _ := srv.Accept()
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(sa, buf); err != nil || buf[0] != 'a' {
+		t.Fatalf("first channel read %q, %v", buf, err)
+	}
+	a.Close()
+	if _, err := sa.Read(buf); err != io.EOF {
+		t.Fatalf("the server's end of a closed channel read %v, want EOF", err)
+	}
+	if _, err := a.Read(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a closed channel read %v, want net.ErrClosed", err)
+	}
+	if _, err := a.Write(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a closed channel wrote %v, want net.ErrClosed", err)
+	}
+	b.Write([]byte("b"))
+	if _, err := io.ReadFull(sb, buf); err != nil || buf[0] != 'b' {
+		t.Fatalf("the other channel read %q, %v", buf, err)
+	}
+	sb.Write([]byte("B"))
+	if _, err := io.ReadFull(b, buf); err != nil || buf[0] != 'B' {
+		t.Fatalf("the other channel's answer read %q, %v", buf, err)
+	}
+	waitFor(t, func() bool { return srv.Channels() == 1 && cl.Channels() == 1 }, "one channel open on each side")
+	b.Close()
+	<-cl.Done() // a client's connection ends with its last channel
+	<-srv.Done()
+}
+
+func TestAFrameForAClosedChannelIsDropped(t *testing.T) {
+	cl, srv := pair(t)
+	a, _ := cl.Open()
+	b, _ := cl.Open()
+	sa, _ := srv.Accept()
+	sb, _ := srv.Accept()
+	sa.Close()
+	if _, err := a.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a channel the server closed read %v, want EOF", err)
+	}
+	// The client's late bytes for it go nowhere, and open nothing.
+	a.Write([]byte("late"))
+	b.Write([]byte("y"))
+	if sb.ID() != b.ID() {
+		t.Fatalf("accepted channel %d, want %d", sb.ID(), b.ID())
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(sb, buf); err != nil || buf[0] != 'y' {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+}
+
+func TestTheConnectionsEndEndsEveryChannel(t *testing.T) {
+	cl, srv := pair(t)
+	a, _ := cl.Open()
+	a.Write([]byte("x"))
+	sa, _ := srv.Accept()
+	srv.Close()
+	if _, err := a.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a channel read on after its connection ended")
+	}
+	if _, err := sa.Write([]byte("y")); err == nil {
+		t.Fatal("a server channel wrote on after its connection ended")
+	}
+	<-cl.Done()
+	if _, err := cl.Open(); err == nil {
+		t.Fatal("opened a channel on an ended connection")
+	}
+}
+
+func TestAChannelHonoursItsDeadlines(t *testing.T) {
+	cl, _ := pair(t)
+	a, _ := cl.Open()
+	a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := a.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	a.SetWriteDeadline(time.Now().Add(-time.Second))
+	if _, err := a.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write past the deadline: %v", err)
+	}
+}
+
+func TestAServerRefusesBadFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"too short", []byte{0, 0, 0, 3, 0, 0, 0, 1}},
+		{"too long", []byte{0, 1, 0, 5, 0, 0, 0, 1}},
+		{"channel 0", AppendFrame(nil, 0, []byte("x"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			srv := Server(a, bufio.NewReader(a), time.Second)
+			go io.Copy(io.Discard, b)
+			b.Write(tc.frame)
+			select {
+			case <-srv.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the connection did not end")
+			}
+			if srv.Err() == nil || errors.Is(srv.Err(), ErrClosed) {
+				t.Fatalf("ended with %v, want the frame's fault", srv.Err())
+			}
+		})
+	}
+}
+
+func TestReadFrameReadsWhatAppendFrameWrote(t *testing.T) {
+	var stream []byte
+	stream = AppendFrame(stream, 7, []byte("hello"))
+	stream = AppendFrame(stream, 1<<32-1, nil)
+	stream = AppendFrame(stream, 2, bytes.Repeat([]byte{1}, MaxPayload))
+	r := bytes.NewReader(stream)
+	for _, want := range []struct {
+		id uint32
+		n  int
+	}{{7, 5}, {1<<32 - 1, 0}, {2, MaxPayload}} {
+		id, payload, err := ReadFrame(r, nil)
+		if err != nil || id != want.id || len(payload) != want.n {
+			t.Fatalf("read channel %d, %d bytes, %v; want channel %d, %d bytes", id, len(payload), err, want.id, want.n)
+		}
+	}
+	if _, _, err := ReadFrame(r, nil); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want EOF", err)
+	}
+}
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add(AppendFrame(nil, 1, []byte("x")))
+	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 9})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, payload, err := ReadFrame(bytes.NewReader(data), nil)
+		if err != nil {
+			return
+		}
+		if len(payload) > MaxPayload {
+			t.Fatalf("a payload of %d bytes", len(payload))
+		}
+		again := AppendFrame(nil, id, payload)
+		if !bytes.Equal(again, data[:len(again)]) {
+			t.Fatalf("frame %x read back as %x", data[:len(again)], again)
+		}
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

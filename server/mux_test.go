@@ -1,0 +1,219 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/internal/mux"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// sockets records the connections a Mux dials, so a test can break them.
+type sockets struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (s *sockets) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		s.mu.Lock()
+		s.conns = append(s.conns, nc)
+		s.mu.Unlock()
+	}
+	return nc, err
+}
+
+func (s *sockets) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *sockets) breakAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, nc := range s.conns {
+		nc.Close()
+	}
+}
+
+// Sessions carried by one connection are sessions like any other: each its
+// own ephemerals and watches, the IP's connection limit counting the
+// connection once, and a session's close ending only that session.
+func TestManySessionsShareOneConnection(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.MaxConnsPerIP = 1 })
+	ctx := context.Background()
+	var socks sockets
+	m := client.NewMux(client.WithDialer(socks.dial))
+	t.Cleanup(func() { m.Close() })
+	const sessions = 100
+	clients := make([]*client.Client, sessions)
+	ids := map[int64]bool{}
+	for i := range clients {
+		clients[i] = dialClient(t, s, client.WithMux(m))
+		ids[clients[i].SessionID()] = true
+		if _, err := clients[i].Create(ctx, fmt.Sprintf("/s%d", i), nil, client.Ephemeral); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ids) != sessions || socks.count() != 1 || m.Conns() != 1 {
+		t.Fatalf("%d sessions over %d sockets (the Mux holds %d), want %d over 1", len(ids), socks.count(), m.Conns(), sessions)
+	}
+	if got := metric(t, s, `arbor_limit_refusals_total{limit="connections_per_ip"}`); got != 0 {
+		t.Fatalf("connections_per_ip refusals = %v: the sessions were counted as connections", got)
+	}
+
+	_, _, events, err := clients[1].GetW(ctx, "/s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clients[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Type != client.EventNodeDeleted || ev.Path != "/s0" {
+			t.Fatalf("watch fired %v, want the deletion of /s0", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification on another session of the connection")
+	}
+	for i := 1; i < sessions; i++ {
+		if ok, _, err := clients[i].Exists(ctx, fmt.Sprintf("/s%d", i)); err != nil || !ok {
+			t.Fatalf("session %d's ephemeral after another session closed: %v, %v", i, ok, err)
+		}
+	}
+}
+
+// When the connection breaks, each session on it reconnects through the
+// Mux, on a new connection, and keeps its ephemerals.
+func TestSessionsOutliveTheirSharedConnection(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	var socks sockets
+	m := client.NewMux(client.WithDialer(socks.dial))
+	t.Cleanup(func() { m.Close() })
+	clients := make([]*client.Client, 20)
+	for i := range clients {
+		clients[i] = dialClient(t, s, client.WithMux(m), client.WithSessionTimeout(10*time.Second))
+		if _, err := clients[i].Create(ctx, fmt.Sprintf("/e%d", i), nil, client.Ephemeral); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := make([]int64, len(clients))
+	for i, c := range clients {
+		before[i] = c.SessionID()
+	}
+	socks.breakAll()
+	for i, c := range clients {
+		// A request sent before the client noticed the break is lost
+		// with it, as on a connection of its own.
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err = c.Create(ctx, fmt.Sprintf("/after%d", i), nil, client.Ephemeral); !errors.Is(err, client.ErrConnectionLoss) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("session %d after the connection broke: %v", i, err)
+		}
+		if c.SessionID() != before[i] {
+			t.Fatalf("session %d is %#x after the break, was %#x", i, c.SessionID(), before[i])
+		}
+		if ok, _, err := c.Exists(ctx, fmt.Sprintf("/e%d", i)); err != nil || !ok {
+			t.Fatalf("session %d's ephemeral after the break: %v, %v", i, ok, err)
+		}
+	}
+	if socks.count() != 2 {
+		t.Fatalf("%d sockets dialed, want 2: the sessions should have moved together", socks.count())
+	}
+}
+
+func TestSessionsPerConnectionAreLimited(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.MaxSessionsPerConn = 3 })
+	m := client.NewMux()
+	t.Cleanup(func() { m.Close() })
+	for range 3 {
+		dialClient(t, s, client.WithMux(m))
+	}
+	// The client tries again until its context ends, and reports the
+	// refusal with the end.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, []string{s.Addr().String()}, client.WithMux(m)); !errors.Is(err, client.ErrTooManyConnections) {
+		t.Fatalf("a fourth session on the connection: %v, want ErrTooManyConnections", err)
+	}
+	if got := metric(t, s, `arbor_limit_refusals_total{limit="sessions_per_connection"}`); got < 1 {
+		t.Fatalf("sessions_per_connection refusals = %v, want at least 1", got)
+	}
+	// Another connection carries more.
+	dialClient(t, s, client.WithMux(client.NewMux()))
+}
+
+// Bad multiplexed input ends that connection, and only it.
+func TestABadMultiplexedConnectionEndsAlone(t *testing.T) {
+	s := startServer(t, "")
+	good := dialRaw(t, s)
+	if resp := good.connect(wire.ConnectRequest{}); resp.Err != wire.CodeOK {
+		t.Fatal(resp.Err)
+	}
+	preface := func(t *testing.T) *rawConn {
+		rc := dialRaw(t, s)
+		rc.write(mux.Preface)
+		answer := make([]byte, len(mux.Preface))
+		if _, err := io.ReadFull(rc.br, answer); err != nil || !bytes.Equal(answer, mux.Preface) {
+			t.Fatalf("the preface was answered %x, %v", answer, err)
+		}
+		return rc
+	}
+	for name, frame := range map[string][]byte{
+		"a frame on channel 0": mux.AppendFrame(nil, 0, []byte("x")),
+		"an oversized frame":   {0xff, 0, 0, 0, 0, 0, 0, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := preface(t)
+			bad.write(frame)
+			if !closedByServer(t, bad.nc, 10*time.Second) {
+				t.Fatal("the connection was kept open")
+			}
+		})
+	}
+	t.Run("a malformed handshake on a channel closes the channel", func(t *testing.T) {
+		rc := preface(t)
+		rc.write(mux.AppendFrame(nil, 1, nil))
+		rc.write(mux.AppendFrame(nil, 1, []byte{0, 0, 0, 2, 0xc1, 0xc1}))
+		_ = rc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		id, payload, err := mux.ReadFrame(rc.br, nil)
+		if err != nil || id != 1 || len(payload) != 0 {
+			t.Fatalf("read channel %d, %x, %v; want channel 1's closing frame", id, payload, err)
+		}
+		// The connection carries on: a new channel gets its session.
+		rc.write(mux.AppendFrame(nil, 2, nil))
+		rc.write(mux.AppendFrame(nil, 2, wire.AppendConnectRequest(nil, &wire.ConnectRequest{ProtocolVersion: wire.ProtocolVersion, TimeoutMs: 5000})))
+		id, payload, err = mux.ReadFrame(rc.br, nil)
+		if err != nil || id != 2 {
+			t.Fatalf("read channel %d, %v; want channel 2's handshake", id, err)
+		}
+		var resp wire.ConnectResponse
+		body, err := wire.ReadFrame(bytes.NewReader(payload), nil, 1<<20)
+		if err == nil {
+			err = wire.DecodeConnectResponse(body, &resp)
+		}
+		if err != nil || resp.Err != wire.CodeOK || resp.SessionID == 0 {
+			t.Fatalf("channel 2's handshake: %+v, %v", resp, err)
+		}
+	})
+	if r := good.call(wire.Request{Xid: 1, Op: wire.OpExists, Path: "/"}); r.Err != wire.CodeOK {
+		t.Fatalf("another connection after the bad ones: %v", r.Err)
+	}
+}
