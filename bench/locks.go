@@ -13,7 +13,8 @@ import (
 
 // The locks workload is a lock service's load: Locks locks, each with
 // Contenders holders that take it in turn (1: uncontended), spread over
-// Conns sessions. Each hold lasts Hold, bound to a lease of Lease if
+// Conns sessions (carried by Mux shared connections to each member, if
+// set). Each hold lasts Hold, bound to a lease of Lease if
 // given (which the recipes renew at a third of its TTL, so that the
 // renewals come at about 3 × Locks × Contenders / Lease per second), and
 // the cycles of all the holders together come at Rate per second at most
@@ -26,16 +27,25 @@ import (
 // prepareLocks makes the sessions and holders of locks.
 func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 	var st *storm
-	var track func(int) []client.Option
 	if r.cfg.Storm != nil {
 		st = newStorm(r.cfg, r.path+"/locks")
-		track = st.track
 	}
-	cs, err := dialEach(ctx, r.cfg, r.cfg.Conns, track)
+	muxes := make([]*client.Mux, r.cfg.Mux)
+	for i := range muxes {
+		muxes[i] = client.NewMux(r.cfg.ClientOptions...)
+	}
+	var onMux func(int) []client.Option
+	if len(muxes) > 0 {
+		onMux = func(i int) []client.Option { return []client.Option{client.WithMux(muxes[i%len(muxes)])} }
+	}
+	cs, err := dialEach(ctx, r.cfg, r.cfg.Conns, onMux)
 	if err != nil {
+		for _, m := range muxes {
+			m.Close()
+		}
 		return nil, err
 	}
-	p := &plan{sessions: cs, primary: []opKind{opAcquire}, late: new(atomic.Int64)}
+	p := &plan{sessions: cs, muxes: muxes, primary: []opKind{opAcquire}, late: new(atomic.Int64)}
 	if st != nil {
 		st.follow(cs)
 		p.storm = st

@@ -31,6 +31,7 @@ type Report struct {
 	Contenders   int      `json:"contenders"`
 	Watchers     int      `json:"watchers"`
 	Locks        int      `json:"locks,omitempty"`   // locks: the locks, the lease, the hold and the target rate
+	Mux          int      `json:"mux,omitempty"`     // locks: the shared connections to each member that carry the sessions; 0: one each
 	LeaseMs      float64  `json:"leaseMs,omitempty"` // 0: the session's
 	HoldMs       float64  `json:"holdMs,omitempty"`
 	Rate         float64  `json:"rate,omitempty"`      // 0: no bound
@@ -115,7 +116,7 @@ func (r *runner) report(ctx context.Context) (*Report, error) {
 	elapsed := r.end.Sub(r.start.Add(time.Duration(at)))
 	rep := &Report{
 		Workload: cfg.Workload, Servers: cfg.Servers, Path: r.path,
-		Conns: cfg.Conns, Workers: cfg.Workers, Size: cfg.Size, Keys: cfg.Keys, ReadRatio: cfg.ReadRatio, Linearizable: cfg.Linearizable,
+		Conns: cfg.Conns, Mux: cfg.Mux, Workers: cfg.Workers, Size: cfg.Size, Keys: cfg.Keys, ReadRatio: cfg.ReadRatio, Linearizable: cfg.Linearizable,
 		Contenders: cfg.Contenders, Watchers: cfg.Watchers,
 		WarmupMs: ms(cfg.Warmup), DurationMs: ms(cfg.Duration), MaxOps: cfg.Ops,
 		ElapsedMs: ms(elapsed), ErrorKinds: map[string]int64{}, ByOp: map[string]OpReport{},
@@ -228,8 +229,12 @@ func (rep *Report) setup() string {
 		if rep.Rate > 0 {
 			rate = fmt.Sprintf("at most %.0f/s", rep.Rate)
 		}
-		s := fmt.Sprintf("%d locks × %d holders over %d conns, holds of %s bound to %s, cycles %s",
-			rep.Locks, rep.Contenders, rep.Conns, msDuration(rep.HoldMs), lease, rate)
+		over := fmt.Sprintf("%d conns", rep.Conns)
+		if rep.Mux > 0 {
+			over = fmt.Sprintf("%d sessions on %d connections to each member", rep.Conns, rep.Mux)
+		}
+		s := fmt.Sprintf("%d locks × %d holders over %s, holds of %s bound to %s, cycles %s",
+			rep.Locks, rep.Contenders, over, msDuration(rep.HoldMs), lease, rate)
 		if rep.RenewRate > 0 {
 			s += fmt.Sprintf(", renewals about %.0f/s", rep.RenewRate)
 		}

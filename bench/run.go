@@ -51,7 +51,11 @@ type Config struct {
 	// renewals of all holders together come at about RenewRate per
 	// second when every lock is held (0: only the recipe's own, at a
 	// third of the TTL).
-	Locks     int
+	Locks int
+	// Mux, in the locks workload, carries the sessions over Mux
+	// multiplexed connections to each member (client.Mux), session i on
+	// connection i mod Mux (0: a connection per session).
+	Mux       int
 	Lease     time.Duration
 	Hold      time.Duration
 	Rate      float64
@@ -133,6 +137,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("timeout must be positive, not %v", c.Timeout)
 	case c.Prefix == "/" || wire.ValidatePath(c.Prefix, false) != nil:
 		return fmt.Errorf("prefix %q is not a path below /", c.Prefix)
+	case c.Mux < 0 || c.Mux > maxCount:
+		return fmt.Errorf("mux must be from 0 to %d, not %d", maxCount, c.Mux)
+	case c.Mux > 0 && c.Workload != "locks":
+		return errors.New("mux is for the locks workload")
 	case c.Workload == "locks" && (c.Locks < 1 || c.Locks*c.Contenders > maxHolders):
 		return fmt.Errorf("locks × contenders must be from 1 to %d, not %d × %d", maxHolders, c.Locks, c.Contenders)
 	case c.Lease != 0 && (c.Lease < time.Second || c.Lease > time.Hour):
@@ -202,6 +210,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if p != nil {
 		closeAll(p.sessions)
 		closeAllZK(p.zk)
+		for _, m := range p.muxes {
+			m.Close()
+		}
 	}
 	if !cfg.Keep {
 		pool := []*client.Client{admin}
@@ -297,6 +308,7 @@ type plan struct {
 	loops    []func(*recorder) // the load, each on a goroutine of its own
 	primary  []opKind          // the ops the workload counts
 	sessions []*client.Client  // closed after the run
+	muxes    []*client.Mux     // the sessions' shared connections (Config.Mux), closed after them
 	zk       []*zkConn         // Protocol "zk": the load's sessions, closed after the run
 	cleaners []*client.Client  // help delete the run's nodes, then closed
 	storm    *storm            // Config.Storm's, run beside the loops; nil: none

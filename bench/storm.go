@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -54,8 +53,7 @@ func (s *Storm) check(c Config) error {
 // tracked is one session of a storm's run and the state changes it went
 // through.
 type tracked struct {
-	c      *client.Client
-	dialed atomic.Pointer[string] // the address the client dialed last
+	c *client.Client
 
 	mu   sync.Mutex
 	seen []stateSeen // mu guards seen
@@ -64,30 +62,15 @@ type tracked struct {
 // stateSeen is a state change of a session, as follow saw it.
 type stateSeen struct {
 	state  client.State
-	member string // the address dialed last
+	member string // the server the client was connected to then ("" if none)
 	at     time.Time
 	err    error // StateExpired: why, as the client says (Client.Err)
-}
-
-// dial is the session's dialer: TCP, noting the address. The client dials
-// one address at a time and reports StateConnected only once a dial and
-// its handshake have succeeded, so while it is connected the address it
-// dialed last is its member's.
-func (t *tracked) dial(ctx context.Context, addr string) (net.Conn, error) {
-	t.dialed.Store(&addr)
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
 }
 
 // follow records the session's state changes until Close ends them.
 func (t *tracked) follow() {
 	for s := range t.c.StateChanges() {
-		at := time.Now()
-		member := ""
-		if p := t.dialed.Load(); p != nil {
-			member = *p
-		}
-		seen := stateSeen{state: s, member: member, at: at}
+		seen := stateSeen{state: s, member: t.c.Server(), at: time.Now()}
 		if s == client.StateExpired {
 			seen.err = t.c.Err()
 		}
@@ -155,19 +138,10 @@ func newStorm(cfg Config, root string) *storm {
 		sessions: make([]*tracked, cfg.Conns), losses: map[string]int{}, byMember: map[string]int{}}
 }
 
-// track makes session i tracked and returns the options that track its
-// dials.
-func (s *storm) track(i int) []client.Option {
-	t := &tracked{}
-	s.sessions[i] = t
-	return []client.Option{client.WithDialer(t.dial)}
-}
-
-// follow starts following the state changes of the sessions cs, dialed
-// with track.
+// follow starts following the state changes of the sessions cs.
 func (s *storm) follow(cs []*client.Client) {
 	for i, c := range cs {
-		s.sessions[i].c = c
+		s.sessions[i] = &tracked{c: c}
 		go s.sessions[i].follow()
 	}
 }

@@ -12,6 +12,13 @@ import (
 	"github.com/arbor-coord/arbor/bench"
 )
 
+// The locks workload's defaults for --conns and --mux: ten thousand
+// sessions, over 16 connections to each member.
+const (
+	locksSessions = 10000
+	locksMux      = 16
+)
+
 func (e *env) benchCommand() *cobra.Command {
 	cfg := bench.Config{
 		Conns: 8, Workers: 64, Size: 256, Keys: 1000, ReadRatio: 0.9, Contenders: 16, Watchers: 16, Locks: 64,
@@ -31,7 +38,8 @@ func (e *env) benchCommand() *cobra.Command {
 			"  mixed    getData with probability --read-ratio, else setData\n" +
 			"  lock     --contenders sessions take turns on one lock: handoffs/s, acquire latency\n" +
 			"  locks    a lock service's load: --locks locks, each taken in turn by --contenders\n" +
-			"           holders (1: uncontended) over --conns sessions, each hold --hold long and\n" +
+			"           holders (1: uncontended) over --conns sessions (default 10000, carried by\n" +
+			"           --mux connections to each member, default 16), each hold --hold long and\n" +
 			"           bound to a --lease, at most --rate cycles/s in all: acquires/s, acquire,\n" +
 			"           release and handoff latency (a release's send to the next grant); with\n" +
 			"           --renew-rate, the holders renew their leases while they hold, that many/s\n" +
@@ -60,6 +68,16 @@ func (e *env) benchCommand() *cobra.Command {
 		ValidArgs: bench.Workloads,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Workload, cfg.Servers, cfg.Timeout = args[0], e.serverList(), e.timeout
+			if cfg.Workload == "locks" {
+				// A lock service's clients: many sessions, over few
+				// connections.
+				if !cmd.Flags().Changed("conns") {
+					cfg.Conns = locksSessions
+				}
+				if !cmd.Flags().Changed("mux") {
+					cfg.Mux = locksMux
+				}
+			}
 			opts, err := e.clientOptions()
 			if err != nil {
 				return err
@@ -97,7 +115,7 @@ func (e *env) benchCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "sessions the workers share (set, get, create, mixed; locks: the holders)")
+	f.IntVar(&cfg.Conns, "conns", cfg.Conns, fmt.Sprintf("sessions the workers share (set, get, create, mixed; locks: the holders', default %d)", locksSessions))
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "goroutines making requests (set, get, create, mixed, session)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes of each value (watch: at least 16)")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "nodes the workers go over (set, get, mixed)")
@@ -107,6 +125,7 @@ func (e *env) benchCommand() *cobra.Command {
 	f.BoolVar(&cfg.Linearizable, "linearizable", false, "linearizable getData (get, mixed)")
 	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock); holders of each lock (locks)")
 	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "locks (locks)")
+	f.IntVar(&cfg.Mux, "mux", 0, fmt.Sprintf("carry the sessions over this many multiplexed connections to each member (locks, default %d; 0: a connection per session)", locksMux))
 	f.DurationVar(&cfg.Lease, "lease", 0, "bind each hold to a lease of this TTL, renewed at a third of it (locks; 0: the session)")
 	f.DurationVar(&cfg.Hold, "hold", 0, "how long each hold lasts (locks)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "acquire/release cycles per second of all holders together at most (locks; 0: no bound)")

@@ -26,6 +26,7 @@ type jBench struct {
 	Contenders int              `json:"contenders"`
 	Watchers   int              `json:"watchers"`
 	Locks      int              `json:"locks"`
+	Mux        int              `json:"mux"`
 	LeaseMs    float64          `json:"leaseMs"`
 	HoldMs     float64          `json:"holdMs"`
 	Rate       float64          `json:"rate"`
@@ -138,6 +139,9 @@ func TestBenchEachWorkloadReportsItsLoad(t *testing.T) {
 			}
 			if late := rep.LateHandoffs; (late != nil) != (tc.workload == "locks") || late != nil && (*late < 0 || *late > rep.ByOp["handoff"].Ops) {
 				t.Errorf("lateHandoffs %v of %d handoffs", late, rep.ByOp["handoff"].Ops)
+			}
+			if wantMux := map[bool]int{true: 16}[tc.workload == "locks"]; rep.Mux != wantMux {
+				t.Errorf("mux %d, want %d: the locks workload's sessions share 16 connections by default", rep.Mux, wantMux)
 			}
 			if !strings.HasPrefix(rep.Path, "/bench/"+tc.workload+"-") {
 				t.Errorf("the run's node is %q", rep.Path)

@@ -278,6 +278,17 @@ func (c *Client) SessionID() int64 {
 	return c.sessionID
 }
 
+// Server returns the address of the server the client is connected to, or
+// "" while it is not connected.
+func (c *Client) Server() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return ""
+	}
+	return c.cur.addr
+}
+
 // SessionTimeout returns the session timeout the server granted.
 func (c *Client) SessionTimeout() time.Duration {
 	c.mu.Lock()

@@ -19,9 +19,12 @@ import (
 )
 
 const (
-	readBufSize  = 64 << 10
-	writeBufSize = 64 << 10
-	keepBufSize  = 1 << 20 // a frame buffer larger than this is not kept for reuse
+	bufSize = 64 << 10 // of the reader's and the writer's buffers
+	// muxBufSize is theirs on a channel of a Mux: its reads come from
+	// memory and its writes go to memory, and a process with thousands of
+	// sessions must not hold 128 KiB for each.
+	muxBufSize  = 4 << 10
+	keepBufSize = 1 << 20 // a frame buffer larger than this is not kept for reuse
 )
 
 // pingFrame is the keepalive the writer sends when it has been idle.
@@ -80,6 +83,7 @@ type conn struct {
 	nc          net.Conn
 	addr        string
 	version     int32 // the protocol version the server speaks on it
+	bufSize     int   // of its reader's and writer's buffers
 	log         *zap.Logger
 	pingEvery   time.Duration // a third of the negotiated session timeout
 	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
@@ -120,12 +124,15 @@ func (c *Client) connect(ctx context.Context, addr string, limit time.Duration) 
 	timeout := c.timeout
 	c.mu.Unlock()
 	cn := &conn{
-		c: c, nc: nc, addr: addr, version: resp.ProtocolVersion,
+		c: c, nc: nc, addr: addr, version: resp.ProtocolVersion, bufSize: bufSize,
 		log:         c.log.With(zap.String("server", addr)),
 		pingEvery:   timeout / 3,
 		readTimeout: timeout * 2 / 3,
 		wake:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
+	}
+	if c.opts.mux != nil {
+		cn.bufSize = muxBufSize
 	}
 	cn.wg.Add(2)
 	go cn.readLoop()
@@ -283,7 +290,7 @@ func (cn *conn) wait() { cn.wg.Wait() }
 // pings when nothing was written for pingEvery.
 func (cn *conn) writeLoop() {
 	defer cn.wg.Done()
-	bw := bufio.NewWriterSize(cn.nc, writeBufSize)
+	bw := bufio.NewWriterSize(cn.nc, cn.bufSize)
 	idle := cn.c.clock.NewTimer(cn.pingEvery)
 	defer idle.Stop()
 	var batch []*request
@@ -335,7 +342,7 @@ func (cn *conn) readLoop() {
 		cn.fail(connLoss(fmt.Errorf("no frame from the server for %v", cn.readTimeout)))
 	})
 	defer silent.Stop()
-	br := bufio.NewReaderSize(cn.nc, readBufSize)
+	br := bufio.NewReaderSize(cn.nc, cn.bufSize)
 	var buf []byte
 	for {
 		body, err := wire.ReadFrame(br, buf, cn.c.opts.maxFrame)

@@ -144,24 +144,33 @@ type request struct {
 
 // pipelineDepth caps the capacity of a connection's pipeline channels: the
 // budget (Config.MaxOutstanding) bounds what is in them, and a larger limit
-// is bounded by the channels instead.
-const pipelineDepth = 1024
+// is bounded by the channels instead. A session carried by a multiplexed
+// connection has shallower ones (carriedPipelineDepth): such sessions come
+// by the thousand, and each channel's capacity is allocated up front.
+const (
+	pipelineDepth        = 1024
+	carriedPipelineDepth = 64
+)
 
 // newConn makes a connection that speaks the protocol newCodec makes.
 func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Closing the connection unblocks its reader at once.
 	context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
+	_, carried := nc.(*mux.Channel)
+	depth := pipelineDepth
+	if carried {
+		depth = carriedPipelineDepth
+	}
 	c := &conn{
-		srv: srv, nc: nc, ctx: ctx, cancel: cancel,
+		srv: srv, nc: nc, ctx: ctx, cancel: cancel, carried: carried,
 		log:     srv.log.With(zap.String("remote", nc.RemoteAddr().String())),
-		pending: make(chan *request, min(srv.cfg.MaxOutstanding, pipelineDepth)),
-		replies: make(chan *request, min(srv.cfg.MaxOutstanding, pipelineDepth)),
+		pending: make(chan *request, min(srv.cfg.MaxOutstanding, depth)),
+		replies: make(chan *request, min(srv.cfg.MaxOutstanding, depth)),
 		budget:  newBudget(srv.cfg.MaxOutstanding, srv.cfg.MaxOutstandingBytes),
 		wake:    make(chan struct{}, 1),
 		drained: make(chan struct{}, 1),
 	}
-	_, c.carried = nc.(*mux.Channel)
 	c.codec = newCodec(c)
 	c.stats.init()
 	return c

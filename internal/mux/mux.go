@@ -19,11 +19,11 @@
 // channel. The client closes the connection when its last channel closes. So a frame for a number not past the last one opened, and no
 // longer open, is for a channel that has closed, and is dropped.
 //
-// There is no flow control per channel: the reader hands each payload to
-// its channel and waits until the channel's reader took it. So a connection
-// holds one payload of input at a time, however many channels it carries,
-// and a channel whose reader stops reading holds up the others of its
-// connection, which all belong to the same client.
+// There is no flow control per channel: the reader queues each payload for
+// its channel, and waits while the channel holds maxQueued bytes its reader
+// has not read. So a channel holds little input at a time, and one whose
+// reader stops reading holds up the others of its connection, which all
+// belong to the same client.
 package mux
 
 import (
@@ -53,6 +53,14 @@ const headerSize = 8
 // maxBuffered is how many bytes of output a connection holds before a
 // channel's Write waits for the socket to take them.
 const maxBuffered = 1 << 20
+
+// maxQueued is how many bytes of input a channel holds for its reader
+// before the connection's reader waits for it to read them; keptInput is
+// the largest input buffer a channel keeps once it has read it all.
+const (
+	maxQueued = 16 << 10
+	keptInput = 4 << 10
+)
 
 // ErrClosed is returned by the operations of a closed connection.
 var ErrClosed = errors.New("mux: connection closed")
@@ -99,7 +107,8 @@ type Conn struct {
 	out     []byte        // frames not yet written
 	spare   []byte        // the flusher's other buffer
 	wake    chan struct{} // capacity 1: out has bytes
-	drained chan struct{} // closed and replaced each time the flusher takes out
+	drained chan struct{} // closed and replaced when the flusher takes out, if a writer is waiting
+	waiting bool          // a writer waits on drained
 	err     error         // why the connection ended; nil while it lives
 	done    chan struct{} // closed when it ends
 
@@ -205,8 +214,7 @@ func (c *Conn) Close() error {
 }
 
 func (c *Conn) addLocked(id uint32) *Channel {
-	mine, theirs := net.Pipe()
-	ch := &Channel{c: c, id: id, r: mine, w: theirs, closed: make(chan struct{})}
+	ch := newChannel(c, id)
 	c.chans[id] = ch
 	return ch
 }
@@ -260,12 +268,10 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		case ch == nil: // a channel closed already: its data goes nowhere
 		case len(payload) == 0 && !isNew: // the peer closed it
 			c.forget(id)
-			_ = ch.w.Close() // its reader sees EOF
+			ch.peerClose()
 		case len(payload) == 0: // the frame that opened it
 		default:
-			// Waits for the channel's reader, or fails at once if the
-			// channel has closed on this side.
-			_, _ = ch.w.Write(payload)
+			ch.deliver(payload)
 		}
 	}
 }
@@ -289,12 +295,7 @@ func (c *Conn) channel(id uint32) (ch *Channel, isNew bool) {
 // while the connection holds maxBuffered bytes of output, until deadline
 // (zero: no deadline) or until stop is closed.
 func (c *Conn) write(id uint32, p []byte, deadline time.Time, stop <-chan struct{}) (int, error) {
-	var timeout <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		timeout = t.C
-	}
+	var timeout <-chan time.Time // made when it first has to wait
 	written := 0
 	for {
 		c.mu.Lock()
@@ -304,6 +305,9 @@ func (c *Conn) write(id uint32, p []byte, deadline time.Time, stop <-chan struct
 			written += n
 		}
 		err, drained := c.err, c.drained
+		if err == nil && written < len(p) {
+			c.waiting = true
+		}
 		c.mu.Unlock()
 		c.wakeFlusher()
 		if err != nil {
@@ -311,6 +315,11 @@ func (c *Conn) write(id uint32, p []byte, deadline time.Time, stop <-chan struct
 		}
 		if written == len(p) {
 			return written, nil
+		}
+		if timeout == nil && !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timeout = t.C
 		}
 		select {
 		case <-drained:
@@ -333,10 +342,11 @@ func (c *Conn) flush() {
 		c.mu.Lock()
 		out := c.out
 		c.out, c.spare = c.spare[:0], nil
-		drained := c.drained
-		c.drained = make(chan struct{})
+		if c.waiting {
+			close(c.drained)
+			c.drained, c.waiting = make(chan struct{}), false
+		}
 		c.mu.Unlock()
-		close(drained)
 		if len(out) == 0 {
 			c.mu.Lock()
 			c.spare = out
@@ -399,14 +409,24 @@ func (c *Conn) drop(id uint32) {
 type Channel struct {
 	c  *Conn
 	id uint32
-	r  net.Conn // the channel's end of its input pipe
-	w  net.Conn // the reader's end
 
-	mu            sync.Mutex
+	mu            sync.Mutex // guards the fields below
+	in            []byte     // received and not yet read: in[off:]
+	off           int
+	peerClosed    bool      // the peer closed the channel: reads end with EOF once in is read
+	readDeadline  time.Time // zero: none
 	writeDeadline time.Time
-	closeOnce     sync.Once
-	endOnce       sync.Once
-	closed        chan struct{} // closed by end
+
+	readable  chan struct{} // capacity 1: in has bytes, the peer closed, or the read deadline moved
+	taken     chan struct{} // capacity 1: a Read took bytes, so there may be room
+	closeOnce sync.Once
+	endOnce   sync.Once
+	closed    chan struct{} // closed by end
+}
+
+func newChannel(c *Conn, id uint32) *Channel {
+	return &Channel{c: c, id: id,
+		readable: make(chan struct{}, 1), taken: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 // ID is the channel's number on its connection.
@@ -415,13 +435,90 @@ func (ch *Channel) ID() uint32 { return ch.id }
 // Underlying is the socket (or TLS connection) that carries the channel.
 func (ch *Channel) Underlying() net.Conn { return ch.c.nc }
 
+// signal wakes the one goroutine that may wait on c.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// deliver queues payload for the channel's reader, waiting while
+// maxQueued bytes are queued already, unless the channel or its connection
+// ends.
+func (ch *Channel) deliver(payload []byte) {
+	for {
+		ch.mu.Lock()
+		if queued := len(ch.in) - ch.off; queued < maxQueued {
+			if queued == 0 {
+				ch.in, ch.off = ch.in[:0], 0
+			}
+			ch.in = append(ch.in, payload...)
+			ch.mu.Unlock()
+			signal(ch.readable)
+			return
+		}
+		ch.mu.Unlock()
+		select {
+		case <-ch.taken:
+		case <-ch.closed:
+			return
+		}
+	}
+}
+
+// peerClose ends the channel's input: its reads end with EOF once they
+// have what came before.
+func (ch *Channel) peerClose() {
+	ch.mu.Lock()
+	ch.peerClosed = true
+	ch.mu.Unlock()
+	signal(ch.readable)
+}
+
 // Read reads the channel's input.
 func (ch *Channel) Read(p []byte) (int, error) {
-	n, err := ch.r.Read(p)
-	if errors.Is(err, io.ErrClosedPipe) {
-		err = net.ErrClosed
+	for {
+		ch.mu.Lock()
+		if ch.off < len(ch.in) {
+			n := copy(p, ch.in[ch.off:])
+			ch.off += n
+			if ch.off == len(ch.in) && cap(ch.in) > keptInput {
+				ch.in, ch.off = nil, 0 // a burst's buffer is not kept
+			}
+			ch.mu.Unlock()
+			signal(ch.taken)
+			return n, nil
+		}
+		eof, deadline := ch.peerClosed, ch.readDeadline
+		ch.mu.Unlock()
+		select {
+		case <-ch.closed:
+			return 0, net.ErrClosed
+		default:
+		}
+		if eof {
+			return 0, io.EOF
+		}
+		if deadline.IsZero() {
+			select {
+			case <-ch.readable:
+			case <-ch.closed:
+			}
+			continue
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return 0, os.ErrDeadlineExceeded
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ch.readable:
+		case <-ch.closed:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	return n, err
 }
 
 // Write queues p on the connection.
@@ -454,25 +551,27 @@ func (ch *Channel) Close() error {
 
 // end closes the channel's side: its reads and writes fail.
 func (ch *Channel) end() {
-	ch.endOnce.Do(func() {
-		close(ch.closed)
-		_ = ch.r.Close()
-		_ = ch.w.Close()
-	})
+	ch.endOnce.Do(func() { close(ch.closed) })
 }
 
 func (ch *Channel) LocalAddr() net.Addr                { return ch.c.nc.LocalAddr() }
 func (ch *Channel) RemoteAddr() net.Addr               { return ch.c.nc.RemoteAddr() }
-func (ch *Channel) SetReadDeadline(t time.Time) error  { return ch.r.SetReadDeadline(t) }
-func (ch *Channel) SetWriteDeadline(t time.Time) error { ch.setWriteDeadline(t); return nil }
+func (ch *Channel) SetReadDeadline(t time.Time) error  { ch.setDeadlines(&t, nil); return nil }
+func (ch *Channel) SetWriteDeadline(t time.Time) error { ch.setDeadlines(nil, &t); return nil }
+func (ch *Channel) SetDeadline(t time.Time) error      { ch.setDeadlines(&t, &t); return nil }
 
-func (ch *Channel) SetDeadline(t time.Time) error {
-	ch.setWriteDeadline(t)
-	return ch.r.SetReadDeadline(t)
-}
-
-func (ch *Channel) setWriteDeadline(t time.Time) {
+// setDeadlines sets the deadlines given (nil: unchanged); a Read that
+// waits looks at its deadline again.
+func (ch *Channel) setDeadlines(read, write *time.Time) {
 	ch.mu.Lock()
-	ch.writeDeadline = t
+	if read != nil {
+		ch.readDeadline = *read
+	}
+	if write != nil {
+		ch.writeDeadline = *write
+	}
 	ch.mu.Unlock()
+	if read != nil {
+		signal(ch.readable)
+	}
 }
