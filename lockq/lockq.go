@@ -198,7 +198,8 @@ func (g group) seenBy(seq int64) Kind {
 // queue order, and returns them with the index of the one with id (-1 if
 // none).
 func groups(es []Entry, id string) (gs []group, me int) {
-	at := map[string]int{}
+	at := make(map[string]int, len(es))
+	gs = make([]group, 0, len(es))
 	me = -1
 	for i, e := range es {
 		j, seen := at[e.ID]
@@ -274,6 +275,17 @@ func Blocker(es []Entry, id string) int {
 	return blocker(es, gs, me)
 }
 
+// Waits returns what Blocker returns for an acquisition that does not
+// hold the lock (Holds false), and -1 for one that does: an upgrader
+// waits for its write while it holds its read.
+func Waits(es []Entry, id string) int {
+	gs, me := groups(es, id)
+	if me < 0 || holds(es, gs, me) {
+		return -1
+	}
+	return blocker(es, gs, me)
+}
+
 func blocker(es []Entry, gs []group, me int) int {
 	g := gs[me]
 	switch {
@@ -319,10 +331,29 @@ func nearestConflict(es []Entry, gs []group, me int, kind Kind) int {
 // not tell.
 func Holds(es []Entry, id string) bool {
 	gs, me := groups(es, id)
-	if me < 0 || !gs[me].kind.Ordered() {
-		return false
+	return me >= 0 && holds(es, gs, me)
+}
+
+// Holders returns the acquisitions of the queue es that hold the lock (as
+// Holds tells), in queue order: what Acquisitions and Holds of each would
+// give, with the queue gathered into acquisitions once and not once for
+// each.
+func Holders(es []Entry) []Acquisition {
+	gs, _ := groups(es, "")
+	var out []Acquisition
+	for j, g := range gs {
+		if holds(es, gs, j) {
+			out = append(out, Acquisition{First: es[g.first], Kind: g.kind})
+		}
 	}
-	if gs[me].upgrade > 0 {
+	return out
+}
+
+func holds(es []Entry, gs []group, me int) bool {
+	switch {
+	case !gs[me].kind.Ordered():
+		return false
+	case gs[me].upgrade > 0:
 		return nearestConflict(es, gs, me, Read) < 0
 	}
 	return blocker(es, gs, me) < 0

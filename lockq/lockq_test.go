@@ -133,9 +133,23 @@ func TestWhoHoldsAndWhomEachWaiterWatches(t *testing.T) {
 			}
 			kind := es[slices.IndexFunc(es, func(e Entry) bool { return e.ID == id })].Kind
 			upgrading := upgraders[tt.name] == id
-			if holds := Holds(es, id); holds != (kind.Ordered() && (blocker == "-" || upgrading)) {
+			holds := Holds(es, id)
+			if holds != (kind.Ordered() && (blocker == "-" || upgrading)) {
 				t.Errorf("%s: Holds(%s) = %v", tt.name, id, holds)
 			}
+			if w := Waits(es, id); holds && w != -1 || !holds && w != Blocker(es, id) {
+				t.Errorf("%s: Waits(%s) = %d, Holds %v, Blocker %d", tt.name, id, w, holds, Blocker(es, id))
+			}
+		}
+		// Holders gives the acquisitions that Holds says hold, in order.
+		var want []Acquisition
+		for _, a := range Acquisitions(es) {
+			if Holds(es, a.First.ID) {
+				want = append(want, a)
+			}
+		}
+		if got := Holders(es); !slices.Equal(got, want) {
+			t.Errorf("%s: Holders = %v, want %v", tt.name, got, want)
 		}
 	}
 }

@@ -245,14 +245,10 @@ func (x *Index) update(p string, data []byte) {
 // holds that ended go into the history and the recent hold times. An
 // empty lock is forgotten.
 func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
-	es := entries(l.nodes)
-	var holders []lockq.Acquisition
-	holding := map[string]bool{}
-	for _, a := range lockq.Acquisitions(es) {
-		if lockq.Holds(es, a.First.ID) {
-			holders = append(holders, a)
-			holding[a.First.ID] = true
-		}
+	holders := lockq.Holders(entries(l.nodes))
+	holding := make(map[string]bool, len(holders))
+	for _, a := range holders {
+		holding[a.First.ID] = true
 	}
 	// The ends first, then the holds they let begin.
 	for _, id := range slices.Sorted(maps.Keys(l.holds)) { // sorted: every member records ends in one order
@@ -428,8 +424,8 @@ func (x *Index) Waiting(p, first string) (nodes []string, blocker string, ok boo
 		return nil, "", false
 	}
 	es := entries(l.nodes)
-	b := lockq.Blocker(es, es[i].ID)
-	if b < 0 || lockq.Holds(es, es[i].ID) {
+	b := lockq.Waits(es, es[i].ID)
+	if b < 0 {
 		return nil, "", false
 	}
 	return l.acquisitionNodes(es[i].ID), es[b].Name, true
