@@ -3,6 +3,7 @@ package mux
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // pair returns the two ends of a multiplexed connection over loopback TCP.
@@ -213,6 +216,19 @@ func TestAServerRefusesBadFrames(t *testing.T) {
 				t.Fatalf("ended with %v, want the frame's fault", srv.Err())
 			}
 		})
+	}
+}
+
+// The preface is an Arbor frame: a length, then the MessagePack array
+// ["arbor-mux", 1] (docs/protocol.md §11).
+func TestThePrefaceIsAnArborFrame(t *testing.T) {
+	body, err := msgpack.Marshal([]any{"arbor-mux", 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	if want = append(want, body...); !bytes.Equal(Preface, want) {
+		t.Fatalf("preface %x, want %x", Preface, want)
 	}
 }
 
