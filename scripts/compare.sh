@@ -124,13 +124,13 @@ bench() {
     fi
   fi
   if [ "$1" = arbor ] && [ "$w" = renew ]; then
-    ARBOR_SERVERS=$servers timeout 300 "$work/bin/arbor" bench locks "${args[@]:0:4}" --renew-rate "${args[5]}" \
+    ARBOR_SERVERS=$servers timeout 300 "$work/bin/arbor" bench locks "${args[@]:0:4}" --renew-rate "${args[5]}" --mux 0 \
       --contenders 1 --lease 10s --hold 1m --duration "$DURATION" --warmup "$warmup" 2>/dev/null |
       grep -E "^(errors|by op +renew|            renew)" | sed 's/ (min.*//'
   elif [ "$1" = arbor ]; then
     local own=()
-    if [ "$w" = locks ]; then # a session for each holder, as the others have
-      own=(--conns $((args[1] * args[3])))
+    if [ "$w" = locks ]; then # a session and a connection for each holder, as the others have
+      own=(--conns $((args[1] * args[3])) --mux 0)
     fi
     ARBOR_SERVERS=$servers timeout 120 "$work/bin/arbor" bench "$w" "${args[@]}" "${own[@]}" --duration "$DURATION" --warmup "$warmup" 2>/dev/null |
       grep -E "^(throughput|latency|errors)" | sed 's/ (min.*//'

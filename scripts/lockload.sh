@@ -13,7 +13,10 @@
 # Each part is an `arbor bench locks` of its own, printed when it ends.
 #   scripts/lockload.sh
 #   PARTS=holders SESSIONS=10000 RENEWALS=50000 scripts/lockload.sh
-#   OLD_ARBORD=/tmp/old/arbord scripts/lockload.sh   # that build, then this one
+#   MUX=0 OLD_ARBORD=/tmp/old/arbord scripts/lockload.sh   # that build, then this one
+# Every part's sessions travel over MUX multiplexed connections to each
+# member (--mux; 0: a connection per session, as a build older than
+# multiplexing needs).
 # A fresh cluster for each build; clients on 127.0.0.1:27281-27283, peers on
 # 27381-27383, HTTP on 27481-27483; everything in a temporary directory,
 # stopped and removed at the end. ARBORD_FLAGS go to every member.
@@ -30,7 +33,8 @@ WARMUP=${WARMUP:-20s}
 DURATION=${DURATION:-30s}
 ARBORD_FLAGS=${ARBORD_FLAGS:-}
 OLD_ARBORD=${OLD_ARBORD:-}
-# Every session is a connection.
+MUX=${MUX:-16}
+# With MUX=0, every session is a connection.
 ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
 # shellcheck source=scripts/procs.sh
@@ -52,7 +56,7 @@ part() {
     exit 2
     ;;
   esac
-  timeout 900 "$work/bin/arbor" --servers "$servers" --timeout 30s bench locks --prefix "/load-$1" \
+  timeout 900 "$work/bin/arbor" --servers "$servers" --timeout 30s bench locks --prefix "/load-$1" --mux "$MUX" \
     --warmup "$WARMUP" --duration "$DURATION" "${args[@]}" >"$work/$1.out" 2>&1 ||
     echo "(arbor bench exited with status $?)" >>"$work/$1.out"
 }

@@ -11,8 +11,10 @@
 #   SESSIONS=3000 VICTIM=leader ROUNDS=2 scripts/storm.sh
 #   LEASE=10s SESSIONS=10000 scripts/storm.sh
 #   ARBORD_FLAGS="--max-handshaking 1024" LOG=/tmp/storm.log scripts/storm.sh
+#   MUX=0 scripts/storm.sh                            # a connection per session
 # ARBORD_FLAGS go to every member; LOG, if set, is where the members' log
-# (warnings and errors) is copied at the end.
+# (warnings and errors) is copied at the end. The sessions travel over MUX
+# multiplexed connections to each member (--mux; 0: one each).
 # A fresh cluster for each run; clients on 127.0.0.1:26281-26283, peers on
 # 26381-26383, HTTP on 26481-26483; everything in a temporary directory,
 # stopped and removed at the end.
@@ -28,6 +30,7 @@ DURATION=${DURATION:-30s}
 STORM=${STORM:-10s}
 ARBORD_FLAGS=${ARBORD_FLAGS:-}
 LOG=${LOG:-}
+MUX=${MUX:-16}
 case $VICTIM in
 follower | leader) ;;
 *)
@@ -78,7 +81,7 @@ for round in $(seq "$ROUNDS"); do
     # 3); the shell's note that a member was killed does not.
     {
       timeout 600 "$work/bin/arbor" --servers "$servers" --timeout 30s bench locks \
-        --conns "$n" --locks "$n" --contenders 1 --hold "$HOLD" --lease "$LEASE" \
+        --conns "$n" --locks "$n" --contenders 1 --hold "$HOLD" --lease "$LEASE" --mux "$MUX" \
         --warmup "$WARMUP" --duration "$DURATION" \
         --storm-after "$STORM" --storm-member "127.0.0.1:$((26280 + v))" --storm-pid "${pids[$((v - 1))]}" \
         --server-metrics "$metrics" 2>&3 ||

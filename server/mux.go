@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"time"
 
 	"github.com/arbor-coord/arbor/internal/mux"
 	"go.uber.org/zap"
@@ -40,6 +41,7 @@ func isMuxPreface(br *bufio.Reader) bool {
 // preface br holds, until it ends.
 func (c *conn) serveMux(br *bufio.Reader) {
 	_, _ = br.Discard(len(mux.Preface))
+	_ = c.nc.SetDeadline(time.Time{}) // the handshake's: the connection lives on, its channels have theirs
 	m := mux.Server(c.nc, br, c.srv.cfg.writeTimeout)
 	stop := context.AfterFunc(c.ctx, func() { m.Close() })
 	defer stop()

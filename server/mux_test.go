@@ -139,6 +139,27 @@ func TestSessionsOutliveTheirSharedConnection(t *testing.T) {
 	}
 }
 
+// The handshake timeout is the preface's, and then each channel's: the
+// connection outlives it.
+func TestAMultiplexedConnectionOutlivesTheHandshakeTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	s := startServer(t, "", func(c *Config) { c.HandshakeTimeout, c.ShortHandshakeTimeout = timeout, timeout })
+	var socks sockets
+	m := client.NewMux(client.WithDialer(socks.dial))
+	t.Cleanup(func() { m.Close() })
+	c := dialClient(t, s, client.WithMux(m))
+	time.Sleep(3 * timeout)
+	second := dialClient(t, s, client.WithMux(m)) // a channel opened past the timeout has one of its own
+	for _, c := range []*client.Client{c, second} {
+		if _, _, err := c.Exists(context.Background(), "/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if socks.count() != 1 {
+		t.Fatalf("%d sockets dialed, want 1: the connection was cut at the handshake timeout", socks.count())
+	}
+}
+
 func TestSessionsPerConnectionAreLimited(t *testing.T) {
 	s := startServer(t, "", func(c *Config) { c.MaxSessionsPerConn = 3 })
 	m := client.NewMux()
@@ -177,8 +198,8 @@ func TestABadMultiplexedConnectionEndsAlone(t *testing.T) {
 		return rc
 	}
 	for name, frame := range map[string][]byte{
-		"a frame on channel 0": mux.AppendFrame(nil, 0, []byte("x")),
-		"an oversized frame":   {0xff, 0, 0, 0, 0, 0, 0, 1},
+		"a malformed grant":  mux.AppendFrame(nil, 0, []byte("x")),
+		"an oversized frame": {0xff, 0, 0, 0, 0, 0, 0, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			bad := preface(t)

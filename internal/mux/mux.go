@@ -16,14 +16,18 @@
 // opens a channel with an empty frame on a number past the last one it
 // opened (it numbers them from 1 upwards and never reuses a number on a
 // connection); after that, an empty frame from either side closes the
-// channel. The client closes the connection when its last channel closes. So a frame for a number not past the last one opened, and no
+// channel. The client closes the connection when its last channel closes.
+// Channel 0 carries grants: its payload is pairs of a channel id and a
+// number of bytes (uint32 each), the bytes of that channel the sender has
+// read since its last grant. So a frame for a number not past the last one opened, and no
 // longer open, is for a channel that has closed, and is dropped.
 //
-// There is no flow control per channel: the reader queues each payload for
-// its channel, and waits while the channel holds maxQueued bytes its reader
-// has not read. So a channel holds little input at a time, and one whose
-// reader stops reading holds up the others of its connection, which all
-// belong to the same client.
+// Each channel has its own flow control, as HTTP/2's streams do: a side
+// sends at most Window bytes on a channel that the other side has not
+// yet granted back, and grants them back (frames on channel 0, below) as
+// its reader reads them. So the reader of a connection never waits for a
+// channel: a session that stops reading holds up only itself, and a
+// channel never holds more than Window bytes of input.
 package mux
 
 import (
@@ -54,11 +58,12 @@ const headerSize = 8
 // channel's Write waits for the socket to take them.
 const maxBuffered = 1 << 20
 
-// maxQueued is how many bytes of input a channel holds for its reader
-// before the connection's reader waits for it to read them; keptInput is
-// the largest input buffer a channel keeps once it has read it all.
+// Window is how many bytes a side may send on a channel that the other
+// has not granted back: the most input a channel holds for its reader.
+// keptInput is the largest input buffer a channel keeps once its reader
+// has read it all.
 const (
-	maxQueued = 16 << 10
+	Window    = 32 << 10
 	keptInput = 4 << 10
 )
 
@@ -253,8 +258,11 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		}
 		buf = payload[:0]
 		if id == 0 {
-			c.fail(errors.New("mux: a frame on channel 0"))
-			return
+			if err := c.granted(payload); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
 		}
 		ch, isNew := c.channel(id)
 		if isNew {
@@ -271,7 +279,10 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			ch.peerClose()
 		case len(payload) == 0: // the frame that opened it
 		default:
-			ch.deliver(payload)
+			if err := ch.deliver(payload); err != nil {
+				c.fail(err)
+				return
+			}
 		}
 	}
 }
@@ -368,6 +379,41 @@ func (c *Conn) flush() {
 	}
 }
 
+// granted adds the grants of a channel-0 payload to their channels'
+// credit.
+func (c *Conn) granted(payload []byte) error {
+	if len(payload) == 0 || len(payload)%8 != 0 {
+		return fmt.Errorf("mux: a grant of %d bytes (pairs of 8)", len(payload))
+	}
+	for ; len(payload) > 0; payload = payload[8:] {
+		id, n := binary.BigEndian.Uint32(payload), binary.BigEndian.Uint32(payload[4:])
+		c.mu.Lock()
+		ch := c.chans[id]
+		c.mu.Unlock()
+		if ch == nil {
+			continue // closed since
+		}
+		if err := ch.addCredit(int64(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// grant queues a grant of n bytes of channel id, whatever the output
+// holds: a grant never waits.
+func (c *Conn) grant(id uint32, n int) {
+	var pair [8]byte
+	binary.BigEndian.PutUint32(pair[:], id)
+	binary.BigEndian.PutUint32(pair[4:], uint32(n))
+	c.mu.Lock()
+	if c.err == nil {
+		c.out = AppendFrame(c.out, 0, pair[:])
+	}
+	c.mu.Unlock()
+	c.wakeFlusher()
+}
+
 func (c *Conn) wakeFlusher() {
 	select {
 	case c.wake <- struct{}{}:
@@ -413,20 +459,22 @@ type Channel struct {
 	mu            sync.Mutex // guards the fields below
 	in            []byte     // received and not yet read: in[off:]
 	off           int
+	unacked       int       // bytes read and not yet granted back to the peer
+	credit        int64     // bytes the peer will still take: Window less those sent and not granted back
 	peerClosed    bool      // the peer closed the channel: reads end with EOF once in is read
 	readDeadline  time.Time // zero: none
 	writeDeadline time.Time
 
 	readable  chan struct{} // capacity 1: in has bytes, the peer closed, or the read deadline moved
-	taken     chan struct{} // capacity 1: a Read took bytes, so there may be room
+	credited  chan struct{} // capacity 1: the peer granted bytes back
 	closeOnce sync.Once
 	endOnce   sync.Once
 	closed    chan struct{} // closed by end
 }
 
 func newChannel(c *Conn, id uint32) *Channel {
-	return &Channel{c: c, id: id,
-		readable: make(chan struct{}, 1), taken: make(chan struct{}, 1), closed: make(chan struct{})}
+	return &Channel{c: c, id: id, credit: Window,
+		readable: make(chan struct{}, 1), credited: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 // ID is the channel's number on its connection.
@@ -443,28 +491,33 @@ func signal(c chan struct{}) {
 	}
 }
 
-// deliver queues payload for the channel's reader, waiting while
-// maxQueued bytes are queued already, unless the channel or its connection
-// ends.
-func (ch *Channel) deliver(payload []byte) {
-	for {
-		ch.mu.Lock()
-		if queued := len(ch.in) - ch.off; queued < maxQueued {
-			if queued == 0 {
-				ch.in, ch.off = ch.in[:0], 0
-			}
-			ch.in = append(ch.in, payload...)
-			ch.mu.Unlock()
-			signal(ch.readable)
-			return
-		}
-		ch.mu.Unlock()
-		select {
-		case <-ch.taken:
-		case <-ch.closed:
-			return
-		}
+// deliver queues payload for the channel's reader. A peer that sends
+// more than the channel's window breaks the protocol.
+func (ch *Channel) deliver(payload []byte) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	queued := len(ch.in) - ch.off
+	if queued+ch.unacked+len(payload) > Window {
+		return fmt.Errorf("mux: channel %d was sent %d bytes past its window", ch.id, queued+ch.unacked+len(payload)-Window)
 	}
+	if queued == 0 {
+		ch.in, ch.off = ch.in[:0], 0
+	}
+	ch.in = append(ch.in, payload...)
+	signal(ch.readable)
+	return nil
+}
+
+// addCredit adds n bytes the peer granted back.
+func (ch *Channel) addCredit(n int64) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.credit+n > Window {
+		return fmt.Errorf("mux: channel %d was granted %d bytes past its window", ch.id, ch.credit+n-Window)
+	}
+	ch.credit += n
+	signal(ch.credited)
+	return nil
 }
 
 // peerClose ends the channel's input: its reads end with EOF once they
@@ -486,8 +539,17 @@ func (ch *Channel) Read(p []byte) (int, error) {
 			if ch.off == len(ch.in) && cap(ch.in) > keptInput {
 				ch.in, ch.off = nil, 0 // a burst's buffer is not kept
 			}
+			// Granted back half a window at a time: the peer, with
+			// the other half, sends on while the grant travels.
+			ch.unacked += n
+			grant := 0
+			if ch.unacked >= Window/2 {
+				grant, ch.unacked = ch.unacked, 0
+			}
 			ch.mu.Unlock()
-			signal(ch.taken)
+			if grant > 0 {
+				ch.c.grant(ch.id, grant)
+			}
 			return n, nil
 		}
 		eof, deadline := ch.peerClosed, ch.readDeadline
@@ -531,13 +593,45 @@ func (ch *Channel) Write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	default:
 	}
-	ch.mu.Lock()
-	deadline := ch.writeDeadline
-	ch.mu.Unlock()
-	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		return 0, os.ErrDeadlineExceeded
+	written := 0
+	var timeout <-chan time.Time // made when it first has to wait
+	for written < len(p) {
+		ch.mu.Lock()
+		deadline := ch.writeDeadline
+		n := int(min(ch.credit, int64(len(p)-written)))
+		ch.credit -= int64(n)
+		ch.mu.Unlock()
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			ch.mu.Lock()
+			ch.credit += int64(n) // not sent after all
+			ch.mu.Unlock()
+			return written, os.ErrDeadlineExceeded
+		}
+		if n > 0 {
+			m, err := ch.c.write(ch.id, p[written:written+n], deadline, ch.closed)
+			written += m
+			if err != nil {
+				ch.mu.Lock()
+				ch.credit += int64(n - m) // not sent after all
+				ch.mu.Unlock()
+				return written, err
+			}
+			continue
+		}
+		if timeout == nil && !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			timeout = t.C
+		}
+		select { // for the peer to grant some back
+		case <-ch.credited:
+		case <-ch.closed:
+			return written, net.ErrClosed
+		case <-timeout:
+			return written, os.ErrDeadlineExceeded
+		}
 	}
-	return ch.c.write(ch.id, p, deadline, ch.closed)
+	return written, nil
 }
 
 // Close closes the channel and tells the peer.

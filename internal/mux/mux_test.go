@@ -180,6 +180,48 @@ func TestTheConnectionsEndEndsEveryChannel(t *testing.T) {
 	}
 }
 
+// A channel whose reader does not read takes a window of input and no
+// more, and the other channels of its connection go on.
+func TestAChannelThatIsNotReadHoldsUpOnlyItself(t *testing.T) {
+	cl, srv := pair(t)
+	a, _ := cl.Open()
+	b, _ := cl.Open()
+	sa, _ := srv.Accept()
+	sb, _ := srv.Accept()
+	big := bytes.Repeat([]byte{7}, 4*Window)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := a.Write(big)
+		wrote <- err
+	}()
+	waitFor(t, func() bool {
+		sa.mu.Lock()
+		defer sa.mu.Unlock()
+		return len(sa.in)-sa.off == Window
+	}, "a window of input on the channel not read")
+	for i := range 20 {
+		msg := []byte(fmt.Sprintf("message %d", i))
+		b.Write(msg)
+		got := make([]byte, len(msg))
+		sb.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(sb, got); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("the other channel read %q, %v", got, err)
+		}
+	}
+	select {
+	case err := <-wrote:
+		t.Fatalf("the write of %d bytes to a channel not read ended: %v", len(big), err)
+	default:
+	}
+	got := make([]byte, len(big))
+	if _, err := io.ReadFull(sa, got); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("reading the held channel: %v", err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAChannelHonoursItsDeadlines(t *testing.T) {
 	cl, _ := pair(t)
 	a, _ := cl.Open()
@@ -200,12 +242,27 @@ func TestAServerRefusesBadFrames(t *testing.T) {
 	}{
 		{"too short", []byte{0, 0, 0, 3, 0, 0, 0, 1}},
 		{"too long", []byte{0, 1, 0, 5, 0, 0, 0, 1}},
-		{"channel 0", AppendFrame(nil, 0, []byte("x"))},
+		{"a grant that is not pairs", AppendFrame(nil, 0, []byte("x"))},
+		{"a grant past the window", append(AppendFrame(nil, 1, nil), AppendFrame(nil, 0, []byte{0, 0, 0, 1, 0, 0, 0, 1})...)},
+		{"bytes past the window", func() []byte {
+			b := AppendFrame(nil, 1, nil)
+			for sent := 0; sent <= Window; sent += MaxPayload / 4 {
+				b = AppendFrame(b, 1, make([]byte, MaxPayload/4))
+			}
+			return b
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := net.Pipe()
 			srv := Server(a, bufio.NewReader(a), time.Second)
 			go io.Copy(io.Discard, b)
+			go func() { // accepts, and never reads
+				for {
+					if _, err := srv.Accept(); err != nil {
+						return
+					}
+				}
+			}()
 			b.Write(tc.frame)
 			select {
 			case <-srv.Done():
