@@ -18,10 +18,10 @@ import (
 // Everything else about a session is as on a connection of its own: its
 // handshake, timeout, requests, watches and reconnects (a Client whose
 // connection breaks dials again through the Mux, to any server). The
-// sessions of one connection share its bandwidth, and one that stops
-// reading holds up the others; a Client always reads. See docs/protocol.md,
-// "Multiplexed connections". It needs a server of protocol 3 with
-// multiplexing (Arbor's, not ZooKeeper's port).
+// sessions of one connection share its bandwidth, each within a window of
+// its own, so one that stops reading holds up only itself. See
+// docs/protocol.md §11. It needs a server that multiplexes (Arbor's port,
+// not ZooKeeper's): an older one refuses the connection, and Dial fails.
 //
 // A Mux is safe for concurrent use. Its connection to a server is made
 // when a Client first needs it, and closes when its last session leaves
