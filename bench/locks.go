@@ -43,6 +43,9 @@ func prepareLocks(ctx context.Context, r *runner) (*plan, error) {
 		for _, m := range muxes {
 			m.Close()
 		}
+		if len(muxes) > 0 {
+			err = fmt.Errorf("%w (--mux 0 gives each session a connection of its own)", err)
+		}
 		return nil, err
 	}
 	p := &plan{sessions: cs, muxes: muxes, primary: []opKind{opAcquire}, late: new(atomic.Int64)}
