@@ -99,7 +99,7 @@ type Config struct {
 	MaxSessionTimeout time.Duration // default 60s
 	MaxFrame          int           // request frame limit (default 1 MiB + 64 KiB: room for a full 1 MiB value)
 	MaxDataSize       int           // znode data limit (default 1 MiB)
-	MaxConns          int           // open client connections at most (default 4096)
+	MaxConns          int           // open client connections at most, not counting the sessions multiplexed connections carry (default 4096)
 	MemoryBudget      int64         // bytes the member may hold for its clients' traffic (default 512 MiB; see memory.go)
 	SnapshotBytes     uint64        // raft log bytes since the last snapshot that make a new one (default 128 MiB)
 	RequestTimeout    time.Duration // how long a write may wait for its commit (default 10s)
@@ -113,6 +113,7 @@ type Config struct {
 	// the default, NoLimit turns a limit off where that is allowed.
 	MaxConnsPerIP       int // open client connections from one IP address at most (default 60)
 	MaxSessionsPerConn  int // sessions one multiplexed connection may carry (default 1024; see mux.go)
+	MaxCarriedSessions  int // sessions all multiplexed connections together may carry (default 16,384; MaxConns counts the rest)
 	MaxOutstanding      int // requests a connection may have read and not yet answered (default 1000; no NoLimit)
 	MaxOutstandingBytes int // bytes of those requests' frames (default 16 MiB; no NoLimit; one request always fits)
 	MaxWatches          int // watches a connection may hold, one-shot and lasting (default 100,000)

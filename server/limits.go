@@ -37,6 +37,7 @@ const (
 	limitConns            = "connections"
 	limitConnsPerIP       = "connections_per_ip"
 	limitSessionsPerConn  = "sessions_per_connection"
+	limitCarriedSessions  = "carried_sessions"
 	limitOutstanding      = "outstanding_requests"
 	limitOutstandingBytes = "outstanding_bytes"
 	limitWatches          = "watches_per_connection"
@@ -57,6 +58,7 @@ const (
 const (
 	DefaultMaxConnsPerIP       = 60 // ZooKeeper's maxClientCnxns
 	DefaultMaxSessionsPerConn  = 1024
+	DefaultMaxCarriedSessions  = 16384
 	DefaultMaxOutstanding      = 1000
 	DefaultMaxOutstandingBytes = 16 << 20
 	DefaultMaxWatches          = 100_000
@@ -82,6 +84,7 @@ func (c *Config) setLimitDefaults() {
 	}{
 		{&c.MaxConnsPerIP, DefaultMaxConnsPerIP},
 		{&c.MaxSessionsPerConn, DefaultMaxSessionsPerConn},
+		{&c.MaxCarriedSessions, DefaultMaxCarriedSessions},
 		{&c.MaxOutstanding, DefaultMaxOutstanding},
 		{&c.MaxOutstandingBytes, DefaultMaxOutstandingBytes},
 		{&c.MaxWatches, DefaultMaxWatches},
@@ -166,8 +169,8 @@ func newLimiter(cfg *Config, reg prometheus.Registerer) *limiter {
 	}
 	for name, v := range map[string]int{
 		limitConns: cfg.MaxConns, limitConnsPerIP: cfg.MaxConnsPerIP,
-		limitSessionsPerConn: cfg.MaxSessionsPerConn,
-		limitOutstanding:     cfg.MaxOutstanding, limitOutstandingBytes: cfg.MaxOutstandingBytes,
+		limitSessionsPerConn: cfg.MaxSessionsPerConn, limitCarriedSessions: cfg.MaxCarriedSessions,
+		limitOutstanding: cfg.MaxOutstanding, limitOutstandingBytes: cfg.MaxOutstandingBytes,
 		limitWatches: cfg.MaxWatches, limitEphemerals: cfg.MaxEphemerals,
 		limitDataSize: cfg.MaxDataSize, limitFrameSize: cfg.MaxFrame,
 		limitListNames: cfg.MaxListNames, limitListBytes: cfg.MaxListBytes,

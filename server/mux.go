@@ -21,9 +21,11 @@ import (
 //     the client IP's limit (Config.MaxConnsPerIP) and the member's
 //     (Config.MaxConns), and is in its handshake (Config.MaxHandshaking)
 //     until its preface;
-//   - each channel counts toward the member's limit, not the IP's, and a
-//     connection carries at most Config.MaxSessionsPerConn of them; a
-//     channel is in its handshake until its ConnectRequest, as a socket is.
+//   - a connection carries at most Config.MaxSessionsPerConn channels, and
+//     all of them together at most Config.MaxCarriedSessions, a limit of
+//     their own because a channel costs a fraction of a socket (small
+//     buffers, no kernel socket); a channel is in its handshake until its
+//     ConnectRequest, as a socket is.
 
 // isMuxPreface reports whether the connection br reads starts with
 // mux.Preface. It waits for no more bytes than the first frame has: a

@@ -181,6 +181,29 @@ func TestSessionsPerConnectionAreLimited(t *testing.T) {
 	dialClient(t, s, client.WithMux(client.NewMux()))
 }
 
+func TestTheSessionsAllConnectionsCarryAreLimited(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.MaxCarriedSessions, c.MaxConns = 2, 2 })
+	dialClient(t, s, client.WithMux(client.NewMux()))
+	m := client.NewMux()
+	t.Cleanup(func() { m.Close() })
+	dialClient(t, s, client.WithMux(m))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, []string{s.Addr().String()}, client.WithMux(m)); !errors.Is(err, client.ErrTooManyConnections) {
+		t.Fatalf("a third carried session: %v, want ErrTooManyConnections", err)
+	}
+	if got := metric(t, s, `arbor_limit_refusals_total{limit="carried_sessions"}`); got < 1 {
+		t.Fatalf("carried_sessions refusals = %v, want at least 1", got)
+	}
+	// The two multiplexed connections count toward MaxConns, their
+	// sessions do not: a connection of its own is over it.
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, []string{s.Addr().String()}); !errors.Is(err, client.ErrTooManyConnections) {
+		t.Fatalf("a third connection: %v, want ErrTooManyConnections", err)
+	}
+}
+
 // Bad multiplexed input ends that connection, and only it.
 func TestABadMultiplexedConnectionEndsAlone(t *testing.T) {
 	s := startServer(t, "")

@@ -73,7 +73,8 @@ type Server struct {
 	httpSrv    *http.Server
 
 	mu        sync.Mutex
-	conns     map[*conn]struct{} // mu guards conns, bySession and heard
+	conns     map[*conn]struct{} // mu guards conns, carried, bySession and heard
+	carried   int                // of conns, the sessions carried by multiplexed connections (mux.go)
 	bySession map[int64]*conn
 	heard     map[int64]struct{} // sessions heard from since the last forward to the leader
 
@@ -559,10 +560,15 @@ func (s *Server) addConn(c *conn) (wire.Code, string) {
 		return wire.CodeShuttingDown, ""
 	default:
 	}
-	if len(s.conns) >= s.cfg.MaxConns {
+	switch {
+	case c.carried:
+		if over(s.carried+1, s.cfg.MaxCarriedSessions) {
+			return wire.CodeTooManyConnections, limitCarriedSessions
+		}
+		s.carried++
+	case len(s.conns)-s.carried >= s.cfg.MaxConns:
 		return wire.CodeTooManyConnections, limitConns
-	}
-	if !c.carried && !s.limits.addConn(remoteIP(c.nc.RemoteAddr())) {
+	case !s.limits.addConn(remoteIP(c.nc.RemoteAddr())):
 		return wire.CodeTooManyConnections, limitConnsPerIP
 	}
 	s.conns[c] = struct{}{}
@@ -573,7 +579,9 @@ func (s *Server) addConn(c *conn) (wire.Code, string) {
 func (s *Server) dropConn(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.conns[c]; ok && !c.carried {
+	if _, ok := s.conns[c]; ok && c.carried {
+		s.carried--
+	} else if ok {
 		s.limits.dropConn(remoteIP(c.nc.RemoteAddr()))
 	}
 	delete(s.conns, c)

@@ -81,7 +81,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 0, "how long a write may wait to commit (default 10s)")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "shortest session timeout granted (default 2s)")
 	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "longest session timeout granted (default 60s)")
-	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "open client connections at most (default 4096); the sessions multiplexed connections carry count toward --max-carried-sessions instead")
 	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 0, "how long a new client connection may take to finish its handshake, TLS included (default 10s)")
 	fs.DurationVar(&cfg.ShortHandshakeTimeout, "short-handshake-timeout", 0, "the handshake timeout while over half of --max-handshaking is in use (default 2s)")
 	fs.IntVar(&cfg.MaxDataSize, "max-data", 0, "znode data limit in bytes (default 1 MiB)")
@@ -206,7 +206,9 @@ func limitFlags(fs *flag.FlagSet, cfg *server.Config) limitFlagSet {
 		{"max-conns-per-ip", &cfg.MaxConnsPerIP, server.DefaultMaxConnsPerIP, true,
 			"open client connections from one IP address at most (0: no limit)"},
 		{"max-sessions-per-conn", &cfg.MaxSessionsPerConn, server.DefaultMaxSessionsPerConn, true,
-			"sessions one multiplexed client connection may carry (0: no limit); each counts toward --max-conns"},
+			"sessions one multiplexed client connection may carry (0: no limit)"},
+		{"max-carried-sessions", &cfg.MaxCarriedSessions, server.DefaultMaxCarriedSessions, true,
+			"sessions all multiplexed client connections together may carry (0: no limit); --max-conns counts the other connections"},
 		{"max-outstanding", &cfg.MaxOutstanding, server.DefaultMaxOutstanding, false,
 			"requests a connection may have read and not yet answered; then the server stops reading it"},
 		{"max-outstanding-bytes", &cfg.MaxOutstandingBytes, server.DefaultMaxOutstandingBytes, false,
