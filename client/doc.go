@@ -35,6 +35,11 @@
 // WithSessionRenewal, which starts a new session. StateChanges reports
 // these transitions; Done and Session tell when the current session ends.
 //
+// A process that keeps many sessions (thousands of lock holders, say)
+// shares connections among them with a Mux: each Client dialed WithMux(m)
+// travels on a channel of m's one connection to its server, and is
+// otherwise the session it would be on a connection of its own.
+//
 // # Persistent and recursive watches
 //
 // AddWatch leaves a watch that stays: WatchPersistent sees every event of
