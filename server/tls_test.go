@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -415,5 +416,27 @@ func TestPlaintextAndTLSClientsAreServedAtOnce(t *testing.T) {
 	waitLogFor(t, logs, "closing connection: client sent plaintext to a TLS port", 10*time.Second)
 	if logs.FilterMessage("closing connection: client sent plaintext to a TLS port").Len() <= before {
 		t.Fatal("the plaintext client on the secure port was not logged")
+	}
+}
+
+// Sessions on a multiplexed TLS connection are its certificate's: each has
+// the x509 identity, as a session on a TLS connection of its own has.
+func TestSessionsOnAMultiplexedTLSConnectionHaveItsIdentity(t *testing.T) {
+	ca := testcerts.NewCA(t, "arbor CA")
+	s, _ := tlsServer(t, ca)
+	m := client.NewMux(client.WithTLS(clientTLS(t, ca, ca, pkix.Name{CommonName: "alice", Organization: []string{"Arbor"}})))
+	t.Cleanup(func() { m.Close() })
+	for range 3 {
+		c := dialClient(t, s, client.WithMux(m))
+		ids, err := c.WhoAmI(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(ids, client.Identity{Scheme: "x509", ID: "CN=alice,O=Arbor"}) {
+			t.Fatalf("whoAmI = %v, want x509:CN=alice,O=Arbor", ids)
+		}
+	}
+	if m.Conns() != 1 {
+		t.Fatalf("the Mux holds %d connections, want 1", m.Conns())
 	}
 }
