@@ -130,7 +130,7 @@ func Client(nc net.Conn, deadline time.Time) (*Conn, error) {
 	}
 	answer := make([]byte, len(Preface))
 	if _, err := io.ReadFull(nc, answer); err != nil {
-		return nil, fmt.Errorf("the server did not agree to multiplex sessions (is it older than protocol 3's multiplexing?): %w", err)
+		return nil, fmt.Errorf("the server does not multiplex sessions (an Arbor server older than multiplexed connections, or not Arbor's port?): %w", err)
 	}
 	if string(answer) != string(Preface) {
 		return nil, fmt.Errorf("the server did not agree to multiplex sessions: it answered %x", answer)
