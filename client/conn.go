@@ -23,7 +23,7 @@ const (
 	// muxBufSize is theirs on a channel of a Mux: its reads come from
 	// memory and its writes go to memory, and a process with thousands of
 	// sessions must not hold 128 KiB for each.
-	muxBufSize  = 4 << 10
+	muxBufSize  = 512
 	keepBufSize = 1 << 20 // a frame buffer larger than this is not kept for reuse
 )
 

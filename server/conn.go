@@ -164,7 +164,7 @@ func newConn(srv *Server, nc net.Conn, newCodec func(*conn) codec) *conn {
 	}
 	c := &conn{
 		srv: srv, nc: nc, ctx: ctx, cancel: cancel, carried: carried,
-		log:     srv.log.With(zap.String("remote", nc.RemoteAddr().String())),
+		log:     srv.log.WithLazy(zap.String("remote", nc.RemoteAddr().String())), // a clone of the encoder only if it logs
 		pending: make(chan *request, min(srv.cfg.MaxOutstanding, depth)),
 		replies: make(chan *request, min(srv.cfg.MaxOutstanding, depth)),
 		budget:  newBudget(srv.cfg.MaxOutstanding, srv.cfg.MaxOutstandingBytes),
@@ -184,11 +184,12 @@ func (c *conn) serve() {
 	}
 	ids := c.initialIdentities() // after the TLS handshake: it may name the client
 	c.ids.Store(&ids)
-	// A channel's reads come from memory, a frame's bytes at a time: a
-	// small buffer does, and thousands of channels take less.
+	// A channel's reads come from memory: a buffer that holds a small
+	// request does (a larger one is read straight into its frame), and
+	// thousands of channels take little.
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	if c.carried {
-		br = bufio.NewReaderSize(c.nc, 4<<10)
+		br = bufio.NewReaderSize(c.nc, 512)
 	}
 	if !c.handshake(br) {
 		return
