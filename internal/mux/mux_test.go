@@ -338,3 +338,48 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Whatever a client sends, a server's end takes it or ends the connection
+// with an error: it never panics, and never hands a channel more than its
+// window.
+func FuzzServerInput(f *testing.F) {
+	open := AppendFrame(nil, 1, nil)
+	f.Add(append(open, AppendFrame(nil, 1, []byte("hello"))...))
+	f.Add(append(open, AppendFrame(nil, 0, []byte{0, 0, 0, 1, 0, 0, 0, 4})...))
+	f.Add(append(append(open, AppendFrame(nil, 1, nil)...), AppendFrame(nil, 1, []byte("late"))...))
+	f.Add(append(open, AppendFrame(nil, 3, []byte("skipped ahead"))...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, b := net.Pipe()
+		srv := Server(a, bufio.NewReader(a), time.Second)
+		defer srv.Close()
+		go io.Copy(io.Discard, b)
+		accepted := make(chan []*Channel, 1)
+		go func() { // accepts every channel, and reads a little of each
+			var chs []*Channel
+			for {
+				ch, err := srv.Accept()
+				if err != nil {
+					accepted <- chs
+					return
+				}
+				chs = append(chs, ch)
+				go ch.Read(make([]byte, 3))
+			}
+		}()
+		b.Write(data)
+		b.Close()
+		select {
+		case <-srv.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the connection did not end when its input did")
+		}
+		for _, ch := range <-accepted {
+			ch.mu.Lock()
+			held := len(ch.in) - ch.off + ch.unacked
+			ch.mu.Unlock()
+			if held > Window {
+				t.Fatalf("channel %d holds %d bytes, past its window", ch.id, held)
+			}
+		}
+	})
+}
