@@ -17,6 +17,12 @@
 #            (Mutex.Renew), etcd's leases with KeepAliveOnce; not
 #            ZooKeeper, which has no lease to renew
 #   renew64  the same with 10,000 leases over 64 sessions, at 50,000/s
+#   hold     HOLDERS sessions (10,000), each holding a lock of its own:
+#            ZooKeeper a connection each, etcd a lease each over 16
+#            clients, Arbor over 16 multiplexed connections to each
+#            member (arbor bench locks --mux 16); how long until all
+#            hold, then each member's RSS and CPU over 10 s of holding
+#            (not in the default WORKLOADS: it takes minutes)
 # Arbor is measured with `arbor bench`, the others with scripts/compare
 # (the same method: each worker sends its next request when the last is
 # answered; what completed in DURATION after WARMUP).
@@ -32,6 +38,9 @@ WORKLOADS=${WORKLOADS:-"set set1 get lock locks locks16 renew renew64"}
 ROUNDS=${ROUNDS:-1}
 DURATION=${DURATION:-8s}
 WARMUP=${WARMUP:-2s}
+HOLDERS=${HOLDERS:-10000}
+# ZooKeeper's sessions in the hold workload are a connection each.
+ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
 # shellcheck source=scripts/procs.sh
 . scripts/procs.sh
@@ -97,8 +106,56 @@ start_etcd() {
   exit 1
 }
 
+# members_use prints each member's RSS, and its CPU over the next 10 s.
+members_use() {
+  local tick t0=() i cpu rss=() cpus=()
+  tick=$(getconf CLK_TCK)
+  for i in "${!pids[@]}"; do t0[i]=$(awk '{print $14 + $15}' "/proc/${pids[i]}/stat"); done
+  sleep 10
+  for i in "${!pids[@]}"; do
+    cpu=$(awk '{print $14 + $15}' "/proc/${pids[i]}/stat")
+    cpus+=("$(((cpu - t0[i]) * 100 / (10 * tick)))%")
+    rss+=("$(awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/${pids[i]}/status") MB")
+  done
+  echo "members     RSS ${rss[*]}; CPU ${cpus[*]} of a core, over 10 s"
+}
+
+# hold SYSTEM takes HOLDERS locks, a session each (see the workloads
+# above), says how long until all held, and what the members use then.
+hold() {
+  local client start n
+  start=$(date +%s.%N)
+  if [ "$1" = arbor ]; then
+    ARBOR_SERVERS=$servers "$work/bin/arbor" bench locks --conns "$HOLDERS" --locks "$HOLDERS" --contenders 1 \
+      --hold 1m --mux 16 --warmup 5m --duration 10s >/dev/null 2>&1 &
+    client=$!
+    for _ in $(seq 600); do # until every hold is applied
+      n=$(curl -s http://127.0.0.1:22481/metrics | sed -n 's/^arbor_lock_acquire_seconds_count \([0-9]*\).*/\1/p')
+      [ "${n:-0}" -ge "$HOLDERS" ] && break
+      sleep 0.5
+    done
+    echo "arbor hold: $HOLDERS locks, a session each (16 multiplexed connections to each member), taken in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s"
+  else
+    "$work/bin/compare" -system "$1" -servers "$servers" -workload hold -locks "$HOLDERS" -conns 16 \
+      -warmup 5m -duration 10s >"$work/hold.out" 2>&1 &
+    client=$!
+    for _ in $(seq 600); do
+      grep -q "taken in" "$work/hold.out" && break
+      sleep 0.5
+    done
+    grep -E "taken in|compare:" "$work/hold.out" || true
+  fi
+  members_use
+  kill "$client" 2>/dev/null || true
+  wait "$client" 2>/dev/null || true
+}
+
 # bench SYSTEM WORKLOAD prints the throughput and latency lines.
 bench() {
+  if [ "$2" = hold ]; then
+    hold "$1"
+    return
+  fi
   local args
   case $2 in
   set) args=(--conns 8 --workers 64) ;;

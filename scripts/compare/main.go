@@ -60,11 +60,11 @@ func main() {
 	var servers string
 	flag.StringVar(&c.system, "system", "zk", "zk or etcd")
 	flag.StringVar(&servers, "servers", "", "comma-separated client addresses (zk) or endpoints (etcd)")
-	flag.StringVar(&c.workload, "workload", "set", "set, get, lock, locks or renew")
-	flag.IntVar(&c.conns, "conns", 8, "sessions (set, get); clients the leases share (renew)")
+	flag.StringVar(&c.workload, "workload", "set", "set, get, lock, locks, hold or renew")
+	flag.IntVar(&c.conns, "conns", 8, "sessions (set, get); clients the leases share (renew; hold, etcd)")
 	flag.IntVar(&c.workers, "workers", 64, "workers over the sessions (set, get)")
 	flag.IntVar(&c.contenders, "contenders", 16, "lock contenders, a session each (lock); holders of each lock, a session each (locks)")
-	flag.IntVar(&c.locks, "locks", 64, "locks (locks); leases, each with a key of its own (renew)")
+	flag.IntVar(&c.locks, "locks", 64, "locks (locks; hold, a session each); leases, each with a key of its own (renew)")
 	flag.Float64Var(&c.rate, "rate", 10000, "renewals per second of all leases together (renew)")
 	flag.IntVar(&c.size, "size", 256, "value size in bytes")
 	flag.IntVar(&c.keys, "keys", 1000, "keys written and read")
@@ -139,6 +139,8 @@ func run(c config) error {
 				return d, l.unlock(ctx)
 			})
 		}
+	case "hold":
+		return hold(ctx, c)
 	case "renew":
 		if c.system != "etcd" {
 			return fmt.Errorf("renew runs against etcd only: ZooKeeper has no lease to renew")
@@ -164,6 +166,87 @@ func run(c config) error {
 		return fmt.Errorf("unknown workload %q", c.workload)
 	}
 	return measure(ctx, c, loops)
+}
+
+// hold takes c.locks locks, each on a session of its own (ZooKeeper: a
+// connection each; etcd: a lease each, over c.conns clients), 64 at a
+// time, says how long that took, and holds them through the warmup and
+// the duration, while scripts/compare.sh reads what the members hold
+// for them.
+func hold(ctx context.Context, c config) error {
+	var clients []*clientv3.Client
+	if c.system == "etcd" {
+		for range c.conns {
+			cl, err := clientv3.New(clientv3.Config{Endpoints: c.servers, DialTimeout: 5 * time.Second, Context: ctx})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			clients = append(clients, cl)
+		}
+	}
+	start := time.Now()
+	held := make([]func(), c.locks)
+	errs := make(chan error, c.locks)
+	slots := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i := range held {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			path := fmt.Sprintf("/bench-hold/%06d", i)
+			switch c.system {
+			case "zk":
+				conn, err := dialZK(c)
+				if err != nil {
+					errs <- err
+					return
+				}
+				l := zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))
+				if err := l.Lock(); err != nil {
+					conn.Close()
+					errs <- err
+					return
+				}
+				held[i] = conn.Close
+			case "etcd":
+				s, err := concurrency.NewSession(clients[i%len(clients)], concurrency.WithTTL(10))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := concurrency.NewMutex(s, path).Lock(ctx); err != nil {
+					s.Close()
+					errs <- err
+					return
+				}
+				held[i] = func() { s.Close() }
+			}
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, release := range held {
+			if release != nil {
+				release()
+			}
+		}
+	}()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("taking the locks: %w (%d failed)", err, len(errs)+1)
+	}
+	over := "a connection each"
+	if c.system == "etcd" {
+		over = fmt.Sprintf("a lease each over %d clients", c.conns)
+	}
+	fmt.Printf("%s hold: %d locks, a session each (%s), taken in %.1f s\n", c.system, c.locks, over, time.Since(start).Seconds())
+	select {
+	case <-time.After(c.warmup + c.duration):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // renewer grants lease i a TTL of 10 s with a key of its own on it, as a
