@@ -145,6 +145,8 @@ func TestCheckRefusesWhatCannotRun(t *testing.T) {
 		"a storm before the phase":   func(c *Config) { stormed(c); c.Storm.After = 0 },
 		"a storm on another member":  func(c *Config) { stormed(c); c.Storm.Member = "127.0.0.1:2" },
 		"a storm that cannot kill":   func(c *Config) { stormed(c); c.Storm.Kill = nil },
+		"a negative mux":             func(c *Config) { c.Workload, c.Locks, c.Mux = "locks", 1, -1 },
+		"a mux for set":              func(c *Config) { c.Mux = 16 },
 	} {
 		c := good
 		change(&c)
