@@ -261,3 +261,60 @@ func TestABadMultiplexedConnectionEndsAlone(t *testing.T) {
 		t.Fatalf("another connection after the bad ones: %v", r.Err)
 	}
 }
+
+// A session that does not grant its replies back gets a window of them and
+// no more, and is dropped as a client that does not read is: its channel
+// closes, and the connection's other sessions carry on.
+func TestASessionThatDoesNotGrantIsDroppedAlone(t *testing.T) {
+	s := startServer(t, "", func(c *Config) { c.writeTimeout = 300 * time.Millisecond })
+	rc := dialRaw(t, s)
+	rc.write(mux.Preface)
+	if _, err := io.ReadFull(rc.br, make([]byte, len(mux.Preface))); err != nil {
+		t.Fatal(err)
+	}
+	connect := wire.AppendConnectRequest(nil, &wire.ConnectRequest{ProtocolVersion: wire.ProtocolVersion, TimeoutMs: 10000})
+	var out []byte
+	for _, id := range []uint32{1, 2} {
+		out = mux.AppendFrame(out, id, nil)
+		out = mux.AppendFrame(out, id, connect)
+	}
+	// Channel 1 asks for replies worth more than a window, and never
+	// grants them back.
+	reqs := wire.AppendRequest(nil, &wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/big", Data: make([]byte, 1000)})
+	for xid := int32(2); xid <= 100; xid++ {
+		reqs = wire.AppendRequest(reqs, &wire.Request{Xid: xid, Op: wire.OpGetData, Path: "/big"})
+	}
+	for len(reqs) > 0 {
+		n := min(len(reqs), mux.Window/2)
+		out = mux.AppendFrame(out, 1, reqs[:n])
+		reqs = reqs[n:]
+	}
+	rc.write(out)
+	got := map[uint32]int{}
+	_ = rc.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		id, payload, err := mux.ReadFrame(rc.br, nil)
+		if err != nil {
+			t.Fatalf("no close of channel 1: %v (read %v bytes by channel)", err, got)
+		}
+		if id == 1 && len(payload) == 0 {
+			break
+		}
+		got[id] += len(payload)
+	}
+	if got[1] > mux.Window {
+		t.Fatalf("channel 1 was sent %d bytes without a grant, past its window of %d", got[1], mux.Window)
+	}
+	// Channel 2 has its session still: a ping is answered.
+	rc.write(mux.AppendFrame(nil, 2, wire.AppendRequest(nil, &wire.Request{Xid: wire.XidPing, Op: wire.OpPing})))
+	for {
+		id, payload, err := mux.ReadFrame(rc.br, nil)
+		if err != nil {
+			t.Fatalf("channel 2 after channel 1 was dropped: %v", err)
+		}
+		if id == 2 && len(payload) > 0 && got[2] > 0 { // past its handshake's answer
+			break
+		}
+		got[id] += len(payload)
+	}
+}
