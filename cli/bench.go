@@ -115,7 +115,8 @@ func (e *env) benchCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Conns, "conns", cfg.Conns, fmt.Sprintf("sessions the workers share (set, get, create, mixed; locks: the holders', default %d)", locksSessions))
+	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "sessions the workers share (set, get, create, mixed); the holders' sessions (locks)")
+	f.Lookup("conns").DefValue = fmt.Sprintf("%d; locks: %d", cfg.Conns, locksSessions)
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "goroutines making requests (set, get, create, mixed, session)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes of each value (watch: at least 16)")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "nodes the workers go over (set, get, mixed)")
@@ -125,7 +126,8 @@ func (e *env) benchCommand() *cobra.Command {
 	f.BoolVar(&cfg.Linearizable, "linearizable", false, "linearizable getData (get, mixed)")
 	f.IntVar(&cfg.Contenders, "contenders", cfg.Contenders, "sessions taking turns on the lock (lock); holders of each lock (locks)")
 	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "locks (locks)")
-	f.IntVar(&cfg.Mux, "mux", 0, fmt.Sprintf("carry the sessions over this many multiplexed connections to each member (locks, default %d; 0: a connection per session)", locksMux))
+	f.IntVar(&cfg.Mux, "mux", 0, "carry the sessions over this many multiplexed connections to each member (locks; 0: a connection per session)")
+	f.Lookup("mux").DefValue = fmt.Sprintf("locks: %d", locksMux)
 	f.DurationVar(&cfg.Lease, "lease", 0, "bind each hold to a lease of this TTL, renewed at a third of it (locks; 0: the session)")
 	f.DurationVar(&cfg.Hold, "hold", 0, "how long each hold lasts (locks)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "acquire/release cycles per second of all holders together at most (locks; 0: no bound)")
