@@ -25,7 +25,9 @@ import (
 //
 // A Mux is safe for concurrent use. Its connection to a server is made
 // when a Client first needs it, and closes when its last session leaves
-// it, or on Close.
+// it, on Close, or when the server has been silent for 5 s through its
+// pings: then every session on it reconnects at once, and none is handed
+// the dead connection.
 type Mux struct {
 	dialNet func(ctx context.Context, addr string) (net.Conn, error)
 

@@ -19,7 +19,10 @@
 // channel. The client closes the connection when its last channel closes.
 // Channel 0 carries grants: its payload is pairs of a channel id and a
 // number of bytes (uint32 each), the bytes of that channel the sender has
-// read since its last grant. So a frame for a number not past the last one opened, and no
+// read since its last grant. A one-byte payload on channel 0 is a ping
+// (1), which the server answers with a pong (2): a client that has heard
+// nothing for a while pings, and gives the connection up when it stays
+// silent (see keepalive). So a frame for a number not past the last one opened, and no
 // longer open, is for a channel that has closed, and is dropped.
 //
 // Each channel has its own flow control, as HTTP/2's streams do: a side
@@ -39,6 +42,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,6 +69,21 @@ const maxBuffered = 1 << 20
 const (
 	Window    = 32 << 10
 	keptInput = 4 << 10
+)
+
+// keepalive is how a client watches its connection: it pings once it has
+// heard nothing for every, and gives the connection up (every channel on
+// it fails) once it has heard nothing for quiet. So a connection to a
+// member that went silent (cut off, not closed) is let go as a whole, and
+// the sessions that dial again are not handed it. Each session still
+// watches its own server with its pings; quiet is below the default
+// session's two thirds of 10 s. Tests shorten it.
+var keepalive = struct{ every, quiet time.Duration }{time.Second, 5 * time.Second}
+
+// The one-byte payloads of channel 0.
+const (
+	ping = 1
+	pong = 2
 )
 
 // ErrClosed is returned by the operations of a closed connection.
@@ -118,6 +137,7 @@ type Conn struct {
 	done    chan struct{} // closed when it ends
 
 	writeTimeout time.Duration
+	heard        atomic.Int64 // when a frame last came, in UnixNano
 }
 
 // Client starts the client's end of nc: it sends Preface and reads the
@@ -140,7 +160,54 @@ func Client(nc net.Conn, deadline time.Time) (*Conn, error) {
 	}
 	c := newConn(nc, true, 0)
 	go c.readLoop(bufio.NewReaderSize(nc, 16<<10))
+	go c.keepAlive(keepalive.every, keepalive.quiet)
 	return c, nil
+}
+
+// keepAlive pings the server when the connection has been quiet, and ends
+// the connection when it stays quiet (see keepalive).
+// A tick that comes late (the process was not running: a machine past its
+// CPU, a long GC) restarts the count, since the silence may be this
+// process's own and not the server's.
+func (c *Conn) keepAlive(every, quiet time.Duration) {
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	last := time.Now()
+	var resumed time.Time
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			now := time.Now()
+			if now.Sub(last) > every {
+				resumed = now
+			}
+			last = now
+			heard := time.Unix(0, c.heard.Load())
+			if resumed.After(heard) {
+				heard = resumed
+			}
+			switch silent := now.Sub(heard); {
+			case silent >= quiet:
+				c.fail(fmt.Errorf("mux: no frame from the server for %v", silent.Round(time.Millisecond)))
+				return
+			case silent >= every:
+				c.control(ping)
+			}
+		}
+	}
+}
+
+// control queues a one-byte payload on channel 0, whatever the output
+// holds.
+func (c *Conn) control(b byte) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.out = AppendFrame(c.out, 0, []byte{b})
+	}
+	c.mu.Unlock()
+	c.wakeFlusher()
 }
 
 // Server starts the server's end of nc, whose Preface br has just read (br
@@ -163,6 +230,7 @@ func newConn(nc net.Conn, client bool, writeTimeout time.Duration) *Conn {
 		wake: make(chan struct{}, 1), drained: make(chan struct{}), done: make(chan struct{}),
 		writeTimeout: writeTimeout,
 	}
+	c.heard.Store(time.Now().UnixNano())
 	go c.flush()
 	return c
 }
@@ -257,6 +325,14 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			return
 		}
 		buf = payload[:0]
+		c.heard.Store(time.Now().UnixNano())
+		if id == 0 && len(payload) == 1 {
+			if err := c.pinged(payload[0]); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
 		if id == 0 {
 			if err := c.granted(payload); err != nil {
 				c.fail(err)
@@ -377,6 +453,18 @@ func (c *Conn) flush() {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// pinged answers a ping (a server) or takes a pong (a client).
+func (c *Conn) pinged(b byte) error {
+	switch {
+	case b == ping && !c.client:
+		c.control(pong)
+	case b == pong && c.client:
+	default:
+		return fmt.Errorf("mux: control byte %d on channel 0", b)
+	}
+	return nil
 }
 
 // granted adds the grants of a channel-0 payload to their channels'

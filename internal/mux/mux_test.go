@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,6 +223,69 @@ func TestAChannelThatIsNotReadHoldsUpOnlyItself(t *testing.T) {
 	}
 }
 
+// shortKeepalive makes clients ping after every and give up after quiet,
+// for the test.
+func shortKeepalive(t *testing.T, every, quiet time.Duration) {
+	saved := keepalive
+	keepalive.every, keepalive.quiet = every, quiet
+	t.Cleanup(func() { keepalive = saved })
+}
+
+// A client pings a connection that is quiet, and the server answers: the
+// connection lives on, with nothing else on it.
+func TestAQuietConnectionIsPingedAndLives(t *testing.T) {
+	shortKeepalive(t, 20*time.Millisecond, 200*time.Millisecond)
+	cl, srv := pair(t)
+	cl.Open()
+	srv.Accept()
+	time.Sleep(time.Second)
+	if err := cl.Err(); err != nil {
+		t.Fatalf("the connection ended: %v", err)
+	}
+}
+
+// A client gives up, as a whole, a connection whose server went silent
+// without closing it.
+func TestASilentServersConnectionIsGivenUp(t *testing.T) {
+	shortKeepalive(t, 20*time.Millisecond, 200*time.Millisecond)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // answers the preface, then reads and says nothing
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		io.ReadFull(nc, make([]byte, len(Preface)))
+		nc.Write(Preface)
+		io.Copy(io.Discard, nc)
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := Client(nc, time.Now().Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ch, _ := cl.Open()
+	select {
+	case <-cl.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection to a silent server lived on")
+	}
+	if err := cl.Err(); err == nil || !strings.Contains(err.Error(), "no frame") {
+		t.Fatalf("ended with %v, want the silence", err)
+	}
+	if _, err := ch.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a channel of the connection read on")
+	}
+}
+
 func TestAChannelHonoursItsDeadlines(t *testing.T) {
 	cl, _ := pair(t)
 	a, _ := cl.Open()
@@ -242,7 +306,8 @@ func TestAServerRefusesBadFrames(t *testing.T) {
 	}{
 		{"too short", []byte{0, 0, 0, 3, 0, 0, 0, 1}},
 		{"too long", []byte{0, 1, 0, 5, 0, 0, 0, 1}},
-		{"a grant that is not pairs", AppendFrame(nil, 0, []byte("x"))},
+		{"a grant that is not pairs", AppendFrame(nil, 0, []byte("xy"))},
+		{"a pong from a client", AppendFrame(nil, 0, []byte{pong})},
 		{"a grant past the window", append(AppendFrame(nil, 1, nil), AppendFrame(nil, 0, []byte{0, 0, 0, 1, 0, 0, 0, 1})...)},
 		{"bytes past the window", func() []byte {
 			b := AppendFrame(nil, 1, nil)
@@ -348,6 +413,7 @@ func FuzzServerInput(f *testing.F) {
 	f.Add(append(open, AppendFrame(nil, 0, []byte{0, 0, 0, 1, 0, 0, 0, 4})...))
 	f.Add(append(append(open, AppendFrame(nil, 1, nil)...), AppendFrame(nil, 1, []byte("late"))...))
 	f.Add(append(open, AppendFrame(nil, 3, []byte("skipped ahead"))...))
+	f.Add(AppendFrame(nil, 0, []byte{ping}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, b := net.Pipe()
 		srv := Server(a, bufio.NewReader(a), time.Second)
