@@ -25,16 +25,23 @@ import (
 //
 // A Mux is safe for concurrent use. Its connection to a server is made
 // when a Client first needs it, and closes when its last session leaves
-// it, on Close, or when the server has been silent for 5 s through its
-// pings: then every session on it reconnects at once, and none is handed
-// the dead connection.
+// it, or on Close. A connection whose server has not answered its pings
+// for 3 s is handed no new session: those go on a new connection, and the
+// sessions on the old one decide for themselves.
 type Mux struct {
 	dialNet func(ctx context.Context, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
-	conns  map[string]*muxConn // by server address
+	conns  map[string]*muxConn   // by server address: the one new sessions go on
+	all    map[*muxConn]struct{} // every connection open or being made, for Close
 	closed bool
 }
+
+// muxSilence is how long a connection may go without a frame, its pings
+// included (sent after a second of quiet, answered at once), before new
+// sessions to its server go on a new connection: its server may have been
+// cut off. The sessions already on it stay and decide for themselves.
+const muxSilence = 3 * time.Second
 
 // muxConn is a Mux's connection to one server, or the dial that makes it.
 type muxConn struct {
@@ -50,7 +57,7 @@ func NewMux(opts ...Option) *Mux {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Mux{dialNet: o.dialer(), conns: map[string]*muxConn{}}
+	return &Mux{dialNet: o.dialer(), conns: map[string]*muxConn{}, all: map[*muxConn]struct{}{}}
 }
 
 // WithMux makes the client's session travel over m's connections. The
@@ -63,10 +70,10 @@ func WithMux(m *Mux) Option { return func(o *options) { o.mux = m } }
 func (m *Mux) Close() error {
 	m.mu.Lock()
 	m.closed = true
-	conns := m.conns
-	m.conns = map[string]*muxConn{}
+	all := m.all
+	m.conns, m.all = map[string]*muxConn{}, map[*muxConn]struct{}{}
 	m.mu.Unlock()
-	for _, mc := range conns {
+	for mc := range all {
 		<-mc.ready
 		if mc.conn != nil {
 			mc.conn.Close()
@@ -79,7 +86,7 @@ func (m *Mux) Close() error {
 func (m *Mux) Conns() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.conns)
+	return len(m.all)
 }
 
 // dial opens a channel for a session on the connection to addr, making
@@ -111,9 +118,13 @@ func (m *Mux) conn(ctx context.Context, addr string) (*muxConn, error) {
 		return nil, errors.New("mux: closed")
 	}
 	mc := m.conns[addr]
+	if mc != nil && mc.stale() {
+		mc = nil // left to the sessions on it
+	}
 	if mc == nil {
 		mc = &muxConn{ready: make(chan struct{})}
 		m.conns[addr] = mc
+		m.all[mc] = struct{}{}
 		m.mu.Unlock()
 		mc.conn, mc.err = m.connect(ctx, addr)
 		close(mc.ready)
@@ -157,11 +168,23 @@ func (m *Mux) connect(ctx context.Context, addr string) (*mux.Conn, error) {
 	return c, nil
 }
 
-// forget drops mc as the connection to addr, if it still is.
+// forget drops mc, ended or failed, and as the connection to addr if it
+// still is.
 func (m *Mux) forget(addr string, mc *muxConn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.all, mc)
 	if m.conns[addr] == mc {
 		delete(m.conns, addr)
+	}
+}
+
+// stale reports whether mc is made and has been silent past muxSilence.
+func (mc *muxConn) stale() bool {
+	select {
+	case <-mc.ready:
+		return mc.conn != nil && mc.conn.Silent() > muxSilence
+	default:
+		return false // still being made
 	}
 }

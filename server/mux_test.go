@@ -318,3 +318,59 @@ func TestASessionThatDoesNotGrantIsDroppedAlone(t *testing.T) {
 		got[id] += len(payload)
 	}
 }
+
+// freezable is a connection whose reads can be stopped, as a partition
+// stops them, without closing it.
+type freezable struct {
+	net.Conn
+	frozen chan struct{} // closed to freeze
+	once   sync.Once
+}
+
+func (f *freezable) Read(p []byte) (int, error) {
+	select {
+	case <-f.frozen:
+		<-make(chan struct{}) // a read of a cut-off connection waits for ever: until Close
+	default:
+	}
+	return f.Conn.Read(p)
+}
+
+func (f *freezable) freeze() { f.once.Do(func() { close(f.frozen) }) }
+
+// A Mux hands no new session to a connection whose server stopped
+// answering: the session goes on a new connection.
+func TestAMuxLeavesASilentConnectionToItsSessions(t *testing.T) {
+	s := startServer(t, "")
+	var mu sync.Mutex
+	var conns []*freezable
+	m := client.NewMux(client.WithDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		f := &freezable{Conn: nc, frozen: make(chan struct{})}
+		mu.Lock()
+		conns = append(conns, f)
+		mu.Unlock()
+		return f, nil
+	}))
+	t.Cleanup(func() { m.Close() })
+	dialClient(t, s, client.WithMux(m), client.WithSessionTimeout(30*time.Second))
+	mu.Lock()
+	conns[0].freeze()
+	mu.Unlock()
+	// Past the Mux's 3 s of silence, counted from the last frame the read
+	// under way when it froze may still bring (a pong, a second on).
+	time.Sleep(5 * time.Second)
+	c := dialClient(t, s, client.WithMux(m))
+	if _, _, err := c.Exists(context.Background(), "/"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) != 2 {
+		t.Fatalf("%d connections dialed, want 2: the new session went on the silent one", len(conns))
+	}
+}

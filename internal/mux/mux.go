@@ -21,8 +21,7 @@
 // number of bytes (uint32 each), the bytes of that channel the sender has
 // read since its last grant. A one-byte payload on channel 0 is a ping
 // (1), which the server answers with a pong (2): a client that has heard
-// nothing for a while pings, and gives the connection up when it stays
-// silent (see keepalive). So a frame for a number not past the last one opened, and no
+// nothing for a while pings (see keepalive). So a frame for a number not past the last one opened, and no
 // longer open, is for a channel that has closed, and is dropped.
 //
 // Each channel has its own flow control, as HTTP/2's streams do: a side
@@ -72,13 +71,14 @@ const (
 )
 
 // keepalive is how a client watches its connection: it pings once it has
-// heard nothing for every, and gives the connection up (every channel on
-// it fails) once it has heard nothing for quiet. So a connection to a
-// member that went silent (cut off, not closed) is let go as a whole, and
-// the sessions that dial again are not handed it. Each session still
-// watches its own server with its pings; quiet is below the default
-// session's two thirds of 10 s. Tests shorten it.
-var keepalive = struct{ every, quiet time.Duration }{time.Second, 5 * time.Second}
+// heard nothing for every, so that a live server's pong keeps Silent below
+// it; a connection Silent for longer is one whose server may be gone (cut
+// off, not closed), and client.Mux hands new sessions a new connection
+// instead. The connection itself is not ended for its silence: on a
+// machine past its CPU a client may not read for seconds, and its
+// sessions, which watch their server with their own pings, decide for
+// themselves. Tests shorten it.
+var keepalive = struct{ every time.Duration }{time.Second}
 
 // The one-byte payloads of channel 0.
 const (
@@ -160,43 +160,30 @@ func Client(nc net.Conn, deadline time.Time) (*Conn, error) {
 	}
 	c := newConn(nc, true, 0)
 	go c.readLoop(bufio.NewReaderSize(nc, 16<<10))
-	go c.keepAlive(keepalive.every, keepalive.quiet)
+	go c.keepAlive(keepalive.every)
 	return c, nil
 }
 
-// keepAlive pings the server when the connection has been quiet, and ends
-// the connection when it stays quiet (see keepalive).
-// A tick that comes late (the process was not running: a machine past its
-// CPU, a long GC) restarts the count, since the silence may be this
-// process's own and not the server's.
-func (c *Conn) keepAlive(every, quiet time.Duration) {
+// keepAlive pings the server whenever the connection has been quiet for
+// every.
+func (c *Conn) keepAlive(every time.Duration) {
 	t := time.NewTicker(every / 2)
 	defer t.Stop()
-	last := time.Now()
-	var resumed time.Time
 	for {
 		select {
 		case <-c.done:
 			return
 		case <-t.C:
-			now := time.Now()
-			if now.Sub(last) > every {
-				resumed = now
-			}
-			last = now
-			heard := time.Unix(0, c.heard.Load())
-			if resumed.After(heard) {
-				heard = resumed
-			}
-			switch silent := now.Sub(heard); {
-			case silent >= quiet:
-				c.fail(fmt.Errorf("mux: no frame from the server for %v", silent.Round(time.Millisecond)))
-				return
-			case silent >= every:
+			if c.Silent() >= every {
 				c.control(ping)
 			}
 		}
 	}
+}
+
+// Silent is how long since a frame last came on the connection.
+func (c *Conn) Silent() time.Duration {
+	return time.Since(time.Unix(0, c.heard.Load()))
 }
 
 // control queues a one-byte payload on channel 0, whatever the output
