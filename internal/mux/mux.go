@@ -5,7 +5,7 @@
 // connection of its own would carry, handshake first; so the server serves a
 // channel as it serves a socket, and a client dials one in place of a socket.
 //
-// The format (docs/protocol.md, "Multiplexed connections"): the client opens
+// The format (docs/protocol.md §11): the client opens
 // the connection with Preface, the server answers with the same bytes, and
 // from then on both directions carry frames
 //
@@ -16,18 +16,19 @@
 // opens a channel with an empty frame on a number past the last one it
 // opened (it numbers them from 1 upwards and never reuses a number on a
 // connection); after that, an empty frame from either side closes the
-// channel. The client closes the connection when its last channel closes.
-// Channel 0 carries grants: its payload is pairs of a channel id and a
-// number of bytes (uint32 each), the bytes of that channel the sender has
-// read since its last grant. A one-byte payload on channel 0 is a ping
-// (1), which the server answers with a pong (2): a client that has heard
-// nothing for a while pings (see keepalive). So a frame for a number not past the last one opened, and no
-// longer open, is for a channel that has closed, and is dropped.
+// channel. So a frame for a number not past the last one opened, and no
+// longer open, is for a channel that has closed, and is dropped. The
+// client closes the connection when its last channel closes.
+//
+// Channel 0 carries the connection's own frames: grants, pairs of a
+// channel id and a number of bytes (uint32 each), the bytes of that
+// channel the sender has read since its last grant; and a one-byte ping
+// (1), which the server answers with a pong (2), sent by a client that has
+// heard nothing for a while (see keepalive).
 //
 // Each channel has its own flow control, as HTTP/2's streams do: a side
 // sends at most Window bytes on a channel that the other side has not
-// yet granted back, and grants them back (frames on channel 0, below) as
-// its reader reads them. So the reader of a connection never waits for a
+// yet granted back, and grants them back as its reader reads them. So the reader of a connection never waits for a
 // channel: a session that stops reading holds up only itself, and a
 // channel never holds more than Window bytes of input.
 package mux
@@ -175,7 +176,7 @@ func (c *Conn) keepAlive(every time.Duration) {
 			return
 		case <-t.C:
 			if c.Silent() >= every {
-				c.control(ping)
+				c.queue(0, []byte{ping})
 			}
 		}
 	}
@@ -186,15 +187,19 @@ func (c *Conn) Silent() time.Duration {
 	return time.Since(time.Unix(0, c.heard.Load()))
 }
 
-// control queues a one-byte payload on channel 0, whatever the output
-// holds.
-func (c *Conn) control(b byte) {
+// queue queues a frame whatever the output holds: the frames that open
+// and close channels and those of channel 0 never wait.
+func (c *Conn) queue(id uint32, payload []byte) {
 	c.mu.Lock()
-	if c.err == nil {
-		c.out = AppendFrame(c.out, 0, []byte{b})
-	}
+	c.queueLocked(id, payload)
 	c.mu.Unlock()
-	c.wakeFlusher()
+}
+
+func (c *Conn) queueLocked(id uint32, payload []byte) {
+	if c.err == nil {
+		c.out = AppendFrame(c.out, id, payload)
+		signal(c.wake)
+	}
 }
 
 // Server starts the server's end of nc, whose Preface br has just read (br
@@ -206,7 +211,7 @@ func Server(nc net.Conn, br *bufio.Reader, writeTimeout time.Duration) *Conn {
 	c := newConn(nc, false, writeTimeout)
 	c.accept = make(chan *Channel)
 	c.out = append(c.out, Preface...)
-	c.wake <- struct{}{}
+	signal(c.wake)
 	go c.readLoop(br)
 	return c
 }
@@ -235,8 +240,7 @@ func (c *Conn) Open() (*Channel, error) {
 	c.last++
 	// The empty frame that opens it is queued with its number taken: a
 	// server sees the channels open in the order of their numbers.
-	c.out = AppendFrame(c.out, c.last, nil)
-	c.wakeFlusher()
+	c.queueLocked(c.last, nil)
 	return c.addLocked(c.last), nil
 }
 
@@ -313,15 +317,8 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		}
 		buf = payload[:0]
 		c.heard.Store(time.Now().UnixNano())
-		if id == 0 && len(payload) == 1 {
-			if err := c.pinged(payload[0]); err != nil {
-				c.fail(err)
-				return
-			}
-			continue
-		}
 		if id == 0 {
-			if err := c.granted(payload); err != nil {
+			if err := c.own(payload); err != nil {
 				c.fail(err)
 				return
 			}
@@ -383,7 +380,7 @@ func (c *Conn) write(id uint32, p []byte, deadline time.Time, stop <-chan struct
 			c.waiting = true
 		}
 		c.mu.Unlock()
-		c.wakeFlusher()
+		signal(c.wake)
 		if err != nil {
 			return written, err
 		}
@@ -415,18 +412,16 @@ func (c *Conn) flush() {
 		}
 		c.mu.Lock()
 		out := c.out
+		if len(out) == 0 { // a writer waits only on a full buffer
+			c.mu.Unlock()
+			continue
+		}
 		c.out, c.spare = c.spare[:0], nil
 		if c.waiting {
 			close(c.drained)
 			c.drained, c.waiting = make(chan struct{}), false
 		}
 		c.mu.Unlock()
-		if len(out) == 0 {
-			c.mu.Lock()
-			c.spare = out
-			c.mu.Unlock()
-			continue
-		}
 		if c.writeTimeout > 0 {
 			_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 		}
@@ -442,11 +437,15 @@ func (c *Conn) flush() {
 	}
 }
 
-// pinged answers a ping (a server) or takes a pong (a client).
-func (c *Conn) pinged(b byte) error {
-	switch {
+// own takes a payload of channel 0: a ping, which a server answers, a
+// pong, or grants.
+func (c *Conn) own(payload []byte) error {
+	if len(payload) != 1 {
+		return c.granted(payload)
+	}
+	switch b := payload[0]; {
 	case b == ping && !c.client:
-		c.control(pong)
+		c.queue(0, []byte{pong})
 	case b == pong && c.client:
 	default:
 		return fmt.Errorf("mux: control byte %d on channel 0", b)
@@ -481,24 +480,11 @@ func (c *Conn) grant(id uint32, n int) {
 	var pair [8]byte
 	binary.BigEndian.PutUint32(pair[:], id)
 	binary.BigEndian.PutUint32(pair[4:], uint32(n))
-	c.mu.Lock()
-	if c.err == nil {
-		c.out = AppendFrame(c.out, 0, pair[:])
-	}
-	c.mu.Unlock()
-	c.wakeFlusher()
-}
-
-func (c *Conn) wakeFlusher() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.queue(0, pair[:])
 }
 
 // forget forgets channel id, and reports whether it was open. A client's
-// connection ends with its last channel: a connection that went silent
-// (a member cut off) is not kept for the channels opened next.
+// connection ends with its last channel, so that no idle socket is kept.
 func (c *Conn) forget(id uint32) bool {
 	c.mu.Lock()
 	_, open := c.chans[id]
@@ -512,18 +498,11 @@ func (c *Conn) forget(id uint32) bool {
 }
 
 // drop forgets channel id and, unless the peer closed it first, tells the
-// peer, with an empty frame queued whatever the output holds: closing never
-// waits.
+// peer with an empty frame.
 func (c *Conn) drop(id uint32) {
-	if !c.forget(id) {
-		return
+	if c.forget(id) {
+		c.queue(id, nil)
 	}
-	c.mu.Lock()
-	if c.err == nil {
-		c.out = AppendFrame(c.out, id, nil)
-	}
-	c.mu.Unlock()
-	c.wakeFlusher()
 }
 
 // Channel is one connection carried by a Conn: a net.Conn.
@@ -637,24 +616,24 @@ func (ch *Channel) Read(p []byte) (int, error) {
 		if eof {
 			return 0, io.EOF
 		}
-		if deadline.IsZero() {
-			select {
-			case <-ch.readable:
-			case <-ch.closed:
+		var timer *time.Timer
+		var timeout <-chan time.Time // nil, for ever, without a deadline
+		if !deadline.IsZero() {
+			d := time.Until(deadline)
+			if d <= 0 {
+				return 0, os.ErrDeadlineExceeded
 			}
-			continue
+			timer = time.NewTimer(d)
+			timeout = timer.C
 		}
-		d := time.Until(deadline)
-		if d <= 0 {
-			return 0, os.ErrDeadlineExceeded
-		}
-		t := time.NewTimer(d)
 		select {
 		case <-ch.readable:
 		case <-ch.closed:
-		case <-t.C:
+		case <-timeout:
 		}
-		t.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
 	}
 }
 
@@ -673,15 +652,13 @@ func (ch *Channel) Write(p []byte) (int, error) {
 	for written < len(p) {
 		ch.mu.Lock()
 		deadline := ch.writeDeadline
-		n := int(min(ch.credit, int64(len(p)-written)))
-		ch.credit -= int64(n)
-		ch.mu.Unlock()
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			ch.mu.Lock()
-			ch.credit += int64(n) // not sent after all
 			ch.mu.Unlock()
 			return written, os.ErrDeadlineExceeded
 		}
+		n := int(min(ch.credit, int64(len(p)-written)))
+		ch.credit -= int64(n)
+		ch.mu.Unlock()
 		if n > 0 {
 			m, err := ch.c.write(ch.id, p[written:written+n], deadline, ch.closed)
 			written += m
