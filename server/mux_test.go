@@ -16,21 +16,55 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// sockets records the connections a Mux dials, so a test can break them.
+// sockets records the connections a Mux dials, so a test can break them
+// or freeze them.
 type sockets struct {
 	mu    sync.Mutex
-	conns []net.Conn
+	conns []*freezable
 }
 
 func (s *sockets) dial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		s.mu.Lock()
-		s.conns = append(s.conns, nc)
-		s.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return nc, err
+	f := &freezable{Conn: nc, frozen: make(chan struct{})}
+	s.mu.Lock()
+	s.conns = append(s.conns, f)
+	s.mu.Unlock()
+	return f, nil
+}
+
+// freezable is a connection whose reads can be stopped, as a partition
+// stops them, without closing it.
+type freezable struct {
+	net.Conn
+	frozen chan struct{} // closed to freeze
+	once   sync.Once
+}
+
+func (f *freezable) Read(p []byte) (int, error) {
+	select {
+	case <-f.frozen:
+		<-make(chan struct{}) // a read of a cut-off connection waits for ever: until Close
+	default:
+	}
+	return f.Conn.Read(p)
+}
+
+func (f *freezable) freeze() { f.once.Do(func() { close(f.frozen) }) }
+
+// refusedDial checks that a session dialed with opts is refused with
+// TooManyConnections. The client tries again until its context ends, and
+// reports the refusal with the end.
+func refusedDial(t *testing.T, s *Server, what string, opts ...client.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, []string{s.Addr().String()}, opts...); !errors.Is(err, client.ErrTooManyConnections) {
+		t.Fatalf("%s: %v, want ErrTooManyConnections", what, err)
+	}
 }
 
 func (s *sockets) count() int {
@@ -167,13 +201,7 @@ func TestSessionsPerConnectionAreLimited(t *testing.T) {
 	for range 3 {
 		dialClient(t, s, client.WithMux(m))
 	}
-	// The client tries again until its context ends, and reports the
-	// refusal with the end.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := client.Dial(ctx, []string{s.Addr().String()}, client.WithMux(m)); !errors.Is(err, client.ErrTooManyConnections) {
-		t.Fatalf("a fourth session on the connection: %v, want ErrTooManyConnections", err)
-	}
+	refusedDial(t, s, "a fourth session on the connection", client.WithMux(m))
 	if got := metric(t, s, `arbor_limit_refusals_total{limit="sessions_per_connection"}`); got < 1 {
 		t.Fatalf("sessions_per_connection refusals = %v, want at least 1", got)
 	}
@@ -187,21 +215,13 @@ func TestTheSessionsAllConnectionsCarryAreLimited(t *testing.T) {
 	m := client.NewMux()
 	t.Cleanup(func() { m.Close() })
 	dialClient(t, s, client.WithMux(m))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := client.Dial(ctx, []string{s.Addr().String()}, client.WithMux(m)); !errors.Is(err, client.ErrTooManyConnections) {
-		t.Fatalf("a third carried session: %v, want ErrTooManyConnections", err)
-	}
+	refusedDial(t, s, "a third carried session", client.WithMux(m))
 	if got := metric(t, s, `arbor_limit_refusals_total{limit="carried_sessions"}`); got < 1 {
 		t.Fatalf("carried_sessions refusals = %v, want at least 1", got)
 	}
 	// The two multiplexed connections count toward MaxConns, their
 	// sessions do not: a connection of its own is over it.
-	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := client.Dial(ctx, []string{s.Addr().String()}); !errors.Is(err, client.ErrTooManyConnections) {
-		t.Fatalf("a third connection: %v, want ErrTooManyConnections", err)
-	}
+	refusedDial(t, s, "a third connection")
 }
 
 // Bad multiplexed input ends that connection, and only it.
@@ -319,48 +339,17 @@ func TestASessionThatDoesNotGrantIsDroppedAlone(t *testing.T) {
 	}
 }
 
-// freezable is a connection whose reads can be stopped, as a partition
-// stops them, without closing it.
-type freezable struct {
-	net.Conn
-	frozen chan struct{} // closed to freeze
-	once   sync.Once
-}
-
-func (f *freezable) Read(p []byte) (int, error) {
-	select {
-	case <-f.frozen:
-		<-make(chan struct{}) // a read of a cut-off connection waits for ever: until Close
-	default:
-	}
-	return f.Conn.Read(p)
-}
-
-func (f *freezable) freeze() { f.once.Do(func() { close(f.frozen) }) }
-
 // A Mux hands no new session to a connection whose server stopped
 // answering: the session goes on a new connection.
 func TestAMuxLeavesASilentConnectionToItsSessions(t *testing.T) {
 	s := startServer(t, "")
-	var mu sync.Mutex
-	var conns []*freezable
-	m := client.NewMux(client.WithDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		f := &freezable{Conn: nc, frozen: make(chan struct{})}
-		mu.Lock()
-		conns = append(conns, f)
-		mu.Unlock()
-		return f, nil
-	}))
+	var socks sockets
+	m := client.NewMux(client.WithDialer(socks.dial))
 	t.Cleanup(func() { m.Close() })
 	dialClient(t, s, client.WithMux(m), client.WithSessionTimeout(30*time.Second))
-	mu.Lock()
-	conns[0].freeze()
-	mu.Unlock()
+	socks.mu.Lock()
+	socks.conns[0].freeze()
+	socks.mu.Unlock()
 	// Past the Mux's 3 s of silence, counted from the last frame the read
 	// under way when it froze may still bring (a pong, a second on).
 	time.Sleep(5 * time.Second)
@@ -368,9 +357,7 @@ func TestAMuxLeavesASilentConnectionToItsSessions(t *testing.T) {
 	if _, _, err := c.Exists(context.Background(), "/"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(conns) != 2 {
-		t.Fatalf("%d connections dialed, want 2: the new session went on the silent one", len(conns))
+	if socks.count() != 2 {
+		t.Fatalf("%d connections dialed, want 2: the new session went on the silent one", socks.count())
 	}
 }
