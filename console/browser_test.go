@@ -17,6 +17,7 @@ import (
 	"github.com/arbor-coord/arbor/recipes"
 	"github.com/arbor-coord/arbor/server"
 	"github.com/arbor-coord/arbor/wire"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"go.uber.org/zap"
@@ -278,6 +279,28 @@ func TestTheConsoleInABrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		run(t, ctx, "see the change", until(text("#data")+` === "from a client"`), until(`window.notReloaded === true`))
+	})
+
+	t.Run("a change made before the page follows its node shows too", func(t *testing.T) {
+		// The page's watch is held back until after the change, as a slow
+		// one would be: the watch's first event then already shows the
+		// change, and the page must not take it for what it rendered.
+		watch := func(block bool) []*network.BlockPattern {
+			return []*network.BlockPattern{{URLPattern: "*://*:*/api/v1/watch/*", Block: block}}
+		}
+		run(t, ctx, "open the page with its watch held back",
+			network.Enable(),
+			network.SetBlockedURLs().WithURLPatterns(watch(true)),
+			chromedp.Navigate(ui+"/ui/tree/app/config"),
+			until(text("#data")+` === "from a client"`),
+		)
+		if _, err := c.Set(bg, "/app/config", []byte("before the watch"), -1); err != nil {
+			t.Fatal(err)
+		}
+		run(t, ctx, "let the watch through and see the change",
+			network.SetBlockedURLs().WithURLPatterns(watch(false)),
+			until(text("#data")+` === "before the watch"`),
+		)
 	})
 
 	t.Run("a stale edit is refused with a message", func(t *testing.T) {

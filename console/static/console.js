@@ -69,18 +69,29 @@ function nodeEl() {
   return document.getElementById("node");
 }
 
-// The tree page follows its node: each change on the server (its data, its
-// children, its existence) re-renders the page, unless an edit is open,
-// which is kept, with a warning that it will be refused.
+// The tree page follows its node: each event of its watch that differs
+// from what the page shows (its data, its children, its existence)
+// re-renders the page, unless an edit is open, which is kept, with a
+// warning that it will be refused. Comparing, not counting events, is what
+// keeps a change made before the watch began (its first event shows it) or
+// while the watch was down. A watch the browser gave up on is opened again.
 function followNode() {
   const node = nodeEl();
-  if (!node || !window.EventSource) return;
-  const path = node.dataset.path;
+  if (node && window.EventSource) follow(node.dataset.path);
+}
+
+// shows says whether the page shows the node as st has it.
+function shows(st) {
+  const node = nodeEl();
+  if (!node) return !st.exists;
+  return st.exists && String(st.mzxid ?? 0) === node.dataset.mzxid && String(st.pzxid ?? 0) === node.dataset.pzxid;
+}
+
+function follow(path) {
   const events = new EventSource("/api/v1/watch" + encodePath(path));
-  let first = true;
   events.addEventListener("node", async (e) => {
-    if (first) { first = false; return; }
     const st = JSON.parse(e.data);
+    if (shows(st)) return;
     const form = document.getElementById("edit-form");
     if (form && !form.hidden) {
       notice(st.exists
@@ -91,7 +102,14 @@ function followNode() {
     await refresh();
     notice(st.exists ? `${path} changed (zxid ${st.zxid}); the page shows it now.` : `${path} was deleted.`);
   });
+  events.addEventListener("error", () => {
+    if (events.readyState === EventSource.CLOSED) setTimeout(() => follow(path), reopenAfter);
+  });
 }
+
+// reopenAfter is how long a watch the browser gave up on waits before it is
+// opened again (a dropped one the browser reopens itself).
+const reopenAfter = 2000;
 
 const autoRefresh = { members: 2000, locks: 2000, sessions: 3000, overview: 5000 };
 
