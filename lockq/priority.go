@@ -112,11 +112,25 @@ func (e Entry) Key() string {
 	if e.Kind == Delay {
 		return ""
 	}
-	seq := fmt.Sprintf("%0*d", SeqDigits, e.Seq)
+	seq := padSeq(e.Seq)
 	if _, k := attrs(e.ID); k != "" && k[:SeqDigits] < seq {
 		return k
 	}
 	return seq
+}
+
+// padSeq writes a sequence number as the server does, zero-padded to
+// SeqDigits (fmt's "%010d", without its cost: the lock index asks for keys
+// on every change).
+func padSeq(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	switch {
+	case n < 0:
+		return fmt.Sprintf("%0*d", SeqDigits, n)
+	case len(s) < SeqDigits:
+		return strings.Repeat("0", SeqDigits-len(s)) + s
+	}
+	return s
 }
 
 // Compare orders the nodes of a queue: by key, then by sequence number

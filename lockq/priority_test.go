@@ -332,3 +332,11 @@ func TestAHolderInheritsTheHighestPriorityThatWaitsForIt(t *testing.T) {
 		}
 	}
 }
+
+func TestPadSeqWritesWhatTheServerNames(t *testing.T) {
+	for _, n := range []int64{0, 7, 42, 999_999_999, 1_000_000_000, 9_999_999_999, 12_345_678_901, -3} {
+		if got, want := padSeq(n), fmt.Sprintf("%0*d", SeqDigits, n); got != want {
+			t.Errorf("padSeq(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/arbor-coord/arbor/lockq"
@@ -20,21 +21,22 @@ import (
 // its turn when lockq.Holds says it holds in the real queue, and that once
 // everything is delivered every acquisition that holds knows it.
 func TestTheWaitProtocolKeepsMutualExclusionWithPriorities(t *testing.T) {
+	t.Parallel()
 	for run := range 150 {
 		m := newModel(rand.New(rand.NewPCG(uint64(run), 11)))
 		for step := range 200 {
 			m.step()
 			if err := m.check(); err != nil {
-				t.Fatalf("run %d step %d: %v\n%s", run, step, err, m.log)
+				t.Fatalf("run %d step %d: %v\n%s", run, step, err, m.log.String())
 			}
 		}
 		m.drain()
 		if err := m.check(); err != nil {
-			t.Fatalf("run %d, drained: %v\n%s", run, err, m.log)
+			t.Fatalf("run %d, drained: %v\n%s", run, err, m.log.String())
 		}
 		for _, w := range m.waiters {
 			if !w.holds && lockq.Holds(lockq.Sort(m.names), w.me.ID) {
-				t.Fatalf("run %d: %s holds but does not know it\n%s", run, w.me.Name, m.log)
+				t.Fatalf("run %d: %s holds but does not know it\n%s", run, w.me.Name, m.log.String())
 			}
 		}
 	}
@@ -67,12 +69,15 @@ type model struct {
 	waiters  []*modelWaiter
 	events   []modelEvent
 	next     int
-	log      string
+	log      strings.Builder
 }
 
 func newModel(r *rand.Rand) *model { return &model{r: r, modified: map[string]int{}} }
 
-func (m *model) logf(format string, args ...any) { m.log += fmt.Sprintf(format, args...) + "\n" }
+func (m *model) logf(format string, args ...any) {
+	fmt.Fprintf(&m.log, format, args...)
+	m.log.WriteByte('\n')
+}
 
 // touch rewrites node: its watchers hear of it.
 func (m *model) touch(node string) {
