@@ -444,4 +444,12 @@ func TestTheConsoleWithoutALoginOnlyReads(t *testing.T) {
 	if !strings.Contains(body, "There is no node /no/such/node") {
 		t.Errorf("a missing node reads %q", body)
 	}
+
+	// The page of a missing node stays as it is until the node comes, and
+	// then shows it.
+	run(t, ctx, "open a node not made yet", chromedp.Navigate(ui+"/ui/tree/late"), until(text("#node-error")+`.includes("There is no node /late")`))
+	if _, err := dial(t, members[1]).Create(context.Background(), "/late", []byte("here now"), client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "see it come", until(text("#data")+` === "here now"`))
 }

@@ -83,7 +83,7 @@ function followNode() {
 // shows says whether the page shows the node as st has it.
 function shows(st) {
   const node = nodeEl();
-  if (!node) return !st.exists;
+  if (!node || node.dataset.missing) return !st.exists;
   return st.exists && String(st.mzxid ?? 0) === node.dataset.mzxid && String(st.pzxid ?? 0) === node.dataset.pzxid;
 }
 
