@@ -9,6 +9,7 @@ import (
 )
 
 func TestACLUsageMistakes(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	must(t, addr, "create", "/app")
 	runSteps(t, addr, []step{
@@ -34,6 +35,7 @@ func TestACLUsageMistakes(t *testing.T) {
 }
 
 func TestCompleteACL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		word string
 		want []string
@@ -51,6 +53,7 @@ func TestCompleteACL(t *testing.T) {
 }
 
 func TestACLCommands(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	alice := client.DigestID("alice", "secret")
 	aliceHash := alice[len("alice:"):]

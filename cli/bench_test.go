@@ -85,6 +85,7 @@ var small = []string{"--ops", "40", "--duration", "20s", "--warmup", "50ms", "--
 	"--keys", "16", "--contenders", "3", "--watchers", "3", "--size", "64"}
 
 func TestBenchEachWorkloadReportsItsLoad(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	c := dial(t, addr)
 	for _, tc := range []struct {
@@ -194,6 +195,7 @@ func checkBenchText(t *testing.T, out string) {
 }
 
 func TestBenchRefusesBadFlagsWithStatus2(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{},
 		{"nosuch"},
@@ -240,6 +242,7 @@ func TestBenchRefusesBadFlagsWithStatus2(t *testing.T) {
 }
 
 func TestBenchOpsEndsTheMeasuredPhase(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	start := time.Now()
 	out := must(t, addr, "bench", "get", "-o", "json", "--ops", "200", "--duration", "20s", "--warmup", "0",
@@ -254,6 +257,7 @@ func TestBenchOpsEndsTheMeasuredPhase(t *testing.T) {
 }
 
 func TestBenchKeepsTheRunsNodesWithKeep(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	c := dial(t, addr)
 	ctx := context.Background()
@@ -286,6 +290,7 @@ func TestBenchKeepsTheRunsNodesWithKeep(t *testing.T) {
 var progressRE = regexp.MustCompile(`^bench (\w+): (warmup|measure) \d+s, (\d+) ops, \d+ ops/s$`)
 
 func TestBenchProgressGoesToStderr(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	r := arbor(t, addr, "bench", "get", "--progress", "--duration", "1200ms", "--warmup", "0",
 		"--conns", "1", "--workers", "2", "--keys", "4")
@@ -305,6 +310,7 @@ func TestBenchProgressGoesToStderr(t *testing.T) {
 }
 
 func TestBenchInterruptedReportsWhatItMeasured(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	c := dial(t, addr)
 	b := start(t, addr, "bench", "set", "-o", "json", "--progress", "--duration", "60s", "--warmup", "0",
@@ -330,6 +336,7 @@ func TestBenchInterruptedReportsWhatItMeasured(t *testing.T) {
 }
 
 func TestBenchWithoutAServerFails(t *testing.T) {
+	t.Parallel()
 	r := arbor(t, "127.0.0.1:1", "bench", "set", "--timeout", "300ms")
 	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "cannot reach 127.0.0.1:1") {
 		t.Errorf("got %v, want exit 1: cannot reach", r)

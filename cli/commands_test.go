@@ -37,6 +37,7 @@ func runSteps(t *testing.T, addr string, steps []step) {
 }
 
 func TestCommandsPrintText(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	runSteps(t, addr, []step{
 		{"create prints the path", []string{"create", "/app", "cfg"}, 0, "/app\n", ""},
@@ -70,6 +71,7 @@ func TestCommandsPrintText(t *testing.T) {
 }
 
 func TestStatAndGetWithStat(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	must(t, addr, "create", "/app", "cfg")
 	must(t, addr, "set", "/app", "v2")
@@ -93,6 +95,7 @@ func TestStatAndGetWithStat(t *testing.T) {
 }
 
 func TestEphemeralsUnderAPathShowEveryOwner(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	a, b := dial(t, addr), dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -124,6 +127,7 @@ func TestEphemeralsUnderAPathShowEveryOwner(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	must(t, addr, "create", "/app")
 	runSteps(t, addr, []step{
@@ -161,6 +165,7 @@ func TestExitStatus(t *testing.T) {
 }
 
 func TestClusterCommandsPrintText(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	status := must(t, addr, "status")
 	for _, want := range []string{"id = 1\n", "leader = 1\n", "term = ", "applied = ", "zxid = 0x", "digest = ", "sessions = 1\n", "znodes = 4\n"} {
@@ -179,6 +184,7 @@ func TestClusterCommandsPrintText(t *testing.T) {
 }
 
 func TestMemberChangesOnServersWithASuperuserTakeItsAuth(t *testing.T) {
+	t.Parallel()
 	s, err := server.New(server.Config{
 		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(),
 		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),

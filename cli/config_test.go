@@ -21,6 +21,7 @@ type jConfig struct {
 }
 
 func TestConfigGetAndSet(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	runSteps(t, addr, []step{
 		{"get of a missing value fails", []string{"config", "get", "/cfg/app/db"}, 1, "", "arbor: no node at /cfg/app/db\n"},
@@ -42,6 +43,7 @@ func TestConfigGetAndSet(t *testing.T) {
 }
 
 func TestConfigWatchPrintsEveryValueInOrder(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	must(t, addr, "create", "/cfg")
 	text := start(t, addr, "config", "watch", "/cfg/w")
@@ -103,6 +105,7 @@ func TestConfigWatchPrintsEveryValueInOrder(t *testing.T) {
 }
 
 func TestConfigUsage(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	for _, args := range [][]string{
 		{"config", "frobnicate"}, {"config", "get"}, {"config", "set", "/a"}, {"config", "watch", "/a", "/b"},

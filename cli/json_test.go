@@ -105,6 +105,7 @@ type jStatus struct {
 }
 
 func TestJSONOutput(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	c := dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLockRunsCommandsOneAtATime(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	logFile := filepath.Join(t.TempDir(), "log")
 	// Each command writes "start TOKEN", sleeps, then "end TOKEN": with the
@@ -57,6 +58,7 @@ func TestLockRunsCommandsOneAtATime(t *testing.T) {
 }
 
 func TestLockHoldsUntilInterruptedAndLocksShowsIt(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	holder := start(t, addr, "lock", "/locks/hold")
 	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired /locks/hold (token ") })
@@ -96,6 +98,7 @@ func TestLockHoldsUntilInterruptedAndLocksShowsIt(t *testing.T) {
 }
 
 func TestElectAndFollowTheLeader(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	follow := start(t, addr, "elect", "-l", "/svc/leader")
 	a := start(t, addr, "elect", "/svc/leader", "10.0.0.1:80")
@@ -124,6 +127,7 @@ func TestElectAndFollowTheLeader(t *testing.T) {
 // elect -l stops with status 1, saying why, when it cannot follow: it
 // used to exit 0 whenever its session lived.
 func TestFollowingAnElectionItMayNotReadFails(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	must(t, addr, "create", "-a", "digest:"+client.DigestID("alice", "secret")+":cdrwa", "/hidden", "")
 	r := arbor(t, addr, "elect", "-l", "/hidden")
@@ -133,6 +137,7 @@ func TestFollowingAnElectionItMayNotReadFails(t *testing.T) {
 }
 
 func TestLockAndElectUsage(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	for _, args := range [][]string{
 		{"lock"}, {"lock", "/a", "/b"}, {"lock", "/a", "--"}, {"lock", "--", "true"},
@@ -151,6 +156,7 @@ func TestLockAndElectUsage(t *testing.T) {
 }
 
 func TestLockWithAPriorityWaitsBeforeLowerOnes(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	holder := start(t, addr, "lock", "/locks/prio")
 	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
@@ -299,6 +305,7 @@ func (f *freezer) pipe(from, to net.Conn) {
 // holder's command starts: in the file both append to, none of its lines
 // comes after the first of the next command's.
 func TestLockStopsTheCommandBeforeTheNextHolderStarts(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	f := newFreezer(t, addr)
 	log := filepath.Join(t.TempDir(), "log")

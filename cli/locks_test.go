@@ -14,6 +14,7 @@ import (
 )
 
 func TestTheLockDoctorShowsHoldsQueuesAndFlags(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	holder := start(t, addr, "lock", "/locks/doc")
 	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
@@ -46,6 +47,7 @@ func TestTheLockDoctorShowsHoldsQueuesAndFlags(t *testing.T) {
 }
 
 func TestDeadlocksPrintsACycleAndExitsOne(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	if out := must(t, addr, "locks", "deadlocks"); out != "no deadlocks\n" {
 		t.Errorf("deadlocks with none: %q", out)
@@ -76,6 +78,7 @@ func TestDeadlocksPrintsACycleAndExitsOne(t *testing.T) {
 }
 
 func TestBreakFreesALockForTheNextWaiter(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	holder := start(t, addr, "lock", "/locks/brk")
 	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
@@ -104,6 +107,7 @@ func TestBreakFreesALockForTheNextWaiter(t *testing.T) {
 }
 
 func TestCheckSaysWhetherATokenHolds(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	holder := start(t, addr, "lock", "/locks/chk")
 	waitFor(t, "the lock to be taken", func() bool { return strings.HasPrefix(holder.stdout.String(), "acquired") })
@@ -130,6 +134,7 @@ func TestCheckSaysWhetherATokenHolds(t *testing.T) {
 // The lock doctor shows a hierarchical lock's intention locks as holds of
 // their own mode, beside the lock they cover.
 func TestTheLockDoctorShowsIntentionLocks(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	parts, err := recipes.HierarchyParts("/locks", "/locks/orders/42", false)
 	if err != nil {

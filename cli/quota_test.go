@@ -9,6 +9,7 @@ import (
 )
 
 func TestQuotaCommandsAsZkCli(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/app", "ab")
 	must(t, addr, "create", "/app/sub")

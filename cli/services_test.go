@@ -38,6 +38,7 @@ type jRegistration struct {
 }
 
 func TestServicesListAndWatchFollowRegistrations(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	runSteps(t, addr, []step{
 		{"list without services prints the header", []string{"services", "list"}, 0, "SERVICE  INSTANCES\n", ""},
@@ -118,6 +119,7 @@ func TestServicesListAndWatchFollowRegistrations(t *testing.T) {
 }
 
 func TestServicesRegisterHoldsUntilInterrupted(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	first := start(t, addr, "services", "register", "api", "api-1", "127.0.0.1", "9000", "--meta", "zone=test", "-m", "v=1")
 	waitFor(t, "the registration", func() bool { return first.stdout.String() == "registered /services/api/api-1\n" })
@@ -155,6 +157,7 @@ func TestServicesRegisterHoldsUntilInterrupted(t *testing.T) {
 }
 
 func TestServicesUsage(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	for _, args := range [][]string{
 		{"services", "frobnicate"}, {"services", "list", "a/b"}, {"services", "list", "a", "b"},

@@ -12,6 +12,7 @@ import (
 )
 
 func TestShellRunsAScriptOnOneSession(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	script := `# set up
 pwd
@@ -80,6 +81,7 @@ with  spaces
 }
 
 func TestShellEphemeralsAreTheShellSessions(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	r := runArbor(t, "create -e /mine\nstat -o json /mine\nephemerals -o json\ncd /mine\npwd -o json\n", nil, "--servers", addr, "shell")
 	out := lines(r.stdout)
@@ -98,6 +100,7 @@ func TestShellEphemeralsAreTheShellSessions(t *testing.T) {
 }
 
 func TestShellExitStatusIsTheLastCommands(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	for _, tc := range []struct {
 		script string
@@ -120,6 +123,7 @@ func TestShellExitStatusIsTheLastCommands(t *testing.T) {
 }
 
 func TestSplitLine(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line string
 		want []string
@@ -144,6 +148,7 @@ func TestSplitLine(t *testing.T) {
 }
 
 func TestResolvePath(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ cwd, p, want string }{
 		{"/", "app", "/app"},
 		{"/app", "job", "/app/job"},
@@ -163,6 +168,7 @@ func TestResolvePath(t *testing.T) {
 }
 
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	c := dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -241,6 +247,7 @@ func TestCompletion(t *testing.T) {
 }
 
 func TestCompletionScriptsAndHelp(t *testing.T) {
+	t.Parallel()
 	for shell, want := range map[string]string{"bash": "bash completion V2 for arbor", "zsh": "#compdef arbor"} {
 		r := runArbor(t, "", nil, "completion", shell)
 		if r.code != 0 || !strings.Contains(r.stdout, want) {

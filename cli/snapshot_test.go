@@ -32,6 +32,7 @@ type jSnapshot struct {
 }
 
 func TestSnapshotSaveWritesABackupFileAndStatusDescribesIt(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	must(t, addr, "create", "/app", "cfg")
 	must(t, addr, "create", "/app/a", "1")
@@ -82,6 +83,7 @@ func TestSnapshotSaveWritesABackupFileAndStatusDescribesIt(t *testing.T) {
 }
 
 func TestSnapshotStatusRefusesADamagedFile(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	file := filepath.Join(t.TempDir(), "backup.arbor")
 	must(t, addr, "snapshot", "save", file)
@@ -102,6 +104,7 @@ func TestSnapshotStatusRefusesADamagedFile(t *testing.T) {
 }
 
 func TestSnapshotSaveNeedsTheSuperuserOnceThereIsOne(t *testing.T) {
+	t.Parallel()
 	s, err := server.New(server.Config{
 		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(), TickInterval: 10 * time.Millisecond,
 		SuperDigest: "root:NAT1tTH69JdUHxWSdThqAfhdMW0=", // root:rootpw

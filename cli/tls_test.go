@@ -12,6 +12,7 @@ import (
 )
 
 func TestTheTLSFlagsReachATLSServerThatRequiresClientCertificates(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	srv := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	s, err := server.New(server.Config{

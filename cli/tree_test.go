@@ -23,6 +23,7 @@ type jTree struct {
 }
 
 func TestTreeDrawsTheSubtree(t *testing.T) {
+	t.Parallel()
 	addr, _ := startServer(t)
 	c := dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -110,6 +111,7 @@ func TestTreeDrawsTheSubtree(t *testing.T) {
 }
 
 func TestPreviewAndSequentialNames(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ data, want string }{
 		{"", ""},
 		{"short", `"short"`},

@@ -25,6 +25,7 @@ func lines(s string) []string {
 }
 
 func TestWatchPrintsEachChange(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/w")
 	w := start(t, addr, "watch", "-n", "4", "/w")
@@ -42,6 +43,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 }
 
 func TestWatchStopsWithStatus0OnInterrupt(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/w")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
@@ -59,6 +61,7 @@ func TestWatchStopsWithStatus0OnInterrupt(t *testing.T) {
 }
 
 func TestWatchOfAMissingNodeSeesItsCreation(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	w := start(t, addr, "watch", "-n", "2", "-o", "json", "/later")
 	waitFor(t, "watch armed", func() bool { return watches(t, metrics) == 1 })
@@ -81,6 +84,7 @@ func TestWatchOfAMissingNodeSeesItsCreation(t *testing.T) {
 // A shell's session outlives the watch commands it runs: their watches
 // must not.
 func TestWatchInTheShellRemovesItsWatch(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/w")
 	for _, args := range []string{"watch -n 1 /w", "watch -R -n 1 /w"} {
@@ -111,6 +115,7 @@ func TestWatchInTheShellRemovesItsWatch(t *testing.T) {
 }
 
 func TestWatchRecursiveFollowsTheSubtree(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/r")
 	must(t, addr, "create", "/r/old")
@@ -181,6 +186,7 @@ func TestWatchRecursiveFollowsTheSubtree(t *testing.T) {
 // A watch fed faster than its output is read loses events; it must say
 // so rather than go on as if it had printed every change.
 func TestWatchThatFallsBehindExitsWith1(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/fast")
 	r, w, err := os.Pipe()
@@ -254,6 +260,7 @@ func TestWatchThatFallsBehindExitsWith1(t *testing.T) {
 }
 
 func TestGetAndLsWaitForOneEventWithW(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	must(t, addr, "create", "/g", "v1")
 	for _, tc := range []struct {
@@ -290,6 +297,7 @@ func TestGetAndLsWaitForOneEventWithW(t *testing.T) {
 }
 
 func TestWatchFromAZxidPrintsTheChangesAfterItThenTheLiveOnes(t *testing.T) {
+	t.Parallel()
 	addr, metrics := startServer(t)
 	c := dial(t, addr)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // The disk that fills is the leader's, which sends its entries before it
 // writes them.
 func TestAMemberWithAFullDiskStopsAndRecoversOnceItHasRoom(t *testing.T) {
+	t.Parallel()
 	dir := keptDir(t)
 	c := startCluster(t, dir, 3)
 	clk := &clock{start: time.Now()}

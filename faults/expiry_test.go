@@ -18,6 +18,7 @@ import (
 // a moment, and the closes it proposes then must not reach the log: raft
 // would forward them to the new leader, which would commit them.
 func TestAResumedLeaderExpiresNoLiveSession(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCluster(t, dir, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

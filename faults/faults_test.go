@@ -26,6 +26,7 @@ var (
 )
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		n     int
@@ -35,6 +36,7 @@ func TestFaults(t *testing.T) {
 		{"five members", 5, 20 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			round := tc.round
 			if *flagDuration > 0 {
 				round = time.Minute

@@ -38,6 +38,7 @@ const servedWindow = 2 * time.Second
 //   - the planned restart ends with exit status 0, and no member exits by
 //     itself.
 func TestFiveMembersServeThroughAPlannedRestartAndAKillAtOnce(t *testing.T) {
+	t.Parallel()
 	dir := keptDir(t)
 	c := startCluster(t, dir, 5)
 	clk := &clock{start: time.Now()}

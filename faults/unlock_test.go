@@ -14,6 +14,7 @@ import (
 // behind once the cluster can commit again: the session lives on, and
 // every later contender would queue behind that node for as long.
 func TestAnUnlockThatTimesOutLeavesNoNodeBehind(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, t.TempDir(), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

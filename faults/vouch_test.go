@@ -20,6 +20,7 @@ import (
 // once the leader no longer answers its touches, and its clients move to
 // the others and keep their sessions.
 func TestAOneWayCutExpiresNoSessionOfTheCutMember(t *testing.T) {
+	t.Parallel()
 	c, lead, dir := startLed(t, 3)
 	cut := lead%3 + 1
 	sessionsSurvive(t, c, dir, cut, "one-way cut", func(on bool) {
@@ -40,6 +41,7 @@ func TestAOneWayCutExpiresNoSessionOfTheCutMember(t *testing.T) {
 // goroutine has heard from no quorum for two election timeouts, and its
 // clients move to the others and keep their sessions.
 func TestAStalledLeaderExpiresNoSessionOfItsClients(t *testing.T) {
+	t.Parallel()
 	c, lead, dir := startLed(t, 3)
 	sessionsSurvive(t, c, dir, lead, "raft stall", func(on bool) { c.stallRaft(lead, on) })
 }

@@ -73,6 +73,7 @@ func protect(t *testing.T, owner *client.Client) {
 }
 
 func TestADigestProtectedSubtreeDeniesOthersAndAllowsItsOwner(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	addr := s.Addr().String()
 	owner := dial(t, addr, aliceAuth)
@@ -112,6 +113,7 @@ func TestADigestProtectedSubtreeDeniesOthersAndAllowsItsOwner(t *testing.T) {
 }
 
 func TestIdentitiesSurviveReconnectsAndRestarts(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freePort(t)
 	s := startServer(t, dir, addr)
 	p := newProxy(t, addr)
@@ -153,6 +155,7 @@ func TestIdentitiesSurviveReconnectsAndRestarts(t *testing.T) {
 }
 
 func TestASuperuserPassesEveryACL(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", func(cfg *server.Config) { cfg.SuperDigest = client.DigestID("super", "test") })
 	addr := s.Addr().String()
 	protect(t, dial(t, addr, aliceAuth))
@@ -174,6 +177,7 @@ func TestASuperuserPassesEveryACL(t *testing.T) {
 }
 
 func TestALockWithADigestACL(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	addr := s.Addr().String()
 	ctx := testCtx(t)

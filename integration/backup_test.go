@@ -154,6 +154,7 @@ func newProcessCluster(t *testing.T) *processCluster {
 }
 
 func TestASnapshotSavedUnderWritesRestoresIntoANewClusterAtOnePoint(t *testing.T) {
+	t.Parallel()
 	old := startProcessCluster(t)
 	w := startWriters(t, old.clientAddrs(), 6)
 	waitUntil(t, "writes acknowledged before the save", patience, func() bool { return w.count() >= 200 })
@@ -262,6 +263,7 @@ func TestASnapshotSavedUnderWritesRestoresIntoANewClusterAtOnePoint(t *testing.T
 }
 
 func TestArbordRefusesADamagedBackupAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	if _, err := c.Create(testCtx(t), "/a", []byte("x"), client.Persistent); err != nil {
@@ -307,6 +309,7 @@ func TestArbordRefusesADamagedBackupAndWritesNothing(t *testing.T) {
 }
 
 func TestAClusterThatLostTwoMembersForGoodIsForcedFromTheSurvivor(t *testing.T) {
+	t.Parallel()
 	pc := startProcessCluster(t)
 	w := startWriters(t, pc.clientAddrs(), 4)
 	waitUntil(t, "writes acknowledged", patience, func() bool { return w.count() >= 200 })

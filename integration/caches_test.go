@@ -64,6 +64,7 @@ func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool
 }
 
 func TestATreeCacheFollowsItsSubtreeAcrossAReconnect(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	writer := dial(t, s.Addr().String())
@@ -137,6 +138,7 @@ func TestATreeCacheFollowsItsSubtreeAcrossAReconnect(t *testing.T) {
 }
 
 func TestServiceDiscoveryFollowsRegistrationsAndExpiries(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	addr := s.Addr().String()
 	ctx := testCtx(t)
@@ -196,6 +198,7 @@ func TestServiceDiscoveryFollowsRegistrationsAndExpiries(t *testing.T) {
 }
 
 func TestAConfigWatcherSeesEveryValueInOrderThroughARestart(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freePort(t)
 	s := startServer(t, dir, addr)
 	ctx := testCtx(t)
@@ -269,6 +272,7 @@ func TestAConfigWatcherSeesEveryValueInOrderThroughARestart(t *testing.T) {
 }
 
 func TestATreeCacheRebuildsAfterItsSessionExpires(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	addr := s.Addr().String()
 	writer := dial(t, addr)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestClientMethods(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)
@@ -155,6 +156,7 @@ func second[T any](_ T, err error) error { return err }
 func third[T, U any](_ T, _ U, err error) error { return err }
 
 func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)
@@ -189,6 +191,7 @@ func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 }
 
 func TestMultiCreatesEphemeralAndTTLNodesOfTheSession(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)

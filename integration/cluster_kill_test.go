@@ -100,6 +100,7 @@ func (pc *processCluster) converged() server.Status {
 }
 
 func TestKill9OfTheLeaderUnderLoadLosesNothing(t *testing.T) {
+	t.Parallel()
 	pc := startProcessCluster(t)
 	ctx := testCtx(t)
 	var addrs []string

@@ -15,6 +15,7 @@ import (
 )
 
 func TestClusterReplicatesEveryWriteToEveryMember(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	for id := uint64(1); id <= 3; id++ {
@@ -33,6 +34,7 @@ func TestClusterReplicatesEveryWriteToEveryMember(t *testing.T) {
 }
 
 func TestLeaderLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	cl := dial(t, c.addr(c.follower()))
@@ -92,6 +94,7 @@ func TestLeaderLossDuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 }
 
 func TestMinorityPartitionRefusesWritesAndHeals(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	lone := c.follower()
@@ -163,6 +166,7 @@ func (c *cluster) memberAt(addr string) uint64 {
 }
 
 func TestClientFailoverKeepsSessionEphemeralsAndWatches(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	var d recordingDialer
@@ -211,6 +215,7 @@ func TestClientFailoverKeepsSessionEphemeralsAndWatches(t *testing.T) {
 // session being unknown, and so change nothing: there is nothing to wait
 // for after the first.)
 func TestGoneClientsSessionExpiresAcrossALeaderChange(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	lead := c.leader()
@@ -249,6 +254,7 @@ func TestGoneClientsSessionExpiresAcrossALeaderChange(t *testing.T) {
 }
 
 func TestARestartedMemberCatchesUpFromASnapshot(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, func(cfg *server.Config) { cfg.SnapshotEvery, cfg.CatchUpEntries = 20, 5 })
 	ctx := testCtx(t)
 	behind := c.follower()
@@ -274,6 +280,7 @@ func TestARestartedMemberCatchesUpFromASnapshot(t *testing.T) {
 }
 
 func TestFiveMembersSurviveLossDelayAndTwoFailures(t *testing.T) {
+	t.Parallel()
 	// A proposal forwarded to the leader and lost is not resent by raft: its
 	// write times out (outcome unknown) and the client retries. A short
 	// request timeout keeps that quick.
@@ -326,6 +333,7 @@ func TestFiveMembersSurviveLossDelayAndTwoFailures(t *testing.T) {
 // its Close returns another member leads, and writes go on without an
 // election timeout's wait.
 func TestAStoppedLeaderHandsItsLeadershipOver(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	cl := dialAll(t, c.addrs())

@@ -99,6 +99,7 @@ func (p *process) kill() {
 }
 
 func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	dir, addr, httpAddr := t.TempDir(), freePort(t), freePort(t)
 	p := startProcess(t, dir, addr, httpAddr, "--snapshot-every", "300")
 	c := dial(t, addr)
@@ -163,6 +164,7 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 }
 
 func TestSnapshotCompactionAndRestart(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freePort(t)
 	every := func(c *server.Config) { c.SnapshotEvery = 50 }
 	s := startServer(t, dir, addr, every)
@@ -189,6 +191,7 @@ func TestSnapshotCompactionAndRestart(t *testing.T) {
 }
 
 func TestSIGTERMShutsDownGracefully(t *testing.T) {
+	t.Parallel()
 	dir, addr, httpAddr := t.TempDir(), freePort(t), freePort(t)
 	p := startProcess(t, dir, addr, httpAddr)
 	c := dial(t, addr)

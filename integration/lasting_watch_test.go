@@ -33,6 +33,7 @@ func collect(t *testing.T, ch <-chan client.Event, n int, within time.Duration) 
 }
 
 func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	watcher := dial(t, p.addr(), client.WithSessionTimeout(10*time.Second))
@@ -114,6 +115,7 @@ func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
 }
 
 func TestAPersistentWatchSeesItsNodeAndStaysUntilRemoved(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)
@@ -164,6 +166,7 @@ func TestAPersistentWatchSeesItsNodeAndStaysUntilRemoved(t *testing.T) {
 }
 
 func TestALastingWatchMissesNothingAcrossARestartOfItsServer(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freePort(t)
 	small := func(c *server.Config) { c.SnapshotEvery = 20 } // the log behind snapshots goes
 	s := startServer(t, dir, addr, small)
@@ -207,6 +210,7 @@ func TestALastingWatchMissesNothingAcrossARestartOfItsServer(t *testing.T) {
 }
 
 func TestALastingWatchEndsWhenTheHistoryNoLongerHasWhatItMissed(t *testing.T) {
+	t.Parallel()
 	addr := freePort(t)
 	startServer(t, "", addr, func(c *server.Config) { c.WatchHistoryEvents = 10 })
 	p := newProxy(t, addr)
@@ -245,6 +249,7 @@ func TestALastingWatchEndsWhenTheHistoryNoLongerHasWhatItMissed(t *testing.T) {
 }
 
 func TestAWatchFromAPastZxidGetsEveryChangeAfterItThenTheLiveOnes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", func(c *server.Config) { c.WatchHistoryEvents = 200 })
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)
@@ -312,6 +317,7 @@ func TestAWatchFromAPastZxidGetsEveryChangeAfterItThenTheLiveOnes(t *testing.T) 
 // watched paths go back in several setWatches2 frames, while a writer
 // keeps changing what they watch; every change reaches the watcher once.
 func TestARestoreOfWatchesOverManyFramesHasNoDuplicate(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))

@@ -48,6 +48,7 @@ func (c *cluster) running() []*server.Server {
 // while the leader dies: the lock is never held twice, tokens still
 // increase, and a lease taken before the leader's death outlives it.
 func TestHTTPLocksSurviveTheLeadersDeath(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withHTTP)
 	lead := c.leader()
 	var mu sync.Mutex
@@ -147,6 +148,7 @@ func TestHTTPLocksSurviveTheLeadersDeath(t *testing.T) {
 
 // A member cut off from the quorum grants no lock: 503.
 func TestAMemberWithoutAQuorumGrantsNoLock(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withHTTP)
 	cut := c.follower()
 	var others []uint64
@@ -170,6 +172,7 @@ func TestAMemberWithoutAQuorumGrantsNoLock(t *testing.T) {
 // what is committed first. Asked right after a break through the leader,
 // it never calls the broken holder's token current, in either protocol.
 func TestATokenCheckOnALaggingFollowerIsNotStale(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withHTTP)
 	lead, lag := c.leader(), c.follower()
 	ctx := context.Background()

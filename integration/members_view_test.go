@@ -94,6 +94,7 @@ func wholeAndSettled(c *cluster, lead uint64) func(server.MembersView) error {
 }
 
 func TestEveryMemberSeesTheWholeClusterWithOneLeaderAndNoLag(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withHTTP)
 	lead := c.leader()
 	ctx := testCtx(t)
@@ -115,6 +116,7 @@ func TestEveryMemberSeesTheWholeClusterWithOneLeaderAndNoLag(t *testing.T) {
 }
 
 func TestAPartitionedFollowerIsSeenUnhealthyAndSeesNoQuorum(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		mod  []func(*server.Config)

@@ -24,6 +24,7 @@ func roles(members []client.Member) (voters, learners []int64) {
 }
 
 func TestMembershipGrowShrinkAndReplaceUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx := testCtx(t)
 	admin, err := client.Dial(ctx, []string{c.addr(1), c.addr(2)}) // members that stay
@@ -112,6 +113,7 @@ func retry(op func() error) error {
 // is not enough once a superuser is configured; the client proves it is
 // the superuser with WithAuth at Dial or AddAuth later.
 func TestOnAServerWithASuperuserOnlyTheSuperuserChangesTheMembers(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", func(cfg *server.Config) { cfg.SuperDigest = client.DigestID("super", "test") })
 	addr := s.Addr().String()
 	ctx := testCtx(t)

@@ -13,6 +13,7 @@ import (
 // for good) joins as a learner, never leads, serves reads and watches, and
 // forwards its clients' writes; the voters go on without it.
 func TestAnObserverServesReadsWatchesAndForwardsWrites(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 4, func(cfg *server.Config) { cfg.Observers = []uint64{4} })
 	ctx := testCtx(t)
 	if lead := c.leader(); lead == 4 {

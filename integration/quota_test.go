@@ -54,6 +54,7 @@ func metric(t *testing.T, addr, name string) string {
 }
 
 func TestZooKeeperQuotasThroughTheZooKeeperPort(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK, withHTTP)
 	c := dialZK(t, []string{s.ZKAddr().String()}, 5*time.Second)
 	open := zk.WorldACL(zk.PermAll)
@@ -123,6 +124,7 @@ func TestZooKeeperQuotasThroughTheZooKeeperPort(t *testing.T) {
 // TestZkCliSetsAQuota runs ZooKeeper's own zkCli.sh's quota commands
 // against the ZooKeeper port, when it is installed (see zkCli).
 func TestZkCliSetsAQuota(t *testing.T) {
+	t.Parallel()
 	cli := needZkCli(t)
 	s := startServer(t, "", "", withZK)
 	script := strings.Join([]string{

@@ -20,6 +20,7 @@ import (
 // is back in the quorum it drops its read-only clients, so that they come
 // back read-write.
 func TestACutOffMemberServesReadOnlyClients(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withZK)
 	ctx := testCtx(t)
 	ac := dialAll(t, c.addrs())

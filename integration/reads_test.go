@@ -9,6 +9,7 @@ import (
 )
 
 func TestEphemeralsListsTheSessionsOwnUnderAPrefix(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	a, b := dial(t, s.Addr().String()), dial(t, s.Addr().String())
 	ctx := testCtx(t)
@@ -65,6 +66,7 @@ func TestEphemeralsListsTheSessionsOwnUnderAPrefix(t *testing.T) {
 }
 
 func TestCountDescendants(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)

@@ -40,6 +40,7 @@ func handshake(t *testing.T, addr string, req wire.ConnectRequest) wire.ConnectR
 // after its session was made was told by the next member it tried that
 // its session had expired.
 func TestANewSessionReattachedToALaggingMemberIsNotExpired(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	lead, lag := c.leader(), c.follower()
 	// Behind, but within its election timeout (10 ticks of 20 ms): a

@@ -29,6 +29,7 @@ func dialAll(t *testing.T, addrs []string, opts ...client.Option) *client.Client
 }
 
 func TestElectionKeepsOneLeaderThroughAClusterFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	const n = 5
 	elections := make([]*recipes.Election, n)
@@ -173,6 +174,7 @@ func cutOffHolder(t *testing.T, c *cluster, lone uint64, path string, held, wait
 // third of the session timeout (the test cluster's election timeout is
 // 0.2 to 0.4 s).
 func TestAHolderBehindACutOffMemberSeesLostBeforeTheLockMovesOn(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	lead := c.leader()
 	lone := c.follower()
@@ -189,6 +191,7 @@ func TestAHolderBehindACutOffMemberSeesLostBeforeTheLockMovesOn(t *testing.T) {
 // the majority's side: its last successful renewal, which a quorum took,
 // bounds both its lease's end and its session's.
 func TestALeasedHolderCutOffWithItsMemberStopsBeforeTheNextHolderStarts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name           string
 		lease, session time.Duration
@@ -218,6 +221,7 @@ func TestALeasedHolderCutOffWithItsMemberStopsBeforeTheNextHolderStarts(t *testi
 // recipe looks for its node and tries again until the quorum is back (or
 // its context ends), as it does through a lost connection.
 func TestALockAskedForWithoutAQuorumHoldsOnceTheQuorumIsBack(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	cut := c.follower()
 	cl := dialAll(t, []string{c.addr(cut)}, client.WithSessionTimeout(30*time.Second))

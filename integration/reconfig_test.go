@@ -89,6 +89,7 @@ func reconfigRaw(t *testing.T, raw *rawZK, rc zkwire.ReconfigRequest) zkwire.Rep
 // with the new configuration, the observer joins as a raft learner and
 // stays one, serves reads, and -v (curConfigId) is checked.
 func TestGetConfigAndAnObserverAddedByReconfig(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withZK, withReconfig)
 	zc := dialZK(t, []string{c.zkAddr(1)}, 10*time.Second)
 	data, _ := waitConfig(t, zc.Conn, c.configLine(1, "participant"), c.configLine(2, "participant"), c.configLine(3, "participant"))
@@ -163,6 +164,7 @@ func TestGetConfigAndAnObserverAddedByReconfig(t *testing.T) {
 // reconfig (raft's joint consensus), and /zookeeper/config follows each
 // change. Every write acknowledged meanwhile is there at the end.
 func TestReconfigGrowsAndShrinksTheClusterUnderWriteLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withZK, withReconfig)
 	ctx := testCtx(t)
 	admin, err := client.Dial(ctx, []string{c.addr(1), c.addr(2)}) // members that stay
@@ -226,6 +228,7 @@ func TestReconfigGrowsAndShrinksTheClusterUnderWriteLoad(t *testing.T) {
 // not a synced quorum, a change while another is in flight, a client
 // without the rights; the superuser passes.
 func TestReconfigRefusals(t *testing.T) {
+	t.Parallel()
 	super := client.DigestID("super", "test")
 	c := startCluster(t, 3, withZK, withReconfig, func(cfg *server.Config) {
 		cfg.SuperDigest = super
@@ -372,6 +375,7 @@ func TestReconfigRefusals(t *testing.T) {
 // ReconfigDisabled, the superuser too; a single member without --peers is
 // ZooKeeper's standalone server, which takes no reconfig (Unimplemented).
 func TestReconfigDisabledAndStandalone(t *testing.T) {
+	t.Parallel()
 	super := func(cfg *server.Config) { cfg.SuperDigest = client.DigestID("super", "test") }
 	off := startServer(t, "", "", withZK, super)
 	raw := dialRawZK(t, off.ZKAddr().String(), zkwire.ConnectRequest{})

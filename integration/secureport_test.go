@@ -18,6 +18,7 @@ import (
 // secureClientPort beside its clientPort), go-zookeeper and Arbor clients
 // over TLS and over plaintext share one tree at once.
 func TestTLSAndPlaintextClientsOfBothProtocolsAtOnce(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	sf := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	s := startServer(t, "", "", func(cfg *server.Config) {

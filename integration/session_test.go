@@ -21,6 +21,7 @@ func waitState(t *testing.T, c *client.Client, want client.State, within time.Du
 }
 
 func TestSilentSessionExpiresAndItsEphemeralsGo(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	const timeout = 500 * time.Millisecond
@@ -50,6 +51,7 @@ func TestSilentSessionExpiresAndItsEphemeralsGo(t *testing.T) {
 }
 
 func TestExpiredSessionClosesItsWatches(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	c := dial(t, p.addr(), client.WithSessionTimeout(300*time.Millisecond))
@@ -69,6 +71,7 @@ func TestExpiredSessionClosesItsWatches(t *testing.T) {
 }
 
 func TestReconnectKeepsSessionEphemeralsAndWatches(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	c := dial(t, p.addr(), client.WithSessionTimeout(5*time.Second))
@@ -118,6 +121,7 @@ func TestReconnectKeepsSessionEphemeralsAndWatches(t *testing.T) {
 }
 
 func TestRequestsInFlightFailWithConnectionLoss(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	p := newProxy(t, s.Addr().String())
 	c := dial(t, p.addr(), client.WithSessionTimeout(5*time.Second))
@@ -143,6 +147,7 @@ func TestRequestsInFlightFailWithConnectionLoss(t *testing.T) {
 }
 
 func TestRestartKeepsSessionsOfClientsThatReconnect(t *testing.T) {
+	t.Parallel()
 	dir, addr := t.TempDir(), freePort(t)
 	s := startServer(t, dir, addr)
 	c := dial(t, addr, client.WithSessionTimeout(10*time.Second))

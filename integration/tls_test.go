@@ -94,6 +94,7 @@ func (tc *tlsCluster) waitApplied(t *testing.T, id uint64, index uint64) {
 }
 
 func TestAClusterWithTLSOnBothPortsElectsALeaderAndReplicates(t *testing.T) {
+	t.Parallel()
 	tc := startTLSCluster(t, 3)
 	ctx := testCtx(t)
 	lead := tc.leader()
@@ -131,6 +132,7 @@ func TestAClusterWithTLSOnBothPortsElectsALeaderAndReplicates(t *testing.T) {
 }
 
 func TestAMemberWithAPeerCertificateFromAnotherCACannotJoin(t *testing.T) {
+	t.Parallel()
 	tc := startTLSCluster(t, 3)
 	ctx := testCtx(t)
 	admin := dial(t, tc.addr(tc.leader()), tc.clientTLS(t, "admin"))
@@ -187,6 +189,7 @@ func TestAMemberWithAPeerCertificateFromAnotherCACannotJoin(t *testing.T) {
 }
 
 func TestATLSClientToAPlaintextPortGetsAClearError(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	conf, err := client.TLSConfigFromFiles("", "", testcerts.NewCA(t, "arbor CA").File)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestWatchRules(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	writer := dial(t, s.Addr().String())
@@ -84,6 +85,7 @@ func TestWatchRules(t *testing.T) {
 }
 
 func TestWatchFiresOnceForManyChanges(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)
@@ -106,6 +108,7 @@ func TestWatchFiresOnceForManyChanges(t *testing.T) {
 // A client sees a watch event before the reply that reveals the change:
 // by the time its own Set returns, the event is already delivered.
 func TestNotificationPrecedesTheRevealingReply(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "")
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)

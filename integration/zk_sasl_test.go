@@ -116,6 +116,7 @@ func (c *rawZK) whoAmI() []string {
 }
 
 func TestZooKeeperSASLLogin(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withSASL(t))
 	addr := s.ZKAddr().String()
 	onlyAlice := []zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "sasl", ID: "alice"}}}
@@ -249,6 +250,7 @@ func TestZooKeeperSASLLogin(t *testing.T) {
 }
 
 func TestZooKeeperSASLWithoutUsers(t *testing.T) {
+	t.Parallel()
 	// ZooKeeper's server without a JAAS Server section answers a sasl
 	// token OK with a null token (its Java client then gives up with
 	// AuthFailed); Arbor refuses a second one.
@@ -267,6 +269,7 @@ func TestZooKeeperSASLWithoutUsers(t *testing.T) {
 }
 
 func TestZooKeeperSASLOverTLS(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	sf := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	s := startServer(t, "", "", withSASL(t), func(cfg *server.Config) {
@@ -301,6 +304,7 @@ func TestZooKeeperSASLOverTLS(t *testing.T) {
 }
 
 func TestZooKeeperSASLUsersFileErrorsAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.conf")
 	if err := os.WriteFile(bad, []byte(`Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_alice "pw-in-bad-file"; };`), 0o600); err != nil {

@@ -206,6 +206,7 @@ func (c *rawZK) event() zkwire.Reply {
 }
 
 func TestZooKeeperClientOperations(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	addr := s.ZKAddr().String()
 	c := dialZK(t, []string{addr}, 5*time.Second)
@@ -376,6 +377,7 @@ func TestZooKeeperClientOperations(t *testing.T) {
 }
 
 func TestZooKeeperOpsBeyondGoZookeeper(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	addr := s.ZKAddr().String()
 	c := dialRawZK(t, addr, zkwire.ConnectRequest{})
@@ -514,6 +516,7 @@ func TestZooKeeperOpsBeyondGoZookeeper(t *testing.T) {
 }
 
 func TestZooKeeperWatches(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	addr := s.ZKAddr().String()
 	c := dialZK(t, []string{addr}, 5*time.Second)
@@ -615,6 +618,7 @@ func TestZooKeeperWatches(t *testing.T) {
 }
 
 func TestZooKeeperLockRecipeUnderContention(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	addr := s.ZKAddr().String()
 	const clients, rounds = 4, 5
@@ -656,6 +660,7 @@ func TestZooKeeperLockRecipeUnderContention(t *testing.T) {
 }
 
 func TestZooKeeperSessionExpiresAndItsEphemeralGoesForBothProtocols(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	p := newProxy(t, s.ZKAddr().String())
 	c := dialZK(t, []string{p.addr()}, 600*time.Millisecond)
@@ -682,6 +687,7 @@ func TestZooKeeperSessionExpiresAndItsEphemeralGoesForBothProtocols(t *testing.T
 }
 
 func TestZooKeeperAndArborClientsShareTheTree(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	zc := dialZK(t, []string{s.ZKAddr().String()}, 5*time.Second)
 	ac := dial(t, s.Addr().String())
@@ -730,6 +736,7 @@ func TestZooKeeperAndArborClientsShareTheTree(t *testing.T) {
 }
 
 func TestZooKeeperClientReconnectsToAnotherMember(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, func(cfg *server.Config) { cfg.ZKListen = freePort(t) })
 	var addrs []string
 	byAddr := map[string]uint64{}
@@ -812,6 +819,7 @@ func fourLetterWord(t *testing.T, addr, word string) string {
 }
 
 func TestFourLetterWords(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK)
 	addr := s.ZKAddr().String()
 	zc := dialZK(t, []string{addr}, 5*time.Second)
@@ -929,6 +937,7 @@ func runZkCli(t *testing.T, cli, addr, script string) []byte {
 }
 
 func TestZkCliScriptedSession(t *testing.T) {
+	t.Parallel()
 	cli := needZkCli(t)
 	s := startServer(t, "", "", withZK)
 	script := strings.Join([]string{

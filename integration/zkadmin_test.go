@@ -73,6 +73,7 @@ func num(v any) int64 {
 }
 
 func TestZooKeeperCommandsAnswerAsWordsAndOverHTTP(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", "", withZK, withHTTP, func(cfg *server.Config) { cfg.SuperDigest = client.DigestID("super", "test") })
 	zkAddr := s.ZKAddr().String()
 	word := func(w string) string { t.Helper(); return fourLetterWord(t, zkAddr, w) }
@@ -299,6 +300,7 @@ func TestZooKeeperCommandsAnswerAsWordsAndOverHTTP(t *testing.T) {
 // learners, the leader command, the voting view, the observers, the
 // membership in conf.
 func TestZooKeeperCommandsInACluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 4, withZK, withHTTP, func(cfg *server.Config) { cfg.Observers = []uint64{4} })
 	lead := c.leader()
 	waitUntil(t, "the leader to hear its three learners", patience, func() bool {
@@ -398,6 +400,7 @@ func TestZooKeeperCommandsInACluster(t *testing.T) {
 // ZooKeeper's "not currently serving" to the commands that need a server,
 // as a word and over http; ruok, envi and monitor still answer.
 func TestZooKeeperCommandsOfAMemberThatServesNoClients(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, withZK, withHTTP, func(cfg *server.Config) { cfg.NoReadOnly = true })
 	cut := c.follower()
 	var rest []uint64

@@ -77,6 +77,7 @@ var cardPairs = []struct {
 }
 
 func TestACardReachesTheHandlerWithItsSendersID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range cardPairs {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.new(t)
@@ -96,6 +97,7 @@ func TestACardReachesTheHandlerWithItsSendersID(t *testing.T) {
 }
 
 func TestTheFilterDropsCardsAsItDropsRaftMessages(t *testing.T) {
+	t.Parallel()
 	for _, tc := range cardPairs {
 		t.Run(tc.name+", the sender's filter", func(t *testing.T) {
 			p := tc.new(t)
@@ -131,6 +133,7 @@ func TestTheFilterDropsCardsAsItDropsRaftMessages(t *testing.T) {
 }
 
 func TestACardOverTheLimitIsRefused(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte{'c'}, MaxCard+1)
 	t.Run("the TCP sender does not send it", func(t *testing.T) {
 		p := newTCPCardPair(t)
@@ -185,6 +188,7 @@ func TestACardOverTheLimitIsRefused(t *testing.T) {
 }
 
 func TestAFrameOfAnUnknownKindIsSkipped(t *testing.T) {
+	t.Parallel()
 	// A newer member may send a kind this one does not know (as an older
 	// member did not know cards): the connection stays, and what follows
 	// on it arrives.
@@ -213,6 +217,7 @@ func TestAFrameOfAnUnknownKindIsSkipped(t *testing.T) {
 // Over TCP too, touches are followed by a probe that the receiver
 // answers, and a receiver that stops hearing the sender stops answering.
 func TestTCPTouchesAreProbedAndAnswered(t *testing.T) {
+	t.Parallel()
 	t1, err := NewTCPTransport(1, "127.0.0.1:0", nil, zaptest.NewLogger(t).Named("t1"))
 	if err != nil {
 		t.Fatal(err)

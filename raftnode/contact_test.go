@@ -12,6 +12,7 @@ import (
 )
 
 func TestQuorumSince(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	now := at(10)
@@ -41,6 +42,7 @@ func TestQuorumSince(t *testing.T) {
 }
 
 func TestHeardSince(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	c := contact{heard: map[uint64]time.Time{2: at(4), 3: at(8), 4: at(1), 5: at(6)}, leadSince: at(5)}
@@ -84,6 +86,7 @@ func (s *stallable) Send(msgs []raftpb.Message) {
 // (nothing has told it otherwise), but QuorumContact shows it has heard
 // from no quorum since the stall began.
 func TestAStalledLeaderLosesQuorumContact(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	peers := map[uint64]string{1: "", 2: "", 3: ""}
 	nodes := map[uint64]*Node{}

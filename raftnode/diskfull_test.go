@@ -17,6 +17,7 @@ import (
 )
 
 func TestTheDiskFullFSFailsWritesOnlyWhileItsMarkerExists(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "full")
 	fs := diskFullFS(vfs.Default, marker)
@@ -88,6 +89,7 @@ func TestTheDiskFullFSFailsWritesOnlyWhileItsMarkerExists(t *testing.T) {
 // with the disk's error, not start, and leave the store as it was, so
 // that it opens with every entry once the disk has room.
 func TestAStoreOnAFullDiskOpensOnceTheDiskHasRoom(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	marker := filepath.Join(t.TempDir(), "full")
 	fs := diskFullFS(vfs.Default, marker)
@@ -135,6 +137,7 @@ func TestAStoreOnAFullDiskOpensOnceTheDiskHasRoom(t *testing.T) {
 // Fatalf, which stops arbord (zap exits; here it panics). Save must not
 // return, and the log's index must not move.
 func TestAWriteOnAFullDiskStopsTheMemberBeforeSaveReturns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	marker := filepath.Join(t.TempDir(), "full")
 	log := zap.NewNop().WithOptions(zap.WithFatalHook(zapcore.WriteThenPanic))

@@ -42,6 +42,7 @@ func startMemGroupWith(t *testing.T, n int, learners []uint64) *memGroup {
 // leader, replicate the log, never vote, and are not added again once
 // removed.
 func TestConfiguredLearnersJoinAndStayLearners(t *testing.T) {
+	t.Parallel()
 	g := startMemGroupWith(t, 4, []uint64{4})
 	lead := g.leader(t, 1, 2, 3)
 	if lead == 4 {
@@ -75,6 +76,7 @@ func TestConfiguredLearnersJoinAndStayLearners(t *testing.T) {
 // its own, do not make the group's leader step down. Added again, it is
 // heard again.
 func TestARemovedMemberIsNotHeard(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	gone := lead%3 + 1

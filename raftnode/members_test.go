@@ -67,6 +67,7 @@ func startHeardGroup(t *testing.T, nw *MemNetwork, peers map[uint64]string, ids 
 }
 
 func TestConfContextRoundTrips(t *testing.T) {
+	t.Parallel()
 	id := binary.BigEndian.AppendUint64(nil, 42)
 	tests := []struct {
 		name  string
@@ -124,6 +125,7 @@ func FuzzParseConfContext(f *testing.F) {
 // A new group's members hear of its first members, with the addresses
 // the bootstrap entries carry; every member hears the same.
 func TestTheStateMachineHearsTheFirstMembers(t *testing.T) {
+	t.Parallel()
 	peers := map[uint64]string{1: "h:1", 2: "h:2", 3: "h:3"}
 	nodes, sms := startHeardGroup(t, NewMemNetwork(), peers, []uint64{1, 2, 3}, false)
 	waitFor(t, "a leader", func() bool { return nodes[1].Leader() != 0 })
@@ -140,6 +142,7 @@ func TestTheStateMachineHearsTheFirstMembers(t *testing.T) {
 // returns once the joint configuration is left, with what the state
 // machine made of the change, and every member heard the same change.
 func TestSeveralChangesAtOnceGoThroughAJointConfiguration(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	peers := map[uint64]string{1: "h:1", 2: "h:2", 3: "h:3"}
 	nodes, sms := startHeardGroup(t, nw, peers, []uint64{1, 2, 3}, false)
@@ -205,6 +208,7 @@ func TestSeveralChangesAtOnceGoThroughAJointConfiguration(t *testing.T) {
 // A change is refused while another is in flight: from this member, or
 // in its log and not yet applied.
 func TestAChangeWhileAnotherIsPendingIsRefused(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	nodes, _ := startHeardGroup(t, nw, map[uint64]string{1: "", 2: "", 3: ""}, []uint64{1, 2, 3}, false)
 	waitFor(t, "a leader", func() bool { return nodes[1].Leader() != 0 })
@@ -238,6 +242,7 @@ func TestAChangeWhileAnotherIsPendingIsRefused(t *testing.T) {
 // Synced names, on the leader, the members that follow its log; a member
 // cut off drops out of it, and only the leader answers.
 func TestSyncedNamesTheMembersThatFollowTheLeader(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	nodes, _ := startHeardGroup(t, nw, map[uint64]string{1: "", 2: "", 3: ""}, []uint64{1, 2, 3}, false)
 	waitFor(t, "a leader", func() bool { return nodes[1].Leader() != 0 })
@@ -271,6 +276,7 @@ func TestSyncedNamesTheMembersThatFollowTheLeader(t *testing.T) {
 // and says so; a forced recovery leaves it first, so that raft takes the
 // removals that follow one by one.
 func TestTheMembersAtTheLogsEndOfAJointConfiguration(t *testing.T) {
+	t.Parallel()
 	s, err := openStorage(t.TempDir(), 0, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -318,6 +324,7 @@ func TestTheMembersAtTheLogsEndOfAJointConfiguration(t *testing.T) {
 // voter) is refused before it is proposed, and the group goes on: in the
 // log it would stop every member at every restart.
 func TestAChangeThatLeavesNoVoterIsRefused(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	nodes, _ := startHeardGroup(t, nw, map[uint64]string{1: ""}, []uint64{1}, false)
 	waitFor(t, "a leader", func() bool { return nodes[1].Leader() == 1 })

@@ -19,6 +19,7 @@ import (
 // (tails replaced by a new leader's), snapshots, compactions and
 // snapshots from a leader, and compares every answer raft could ask for.
 func TestTheStoreAnswersAsAMemoryStorageWould(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0))
@@ -156,6 +157,7 @@ func BenchmarkMemLogAppend(b *testing.B) {
 // cache keep their terms when a new leader's entries replace the tail
 // they came from, and when more come after.
 func TestHeldEntriesStayWhenTheTailIsReplaced(t *testing.T) {
+	t.Parallel()
 	m := newMemLog(1 << 20)
 	for i := uint64(1); i <= 5; i++ {
 		m.append([]raftpb.Entry{{Index: i, Term: 1}})

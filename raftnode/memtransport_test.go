@@ -89,6 +89,7 @@ func (e *memEnd) next(t *testing.T) (*raftpb.Message, *report) {
 // A message across the network either arrives or its sender hears it was
 // lost: the tests below wait for one or the other, never for a time.
 func TestTheMemoryNetworkDeliversWhatItsFaultsLetThrough(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		faults  func(nw *MemNetwork)
@@ -149,6 +150,7 @@ func TestTheMemoryNetworkDeliversWhatItsFaultsLetThrough(t *testing.T) {
 }
 
 func TestAMemberOffTheNetworkIsReportedUnreachable(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -166,6 +168,7 @@ func TestAMemberOffTheNetworkIsReportedUnreachable(t *testing.T) {
 }
 
 func TestASnapshotsSenderHearsWhetherItWasDelivered(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -185,6 +188,7 @@ func TestASnapshotsSenderHearsWhetherItWasDelivered(t *testing.T) {
 }
 
 func TestTheReceiverGetsItsOwnCopyOfAMessage(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -198,6 +202,7 @@ func TestTheReceiverGetsItsOwnCopyOfAMessage(t *testing.T) {
 }
 
 func TestTouchesReachTheMembersHandler(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -208,6 +213,7 @@ func TestTouchesReachTheMembersHandler(t *testing.T) {
 }
 
 func TestADelayedLinkDeliversInOrderAfterItsDelay(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -231,6 +237,7 @@ func TestADelayedLinkDeliversInOrderAfterItsDelay(t *testing.T) {
 // SetDelay(0) takes the member's own delay away, as on TCP, and leaves the
 // network's wider one in place.
 func TestAMembersDelayRemovedLeavesTheNetworksDelay(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -247,6 +254,7 @@ func TestAMembersDelayRemovedLeavesTheNetworksDelay(t *testing.T) {
 }
 
 func TestALossyLinkDropsAboutItsShare(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -276,6 +284,7 @@ func TestALossyLinkDropsAboutItsShare(t *testing.T) {
 // already queued too: it waits for a delivery under way, and the message
 // queued behind it is lost.
 func TestAPartitionIsInEffectWhenItReturns(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	b := joinEnd(t, nw, 2)
@@ -363,6 +372,7 @@ func (g *memGroup) add(t *testing.T, id, v uint64) Outcome {
 }
 
 func TestAGroupOnTheMemoryNetworkReplicatesEveryWrite(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	var last Outcome
@@ -380,6 +390,7 @@ func TestAGroupOnTheMemoryNetworkReplicatesEveryWrite(t *testing.T) {
 }
 
 func TestALeaderCutOffByAPartitionIsReplacedAndCatchesUpAfterHeal(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	old := g.leader(t, 1, 2, 3)
 	var rest []uint64
@@ -408,6 +419,7 @@ func TestALeaderCutOffByAPartitionIsReplacedAndCatchesUpAfterHeal(t *testing.T) 
 }
 
 func TestAGroupCommitsOverLinksThatLoseAndDelay(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	g.nw.Drop(AnyMember, AnyMember, 0.2)
 	g.nw.Delay(AnyMember, AnyMember, 2*time.Millisecond)
@@ -442,6 +454,7 @@ func TestAGroupCommitsOverLinksThatLoseAndDelay(t *testing.T) {
 // tell when what it sends stops arriving, though it still hears the
 // receiver.
 func TestUnansweredTouchesShowAOneWayCut(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	joinEnd(t, nw, 2)
@@ -471,6 +484,7 @@ func TestUnansweredTouchesShowAOneWayCut(t *testing.T) {
 // A member that never answered a probe may be of a version that skips
 // them: its silence says nothing.
 func TestAMemberThatNeverAnsweredIsNotCutOff(t *testing.T) {
+	t.Parallel()
 	nw := NewMemNetwork()
 	a := joinEnd(t, nw, 1)
 	nw.Drop(1, 2, 1)

@@ -77,6 +77,7 @@ func add(t *testing.T, n *Node, v uint64) Outcome {
 }
 
 func TestProposeReturnsTheApplyResult(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, t.TempDir(), &counter{}, 0)
 	defer n.Stop()
 	var last uint64
@@ -96,6 +97,7 @@ func TestProposeReturnsTheApplyResult(t *testing.T) {
 }
 
 func TestConcurrentProposalsAllApplyOnce(t *testing.T) {
+	t.Parallel()
 	sm := &counter{}
 	n := startNode(t, t.TempDir(), sm, 0)
 	defer n.Stop()
@@ -116,6 +118,7 @@ func TestConcurrentProposalsAllApplyOnce(t *testing.T) {
 }
 
 func TestRestartReplaysTheLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := startNode(t, dir, &counter{}, 0)
 	for i := 0; i < 20; i++ {
@@ -139,6 +142,7 @@ func TestRestartReplaysTheLog(t *testing.T) {
 }
 
 func TestTheCommitIndexIsNeverBehindWhatWasAppliedNorLostOnRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := startNode(t, dir, &counter{}, 0)
 	var last uint64
@@ -159,6 +163,7 @@ func TestTheCommitIndexIsNeverBehindWhatWasAppliedNorLostOnRestart(t *testing.T)
 }
 
 func TestSnapshotCompactsAndRestartRestoresIt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := startNode(t, dir, &counter{}, 10)
 	for i := 0; i < 35; i++ {
@@ -186,6 +191,7 @@ func TestSnapshotCompactsAndRestartRestoresIt(t *testing.T) {
 }
 
 func TestReadIndexWaitsForTheApplyOfEarlierWrites(t *testing.T) {
+	t.Parallel()
 	sm := &counter{}
 	n := startNode(t, t.TempDir(), sm, 0)
 	defer n.Stop()
@@ -199,6 +205,7 @@ func TestReadIndexWaitsForTheApplyOfEarlierWrites(t *testing.T) {
 }
 
 func TestStopFailsWhatIsPending(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, t.TempDir(), &counter{}, 0)
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
@@ -237,6 +244,7 @@ func (g *gatedCounter) Snapshot() (func(io.Writer) error, error) {
 }
 
 func TestWritesAreAppliedWhileASnapshotIsWritten(t *testing.T) {
+	t.Parallel()
 	sm := &gatedCounter{entered: make(chan struct{}, 16), gate: make(chan struct{})}
 	n := startNode(t, t.TempDir(), sm, 5)
 	defer n.Stop()
@@ -284,6 +292,7 @@ func TestWritesAreAppliedWhileASnapshotIsWritten(t *testing.T) {
 }
 
 func TestAFailedSnapshotStopsTheNode(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	sm := &gatedCounter{entered: make(chan struct{}, 16), gate: make(chan struct{}), err: boom}
 	close(sm.gate)
@@ -314,6 +323,7 @@ func TestAFailedSnapshotStopsTheNode(t *testing.T) {
 // make the snapshots, the entries kept behind them are bounded in bytes,
 // and memory holds only the newest entries.
 func TestLargeEntriesAreSnapshottedByBytesAndNotHeldInMemory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{ID: 1, Dir: dir, SnapshotEvery: 10000, SnapshotBytes: 64 << 10, CatchUpEntries: 1000, CatchUpBytes: 16 << 10,
 		LogCacheBytes: 20 << 10, TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t)}
@@ -358,6 +368,7 @@ func TestLargeEntriesAreSnapshottedByBytesAndNotHeldInMemory(t *testing.T) {
 // refuses more with ErrUncommittedFull, not as if it had no leader, and
 // takes them again once those commit.
 func TestALeaderRefusesProposalsPastItsUncommittedBytes(t *testing.T) {
+	t.Parallel()
 	sm := &counter{}
 	n, err := Start(Config{ID: 1, Dir: t.TempDir(), UncommittedBytes: 16 << 10,
 		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t)}, sm)
@@ -403,6 +414,7 @@ func TestALeaderRefusesProposalsPastItsUncommittedBytes(t *testing.T) {
 // still written follows it once it is stored, at the later index, so
 // that the stored snapshot names the new membership.
 func TestAMembershipChangeDuringASnapshotGetsOneOfItsOwn(t *testing.T) {
+	t.Parallel()
 	sm := &gatedCounter{entered: make(chan struct{}, 16), gate: make(chan struct{})}
 	n := startNode(t, t.TempDir(), sm, 5)
 	defer n.Stop()
@@ -443,6 +455,7 @@ func TestAMembershipChangeDuringASnapshotGetsOneOfItsOwn(t *testing.T) {
 // TestAViewTheStoreDoesNotNeedIsLetGo: the state machine's write is
 // called, with a writer that fails, when a newer snapshot is stored.
 func TestAViewTheStoreDoesNotNeedIsLetGo(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, t.TempDir(), &counter{}, 3)
 	defer n.Stop()
 	for range 5 {

@@ -88,6 +88,7 @@ func (p *transportPair) waitLog(t *testing.T, msg string, within time.Duration) 
 }
 
 func TestPeersWithCertificatesFromTheirCATalkOverTLS(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "peer CA")
 	p := newTransportPair(t, peerTLSOption(t, ca, ca, 1), peerTLSOption(t, ca, ca, 2))
 	deadline := time.After(10 * time.Second)
@@ -110,6 +111,7 @@ func TestPeersWithCertificatesFromTheirCATalkOverTLS(t *testing.T) {
 }
 
 func TestPeersRefuseEachOthersTLSWhenItDoesNotMatch(t *testing.T) {
+	t.Parallel()
 	ca, other := testcerts.NewCA(t, "peer CA"), testcerts.NewCA(t, "another CA")
 	for _, tc := range []struct {
 		name         string
@@ -147,6 +149,7 @@ func TestPeersRefuseEachOthersTLSWhenItDoesNotMatch(t *testing.T) {
 }
 
 func TestReadBodyReadsALongBodyInChunksAndFailsOnAShortOne(t *testing.T) {
+	t.Parallel()
 	want := bytes.Repeat([]byte("arbor"), 1<<20) // 5 MiB: several chunks
 	got, err := readBody(bytes.NewReader(want), len(want))
 	if err != nil || !bytes.Equal(got, want) {
@@ -160,6 +163,7 @@ func TestReadBodyReadsALongBodyInChunksAndFailsOnAShortOne(t *testing.T) {
 }
 
 func TestTheRecordOfRefusedPeerHostsStaysBounded(t *testing.T) {
+	t.Parallel()
 	tr := &TCPTransport{refused: map[string]string{}}
 	refusal := errors.New("tls: bad certificate")
 	for i := range 3 * maxRefusedHosts {

@@ -11,6 +11,7 @@ import (
 // committed before it began, and raft is asked far fewer times than there
 // are reads.
 func TestConcurrentReadIndexesShareRounds(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	follower := lead%3 + 1
@@ -48,6 +49,7 @@ func TestConcurrentReadIndexesShareRounds(t *testing.T) {
 // the network loses it, the round asks again rather than wait for its
 // callers' deadlines.
 func TestALostReadIndexIsAskedAgain(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	follower := lead%3 + 1

@@ -19,6 +19,7 @@ import (
 )
 
 func TestWithAppliedSeesAStateThatDoesNotChangeWhileItRuns(t *testing.T) {
+	t.Parallel()
 	sm := &counter{}
 	n := startNode(t, t.TempDir(), sm, 0)
 	defer n.Stop()
@@ -59,6 +60,7 @@ func TestWithAppliedSeesAStateThatDoesNotChangeWhileItRuns(t *testing.T) {
 }
 
 func TestWithAppliedReturnsTheFunctionsError(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, t.TempDir(), &counter{}, 0)
 	defer n.Stop()
 	boom := errors.New("boom")
@@ -69,6 +71,7 @@ func TestWithAppliedReturnsTheFunctionsError(t *testing.T) {
 }
 
 func TestWithAppliedGivesUpAFunctionItsCallerNoLongerWaitsFor(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, t.TempDir(), &counter{}, 0)
 	defer n.Stop()
 	gate, running := make(chan struct{}), make(chan struct{})
@@ -192,6 +195,7 @@ func appendUncommitted(t *testing.T, dir string, v uint64) {
 }
 
 func TestAForcedMemberLeadsAloneWithEveryEntryItHeld(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	peers := peersOf(1, 2, 3)
 	for id := uint64(1); id <= 3; id++ {
@@ -256,6 +260,7 @@ func TestAForcedMemberLeadsAloneWithEveryEntryItHeld(t *testing.T) {
 }
 
 func TestAForcedLearnerBecomesTheOnlyVoter(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	g.mustStart(1, Config{Peers: peersOf(1)})
 	g.leads(1)
@@ -279,6 +284,7 @@ func TestAForcedLearnerBecomesTheOnlyVoter(t *testing.T) {
 }
 
 func TestForcingANewClusterWithAnotherMembersIDChangesNothing(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	g.mustStart(1, Config{Peers: peersOf(1)})
 	g.leads(1)
@@ -305,6 +311,7 @@ func TestForcingANewClusterWithAnotherMembersIDChangesNothing(t *testing.T) {
 }
 
 func TestReadStateRefusesWhatIsNotAStoppedStore(t *testing.T) {
+	t.Parallel()
 	if _, err := ReadState(t.TempDir()); err == nil {
 		t.Fatal("ReadState of an empty directory succeeded")
 	}
@@ -321,6 +328,7 @@ func TestReadStateRefusesWhatIsNotAStoppedStore(t *testing.T) {
 func snapshotOf(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 func TestARestoredMemberStartsANewClusterAtTheSnapshotsIndex(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	g.dirs[1] = filepath.Join(t.TempDir(), "data")
 	if err := RestoreStore(g.dirs[1], 5000, map[uint64]string{1: "127.0.0.1:2381"}, bytes.NewReader(snapshotOf(77))); err != nil {
@@ -346,6 +354,7 @@ func TestARestoredMemberStartsANewClusterAtTheSnapshotsIndex(t *testing.T) {
 }
 
 func TestThreeMembersRestoredFromOneSnapshotElectALeader(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	peers := peersOf(1, 2, 3)
 	for id := uint64(1); id <= 3; id++ {
@@ -383,6 +392,7 @@ func (f failingReader) Read(p []byte) (int, error) {
 }
 
 func TestARestoreThatCannotFinishLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "data")
 	big := bytes.Repeat([]byte{7}, 3<<20) // several chunks
@@ -395,6 +405,7 @@ func TestARestoreThatCannotFinishLeavesNothingBehind(t *testing.T) {
 }
 
 func TestARestoreNeverOverwritesAStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -422,6 +433,7 @@ func TestARestoreNeverOverwritesAStore(t *testing.T) {
 // refuses a snapshot whose membership lacks it. Every member takes one
 // after a membership change.
 func TestAMemberAddedAfterTheLastSnapshotCatchesUpFromOne(t *testing.T) {
+	t.Parallel()
 	g := newGroup(t)
 	g.mustStart(1, Config{Peers: peersOf(1), SnapshotEvery: 5, CatchUpEntries: 1})
 	g.leads(1)

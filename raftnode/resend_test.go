@@ -12,6 +12,7 @@ import (
 // A proposal a follower forwarded and the network lost is sent again, and
 // applied once.
 func TestALostForwardedProposalIsSentAgainAndAppliedOnce(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	follower := lead%3 + 1
@@ -43,6 +44,7 @@ func TestALostForwardedProposalIsSentAgainAndAppliedOnce(t *testing.T) {
 // A forwarded proposal that is only slow, not lost, reaches the leader
 // twice, the first copy and the one sent again: the leader appends it once.
 func TestASlowForwardedProposalIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	follower := lead%3 + 1
@@ -76,6 +78,7 @@ func (g *memGroup) probed(t *testing.T, from, to uint64) {
 // A follower sends no copy to a leader that never answered a probe: a
 // member of an older version would append the copy's form as it is.
 func TestNoCopyGoesToALeaderThatAnswersNoProbes(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	follower := lead%3 + 1
@@ -92,6 +95,7 @@ func TestNoCopyGoesToALeaderThatAnswersNoProbes(t *testing.T) {
 // later term may hold the first in its log (from before a restart, or in
 // a snapshot) without knowing its id.
 func TestALeaderTakesACopyOnlyInTheTermOfItsFirstSend(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	follower := lead%3 + 1

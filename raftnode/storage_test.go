@@ -81,6 +81,7 @@ func chunkKeys(t *testing.T, s *Storage) (gens map[uint64]int, old int) {
 }
 
 func TestAStreamedSnapshotReadsBackWholeAndReplacesTheLast(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := logOf(t, dir, 10)
 	cs := raftpb.ConfState{Voters: []uint64{1}}
@@ -130,6 +131,7 @@ func TestAStreamedSnapshotReadsBackWholeAndReplacesTheLast(t *testing.T) {
 }
 
 func TestASnapshotFromTheLeaderWinsOverOneBeingStreamed(t *testing.T) {
+	t.Parallel()
 	s := logOf(t, t.TempDir(), 10)
 	defer s.Close()
 	cs := raftpb.ConfState{Voters: []uint64{1}}
@@ -160,6 +162,7 @@ func TestASnapshotFromTheLeaderWinsOverOneBeingStreamed(t *testing.T) {
 }
 
 func TestAStoreOfTheOldLayoutKeepsItsSnapshotUntilTheNext(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := logOf(t, dir, 10)
 	old := pattern(snapChunkSize+5, 6)
@@ -219,6 +222,7 @@ func storedLog(t *testing.T, dir string) (first, last uint64, terms map[uint64]u
 }
 
 func TestAReplacedTailIsGoneAfterARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := logOf(t, dir, 10)
 	// A new leader of term 2 overwrites entries 6 and 7; 8-10 must go.
@@ -243,6 +247,7 @@ func TestAReplacedTailIsGoneAfterARestart(t *testing.T) {
 }
 
 func TestASnapshotFromTheLeaderReplacesTheWholeLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := logOf(t, dir, 10)
 	snap := raftpb.Snapshot{Data: []byte("state"), Metadata: raftpb.SnapshotMetadata{Index: 5, Term: 3,
@@ -261,6 +266,7 @@ func TestASnapshotFromTheLeaderReplacesTheWholeLog(t *testing.T) {
 // TestAnUnfinishedSnapshotLeavesNoSSTable: a snapshot whose write fails
 // removes its sstable, and one a crash left is removed at the next open.
 func TestAnUnfinishedSnapshotLeavesNoSSTable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := logOf(t, dir, 10)
 	cs := raftpb.ConfState{Voters: []uint64{1}}

@@ -10,6 +10,7 @@ import (
 // leads by the time the call returns: the group waits no election
 // timeout.
 func TestALeaderHandsItsLeadershipOver(t *testing.T) {
+	t.Parallel()
 	g := startMemGroup(t, 3)
 	lead := g.leader(t, 1, 2, 3)
 	if o := g.add(t, lead, 1); o.Err != nil {

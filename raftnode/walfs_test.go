@@ -40,6 +40,7 @@ func saveEntries(t *testing.T, s *Storage, from, to uint64) {
 }
 
 func TestTheWALIsWrittenWithZerosAheadOfItsWrites(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {
@@ -116,6 +117,7 @@ func openLog(t *testing.T, dir string, last uint64) *Storage {
 }
 
 func TestAStoreKilledWithZerosAfterItsLogsKeepsEveryWrite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := openStorage(dir, testCacheBytes, zaptest.NewLogger(t))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // WithACL, and checks the ACL of every node it created: the path, the
 // ancestors it made, and its own nodes.
 func TestRecipesGiveTheirNodesTheACL(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t, client.WithAuth("digest", client.DigestCredential("alice", "pw")))
 	other := s.dial(t)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestConfigValueTellsAMissingNodeFromAnEmptyValue(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	ctx := ctxWait(t)

@@ -165,6 +165,7 @@ func (c *lagConn) Close() error {
 // server sent waits out a long lag: the client's handshake and Close rely
 // on it (a cleanup once waited an hour on such a handshake).
 func TestALagConnHonoursItsReadDeadline(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var g lagger
 	g.set(time.Hour)
@@ -199,6 +200,7 @@ func TestALagConnHonoursItsReadDeadline(t *testing.T) {
 // deadline short), rather than wait for an answer that never comes. The
 // deadline tests' cleanup hung so, for as long as the lag.
 func TestCloseEndsAHandshakeThatGetsNoAnswer(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var g lagger
 	c, err := client.Dial(ctxWait(t), []string{s.addr}, client.WithDialer(g.dial), client.WithSessionTimeout(time.Second))
@@ -222,6 +224,7 @@ func TestCloseEndsAHandshakeThatGetsNoAnswer(t *testing.T) {
 // from when the answer came: the server renewed the lease after the send,
 // perhaps long before the answer arrived.
 func TestTheDeadlineCountsFromTheRenewalsSendNotItsAnswer(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	var g lagger
@@ -266,6 +269,7 @@ func TestTheDeadlineCountsFromTheRenewalsSendNotItsAnswer(t *testing.T) {
 // is told at its deadline, before the next waiter holds: the lease may have
 // ended by then for all it knows.
 func TestLostClosesAtTheDeadlineWhenNoRenewalGetsThrough(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	var g lagger
@@ -317,6 +321,7 @@ func TestLostClosesAtTheDeadlineWhenNoRenewalGetsThrough(t *testing.T) {
 // A hold of the session alone counts its deadline from what a server last
 // answered, and every answer moves it on.
 func TestASessionHoldsDeadlineMovesWithWhatTheServerAnswers(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t) // a session timeout of 5 s: a ping at least every 5/3 s
@@ -340,6 +345,7 @@ func TestASessionHoldsDeadlineMovesWithWhatTheServerAnswers(t *testing.T) {
 // A hold lost at its deadline may still be the server's: Unlock deletes
 // its node all the same, and says why it was lost.
 func TestUnlockAfterTheDeadlineStillFreesTheLock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)

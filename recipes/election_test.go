@@ -16,6 +16,7 @@ import (
 )
 
 func TestOneLeaderAtATimeThroughLeaderCrashes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const n = 10
 	type candidate struct {
@@ -90,6 +91,7 @@ func TestOneLeaderAtATimeThroughLeaderCrashes(t *testing.T) {
 }
 
 func TestObserveWaitsForTheFirstCandidateAndEndsWithCtx(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -118,6 +120,7 @@ func TestObserveWaitsForTheFirstCandidateAndEndsWithCtx(t *testing.T) {
 // its child watch (no node) and its exists watch, lists the election again:
 // it used to end as if the session had.
 func TestObserveSeesTheElectionMadeWhileItSetsItsWatch(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	other := s.dial(t)
 	var once sync.Once
@@ -190,6 +193,7 @@ func (c *beforeWriteConn) Write(p []byte) (int, error) {
 // session's end, or why the election could not be read (Observe's channel
 // only closes).
 func TestFollowSaysWhyItStopped(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t, client.WithAuth("digest", client.DigestCredential("alice", "pw")))
 	e := NewElection(c, "/follow")

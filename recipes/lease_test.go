@@ -31,6 +31,7 @@ func (f *fenced) write(token int64) bool {
 // token, and the resource refuses its late write. It is told before the
 // next waiter holds: its deadline passed first.
 func TestAHolderThatStopsRenewingLosesTheLockWhileItsSessionLives(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	stuck := NewMutex(s.dial(t), "/locks/lease", WithLease(time.Second))
@@ -80,6 +81,7 @@ func TestAHolderThatStopsRenewingLosesTheLockWhileItsSessionLives(t *testing.T) 
 // A hold whose lease is renewed outlives its TTL, and a renewal never
 // changes its token.
 func TestARenewedLeaseKeepsTheLock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	m := NewMutex(s.dial(t), "/locks/renewed", WithLease(time.Second))
@@ -115,6 +117,7 @@ func TestARenewedLeaseKeepsTheLock(t *testing.T) {
 // Renew asks the server once: the renewal itself says whether the lock's
 // node is still the lease's, with no read after it.
 func TestRenewIsOneRequest(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	m := NewMutex(s.dial(t), "/locks/one", WithLease(time.Minute))
@@ -136,6 +139,7 @@ func TestRenewIsOneRequest(t *testing.T) {
 // A hold bound to a lease whose node someone deletes is lost with
 // ErrNodeDeleted, its lease and session alive.
 func TestAHoldWhoseNodeIsDeletedIsLost(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
@@ -160,6 +164,7 @@ func TestAHoldWhoseNodeIsDeletedIsLost(t *testing.T) {
 }
 
 func TestAReleaseEndsTheLease(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
@@ -178,6 +183,7 @@ func TestAReleaseEndsTheLease(t *testing.T) {
 // A hold that keeps renewing ends at its maximum hold, and the lock goes
 // to the next waiter.
 func TestAHoldEndsAtItsMaximumHoldWhateverItsRenewals(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	m := NewMutex(s.dial(t), "/locks/max", WithLease(time.Second), WithMaxHold(1500*time.Millisecond))
@@ -198,6 +204,7 @@ func TestAHoldEndsAtItsMaximumHoldWhateverItsRenewals(t *testing.T) {
 // A waiter's lease is renewed while it waits: a wait longer than its TTL
 // ends with the lock, not with the lease gone.
 func TestAWaitersLeaseLivesThroughALongWait(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	holder := NewMutex(s.dial(t), "/locks/longwait")

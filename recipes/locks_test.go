@@ -16,6 +16,7 @@ import (
 // The server knows every lock a recipe takes: its holders and waiters,
 // with their owners, tokens and how long they have held or waited.
 func TestTheServerShowsEveryLocksHoldersAndWaiters(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
@@ -70,6 +71,7 @@ func crossedHolds(t *testing.T, s *testServer) (c1 *client.Client, b1, b2, a2 *M
 // Two holders that each wait for the lock the other holds are a cycle of
 // the server's wait-for graph, reported as one.
 func TestATwoOwnerDeadlockIsReported(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c1, b1, _, a2 := crossedHolds(t, s)
@@ -100,6 +102,7 @@ func TestATwoOwnerDeadlockIsReported(t *testing.T) {
 // the other wait goes on and holds once the ended one lets go of its own
 // lock, and the history records the end.
 func TestAServerThatEndsDeadlocksEndsTheYoungestWait(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(c *server.Config) { c.EndDeadlocks = true })
 	ctx := ctxWait(t)
 	c1, b1, b2, a2 := crossedHolds(t, s)
@@ -136,6 +139,7 @@ func TestAServerThatEndsDeadlocksEndsTheYoungestWait(t *testing.T) {
 // The server's lock metrics follow the locks: holds and waits as they end,
 // the queues, leases that expire and deadlocks.
 func TestTheServersLockMetricsFollowTheLocks(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c1, c2 := s.dial(t), s.dial(t)
@@ -202,6 +206,7 @@ func httpAcquire(t *testing.T, s *testServer, name, mode string) int {
 // A Go recipe and an HTTP client on the same lock exclude each other, in
 // every mode.
 func TestGoAndHTTPLocksExcludeEachOther(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
@@ -227,6 +232,7 @@ func TestGoAndHTTPLocksExcludeEachOther(t *testing.T) {
 // Breaking a lock under contention frees it for the next waiter, with a
 // higher token, and tells a holder bound to a lease.
 func TestABreakUnderContentionHandsTheLockOn(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	admin := s.dial(t)

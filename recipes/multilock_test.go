@@ -15,6 +15,7 @@ import (
 // Two MultiLocks over the same locks, given in opposite orders, never
 // deadlock: they take the locks in one order.
 func TestMultiLocksInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var inside atomic.Int32
 	var wg sync.WaitGroup
@@ -52,6 +53,7 @@ func TestMultiLocksInOppositeOrdersDoNotDeadlock(t *testing.T) {
 // A MultiLock that cannot have every lock before its deadline keeps none,
 // and a part is the same lock as a Mutex or an RWMutex on its path.
 func TestAMultiLockThatTimesOutReleasesWhatItTook(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	other := NewMutex(s.dial(t), "/locks/n/b")
@@ -86,6 +88,7 @@ func TestAMultiLockThatTimesOutReleasesWhatItTook(t *testing.T) {
 }
 
 func TestAMultiLockNeedsDistinctPaths(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	if _, err := NewMultiLock(c, nil); err == nil {
@@ -98,6 +101,7 @@ func TestAMultiLockNeedsDistinctPaths(t *testing.T) {
 
 // A MultiLock is lost when any of its locks is, not only its first.
 func TestAMultiLockIsLostWhenAnyPartIs(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	m, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/p/a"}, {Path: "/locks/p/b"}}, WithLease(time.Minute))
@@ -121,6 +125,7 @@ func TestAMultiLockIsLostWhenAnyPartIs(t *testing.T) {
 // its node is in every queue, all with one acquisition id, and a Mutex
 // that comes after it on a lock that was free waits behind it there.
 func TestAMultiLockJoinsEveryQueueAtOnce(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
@@ -154,6 +159,7 @@ func TestAMultiLockJoinsEveryQueueAtOnce(t *testing.T) {
 // (the write applied in every queue, or in none) and holds with them,
 // leaving no second node behind.
 func TestAMultiLockWhoseJoinAnswerIsLostFindsItsNodes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var k cutter
 	c := s.dial(t, client.WithDialer(k.dial))
@@ -175,6 +181,7 @@ func TestAMultiLockWhoseJoinAnswerIsLostFindsItsNodes(t *testing.T) {
 }
 
 func TestHierarchyPartsTakeIntentionsAbove(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		root, path string
 		read       bool
@@ -201,6 +208,7 @@ func TestHierarchyPartsTakeIntentionsAbove(t *testing.T) {
 // the holders of the locks below it, and they exclude it, while holders of
 // different locks below it, and readers, share.
 func TestAHierarchicalLockCoversItsSubtree(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	lock := func(path string, read bool) *MultiLock {
@@ -249,6 +257,7 @@ func TestAHierarchicalLockCoversItsSubtree(t *testing.T) {
 // The deadlock view sees through intention locks: a holder of an order
 // waiting for a lock whose holder waits for all the orders is a cycle.
 func TestADeadlockThroughAnIntentionLockIsFound(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
@@ -279,6 +288,7 @@ func TestADeadlockThroughAnIntentionLockIsFound(t *testing.T) {
 // An error before any node is queued (here, a lease the server refuses)
 // is Lock's error: the MultiLock holds nothing, and says so.
 func TestAMultiLockReportsAnErrorOfItsFirstPart(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	m, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/e/a"}, {Path: "/locks/e/b"}}, WithLease(500*time.Millisecond))
 	must(t, err)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestMutexExcludesAndItsTokensIncrease(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const clients, goroutines, rounds = 10, 50, 10
 	cs := make([]*client.Client, clients)
@@ -71,6 +72,7 @@ func TestMutexExcludesAndItsTokensIncrease(t *testing.T) {
 }
 
 func TestAReleaseWakesOneWaiterInFIFOOrder(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const waiters = 100
 	cs := make([]*client.Client, 10)
@@ -126,6 +128,7 @@ func TestAReleaseWakesOneWaiterInFIFOOrder(t *testing.T) {
 // create and the delete), and a waiter's join a create and the watch on
 // the node it waits for, with no list of the queue.
 func TestACreateSaysWhereTheNodeStands(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c1, c2 := s.dial(t), s.dial(t)
 	ctx := ctxWait(t)
@@ -158,6 +161,7 @@ func TestACreateSaysWhereTheNodeStands(t *testing.T) {
 }
 
 func TestMutexIsReentrantAndTryLockLeavesNothing(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c1, c2 := s.dial(t), s.dial(t)
 	ctx := ctxWait(t)
@@ -193,6 +197,7 @@ func TestMutexIsReentrantAndTryLockLeavesNothing(t *testing.T) {
 }
 
 func TestCancellingAWaiterRemovesItsNode(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c1, c2, c3 := s.dial(t), s.dial(t), s.dial(t)
 	holder := NewMutex(c1, "/locks/cancel")
@@ -218,6 +223,7 @@ func TestCancellingAWaiterRemovesItsNode(t *testing.T) {
 }
 
 func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var k cutter
 	dead := s.dial(t, client.WithDialer(k.dial), client.WithSessionTimeout(time.Second))
@@ -262,6 +268,7 @@ func TestAHolderCutOffLosesTheLockToTheNextWaiter(t *testing.T) {
 }
 
 func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var k cutter
 	c := s.dial(t, client.WithDialer(k.dial))
@@ -283,6 +290,7 @@ func TestACreateWhoseAnswerIsLostIsFoundAgain(t *testing.T) {
 }
 
 func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	old, c := s.dial(t), s.dial(t)
 	stale, err := newQueue(old, "/locks/stale", options{}).enqueue(ctxWait(t), lockq.Exclusive, nil, 0)
@@ -300,6 +308,7 @@ func TestANodeOfAnExpiredSessionIsNotAdopted(t *testing.T) {
 }
 
 func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	ctx := ctxWait(t)
@@ -338,6 +347,7 @@ func TestContendersShowsHoldersAndWaitersInOrder(t *testing.T) {
 }
 
 func TestAWaiterWhoseSessionExpiresGetsErrSessionExpired(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var k cutter
 	holder := NewMutex(s.dial(t), "/locks/expire")
@@ -357,6 +367,7 @@ func TestAWaiterWhoseSessionExpiresGetsErrSessionExpired(t *testing.T) {
 // gone, learns from the lock history that it was its own release, and
 // succeeds without touching the next holder, who took the lock meanwhile.
 func TestAReleaseWhoseAnswerIsLostLeavesTheNextHolderAlone(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	var k cutter
 	c, other := s.dial(t, client.WithDialer(k.dial)), s.dial(t)
@@ -384,6 +395,7 @@ func TestAReleaseWhoseAnswerIsLostLeavesTheNextHolderAlone(t *testing.T) {
 // while its lease lived) says the hold is gone, and acts on nothing: the
 // next holder keeps the lock.
 func TestAReleaseOrRenewalAfterTheLockMovedOnSaysSo(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c, other := s.dial(t), s.dial(t)
 	m := NewMutex(c, "/locks/moved", WithLease(10*time.Second))
@@ -414,6 +426,7 @@ func TestAReleaseOrRenewalAfterTheLockMovedOnSaysSo(t *testing.T) {
 // holds no sooner than the delay after the loss, as the lock history's
 // times show.
 func TestALockDelayKeepsTheLockAfterTheHolderIsLost(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		end  string

@@ -58,6 +58,7 @@ func mutexContender(name string, m *Mutex) contender {
 }
 
 func TestAHighPriorityWaiterBehindTenLowOnesHoldsNext(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const path = "/locks/payments"
 	holderClient := s.dial(t)
@@ -97,6 +98,7 @@ func TestAHighPriorityWaiterBehindTenLowOnesHoldsNext(t *testing.T) {
 }
 
 func TestPrioritiesAcrossModes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const path = "/locks/mixed"
 	c := s.dial(t)
@@ -142,6 +144,7 @@ func TestPrioritiesAcrossModes(t *testing.T) {
 }
 
 func TestAgingBoundsHowOftenAWaiterIsPassed(t *testing.T) {
+	t.Parallel()
 	// The holder's node has sequence number 0, the low waiter's 1; each
 	// change to the lock's children after that (a join, a leave) counts
 	// one, and the high waiter's sequence number is the count.
@@ -188,6 +191,7 @@ func TestAgingBoundsHowOftenAWaiterIsPassed(t *testing.T) {
 // would place it differently in each queue, and two MultiLocks could then
 // each hold a lock the other waits for.
 func TestAMultiLockTakesNoPriority(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	if _, err := NewMultiLock(s.dial(t), []LockPart{{Path: "/locks/m/a"}, {Path: "/locks/m/b"}}, WithPriority(3)); err == nil ||
 		!strings.Contains(err.Error(), "priority") {
@@ -204,6 +208,7 @@ func TestAMultiLockTakesNoPriority(t *testing.T) {
 // payment waits for the batch job alone; without (the batch job's two
 // locks taken by unrelated holders), it waits for the middle jobs too.
 func TestAHolderWaitingElsewhereInheritsItsWaitersPriority(t *testing.T) {
+	t.Parallel()
 	for _, inherits := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inheritance %v", inherits), func(t *testing.T) {
 			s := startServer(t)
@@ -286,6 +291,7 @@ func TestAHolderWaitingElsewhereInheritsItsWaitersPriority(t *testing.T) {
 // waiter of priority 5 for a third: k inherits 9 through l's node, which
 // carries the priority l inherited, and goes ahead of the waiter of 5.
 func TestInheritanceFollowsAChainOfLocks(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	j := NewMutex(s.dial(t), "/locks/c")
@@ -330,6 +336,7 @@ func TestInheritanceFollowsAChainOfLocks(t *testing.T) {
 // still apply: the wait's next list takes its new node, rather than
 // deleting it as a stray and failing as if its node were gone.
 func TestAListTakesARequeueThatAppliedAfterItsAnswerWasLost(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestReadersShareAndWritersExclude(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	cs := []*client.Client{s.dial(t), s.dial(t), s.dial(t), s.dial(t)}
 	var readers, writers, maxReaders atomic.Int32
@@ -68,6 +69,7 @@ func TestReadersShareAndWritersExclude(t *testing.T) {
 }
 
 func TestAWaitingWriterIsNotStarvedByLaterReaders(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	ctx := ctxWait(t)
@@ -112,6 +114,7 @@ func TestAWaitingWriterIsNotStarvedByLaterReaders(t *testing.T) {
 // On one path a Mutex is the write side of an RWMutex: it excludes readers,
 // and readers exclude it.
 func TestAMutexAndAReaderOnOnePathExcludeEachOther(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestSemaphoreAdmitsAtMostN(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const n, goroutines, rounds = 3, 12, 4
 	cs := []*client.Client{s.dial(t), s.dial(t), s.dial(t)}
@@ -53,6 +54,7 @@ func TestSemaphoreAdmitsAtMostN(t *testing.T) {
 
 // TestTryAcquireAndRelease also shows that n holders are admitted at once.
 func TestTryAcquireAndRelease(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	ctx := ctxWait(t)
@@ -85,6 +87,7 @@ func TestTryAcquireAndRelease(t *testing.T) {
 }
 
 func TestBarrierHoldsWaitersUntilRemoved(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	ctx := ctxWait(t)
@@ -114,6 +117,7 @@ func TestBarrierHoldsWaitersUntilRemoved(t *testing.T) {
 }
 
 func TestDoubleBarrierEntersAndLeavesTogether(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	const n = 5
 	var entered, left atomic.Int32

@@ -25,6 +25,7 @@ func node(id string, kind lockq.Kind, seq int) string {
 }
 
 func TestADeletedNodeDropsItsAcquisitionOnlyWhenItWasItsOnlyNode(t *testing.T) {
+	t.Parallel()
 	ex := lockq.Exclusive
 	for _, tc := range []struct {
 		name  string
@@ -68,6 +69,7 @@ func TestADeletedNodeDropsItsAcquisitionOnlyWhenItWasItsOnlyNode(t *testing.T) {
 // watches that first node, must not take the deletion for the
 // acquisition's release.
 func TestTheDeletionOfANodeALostCreateLeftDoesNotHandTheLockOn(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ca, cb := s.dial(t), s.dial(t)
 	ctx := ctxWait(t)

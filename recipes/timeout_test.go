@@ -16,6 +16,7 @@ const waitShort = 200 * time.Millisecond
 // an error matching context.DeadlineExceeded, and by then its node is gone,
 // so the queue is as it was before it came.
 func TestAWaitThatTimesOutLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	tests := []struct {
 		name string
@@ -81,6 +82,7 @@ func TestAWaitThatTimesOutLeavesNothingBehind(t *testing.T) {
 // goes on waiting for the holder, and gets the lock when the holder lets
 // go.
 func TestAWaiterThatGivesUpHandsNothingToTheNextOne(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	holder := NewMutex(c, "/locks/giveup")
@@ -119,6 +121,7 @@ func TestAWaiterThatGivesUpHandsNothingToTheNextOne(t *testing.T) {
 // error at once, without waiting for the reconnect; its node goes when the
 // client is back.
 func TestAWaitThatTimesOutWhileDisconnectedRemovesItsNodeAtReconnect(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	c := s.dial(t)
 	holder := NewMutex(c, "/locks/offline")

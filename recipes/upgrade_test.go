@@ -29,6 +29,7 @@ func stillWaiting(t *testing.T, done chan error) {
 }
 
 func TestADowngradeLetsTheReadersBehindInAndNotTheWriters(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	w, r, w2 := NewRWMutex(s.dial(t), "/locks/down"), NewRWMutex(s.dial(t), "/locks/down"), NewRWMutex(s.dial(t), "/locks/down")
@@ -57,6 +58,7 @@ func TestADowngradeLetsTheReadersBehindInAndNotTheWriters(t *testing.T) {
 }
 
 func TestAnUpgradeWaitsForTheOtherReadersAndHoldsBackNewOnes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	r1, r2, r3 := NewRWMutex(s.dial(t), "/locks/up"), NewRWMutex(s.dial(t), "/locks/up"), NewRWMutex(s.dial(t), "/locks/up")
@@ -80,6 +82,7 @@ func TestAnUpgradeWaitsForTheOtherReadersAndHoldsBackNewOnes(t *testing.T) {
 }
 
 func TestAnUpgradeGoesAheadOfAWaitingWriter(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	r, w := NewRWMutex(s.dial(t), "/locks/first"), NewRWMutex(s.dial(t), "/locks/first")
@@ -96,6 +99,7 @@ func TestAnUpgradeGoesAheadOfAWaitingWriter(t *testing.T) {
 }
 
 func TestASecondUpgradeIsRefusedAtOnceAndKeepsItsRead(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	r1, r2 := NewRWMutex(s.dial(t), "/locks/two"), NewRWMutex(s.dial(t), "/locks/two")
@@ -112,6 +116,7 @@ func TestASecondUpgradeIsRefusedAtOnceAndKeepsItsRead(t *testing.T) {
 }
 
 func TestAnUpgradeThatTimesOutKeepsTheReadHold(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	r1, r2, r3 := NewRWMutex(s.dial(t), "/locks/keep"), NewRWMutex(s.dial(t), "/locks/keep"), NewRWMutex(s.dial(t), "/locks/keep")
@@ -134,6 +139,7 @@ func TestAnUpgradeThatTimesOutKeepsTheReadHold(t *testing.T) {
 }
 
 func TestUpgradeAndDowngradeNeedTheOtherHold(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	rw := NewRWMutex(s.dial(t), "/locks/none")
@@ -153,6 +159,7 @@ func TestUpgradeAndDowngradeNeedTheOtherHold(t *testing.T) {
 // A reader that came to hold while an upgrade waited (the writer between
 // them gave up) is waited for too: the upgrade never holds beside it.
 func TestAnUpgradeWaitsForAReaderThatCameToHoldWhileItWaited(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	path := "/locks/late"
@@ -180,6 +187,7 @@ func TestAnUpgradeWaitsForAReaderThatCameToHoldWhileItWaited(t *testing.T) {
 // A reader that queued behind an upgrade under way gets its read when the
 // upgrade is taken back.
 func TestATakenBackUpgradeWakesTheReadersBehindIt(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	ctx := ctxWait(t)
 	path := "/locks/back"

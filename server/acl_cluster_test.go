@@ -26,6 +26,7 @@ func freeAddr(t *testing.T) string {
 // the txn carries, so every member decides alike and their trees (ACLs
 // included, through the digest) stay equal.
 func TestMembersApplyTheSameACLDecisions(t *testing.T) {
+	t.Parallel()
 	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	members := map[uint64]*Server{}
 	for id := uint64(1); id <= 3; id++ {

@@ -76,6 +76,7 @@ func (c *rawConn) must(req wire.Request) wire.Reply {
 }
 
 func TestDigestIdentityIsZooKeepers(t *testing.T) {
+	t.Parallel()
 	for cred, want := range map[string]string{"alice:secret": aliceDigest, "root:rootpw": rootDigest,
 		"bob:pa:ss": "bob:ZLnpyJBWh1VZxyRoQkI2cRg/9PM="} { // the password is all after the first colon
 		if got, err := digestID(cred); err != nil || got != want {
@@ -120,6 +121,7 @@ var aclOps = []aclOp{
 }
 
 func TestACLsAcrossEveryOpAndScheme(t *testing.T) {
+	t.Parallel()
 	s := aclServer(t)
 	root := authedSession(t, s, "root:rootpw")
 	anon := authedSession(t, s)
@@ -175,6 +177,7 @@ func TestACLsAcrossEveryOpAndScheme(t *testing.T) {
 }
 
 func TestExistsOfAMissingNodeIsNoNodeWhateverTheParentsACL(t *testing.T) {
+	t.Parallel()
 	s := aclServer(t)
 	root := authedSession(t, s, "root:rootpw")
 	root.must(wire.Request{Op: wire.OpCreate, Path: "/closed", ACL: []wire.ACL{{Perms: wire.PermAll, Scheme: "digest", ID: rootDigest}}})
@@ -194,6 +197,7 @@ func TestExistsOfAMissingNodeIsNoNodeWhateverTheParentsACL(t *testing.T) {
 }
 
 func TestGetACLMasksDigestsWithoutAdmin(t *testing.T) {
+	t.Parallel()
 	s := aclServer(t)
 	root := authedSession(t, s, "root:rootpw")
 	acl := []wire.ACL{
@@ -218,6 +222,7 @@ func TestGetACLMasksDigestsWithoutAdmin(t *testing.T) {
 }
 
 func TestAuthAndWhoAmI(t *testing.T) {
+	t.Parallel()
 	s := aclServer(t)
 	c := authedSession(t, s)
 	ip := wire.Identity{Scheme: "ip", ID: "127.0.0.1"}
@@ -264,6 +269,7 @@ func TestAuthAndWhoAmI(t *testing.T) {
 }
 
 func TestIdentitiesBelongToTheConnection(t *testing.T) {
+	t.Parallel()
 	s := aclServer(t)
 	a := dialRaw(t, s)
 	sess := a.connect(wire.ConnectRequest{})
@@ -282,6 +288,7 @@ func TestIdentitiesBelongToTheConnection(t *testing.T) {
 }
 
 func TestCreateAndSetACLValidation(t *testing.T) {
+	t.Parallel()
 	readOnly := []wire.ACL{{Perms: wire.PermRead | wire.PermCreate, Scheme: "world", ID: "anyone"}}
 	s := aclServer(t, func(c *Config) { c.DefaultACL = readOnly })
 	alice := authedSession(t, s, "alice:secret")
@@ -327,6 +334,7 @@ func TestCreateAndSetACLValidation(t *testing.T) {
 }
 
 func TestLastingWatchesSkipNodesTheWatcherCannotRead(t *testing.T) {
+	t.Parallel()
 	s := aclServer(t)
 	root := authedSession(t, s, "root:rootpw")
 	root.must(wire.Request{Op: wire.OpCreate, Path: "/w"})

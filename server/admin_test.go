@@ -32,6 +32,7 @@ var memberChanges = []struct {
 }
 
 func TestMembershipChangesNeedTheSuperuserOrAnAdminCertificateOnceEitherIsConfigured(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	serverCert := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	withCerts := func(c *Config) {
@@ -108,6 +109,7 @@ func TestMembershipChangesNeedTheSuperuserOrAnAdminCertificateOnceEitherIsConfig
 }
 
 func TestTheMembershipRuleAsksWhereFromAndThenWho(t *testing.T) {
+	t.Parallel()
 	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
 	loopback6 := &net.TCPAddr{IP: net.IPv6loopback, Port: 5000}
 	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 5000}
@@ -154,6 +156,7 @@ func TestTheMembershipRuleAsksWhereFromAndThenWho(t *testing.T) {
 }
 
 func TestAdminIdentitiesParseAndCheck(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		in   string
@@ -198,6 +201,7 @@ func TestAdminIdentitiesParseAndCheck(t *testing.T) {
 }
 
 func TestAServerThatNamesNoAdminSaysAtStartThatNobodyMayChangeTheMembers(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	serverCert := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	const warning = "membership changes are refused to every client: clients need certificates, and neither a superuser nor an admin identity is configured"

@@ -62,6 +62,7 @@ func takeBackup(t *testing.T, c *client.Client) (client.SnapshotInfo, []byte) {
 }
 
 func TestABackupIsTheMembersWholeStateAtOneZxid(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialClient(t, s)
 	fill(t, c, 40, 40<<10) // 1.6 MB: several chunks
@@ -104,6 +105,7 @@ func TestABackupIsTheMembersWholeStateAtOneZxid(t *testing.T) {
 }
 
 func TestBackupsNeedTheSuperuserOnceThereIsOne(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.SuperDigest = rootDigest })
 	_, err := dialClient(t, s, client.WithAuth("digest", []byte("alice:secret"))).OpenSnapshot(context.Background())
 	if !errors.Is(err, client.ErrNoAuth) {
@@ -113,6 +115,7 @@ func TestBackupsNeedTheSuperuserOnceThereIsOne(t *testing.T) {
 }
 
 func TestABackupIsFetchedOnlyByItsSessionAndEndsWhenReleased(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	a, b := authedSession(t, s), authedSession(t, s)
 	a.must(wire.Request{Op: wire.OpSetData, Path: "/", Data: bytes.Repeat([]byte("x"), snapshotChunk)}) // two chunks
@@ -146,6 +149,7 @@ func TestABackupIsFetchedOnlyByItsSessionAndEndsWhenReleased(t *testing.T) {
 }
 
 func TestAMemberHoldsTwoBackupsAtOnce(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := authedSession(t, s)
 	c.must(wire.Request{Op: wire.OpSetData, Path: "/", Data: bytes.Repeat([]byte("x"), snapshotChunk)}) // more than one chunk
@@ -164,6 +168,7 @@ func TestAMemberHoldsTwoBackupsAtOnce(t *testing.T) {
 }
 
 func TestAFileABackupLeftBehindDoesNotKeepAMemberFromStarting(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	if _, err := dialClient(t, s).Create(context.Background(), "/a", nil, client.Persistent); err != nil {
@@ -181,6 +186,7 @@ func TestAFileABackupLeftBehindDoesNotKeepAMemberFromStarting(t *testing.T) {
 }
 
 func TestAMemberClosesWithABackupHeld(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := authedSession(t, s)
 	c.must(wire.Request{Op: wire.OpSetData, Path: "/", Data: bytes.Repeat([]byte("x"), snapshotChunk)})
@@ -198,6 +204,7 @@ func TestAMemberClosesWithABackupHeld(t *testing.T) {
 // follower asked for a backup learns it is committed only later. Its
 // backup must hold it all the same.
 func TestAFollowerCatchesUpBeforeItsBackup(t *testing.T) {
+	t.Parallel()
 	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	members := map[uint64]*Server{}
 	for id := uint64(1); id <= 3; id++ {

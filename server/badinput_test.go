@@ -8,6 +8,7 @@ import (
 )
 
 func TestBadInputIsRefusedAndOthersCarryOn(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	good := dialRaw(t, s)
 	if resp := good.connect(wire.ConnectRequest{}); resp.Err != wire.CodeOK || resp.SessionID == 0 {
@@ -111,6 +112,7 @@ func TestBadInputIsRefusedAndOthersCarryOn(t *testing.T) {
 }
 
 func TestConnectionLimit(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxConns = 1 })
 	dialRaw(t, s).connect(wire.ConnectRequest{})
 	if resp := dialRaw(t, s).connect(wire.ConnectRequest{}); resp.Err != wire.CodeTooManyConnections {
@@ -119,6 +121,7 @@ func TestConnectionLimit(t *testing.T) {
 }
 
 func TestReservedXidsEndTheConnectionWithBadArguments(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	unknownOp := func(xid int32) []byte {
 		frame := wire.AppendRequest(nil, &wire.Request{Xid: xid, Op: wire.OpPing})

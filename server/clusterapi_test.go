@@ -6,6 +6,7 @@ import (
 )
 
 func TestTheOverviewKeepsTenMinutesOfRates(t *testing.T) {
+	t.Parallel()
 	var rt rates
 	t0 := time.Unix(1000, 0)
 	rt.sample(t0, 100, 50, RatePoint{Znodes: 7})
@@ -26,6 +27,7 @@ func TestTheOverviewKeepsTenMinutesOfRates(t *testing.T) {
 }
 
 func TestReachableAddrUsesThePeersHostForAnUnspecifiedOne(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ addr, peer, want string }{
 		{"127.0.0.1:2481", "10.0.0.1:2381", "127.0.0.1:2481"},
 		{"0.0.0.0:2481", "10.0.0.1:2381", "10.0.0.1:2481"},

@@ -15,6 +15,7 @@ import (
 // from a renewal that succeeded, which a quorum has, and not only from
 // pings, which a member cut off from the leader may answer.
 func TestALeasesRenewalKeepsItsSessionAlive(t *testing.T) {
+	t.Parallel()
 	sessions := session.NewTable(time.Second, time.Minute)
 	f := newFSM(zaptest.NewLogger(t), newWatchRegistry(func(*conn, int64, tree.Event, []string) {}), sessions, 1<<20, 100)
 	var zxid uint64

@@ -51,6 +51,7 @@ func closedByServer(t *testing.T, nc net.Conn, bound time.Duration) bool {
 }
 
 func TestConnectionsPastTheHandshakeCapAreClosedAtOnce(t *testing.T) {
+	t.Parallel()
 	const maxHandshaking = 3
 	s := startZKServer(t, func(c *Config) {
 		c.MaxHandshaking = maxHandshaking
@@ -97,6 +98,7 @@ func TestConnectionsPastTheHandshakeCapAreClosedAtOnce(t *testing.T) {
 }
 
 func TestSquattersAreShedSoonerWhenOverHalfTheCapIsInUse(t *testing.T) {
+	t.Parallel()
 	const maxHandshaking = 4
 	s := startServer(t, "", func(c *Config) {
 		c.MaxHandshaking = maxHandshaking
@@ -132,6 +134,7 @@ func TestSquattersAreShedSoonerWhenOverHalfTheCapIsInUse(t *testing.T) {
 }
 
 func TestUnderPressureAConnectionOverItsAddressLimitIsClosedUnanswered(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) {
 		c.MaxHandshaking, c.MaxConnsPerIP = 4, 1
 		c.HandshakeTimeout, c.ShortHandshakeTimeout = time.Hour, time.Hour
@@ -182,6 +185,7 @@ func TestUnderPressureAConnectionOverItsAddressLimitIsClosedUnanswered(t *testin
 }
 
 func TestEveryWayAHandshakeEndsGivesItsSlotBack(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t, func(c *Config) { c.MaxConns = 3 })
 	idle := func() bool { return s.limits.handshakes.count() == 0 }
 	conns := func() int {
@@ -258,6 +262,7 @@ func TestEveryWayAHandshakeEndsGivesItsSlotBack(t *testing.T) {
 }
 
 func TestHandshakesCountEachConnectionOnceAndShortenPastHalfTheCap(t *testing.T) {
+	t.Parallel()
 	h := newHandshakes(&Config{MaxHandshaking: 4, HandshakeTimeout: time.Hour, ShortHandshakeTimeout: time.Second})
 	conns := make([]net.Conn, 5)
 	for i := range conns {

@@ -41,6 +41,7 @@ func zxidsSince(h *watchHistory, from int64) ([]int64, error) {
 }
 
 func TestTheHistoryKeepsWithinItsLimitsDroppingWholeTxns(t *testing.T) {
+	t.Parallel()
 	path := "/p/" + string(make([]byte, 50))
 	size := int64(len(eventKey(1, 0)) + len(appendEventValue(nil, tree.Event{Type: wire.EventNodeCreated, Path: path}, 12_000)))
 	for _, tc := range []struct {
@@ -85,6 +86,7 @@ func TestTheHistoryKeepsWithinItsLimitsDroppingWholeTxns(t *testing.T) {
 }
 
 func TestTheHistoryOutlivesARestartAndSkipsTheReplayedLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	limits := historyLimits{events: 1000}
 	h := reopenHistory(t, dir, limits)
@@ -137,6 +139,7 @@ func TestTheHistoryOutlivesARestartAndSkipsTheReplayedLog(t *testing.T) {
 }
 
 func TestAMalformedHistoryEventIsRefusedNotPanickedOn(t *testing.T) {
+	t.Parallel()
 	good := appendEventValue(nil, tree.Event{Type: wire.EventNodeCreated, Path: "/a/b", Data: []byte("v"),
 		Stat: wire.Stat{Czxid: 9, Mzxid: 9, Ctime: -1, DataLength: 1},
 		ACL:  []wire.ACL{{Perms: wire.PermRead, Scheme: "ip", ID: "127.0.0.1"}}}, 12345)
@@ -156,6 +159,7 @@ func TestAMalformedHistoryEventIsRefusedNotPanickedOn(t *testing.T) {
 // A damaged history does not keep the member from starting: it starts
 // afresh, complete from the next txn it records.
 func TestADamagedHistoryStartsAfresh(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	limits := historyLimits{events: 1000}
 	h := reopenHistory(t, dir, limits)
@@ -183,6 +187,7 @@ func TestADamagedHistoryStartsAfresh(t *testing.T) {
 // watch of each frame sees it. (Restored frame by frame, the first frame's
 // watch saw it live and the second's replayed it again.)
 func TestARestoreOverSeveralFramesReplaysEachEventOnce(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	writer := dialRaw(t, s)
 	writer.connect(wire.ConnectRequest{})
@@ -242,6 +247,7 @@ func FuzzDecodeHistoryEvent(f *testing.F) {
 // A replay is sent in two parts, the bulk without the fsm's lock and the
 // rest with it: a change applied between them comes once, in order.
 func TestAReplayInTwoPartsSendsEachEventOnce(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, t.TempDir())
 	ctx := context.Background()
 	write := func(req wire.Request) int64 {
@@ -292,6 +298,7 @@ func TestAReplayInTwoPartsSendsEachEventOnce(t *testing.T) {
 // A restore over several frames one of which passes the watch limit is
 // refused whole, up to its last frame; the next restore starts afresh.
 func TestARestoreRefusedInOneFrameIsRefusedWhole(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, t.TempDir(), func(cfg *Config) { cfg.MaxWatches = 2 })
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})

@@ -82,6 +82,7 @@ func (c *httpConn) closedByServer() error {
 }
 
 func TestAnIdleHTTPConnectionIsClosedAfterTheIdleTimeout(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.HTTPIdleTimeout = 200 * time.Millisecond })
 	c := dialHTTP(t, s.HTTPAddr())
 	c.get("/status")
@@ -94,6 +95,7 @@ func TestAnIdleHTTPConnectionIsClosedAfterTheIdleTimeout(t *testing.T) {
 // New builds it, with a handler that answers when the test lets it: such
 // a request (a long poll, an event stream) must outlast the idle timeout.
 func TestAnHTTPRequestInProgressIsNotIdle(t *testing.T) {
+	t.Parallel()
 	cfg := Config{HTTPIdleTimeout: 200 * time.Millisecond}
 	started, release := make(chan struct{}), make(chan struct{})
 	mux := http.NewServeMux()
@@ -138,6 +140,7 @@ func TestAnHTTPRequestInProgressIsNotIdle(t *testing.T) {
 }
 
 func TestHTTPIdleTimeoutIsAtMostAMinute(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		timeout time.Duration
 		ok      bool
@@ -161,6 +164,7 @@ func TestHTTPIdleTimeoutIsAtMostAMinute(t *testing.T) {
 }
 
 func TestHTTPConnectionsAreCapped(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.HTTPMaxConns = 2 })
 	a, b := dialHTTP(t, s.HTTPAddr()), dialHTTP(t, s.HTTPAddr())
 	a.get("/status") // both are accepted now, and stay open between requests
@@ -212,6 +216,7 @@ func TestHTTPConnectionsAreCapped(t *testing.T) {
 }
 
 func TestHTTPEndpointsAnswerOnlyTheirMethods(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.Pprof = true })
 	base := "http://" + s.HTTPAddr().String()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {

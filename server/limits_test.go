@@ -37,6 +37,7 @@ func metric(t *testing.T, s *Server, series string) float64 {
 }
 
 func TestBudgetBoundsCountAndBytes(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name          string
 		count, bytes  int
@@ -85,6 +86,7 @@ func (c *waitingCtx) Done() <-chan struct{} {
 }
 
 func TestBudgetGiveLetsAWaitingTakeThrough(t *testing.T) {
+	t.Parallel()
 	b := newBudget(1, 100)
 	b.take(context.Background(), 10)
 	parent, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -101,6 +103,7 @@ func TestBudgetGiveLetsAWaitingTakeThrough(t *testing.T) {
 }
 
 func TestRefusalsAreLoggedAtMostOnceASecondPerLimit(t *testing.T) {
+	t.Parallel()
 	var l logThrottle
 	t0 := time.Now()
 	for _, step := range []struct {
@@ -124,6 +127,7 @@ func TestRefusalsAreLoggedAtMostOnceASecondPerLimit(t *testing.T) {
 }
 
 func TestLimitsThatCannotBeTurnedOffAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, mod := range []func(*Config){
 		func(c *Config) { c.MaxOutstanding = NoLimit },
 		func(c *Config) { c.MaxOutstandingBytes = NoLimit },
@@ -138,6 +142,7 @@ func TestLimitsThatCannotBeTurnedOffAreRefused(t *testing.T) {
 }
 
 func TestLimitsAreInMetrics(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxWatches = NoLimit; c.MaxEphemerals = 7 })
 	for series, want := range map[string]float64{
 		`arbor_limit{limit="data_size"}`:                      float64(1 << 20),
@@ -173,6 +178,7 @@ func TestLimitsAreInMetrics(t *testing.T) {
 }
 
 func TestConnectionsPerIPAreLimited(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t, func(c *Config) { c.MaxConnsPerIP = 2 })
 	a, b := dialRaw(t, s), dialRaw(t, s)
 	for _, c := range []*rawConn{a, b} {
@@ -219,6 +225,7 @@ func TestConnectionsPerIPAreLimited(t *testing.T) {
 }
 
 func TestWatchesPerConnectionAreLimited(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxWatches = 2 })
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})
@@ -282,6 +289,7 @@ func (s *Server) connOf(t *testing.T, rc *rawConn) *conn {
 }
 
 func TestEphemeralsPerSessionAreLimited(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxEphemerals = 2 })
 	t.Run("pipelined creates count those in flight", func(t *testing.T) {
 		c := dialRaw(t, s)
@@ -386,6 +394,7 @@ func connectZK(t *testing.T, s *Server) *zkConn {
 }
 
 func TestListingsAreLimited(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t, func(c *Config) { c.MaxListNames = 3; c.MaxListBytes = 10 })
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})
@@ -444,6 +453,7 @@ func TestListingsAreLimited(t *testing.T) {
 // A connection that pipelines past its budget is slowed, not refused:
 // every request is answered, in order.
 func TestOutstandingRequestsAreThrottledNotRefused(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		mod   func(*Config)
@@ -583,6 +593,7 @@ func readReply(br io.Reader, op wire.Op) (wire.Reply, error) {
 // noisy clients get few replies, fewer than the requests one of them may
 // hold in the server: the quiet get does not wait behind their backlog.
 func TestANoisyClientDoesNotStarveTheOthers(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxWatches = 1000 })
 	quiet := dialRaw(t, s)
 	quiet.connect(wire.ConnectRequest{})

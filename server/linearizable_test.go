@@ -9,6 +9,7 @@ import (
 // The connection speaks the lower of the client's protocol version and
 // the server's.
 func TestTheHandshakeAgreesOnTheLowerVersion(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, t.TempDir())
 	for _, tc := range []struct{ client, want int32 }{
 		{1, 1},
@@ -25,6 +26,7 @@ func TestTheHandshakeAgreesOnTheLowerVersion(t *testing.T) {
 // the writes sent before it, also when the client pipelines them behind a
 // write.
 func TestLinearizableReadsAnswerInOrder(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, t.TempDir())
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})

@@ -86,6 +86,7 @@ func holdersAndWaiters(t *testing.T, s *Server, name string) (holders, waiters i
 }
 
 func TestHTTPClientsTakeTurnsWithTokensThatGrow(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, first := api(t, s, "POST", "/api/v1/locks/job/acquire", map[string]any{"client_id": "w1", "ttl_ms": 10_000})
 	if code != http.StatusOK || first["acquired"] != true || first["lease_id"] == "" {
@@ -138,6 +139,7 @@ func TestHTTPClientsTakeTurnsWithTokensThatGrow(t *testing.T) {
 
 // A holder that stops renewing loses the lock to the next waiter.
 func TestAnHTTPHolderThatStopsRenewingLosesTheLock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, first := api(t, s, "POST", "/api/v1/locks/lease/acquire", map[string]any{"client_id": "stuck", "ttl_ms": 1000})
 	if code != http.StatusOK {
@@ -153,6 +155,7 @@ func TestAnHTTPHolderThatStopsRenewingLosesTheLock(t *testing.T) {
 }
 
 func TestTheLockAPIRefusesBadInputAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	for _, tt := range []struct {
 		name, path string
@@ -192,6 +195,7 @@ func TestTheLockAPIRefusesBadInputAndChangesNothing(t *testing.T) {
 }
 
 func TestTheLockAPIKeepsTheLocksACL(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	alice := wire.Identity{Scheme: "digest", ID: wire.DigestID("alice", "secret")}
 	for _, p := range []string{"/locks", "/locks/private"} {
@@ -216,6 +220,7 @@ func TestTheLockAPIKeepsTheLocksACL(t *testing.T) {
 }
 
 func TestTheLockAPIShowsLocksAndDeadlocks(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	for _, name := range []string{"a", "b"} {
 		if code, v := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "c-" + name}); code != http.StatusOK {
@@ -245,6 +250,7 @@ func TestTheLockAPIShowsLocksAndDeadlocks(t *testing.T) {
 
 // A long poll answers once the lock changed past the index it names.
 func TestALongPollAnswersWhenTheLockChanges(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, held := api(t, s, "POST", "/api/v1/locks/poll/acquire", map[string]any{"client_id": "w1"})
 	if code != http.StatusOK {
@@ -284,6 +290,7 @@ func TestALongPollAnswersWhenTheLockChanges(t *testing.T) {
 
 // The event stream sends the lock's state at once and at each change.
 func TestTheEventStreamFollowsALock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	resp, err := http.Get("http://" + s.HTTPAddr().String() + "/api/v1/locks/ev/events")
 	if err != nil {
@@ -332,6 +339,7 @@ func TestTheEventStreamFollowsALock(t *testing.T) {
 }
 
 func TestABreakOverHTTPFreesTheLock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	if code, v := api(t, s, "POST", "/api/v1/locks/brk/acquire", map[string]any{"client_id": "stuck"}); code != http.StatusOK {
 		t.Fatalf("acquire: %d %v", code, v)
@@ -363,6 +371,7 @@ func TestABreakOverHTTPFreesTheLock(t *testing.T) {
 // acquire's check that it is there and the create of the lock node, which
 // then makes it again.
 func TestALockNodeMakesAgainTheDirectoryTheReaperTook(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	ctx := context.Background()
 	lease := s.ids.Next()
@@ -385,6 +394,7 @@ func TestALockNodeMakesAgainTheDirectoryTheReaperTook(t *testing.T) {
 // An HTTP waiter's lease is renewed while it waits: a wait longer than its
 // TTL ends with the lock.
 func TestAnHTTPWaitLongerThanItsTTLEndsWithTheLock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, first := api(t, s, "POST", "/api/v1/locks/long/acquire", map[string]any{"client_id": "w1", "ttl_ms": 10_000})
 	if code != http.StatusOK {
@@ -407,6 +417,7 @@ func TestAnHTTPWaitLongerThanItsTTLEndsWithTheLock(t *testing.T) {
 }
 
 func TestAnHTTPClientCannotReachASessionsLease(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})
@@ -425,6 +436,7 @@ func TestAnHTTPClientCannotReachASessionsLease(t *testing.T) {
 }
 
 func TestThePathWatchForgetsAPathNobodyWaitsOn(t *testing.T) {
+	t.Parallel()
 	w := newPathWatch()
 	_, done1 := w.next("/a")
 	_, done2 := w.next("/a")
@@ -468,6 +480,7 @@ func history(t *testing.T, s *Server, name string) ([]string, []any) {
 // member that restarts, from a snapshot and the log after it, tells the
 // same.
 func TestTheLockHistoryTellsHowHoldsEndedAndOutlivesARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	snapshotOften := func(c *Config) { c.SnapshotEvery = 5 }
 	s := startServer(t, dir, snapshotOften)
@@ -518,6 +531,7 @@ func TestTheLockHistoryTellsHowHoldsEndedAndOutlivesARestart(t *testing.T) {
 // the youngest wait answers 409 deadlock and leaves nothing behind; the
 // other wait goes on.
 func TestAnHTTPWaitEndedForADeadlockAnswers409(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.EndDeadlocks = true })
 	leases := map[string]any{}
 	for _, name := range []string{"a", "b"} {
@@ -549,6 +563,7 @@ func TestAnHTTPWaitEndedForADeadlockAnswers409(t *testing.T) {
 }
 
 func TestAnHTTPWaiterWithAPriorityHoldsBeforeLowerOnes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, first := api(t, s, "POST", "/api/v1/locks/pay/acquire", map[string]any{"client_id": "holder", "ttl_ms": 10_000})
 	if code != http.StatusOK {
@@ -588,6 +603,7 @@ func TestAnHTTPWaiterWithAPriorityHoldsBeforeLowerOnes(t *testing.T) {
 }
 
 func TestATokenCheckSaysWhetherTheTokenStillHolds(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, v := api(t, s, "POST", "/api/v1/locks/chk/acquire", map[string]any{"client_id": "a"})
 	if code != http.StatusOK {
@@ -645,6 +661,7 @@ func (lt *lossyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // that the lock is no longer held by that hold, and why, and the next
 // holder keeps it.
 func TestAReleaseOrRenewalTriedAgainLeavesTheNextHolderAlone(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	lt := &lossyTransport{}
 	hc := &http.Client{Transport: lt}
@@ -722,6 +739,7 @@ func eventTime(t *testing.T, ev map[string]any) time.Time {
 // for that long: the next holder's acquisition comes at least that long
 // after the loss. A release hands over at once, with no delay.
 func TestALockDelayHoldsTheLockAfterALossNotAfterARelease(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	const delay = 1500 * time.Millisecond
 	for _, tc := range []struct {
@@ -791,6 +809,7 @@ func TestALockDelayHoldsTheLockAfterALossNotAfterARelease(t *testing.T) {
 // multi-locks over the same locks, named in either order, never wait for
 // each other at once.
 func TestAMultiLockHoldsAllOrNone(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	multi := func(client string, waitMs int, names ...string) (int, map[string]any) {
 		var locks []map[string]any
@@ -863,6 +882,7 @@ func TestAMultiLockHoldsAllOrNone(t *testing.T) {
 // A client cannot make a lock-delay's node: it would hold the lock against
 // every mode, for as long as it liked.
 func TestAClientCannotMakeALockDelaysNode(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})
@@ -884,6 +904,7 @@ func TestAClientCannotMakeALockDelaysNode(t *testing.T) {
 // A multi-lock one of whose locks was broken holds no longer all of them:
 // a renewal through another of its locks says so.
 func TestAMultiLocksRenewalAfterABreakOfAnotherLockFails(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	code, v := api(t, s, "POST", "/api/v1/multilocks/acquire", map[string]any{"client_id": "m",
 		"locks": []any{map[string]any{"name": "rx"}, map[string]any{"name": "ry"}}})

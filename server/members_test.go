@@ -11,6 +11,7 @@ import (
 )
 
 func TestASingleNodeShowsItselfAsTheLeaderWithAQuorum(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.ZKListen = "127.0.0.1:0" })
 	resp, err := http.Get("http://" + s.HTTPAddr().String() + "/api/v1/members")
 	if err != nil {
@@ -42,6 +43,7 @@ func TestASingleNodeShowsItselfAsTheLeaderWithAQuorum(t *testing.T) {
 }
 
 func TestTheMembersEndpointAnswersOnlyGET(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	resp, err := http.Post("http://"+s.HTTPAddr().String()+"/api/v1/members", "application/json", strings.NewReader("{}"))
 	if err != nil {
@@ -59,6 +61,7 @@ func TestTheMembersEndpointAnswersOnlyGET(t *testing.T) {
 // whose peers never start: it knows no leader, and hears no card but the
 // ones the test hands it.
 func TestAMemberWhosePeersAreDownShowsThemUnknown(t *testing.T) {
+	t.Parallel()
 	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	s := startServer(t, "", func(c *Config) { c.Peers, c.HTTP = peers, "-" })
 	card := func(c memberCard) []byte {

@@ -36,6 +36,7 @@ func stallingClient(t *testing.T, s *Server, n int, timeout time.Duration, first
 // not queue its 100 MiB of replies, and answers other clients meanwhile,
 // also once the client's session expires and its connection closes.
 func TestAClientThatDoesNotReadHoldsABoundedQueueOfReplies(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	stallingClient(t, s, 100, 300*time.Millisecond)
 	// The responder stops once the socket's buffers and the queue are
@@ -62,6 +63,7 @@ func TestAClientThatDoesNotReadHoldsABoundedQueueOfReplies(t *testing.T) {
 // and is then refused with ErrThrottled, counted against the memory
 // limit; the room comes back when the requests holding it are answered.
 func TestAWriteIsRefusedWhenTheMembersRequestMemoryStaysFull(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MemoryBudget = 4 << 20 }) // 1 MiB for requests
 	staller := stallingClient(t, s, 100, 0)
 	// Big writes behind the stalled reads: the first hold the member's
@@ -112,6 +114,7 @@ func TestAWriteIsRefusedWhenTheMembersRequestMemoryStaysFull(t *testing.T) {
 // write timeout, which would drop it too, is an hour here: only the
 // notifications can.
 func TestAWatcherThatDoesNotReadIsDroppedWithAWarning(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.WarnLevel)
 	s := startServer(t, "", func(c *Config) {
 		c.MemoryBudget = 4 << 20 // 1 MiB for replies: the staller spends it

@@ -22,6 +22,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	base := "http://" + s.HTTPAddr().String()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -79,6 +80,7 @@ func TestMetricsAndHealth(t *testing.T) {
 }
 
 func TestProfilesAreServedOnlyWithPprof(t *testing.T) {
+	t.Parallel()
 	for _, on := range []bool{false, true} {
 		s := startServer(t, "", func(cfg *Config) { cfg.Pprof = on })
 		base := "http://" + s.HTTPAddr().String()

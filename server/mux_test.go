@@ -85,6 +85,7 @@ func (s *sockets) breakAll() {
 // own ephemerals and watches, the IP's connection limit counting the
 // connection once, and a session's close ending only that session.
 func TestManySessionsShareOneConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxConnsPerIP = 1 })
 	ctx := context.Background()
 	var socks sockets
@@ -132,6 +133,7 @@ func TestManySessionsShareOneConnection(t *testing.T) {
 // When the connection breaks, each session on it reconnects through the
 // Mux, on a new connection, and keeps its ephemerals.
 func TestSessionsOutliveTheirSharedConnection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	ctx := context.Background()
 	var socks sockets
@@ -176,6 +178,7 @@ func TestSessionsOutliveTheirSharedConnection(t *testing.T) {
 // The handshake timeout is the preface's, and then each channel's: the
 // connection outlives it.
 func TestAMultiplexedConnectionOutlivesTheHandshakeTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = 200 * time.Millisecond
 	s := startServer(t, "", func(c *Config) { c.HandshakeTimeout, c.ShortHandshakeTimeout = timeout, timeout })
 	var socks sockets
@@ -195,6 +198,7 @@ func TestAMultiplexedConnectionOutlivesTheHandshakeTimeout(t *testing.T) {
 }
 
 func TestSessionsPerConnectionAreLimited(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxSessionsPerConn = 3 })
 	m := client.NewMux()
 	t.Cleanup(func() { m.Close() })
@@ -210,6 +214,7 @@ func TestSessionsPerConnectionAreLimited(t *testing.T) {
 }
 
 func TestTheSessionsAllConnectionsCarryAreLimited(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxCarriedSessions, c.MaxConns = 2, 2 })
 	dialClient(t, s, client.WithMux(client.NewMux()))
 	m := client.NewMux()
@@ -226,6 +231,7 @@ func TestTheSessionsAllConnectionsCarryAreLimited(t *testing.T) {
 
 // Bad multiplexed input ends that connection, and only it.
 func TestABadMultiplexedConnectionEndsAlone(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	good := dialRaw(t, s)
 	if resp := good.connect(wire.ConnectRequest{}); resp.Err != wire.CodeOK {
@@ -286,6 +292,7 @@ func TestABadMultiplexedConnectionEndsAlone(t *testing.T) {
 // no more, and is dropped as a client that does not read is: its channel
 // closes, and the connection's other sessions carry on.
 func TestASessionThatDoesNotGrantIsDroppedAlone(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.writeTimeout = 300 * time.Millisecond })
 	rc := dialRaw(t, s)
 	rc.write(mux.Preface)
@@ -342,6 +349,7 @@ func TestASessionThatDoesNotGrantIsDroppedAlone(t *testing.T) {
 // A Mux hands no new session to a connection whose server stopped
 // answering: the session goes on a new connection.
 func TestAMuxLeavesASilentConnectionToItsSessions(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	var socks sockets
 	m := client.NewMux(client.WithDialer(socks.dial))

@@ -62,6 +62,7 @@ var limitCases = []struct {
 // says which ops count against which. The two must agree: an op is refused
 // by a limit exactly when wire says it counts against it.
 func TestEachLimitRefusesTheOpsWireSaysCountAgainstIt(t *testing.T) {
+	t.Parallel()
 	for _, lc := range limitCases {
 		t.Run(lc.name, func(t *testing.T) {
 			s := startServer(t, "", lc.config)
@@ -91,6 +92,7 @@ func TestEachLimitRefusesTheOpsWireSaysCountAgainstIt(t *testing.T) {
 // Only an op that holds no place in the outstanding budget (the ping) is
 // answered ahead of the requests before it; every other waits its turn.
 func TestOnlyOpsOutsideTheOutstandingBudgetAreAnsweredAheadOfEarlierRequests(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	setup := dialRaw(t, s)
 	setup.connect(wire.ConnectRequest{})

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSetWatchesWithABadPathIsRefusedWhole(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t)
 	good := dialRaw(t, s)
 	good.connect(wire.ConnectRequest{})
@@ -53,6 +54,7 @@ func TestSetWatchesWithABadPathIsRefusedWhole(t *testing.T) {
 }
 
 func TestPathsAndNamesOverTheLimitsAreRefused(t *testing.T) {
+	t.Parallel()
 	const maxPath, maxName = 64, 16
 	s := startZKServer(t, func(c *Config) { c.MaxPath, c.MaxName = maxPath, maxName })
 	c := dialRaw(t, s)
@@ -176,6 +178,7 @@ func TestPathsAndNamesOverTheLimitsAreRefused(t *testing.T) {
 }
 
 func TestPathLimitsCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxPath, c.MaxName = NoLimit, NoLimit })
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})

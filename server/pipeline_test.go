@@ -15,6 +15,7 @@ import (
 // A read sees the connection's earlier writes and none of its later ones,
 // however the requests are pipelined.
 func TestPipelinedReadSeesExactlyTheEarlierWrites(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})
@@ -50,6 +51,7 @@ func TestPipelinedReadSeesExactlyTheEarlierWrites(t *testing.T) {
 // queued and then EOF), lets go of the memory its replies held, and does
 // not wait for it when it closes.
 func TestAClientThatDoesNotReadIsDropped(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.WarnLevel)
 	s := startServer(t, "", func(c *Config) {
 		c.writeTimeout = 100 * time.Millisecond
@@ -75,6 +77,7 @@ func TestAClientThatDoesNotReadIsDropped(t *testing.T) {
 // Close does not wait for a client that does not read: a write to it that
 // would wait the write timeout out (an hour here) does not hold Close up.
 func TestAClientThatDoesNotReadDoesNotHoldUpClose(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.writeTimeout = time.Hour })
 	stallingClient(t, s, 100, time.Minute)
 	waitFor(t, "the replies to the client to pile up", func() bool { return s.memory.replies.Load() > replyHighWater })

@@ -21,6 +21,7 @@ import (
 // A client that keeps writing over a quota cannot flood the log: a line a
 // second per kind of limit, every breach counted.
 func TestQuotaBreachesAreCountedAllAndLoggedSparingly(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.WarnLevel)
 	reg := prometheus.NewRegistry()
 	q := newQuotaAlarms(reg)
@@ -63,6 +64,7 @@ func TestQuotaBreachesAreCountedAllAndLoggedSparingly(t *testing.T) {
 // tried again at every tick) and a break answers; the delay holds the
 // lock for its time, then goes.
 func TestAFullQuotaOverALockRootDoesNotKeepALostHoldersLock(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialClient(t, s)
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 )
 
 func TestGetEphemeralsAndGetAllChildrenNumber(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	a, b := dialRaw(t, s), dialRaw(t, s)
 	a.connect(wire.ConnectRequest{})

@@ -26,6 +26,7 @@ func specs(t *testing.T, lines ...string) []zkwire.ServerSpec {
 }
 
 func TestPlanChanges(t *testing.T) {
+	t.Parallel()
 	members := []raftnode.Member{{ID: 1, Addr: "h:2381"}, {ID: 2, Addr: "h:2382"}, {ID: 3, Addr: "h:2383", Learner: true}}
 	cur := specs(t, "server.1=h:2381:0:participant;h:2181", "server.2=h:2382:0:participant", "server.3=h:2383:0:observer")
 	tests := []struct {
@@ -82,6 +83,7 @@ func TestPlanChanges(t *testing.T) {
 }
 
 func TestMergeConfig(t *testing.T) {
+	t.Parallel()
 	members := []raftnode.Member{{ID: 1, Addr: "h:2381"}, {ID: 2, Addr: "h:2382", Learner: true}, {ID: 3, Addr: "[::1]:2383"}, {ID: 4}}
 	had := specs(t, "server.1=h:2381:3881:participant;h:2181", "server.2=h:2382:0:participant;h:2182", "server.9=h:2389:0:participant")
 	given := specs(t, "server.2=h:2382:0:observer;g:2182")
@@ -102,6 +104,7 @@ func TestMergeConfig(t *testing.T) {
 }
 
 func TestChangeMetaRoundTrips(t *testing.T) {
+	t.Parallel()
 	changed := specs(t, "server.4=h:2384:3884:observer;h:2184", "server.5=[::1]:1:2:participant;;[::1]:3")
 	tm, got := parseChangeMeta(changeMeta(1_700_000_000_123, changed))
 	if tm != 1_700_000_000_123 || !reflect.DeepEqual(got, changed) {

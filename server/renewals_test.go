@@ -15,6 +15,7 @@ import (
 // answered with its own lease's expiry and version; one of a lease that
 // ended fails alone.
 func TestRenewalsThatArriveTogetherShareLogEntries(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	ctx := context.Background()
 	const clients, perClient = 8, 25
@@ -70,6 +71,7 @@ func TestRenewalsThatArriveTogetherShareLogEntries(t *testing.T) {
 // for its batch included: a close of the lease sent after its renewal
 // does not overtake it.
 func TestARenewalWaitingForItsBatchGoesBeforeTheConnectionsNextWrite(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})

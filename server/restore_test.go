@@ -44,6 +44,7 @@ func writeBackupFile(t *testing.T, dir string, h snapfile.Header, data []byte) s
 }
 
 func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialClient(t, s, client.WithSessionTimeout(30*time.Second))
 	ctx := context.Background()
@@ -103,6 +104,7 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 // /zookeeper-not with "x", and the session of the arbor command that
 // saved it. Its header counts the 4 znodes it held.
 func TestABackupFromBeforeTheSystemNodesRestores(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "restored")
 	h, err := Restore("testdata/backup-before-system-nodes.arbor", 0, Config{ID: 1, DataDir: dir})
 	if err != nil {
@@ -138,6 +140,7 @@ func TestABackupFromBeforeTheSystemNodesRestores(t *testing.T) {
 }
 
 func TestADamagedBackupIsRefusedWithNothingWritten(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialClient(t, s)
 	fill(t, c, 5, 10)

@@ -84,6 +84,7 @@ func waitLogFor(t *testing.T, logs *observer.ObservedLogs, msg string, d time.Du
 }
 
 func TestATLSClientWithACertificateFromTheCAIsServed(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, _ := tlsServer(t, ca)
 	c := dialTLS(t, s.Addr().String(), clientTLS(t, ca, ca, pkix.Name{CommonName: "alice", Organization: []string{"Arbor"}}))
@@ -102,6 +103,7 @@ func TestATLSClientWithACertificateFromTheCAIsServed(t *testing.T) {
 }
 
 func TestTheVerifiedClientCertificatesSubjectIsItsX509Identity(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, _ := tlsServer(t, ca)
 	c := dialTLS(t, s.Addr().String(), clientTLS(t, ca, ca, pkix.Name{CommonName: "alice", Organization: []string{"Arbor"}}))
@@ -128,6 +130,7 @@ func TestTheVerifiedClientCertificatesSubjectIsItsX509Identity(t *testing.T) {
 // subject is the connection's x509 identity, shown by whoAmI, matched by
 // x509 ACLs and taken by scheme auth.
 func TestAnX509ACLGrantsTheCertificatesSubject(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, _ := tlsServer(t, ca)
 	dial := func(cn string) *rawConn {
@@ -171,6 +174,7 @@ func TestAnX509ACLGrantsTheCertificatesSubject(t *testing.T) {
 }
 
 func TestAPlaintextClientOnATLSPortIsClosedAndLogged(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, logs := tlsServer(t, ca)
 	for _, tc := range []struct {
@@ -220,6 +224,7 @@ func isReset(err error) bool {
 }
 
 func TestATLSClientWithoutAGoodCertificateIsRefused(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	other := testcerts.NewCA(t, "another CA")
 	s, logs := tlsServer(t, ca)
@@ -257,6 +262,7 @@ func TestATLSClientWithoutAGoodCertificateIsRefused(t *testing.T) {
 }
 
 func TestASilentClientOnATLSPortDoesNotHoldUpClose(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, _ := tlsServer(t, ca, func(c *Config) { c.HandshakeTimeout, c.ShortHandshakeTimeout = time.Hour, time.Hour })
 	nc, err := net.Dial("tcp", s.Addr().String())
@@ -278,6 +284,7 @@ func TestASilentClientOnATLSPortDoesNotHoldUpClose(t *testing.T) {
 }
 
 func TestTLSSettingsThatDoNotGoTogetherAreRefused(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	f := ca.Issue(t, pkix.Name{CommonName: "localhost"})
 	for _, tc := range []struct {
@@ -307,6 +314,7 @@ func TestTLSSettingsThatDoNotGoTogetherAreRefused(t *testing.T) {
 }
 
 func TestRFC2253WritesSubjectsAsZooKeepersX509ProviderDoes(t *testing.T) {
+	t.Parallel()
 	cn, o, ou, c := []int{2, 5, 4, 3}, []int{2, 5, 4, 10}, []int{2, 5, 4, 11}, []int{2, 5, 4, 6}
 	dc := []int{0, 9, 2342, 19200300, 100, 1, 25}
 	email := []int{1, 2, 840, 113549, 1, 9, 1}
@@ -353,6 +361,7 @@ func TestRFC2253WritesSubjectsAsZooKeepersX509ProviderDoes(t *testing.T) {
 // clients are served at once, on both protocols, from the same tree; a
 // plaintext client on a secure port is still refused.
 func TestPlaintextAndTLSClientsAreServedAtOnce(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, logs := tlsServer(t, ca, func(cfg *Config) {
 		cfg.SecureListen, cfg.ZKSecureListen = "127.0.0.1:0", "127.0.0.1:0"
@@ -422,6 +431,7 @@ func TestPlaintextAndTLSClientsAreServedAtOnce(t *testing.T) {
 // Sessions on a multiplexed TLS connection are its certificate's: each has
 // the x509 identity, as a session on a TLS connection of its own has.
 func TestSessionsOnAMultiplexedTLSConnectionHaveItsIdentity(t *testing.T) {
+	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	s, _ := tlsServer(t, ca)
 	m := client.NewMux(client.WithTLS(clientTLS(t, ca, ca, pkix.Name{CommonName: "alice", Organization: []string{"Arbor"}})))

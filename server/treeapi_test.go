@@ -19,6 +19,7 @@ import (
 )
 
 func TestTheTreeAPIReadsAndWritesNodes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxDataSize = 1024 })
 	type step struct {
 		name         string
@@ -99,6 +100,7 @@ func TestTheTreeAPIReadsAndWritesNodes(t *testing.T) {
 }
 
 func TestTheTreeAPIGoesThroughACLs(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{TimeoutMs: 10_000})
@@ -149,6 +151,7 @@ func send(t *testing.T, hc *http.Client, s *Server, method, path string, body an
 }
 
 func TestALoginWritesOnlyWithItsCSRFToken(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.SuperDigest = wire.DigestID("admin", "pw") })
 	hc := browser(t)
 	code, v := send(t, hc, s, "POST", "/api/v1/login", map[string]any{"user": "admin", "password": "pw"})
@@ -188,6 +191,7 @@ func TestALoginWritesOnlyWithItsCSRFToken(t *testing.T) {
 }
 
 func TestTheWatchStreamFollowsANode(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	if code, v := api(t, s, "POST", "/api/v1/tree/n", map[string]any{"data": "a"}); code != 201 {
 		t.Fatalf("create: %d %v", code, v)
@@ -237,6 +241,7 @@ func TestTheWatchStreamFollowsANode(t *testing.T) {
 }
 
 func TestTheSessionsViewListsAndClosesSessions(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.SuperDigest = wire.DigestID("admin", "pw") })
 	c := dialRaw(t, s)
 	resp := c.connect(wire.ConnectRequest{TimeoutMs: 10_000})
@@ -273,6 +278,7 @@ func TestTheSessionsViewListsAndClosesSessions(t *testing.T) {
 // member's (a page whose name an attacker pointed here: DNS rebinding) is
 // refused, reads too; IP addresses, localhost and --http-hosts pass.
 func TestTheAPIAnswersOnlyItsOwnHostNames(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.HTTPHosts = []string{"arbor.example"} })
 	for _, tc := range []struct {
 		host string
@@ -301,6 +307,7 @@ func TestTheAPIAnswersOnlyItsOwnHostNames(t *testing.T) {
 // A login takes nobody else's place: one address's logins past its bound
 // end its own oldest, never another address's.
 func TestLoginsFromOneAddressEndOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	ls := newLogins()
 	now := time.Unix(1000, 0)
 	alice, _, err := ls.add("alice", "pw", "10.0.0.1", now)
@@ -324,6 +331,7 @@ func TestLoginsFromOneAddressEndOnlyItsOwn(t *testing.T) {
 // in place, as client.DeleteAll does, and deletes what is below them:
 // every quota, for /zookeeper/quota.
 func TestARecursiveDeleteKeepsTheSystemNodes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialClient(t, s)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 // the deletion of the node it waits for whether its turn has come, by the
 // lock's queue as the deletion left it.
 func TestADeletionTellsTheWaitersWhoseTurnCame(t *testing.T) {
+	t.Parallel()
 	type node struct {
 		id   string
 		kind lockq.Kind
@@ -83,6 +84,7 @@ func TestADeletionTellsTheWaitersWhoseTurnCame(t *testing.T) {
 }
 
 func TestAWaiterThatIsNoNodeNameIsRefused(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxName = 64 })
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})
@@ -107,6 +109,7 @@ func TestAWaiterThatIsNoNodeNameIsRefused(t *testing.T) {
 // A create that asks (Request.TellTurn) learns its node's turn in the
 // lock's queue with its reply: that it holds, or the node it waits for.
 func TestACreateTellsTheNewLockNodesTurn(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "")
 	c := dialRaw(t, s)
 	c.connect(wire.ConnectRequest{})

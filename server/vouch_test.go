@@ -6,6 +6,7 @@ import (
 )
 
 func TestVouchingForSessions(t *testing.T) {
+	t.Parallel()
 	const timeout, grace = time.Second, 250 * time.Millisecond
 	fresh, stale := 100*time.Millisecond, 2*time.Second
 	touches := func(d time.Duration) func(uint64) time.Duration {

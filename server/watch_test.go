@@ -11,6 +11,7 @@ import (
 )
 
 func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
+	t.Parallel()
 	type fired struct {
 		c    *conn
 		typ  wire.EventType
@@ -75,6 +76,7 @@ func applyEvents(w *watchRegistry, zxid int64, events ...tree.Event) {
 }
 
 func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
+	t.Parallel()
 	w, got := recordingRegistry(t)
 	p, r, all := &conn{}, &conn{}, &conn{}
 	w.add(watchPersistent, "/a", p)
@@ -126,6 +128,7 @@ func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
 }
 
 func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
+	t.Parallel()
 	w, got := recordingRegistry(t)
 	applyEvents(w, 5, tree.Event{Type: wire.EventNodeCreated, Path: "/svc/a"}) // seen before the reconnect
 	applyEvents(w, 6, tree.Event{Type: wire.EventNodeDataChanged, Path: "/svc/a"},
@@ -167,6 +170,7 @@ func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
 }
 
 func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
+	t.Parallel()
 	w, _ := recordingRegistry(t)
 	applyEvents(w, 5, tree.Event{Type: wire.EventNodeCreated, Path: "/svc/a"})
 	applyEvents(w, 6, tree.Event{Type: wire.EventNodeDataChanged, Path: "/svc/a"},
@@ -204,6 +208,7 @@ func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
 }
 
 func TestOnlyLastingWatchersGetTheNode(t *testing.T) {
+	t.Parallel()
 	var got []tree.Event
 	var to []*conn
 	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event, _ []string) { got, to = append(got, ev), append(to, c) })
@@ -229,6 +234,7 @@ func connAs(ids ...wire.Identity) *conn {
 }
 
 func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
+	t.Parallel()
 	w, got := recordingRegistry(t)
 	alice := connAs(wire.Identity{Scheme: "digest", ID: aliceDigest})
 	stranger := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
@@ -270,6 +276,7 @@ func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
 // data, for its one-shot watch on the node (which ZooKeeper fires whatever
 // the ACL), rather than losing it.
 func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
+	t.Parallel()
 	w, got := recordingRegistry(t)
 	stranger := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
 	w.add(watchRecursive, "/", stranger)
@@ -287,6 +294,7 @@ func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
 // The waiters a data watch names go with the watch, however it goes, and
 // a deletion names those whose turn came (by holds) to their connection.
 func TestAWatchsWaitersGoWithIt(t *testing.T) {
+	t.Parallel()
 	var turns [][]string
 	w := newWatchRegistry(func(_ *conn, _ int64, _ tree.Event, ts []string) { turns = append(turns, ts) })
 	w.holds = func(dir, name string) bool { return dir == "/l" && name == "b" }

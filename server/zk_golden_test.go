@@ -25,6 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden transcripts in testd
 // a session id shows as 1. After a deliberate change of behaviour, rerun
 // with -update and read the diff.
 func TestAZooKeeperSessionIsAnsweredAsItsTranscriptSays(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t, func(c *Config) { c.MaxPath = 200 })
 	var out strings.Builder
 	dial := func(name string, req zkwire.ConnectRequest) *zkConn {

@@ -104,6 +104,7 @@ func startZKServer(t *testing.T, mod ...func(*Config)) *Server {
 }
 
 func TestZooKeeperBadInputClosesOnlyItsConnection(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t)
 	steady := sessionZK(t, s)
 	for _, tt := range []struct {
@@ -141,6 +142,7 @@ func TestZooKeeperBadInputClosesOnlyItsConnection(t *testing.T) {
 }
 
 func TestZooKeeperHandshakeRefusals(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t)
 	t.Run("an unknown session is told it expired: timeout 0, session 0", func(t *testing.T) {
 		c, err := dialZK(s)
@@ -312,6 +314,7 @@ func (c *zkConn) call(t *testing.T, r zkwire.Request) zkwire.Reply {
 }
 
 func TestZooKeeperACLOps(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t, func(c *Config) { c.SuperDigest = rootDigest })
 	auth := func(c *zkConn, cred string) zkwire.Reply {
 		return c.call(t, zkwire.Request{Xid: zkwire.XidAuth, Op: zkwire.OpAuth, Scheme: "digest", Auth: []byte(cred)})
@@ -376,6 +379,7 @@ func TestZooKeeperACLOps(t *testing.T) {
 // reading the connection then. The creates here arrive in the same write
 // as the failed auth, so they are read and queued before it is answered.
 func TestNothingSentAfterAFailedLoginRuns(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t)
 	for i := range 20 {
 		c, err := dialZK(s)
@@ -435,6 +439,7 @@ func TestNothingSentAfterAFailedLoginRuns(t *testing.T) {
 // protocol's own rule: ZooKeeper's takes any string (empty for all), Arbor's
 // a valid path.
 func TestGetEphemeralsAnswersBothProtocolsAlike(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t)
 	z, err := dialZK(s)
 	if err != nil {
@@ -487,6 +492,7 @@ func TestGetEphemeralsAnswersBothProtocolsAlike(t *testing.T) {
 // The four-letter words answered are Config.FourLetterWords, ZooKeeper's
 // 4lw.commands.whitelist: by default srvr, and isro with read-only mode.
 func TestFourLetterWordsAreWhitelisted(t *testing.T) {
+	t.Parallel()
 	refused := func(w string) string { return w + " is not executed because it is not in the whitelist.\n" }
 	for _, tt := range []struct {
 		name     string
@@ -523,6 +529,7 @@ func TestFourLetterWordsAreWhitelisted(t *testing.T) {
 // its connection's own identities may read, as /commands/ does: a node's
 // ACL keeps its name from whoever reaches the port.
 func TestFourLetterWordsListOnlyReadablePaths(t *testing.T) {
+	t.Parallel()
 	s := startZKServer(t)
 	c := sessionZK(t, s)
 	secret := []zkwire.ACL{{Perms: zkwire.PermAll, ID: zkwire.ID{Scheme: "digest", ID: aliceDigest}}}

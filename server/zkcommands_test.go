@@ -39,6 +39,7 @@ func renderText(r commandResult) string {
 }
 
 func TestCommandTexts(t *testing.T) {
+	t.Parallel()
 	readOnly := testServerStats()
 	readOnly.ReadOnly, readOnly.ServerStats.ServerState = true, "read-only"
 	for _, tc := range []struct {
@@ -119,6 +120,7 @@ func TestCommandTexts(t *testing.T) {
 // (its CommandsTest's and the AdminServer's documentation), in order,
 // with "command" and "error" last.
 func TestCommandJSON(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, command string
 		res           commandResult
@@ -169,6 +171,7 @@ func TestCommandJSON(t *testing.T) {
 }
 
 func TestCommandJSONShapes(t *testing.T) {
+	t.Parallel()
 	t.Run("a connection in full has getConnectionInfo's fields", func(t *testing.T) {
 		body, _ := json.Marshal(testFull)
 		want := []string{"remote_socket_address", "interest_ops", "outstanding_requests", "packets_received", "packets_sent",
@@ -244,6 +247,7 @@ func jsonKeys(t *testing.T, body []byte) []string {
 }
 
 func TestJavaDouble(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		f    float64
 		want string
@@ -263,6 +267,7 @@ func TestJavaDouble(t *testing.T) {
 // Every command answers by each of ZooKeeper's names for it, and its
 // four-letter word by the word.
 func TestCommandNames(t *testing.T) {
+	t.Parallel()
 	for name, primary := range map[string]string{
 		"ruok": "ruok", "isro": "is_read_only", "srvr": "server_stats", "stat": "stats", "stats": "stats",
 		"mntr": "monitor", "conf": "configuration", "config": "configuration", "cons": "connections",
