@@ -22,26 +22,23 @@ import (
 // learnerEvery is how often a leader looks for configured learners to add.
 const learnerEvery = time.Second
 
-// prefixRemoved marks a member removed from the group.
-const prefixRemoved = 'r'
-
 func (s *Storage) setRemoved(id uint64) error {
-	return s.db.Set(indexKey(prefixRemoved, id), nil, pebble.Sync)
+	return s.db.Set(s.ks.key(kindRemoved, id), nil, pebble.Sync)
 }
 
 func (s *Storage) clearRemoved(id uint64) error {
-	return s.db.Delete(indexKey(prefixRemoved, id), pebble.Sync)
+	return s.db.Delete(s.ks.key(kindRemoved, id), pebble.Sync)
 }
 
 // removedMembers lists the members marked removed.
 func (s *Storage) removedMembers() (map[uint64]bool, error) {
 	out := map[uint64]bool{}
-	err := s.eachID(prefixRemoved, func(id uint64, _ []byte) { out[id] = true })
+	err := s.eachID(kindRemoved, func(id uint64, _ []byte) { out[id] = true })
 	return out, err
 }
 
 func (s *Storage) wasRemoved(id uint64) bool {
-	_, closer, err := s.db.Get(indexKey(prefixRemoved, id))
+	_, closer, err := s.db.Get(s.ks.key(kindRemoved, id))
 	if err != nil {
 		return false
 	}

@@ -448,35 +448,34 @@ func (n *Node) setAddr(id uint64, addr string) {
 	}
 }
 
-// Peer addresses learned from membership changes live under "a" + id, so a
-// restarted member knows members added after its --peers was written.
-const prefixPeer = 'a'
+// Peer addresses learned from membership changes are stored (kindPeer),
+// so a restarted member knows members added after its --peers was written.
 
 func (s *Storage) setPeer(id uint64, addr string) error {
-	return s.db.Set(indexKey(prefixPeer, id), []byte(addr), pebble.Sync)
+	return s.db.Set(s.ks.key(kindPeer, id), []byte(addr), pebble.Sync)
 }
 
 func (s *Storage) deletePeer(id uint64) error {
-	return s.db.Delete(indexKey(prefixPeer, id), pebble.Sync)
+	return s.db.Delete(s.ks.key(kindPeer, id), pebble.Sync)
 }
 
 // peers returns the stored peer addresses.
 func (s *Storage) peers() (map[uint64]string, error) {
 	out := map[uint64]string{}
-	err := s.eachID(prefixPeer, func(id uint64, value []byte) { out[id] = string(value) })
+	err := s.eachID(kindPeer, func(id uint64, value []byte) { out[id] = string(value) })
 	return out, err
 }
 
 // eachID calls fn with the id and the value of each key of the per-member
-// prefix (indexKey); value is valid only during the call.
-func (s *Storage) eachID(prefix byte, fn func(id uint64, value []byte)) error {
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+// kind; value is valid only during the call.
+func (s *Storage) eachID(kind byte, fn func(id uint64, value []byte)) error {
+	iter, err := s.db.NewIter(s.ks.all(kind))
 	if err != nil {
 		return err
 	}
 	defer iter.Close()
 	for iter.First(); iter.Valid(); iter.Next() {
-		fn(binary.BigEndian.Uint64(iter.Key()[1:]), iter.Value())
+		fn(s.ks.number(iter.Key()), iter.Value())
 	}
 	return iter.Error()
 }

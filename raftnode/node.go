@@ -406,7 +406,7 @@ func (n *Node) init() error {
 // restoreStored restores the state machine from the stored snapshot,
 // streamed from the store rather than read whole into memory first.
 func (n *Node) restoreStored(index uint64) error {
-	sr, err := newSnapshotReader(n.storage.db)
+	sr, err := n.storage.ks.newSnapshotReader(n.storage.db)
 	if err != nil {
 		return err
 	}

@@ -46,11 +46,13 @@ func ReadState(dir string) (StoreState, error) {
 	if err != nil {
 		return st, fmt.Errorf("open %s (is a member running on it? stop it first): %w", dir, err)
 	}
-	s := &Storage{db: db, log: newMemLog(0)}
-	defer s.Close()
-	if err := s.load(); err != nil {
-		return st, fmt.Errorf("load %s: %w", dir, err)
+	s, err := (&Store{db: db, dir: dir, open: map[uint64]bool{}}).Group(0, 0)
+	if err != nil {
+		db.Close()
+		return st, err
 	}
+	s.ownsStore = true
+	defer s.Close()
 	cs, _, err := s.membersAtEnd()
 	if err != nil {
 		return st, err
@@ -80,10 +82,7 @@ func sorted(ids []uint64) []uint64 {
 func (s *Storage) membersAtEnd() (raftpb.ConfState, bool, error) {
 	snap := s.snapshotMeta().ConfState
 	cs, joint := incomingOf(snap), len(snap.VotersOutgoing) > 0
-	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: indexKey(prefixEntry, s.snapshotIndex()+1),
-		UpperBound: indexKey(prefixEntry, math.MaxUint64),
-	})
+	iter, err := s.db.NewIter(s.ks.between(kindEntry, s.snapshotIndex()+1, math.MaxUint64))
 	if err != nil {
 		return cs, joint, err
 	}
@@ -316,21 +315,21 @@ func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data 
 	defer b.Close()
 	// Term 1: the new group's first leader is elected in term 2.
 	meta := raftpb.SnapshotMetadata{Index: index, Term: 1, ConfState: raftpb.ConfState{Voters: keys(peers)}}
-	if err := putSnapshotMeta(b, meta, w.gen); err != nil {
+	if err := s.putSnapshotMeta(b, meta, w.gen); err != nil {
 		return err
 	}
 	hs, err := (&raftpb.HardState{Term: 1, Commit: index}).Marshal()
 	if err != nil {
 		return err
 	}
-	if err := b.Set(keyHardState, hs, nil); err != nil {
+	if err := b.Set(s.ks.key(kindHardState), hs, nil); err != nil {
 		return err
 	}
 	for id, addr := range peers {
 		if addr == "" {
 			continue
 		}
-		if err := b.Set(indexKey(prefixPeer, id), []byte(addr), nil); err != nil {
+		if err := b.Set(s.ks.key(kindPeer, id), []byte(addr), nil); err != nil {
 			return err
 		}
 	}

@@ -29,36 +29,25 @@ import (
 // under "d" + be64(i) with no "g" key; it is read as it is and deleted by
 // the next snapshot.
 
-var keySnapGen = []byte("g")
-
 const (
-	prefixSnapChunk = 's'
 	// streamChunkSize is the size of a streamed snapshot's chunks (a
 	// snapshot of any chunk size reads back the same).
 	streamChunkSize = snapChunkSize - 64
 )
 
-func chunkKey(gen, i uint64) []byte {
-	k := make([]byte, 17)
-	k[0] = prefixSnapChunk
-	binary.BigEndian.PutUint64(k[1:], gen)
-	binary.BigEndian.PutUint64(k[9:], i)
-	return k
-}
-
 // chunkBounds are the iterator bounds of the data of a generation, or of
 // the old layout for generation 0.
-func chunkBounds(gen uint64) *pebble.IterOptions {
+func (k keyspace) chunkBounds(gen uint64) *pebble.IterOptions {
 	if gen == 0 {
-		return &pebble.IterOptions{LowerBound: []byte{prefixSnapData}, UpperBound: []byte{prefixSnapData + 1}}
+		return k.all(kindSnapData)
 	}
-	return &pebble.IterOptions{LowerBound: chunkKey(gen, 0), UpperBound: chunkKey(gen, math.MaxUint64)}
+	return &pebble.IterOptions{LowerBound: k.key(kindSnapChunk, gen, 0), UpperBound: k.key(kindSnapChunk, gen, math.MaxUint64)}
 }
 
 // snapGen reads the generation of the stored snapshot's data: 0 for none or
 // for the old layout.
-func snapGen(r pebble.Reader) (uint64, error) {
-	v, closer, err := r.Get(keySnapGen)
+func (k keyspace) snapGen(r pebble.Reader) (uint64, error) {
+	v, closer, err := r.Get(k.key(kindSnapGen))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
 	}
@@ -74,8 +63,8 @@ func snapGen(r pebble.Reader) (uint64, error) {
 
 // lastGen is the highest generation with chunks in the store, finished or
 // not, so that a new one never reuses one a crash left behind.
-func lastGen(db *pebble.DB) (uint64, error) {
-	iter, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapChunk}, UpperBound: []byte{prefixSnapChunk + 1}})
+func (k keyspace) lastGen(db *pebble.DB) (uint64, error) {
+	iter, err := db.NewIter(k.all(kindSnapChunk))
 	if err != nil {
 		return 0, err
 	}
@@ -83,7 +72,7 @@ func lastGen(db *pebble.DB) (uint64, error) {
 	if !iter.Last() {
 		return 0, iter.Error()
 	}
-	return binary.BigEndian.Uint64(iter.Key()[1:9]), nil
+	return k.number(iter.Key()), nil
 }
 
 // snapshotReader reads the chunks of the stored snapshot's data from r, in
@@ -93,12 +82,12 @@ type snapshotReader struct {
 	chunk []byte
 }
 
-func newSnapshotReader(r pebble.Reader) (*snapshotReader, error) {
-	gen, err := snapGen(r)
+func (k keyspace) newSnapshotReader(r pebble.Reader) (*snapshotReader, error) {
+	gen, err := k.snapGen(r)
 	if err != nil {
 		return nil, err
 	}
-	iter, err := r.NewIter(chunkBounds(gen))
+	iter, err := r.NewIter(k.chunkBounds(gen))
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +116,8 @@ func (sr *snapshotReader) Read(p []byte) (int, error) {
 func (sr *snapshotReader) Close() error { return sr.iter.Close() }
 
 // snapshotData reads the whole of the stored snapshot's data from r.
-func snapshotData(r pebble.Reader) ([]byte, error) {
-	sr, err := newSnapshotReader(r)
+func (k keyspace) snapshotData(r pebble.Reader) ([]byte, error) {
+	sr, err := k.newSnapshotReader(r)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +136,7 @@ func snapshotData(r pebble.Reader) ([]byte, error) {
 // chunks the stored snapshot is the caller's.
 type chunkWriter struct {
 	db     *pebble.DB
+	ks     keyspace
 	fs     vfs.FS
 	path   string // the sstable's, until it is ingested
 	sst    *sstable.Writer
@@ -161,7 +151,7 @@ type chunkWriter struct {
 // newChunkWriter begins a snapshot's data under a new generation.
 func (s *Storage) newChunkWriter() (*chunkWriter, error) {
 	gen := s.gen.Add(1)
-	path := s.fs.PathJoin(s.dir, fmt.Sprintf("snapshot-%d%s", gen, ingestSuffix))
+	path := s.fs.PathJoin(s.dir, fmt.Sprintf("snapshot-%s%d%s", s.fileTag(), gen, ingestSuffix))
 	f, err := s.fs.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create the snapshot's sstable: %w", err)
@@ -169,7 +159,7 @@ func (s *Storage) newChunkWriter() (*chunkWriter, error) {
 	sst := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{
 		TableFormat: s.db.FormatMajorVersion().MaxTableFormat(),
 	})
-	return &chunkWriter{db: s.db, fs: s.fs, path: path, sst: sst, gen: gen, buf: make([]byte, 0, streamChunkSize)}, nil
+	return &chunkWriter{db: s.db, ks: s.ks, fs: s.fs, path: path, sst: sst, gen: gen, buf: make([]byte, 0, streamChunkSize)}, nil
 }
 
 // ingestSuffix ends the name of a snapshot's sstable before its ingestion;
@@ -198,7 +188,7 @@ func (w *chunkWriter) flush() error {
 		return nil
 	}
 	defer w.timed(time.Now())
-	if err := w.sst.Set(chunkKey(w.gen, w.next), w.buf); err != nil {
+	if err := w.sst.Set(w.ks.key(kindSnapChunk, w.gen, w.next), w.buf); err != nil {
 		return err
 	}
 	w.next++
@@ -239,18 +229,18 @@ func (w *chunkWriter) abort() {
 
 // putSnapshotMeta adds to b what makes generation gen the stored snapshot,
 // with meta, and deletes every other snapshot's data.
-func putSnapshotMeta(b *pebble.Batch, meta raftpb.SnapshotMetadata, gen uint64) error {
+func (s *Storage) putSnapshotMeta(b *pebble.Batch, meta raftpb.SnapshotMetadata, gen uint64) error {
 	v, err := meta.Marshal()
 	if err != nil {
 		return err
 	}
-	if err := b.Set(keySnapMeta, v, nil); err != nil {
+	if err := b.Set(s.ks.key(kindSnapMeta), v, nil); err != nil {
 		return err
 	}
-	if err := b.Set(keySnapGen, binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
+	if err := b.Set(s.ks.key(kindSnapGen), binary.BigEndian.AppendUint64(nil, gen), nil); err != nil {
 		return err
 	}
-	if err := b.DeleteRange([]byte{prefixSnapData}, []byte{prefixSnapData + 1}, nil); err != nil {
+	if err := b.DeleteRange(s.ks.key(kindSnapData), s.ks.key(kindSnapData+1), nil); err != nil {
 		return err
 	}
 	// The generations below: older snapshots, and what a crash or a
@@ -259,7 +249,7 @@ func putSnapshotMeta(b *pebble.Batch, meta raftpb.SnapshotMetadata, gen uint64) 
 	// writer), and a delete of them would overlap the next snapshot's
 	// sstable in the memtable, which pebble then flushes before it
 	// ingests it, and the log's writes wait for that.
-	return b.DeleteRange([]byte{prefixSnapChunk}, chunkKey(gen, 0), nil)
+	return b.DeleteRange(s.ks.key(kindSnapChunk), s.ks.key(kindSnapChunk, gen, 0), nil)
 }
 
 // putSnapshot adds a snapshot received whole to b, replacing the stored
@@ -268,12 +258,12 @@ func (s *Storage) putSnapshot(b *pebble.Batch, meta raftpb.SnapshotMetadata, dat
 	gen := s.gen.Add(1)
 	for i := uint64(0); len(data) > 0; i++ {
 		n := min(len(data), snapChunkSize)
-		if err := b.Set(chunkKey(gen, i), data[:n], nil); err != nil {
+		if err := b.Set(s.ks.key(kindSnapChunk, gen, i), data[:n], nil); err != nil {
 			return err
 		}
 		data = data[n:]
 	}
-	return putSnapshotMeta(b, meta, gen)
+	return s.putSnapshotMeta(b, meta, gen)
 }
 
 // SnapshotStats tells how CreateSnapshot went.
@@ -316,12 +306,12 @@ func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, write func(
 	defer s.snapMu.Unlock()
 	if s.snapshotIndex() >= index {
 		// A newer snapshot came from the leader meanwhile: drop this one.
-		return st, s.db.DeleteRange(chunkKey(w.gen, 0), chunkKey(w.gen+1, 0), pebble.NoSync)
+		return st, s.db.DeleteRange(s.ks.key(kindSnapChunk, w.gen, 0), s.ks.key(kindSnapChunk, w.gen+1, 0), pebble.NoSync)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	meta := raftpb.SnapshotMetadata{Index: index, Term: term, ConfState: *cs}
-	if err := putSnapshotMeta(b, meta, w.gen); err != nil {
+	if err := s.putSnapshotMeta(b, meta, w.gen); err != nil {
 		return st, err
 	}
 	synced := time.Now()
@@ -338,7 +328,7 @@ func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, write func(
 	s.mu.Unlock()
 	// A crash before this delete leaves entries that the next one deletes
 	// (load indexes the log from the snapshot on).
-	if err := s.db.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, compactTo+1), pebble.NoSync); err != nil {
+	if err := s.db.DeleteRange(s.ks.key(kindEntry, 0), s.ks.key(kindEntry, compactTo+1), pebble.NoSync); err != nil {
 		return st, err
 	}
 	return SnapshotStats{Saved: true, Bytes: w.total, Stored: w.stored}, nil

@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -24,12 +23,9 @@ import (
 // synced batch, and only then to the index, so what raft reads is always
 // durable.
 //
-// Keys:
-//
-//	"h"               the HardState
-//	"m"               the metadata of the last snapshot
-//	"g", "s"...       the last snapshot's data, in chunks of up to 1 MiB (snapstore.go)
-//	"e" + be64(index) a log entry
+// Its keys are its group's (keyspace.go): the HardState, the last
+// snapshot's metadata and data (in chunks of up to 1 MiB, snapstore.go),
+// the log entries, the members' peer addresses and the members removed.
 //
 // The raft goroutine writes the log (Save) and reads it through the
 // raft.Storage methods; the apply goroutine writes snapshots and compacts
@@ -43,69 +39,108 @@ import (
 // promised them. Snapshot reads the stored snapshot from one pebble
 // snapshot, so it never sees the metadata of one with the data of another.
 type Storage struct {
-	db     *pebble.DB
-	fs     vfs.FS // the store's
-	dir    string
-	snapMu sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the index
-	gen    atomic.Uint64 // the last generation of snapshot data begun
+	db    *pebble.DB
+	fs    vfs.FS // the store's
+	dir   string
+	ks    keyspace // the group's keys in db
+	group uint64
+	store *Store
+	// ownsStore: the store was opened for this Storage alone (openStorage),
+	// and closes with it.
+	ownsStore bool
+	snapMu    sync.Mutex    // held while a snapshot is made the stored one, in pebble then in the index
+	gen       atomic.Uint64 // the last generation of snapshot data begun
 
 	mu  sync.RWMutex // guards log
 	log *memLog
 }
 
-var (
-	keyHardState = []byte("h")
-	keySnapMeta  = []byte("m")
-)
+const snapChunkSize = 1 << 20
 
-const (
-	prefixSnapData = 'd' // the snapshot data of stores written before generations
-	prefixEntry    = 'e'
-	snapChunkSize  = 1 << 20
-)
-
-func indexKey(prefix byte, i uint64) []byte {
-	k := make([]byte, 9)
-	k[0] = prefix
-	binary.BigEndian.PutUint64(k[1:], i)
-	return k
-}
-
-// openStorage opens (or creates) the store in dir and indexes its log,
-// keeping the newest entries up to cacheBytes in memory; the last
-// snapshot's data stays in the store (snapshotReader).
+// openStorage opens (or creates) the store in dir and indexes its log (of
+// group 0), keeping the newest entries up to cacheBytes in memory; the last
+// snapshot's data stays in the store (snapshotReader). Closing the Storage
+// closes the store.
 func openStorage(dir string, cacheBytes int, log *zap.Logger) (*Storage, error) {
 	return openStorageOn(vfs.Default, dir, cacheBytes, log)
 }
 
 // openStorageOn is openStorage on the file system fs.
 func openStorageOn(fs vfs.FS, dir string, cacheBytes int, log *zap.Logger) (*Storage, error) {
+	st, err := openStoreOn(fs, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	s, err := st.Group(0, cacheBytes)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.ownsStore = true
+	return s, nil
+}
+
+// Store is a member's pebble store. The logs of its raft groups live in it
+// side by side (keyspace.go), each read and written through a Storage of
+// its own. One store is one write-ahead log: the groups' synced writes of
+// the same moment share pebble's fsyncs.
+type Store struct {
+	db  *pebble.DB
+	fs  vfs.FS
+	dir string
+
+	mu   sync.Mutex
+	open map[uint64]bool // the groups with a Storage open
+}
+
+// OpenStore opens (or creates) the store in dir.
+func OpenStore(dir string, log *zap.Logger) (*Store, error) {
+	return openStoreOn(vfs.Default, dir, log)
+}
+
+func openStoreOn(fs vfs.FS, dir string, log *zap.Logger) (*Store, error) {
 	db, err := pebble.Open(dir, &pebble.Options{FS: walFS{fs}, Logger: pebbleLogger{log.Sugar()}, EventListener: stallListener(log)})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store %s: %w", dir, err)
 	}
-	s := &Storage{db: db, fs: fs, dir: dir, log: newMemLog(cacheBytes)}
-	if err := s.removeUningested(); err != nil {
+	st := &Store{db: db, fs: fs, dir: dir, open: map[uint64]bool{}}
+	if err := st.removeUningested(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("clean raft store %s: %w", dir, err)
 	}
-	if err := s.load(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("load raft store %s: %w", dir, err)
+	return st, nil
+}
+
+// Group opens the Storage of group and indexes its log, keeping the newest
+// entries up to cacheBytes in memory. A group has one Storage open at a
+// time; closing it lets the group be opened again.
+func (st *Store) Group(group uint64, cacheBytes int) (*Storage, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.open[group] {
+		return nil, fmt.Errorf("raft store %s: group %d is open already", st.dir, group)
 	}
+	s := &Storage{db: st.db, fs: st.fs, dir: st.dir, ks: groupKeys(group), group: group, store: st, log: newMemLog(cacheBytes)}
+	if err := s.load(); err != nil {
+		return nil, fmt.Errorf("load group %d of raft store %s: %w", group, st.dir, err)
+	}
+	st.open[group] = true
 	return s, nil
 }
 
+// Close closes the store. Its groups' Storages go with it.
+func (st *Store) Close() error { return st.db.Close() }
+
 // removeUningested removes the sstables of snapshots that a crash stopped
 // before they were ingested (chunkWriter).
-func (s *Storage) removeUningested() error {
-	names, err := s.fs.List(s.dir)
+func (st *Store) removeUningested() error {
+	names, err := st.fs.List(st.dir)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
 		if strings.HasSuffix(name, ingestSuffix) {
-			if err := s.fs.Remove(s.fs.PathJoin(s.dir, name)); err != nil {
+			if err := st.fs.Remove(st.fs.PathJoin(st.dir, name)); err != nil {
 				return err
 			}
 		}
@@ -114,29 +149,26 @@ func (s *Storage) removeUningested() error {
 }
 
 func (s *Storage) load() error {
-	gen, err := snapGen(s.db)
+	gen, err := s.ks.snapGen(s.db)
 	if err != nil {
 		return err
 	}
-	last, err := lastGen(s.db)
+	last, err := s.ks.lastGen(s.db)
 	if err != nil {
 		return err
 	}
 	s.gen.Store(max(gen, last))
 	var snap raftpb.SnapshotMetadata
-	if err := s.get(keySnapMeta, &snap); err != nil {
+	if err := s.get(s.ks.key(kindSnapMeta), &snap); err != nil {
 		return err
 	}
 	if snap.Index > 0 {
 		s.log.applySnapshot(snap)
 	}
-	if err := s.get(keyHardState, &s.log.hs); err != nil {
+	if err := s.get(s.ks.key(kindHardState), &s.log.hs); err != nil {
 		return err
 	}
-	iter, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: indexKey(prefixEntry, snap.Index+1),
-		UpperBound: indexKey(prefixEntry, math.MaxUint64),
-	})
+	iter, err := s.db.NewIter(s.ks.between(kindEntry, snap.Index+1, math.MaxUint64))
 	if err != nil {
 		return err
 	}
@@ -250,7 +282,7 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 // to maxSize bytes but at least one, and returns them with their size.
 // The caller holds mu (read).
 func (s *Storage) readEntries(lo, hi, maxSize uint64) ([]raftpb.Entry, uint64, error) {
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: indexKey(prefixEntry, lo), UpperBound: indexKey(prefixEntry, hi)})
+	iter, err := s.db.NewIter(s.ks.between(kindEntry, lo, hi))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -311,11 +343,11 @@ func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 	ps := s.db.NewSnapshot()
 	defer ps.Close()
 	var snap raftpb.Snapshot
-	if err := get(ps, keySnapMeta, &snap.Metadata); err != nil || snap.Metadata.Index == 0 {
+	if err := get(ps, s.ks.key(kindSnapMeta), &snap.Metadata); err != nil || snap.Metadata.Index == 0 {
 		return snap, err
 	}
 	var err error
-	snap.Data, err = snapshotData(ps)
+	snap.Data, err = s.ks.snapshotData(ps)
 	return snap, err
 }
 
@@ -340,16 +372,15 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 		}
 		// The snapshot replaces the whole log, as the index's
 		// applySnapshot does; this Ready's entries follow it.
-		if err := b.DeleteRange(indexKey(prefixEntry, 0), indexKey(prefixEntry, math.MaxUint64), nil); err != nil {
+		if err := b.DeleteRange(s.ks.key(kindEntry, 0), s.ks.key(kindEntry, math.MaxUint64), nil); err != nil {
 			return err
 		}
 		prevLast = 0
 	}
 	for i := range ents {
 		// Encoded in place in the batch: no copy of the entry per write.
-		op := b.SetDeferred(9, ents[i].Size())
-		op.Key[0] = prefixEntry
-		binary.BigEndian.PutUint64(op.Key[1:], ents[i].Index)
+		op := b.SetDeferred(s.ks.entryKeyLen(), ents[i].Size())
+		s.ks.putEntryKey(op.Key, ents[i].Index)
 		if _, err := ents[i].MarshalToSizedBuffer(op.Value); err != nil {
 			return err
 		}
@@ -359,7 +390,7 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 	}
 	if last := lastIndex(ents); last > 0 && prevLast > last {
 		// A new leader's entries replace a tail this member had.
-		if err := b.DeleteRange(indexKey(prefixEntry, last+1), indexKey(prefixEntry, prevLast+1), nil); err != nil {
+		if err := b.DeleteRange(s.ks.key(kindEntry, last+1), s.ks.key(kindEntry, prevLast+1), nil); err != nil {
 			return err
 		}
 	}
@@ -368,7 +399,7 @@ func (s *Storage) Save(hs raftpb.HardState, ents []raftpb.Entry, snap raftpb.Sna
 		if err != nil {
 			return err
 		}
-		if err := b.Set(keyHardState, v, nil); err != nil {
+		if err := b.Set(s.ks.key(kindHardState), v, nil); err != nil {
 			return err
 		}
 	}
@@ -403,7 +434,26 @@ func lastIndex(ents []raftpb.Entry) uint64 {
 }
 
 // Close closes the pebble store.
-func (s *Storage) Close() error { return s.db.Close() }
+// Close lets the group go; a Storage of openStorage closes its store too.
+func (s *Storage) Close() error {
+	s.store.mu.Lock()
+	delete(s.store.open, s.group)
+	s.store.mu.Unlock()
+	if s.ownsStore {
+		return s.store.Close()
+	}
+	return nil
+}
+
+// fileTag begins the names of the group's files in the store's directory
+// (a snapshot's sstable before its ingestion): none for group 0, whose
+// files are named as before groups.
+func (s *Storage) fileTag() string {
+	if s.group == 0 {
+		return ""
+	}
+	return fmt.Sprintf("g%d-", s.group)
+}
 
 // pebbleLogger sends pebble's log lines to zap.
 // stallListener logs pebble's write stalls: while one lasts, no write of

@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -63,18 +62,18 @@ func writer(data []byte) func(io.Writer) error {
 // old one's.
 func chunkKeys(t *testing.T, s *Storage) (gens map[uint64]int, old int) {
 	t.Helper()
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSnapData}, UpperBound: []byte{prefixSnapChunk + 1}})
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.ks.key(kindSnapData), UpperBound: s.ks.key(kindSnapChunk + 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer iter.Close()
 	gens = map[uint64]int{}
 	for iter.First(); iter.Valid(); iter.Next() {
-		switch k := iter.Key(); k[0] {
-		case prefixSnapData:
+		switch k := iter.Key(); k[len(s.ks.prefix)] {
+		case kindSnapData:
 			old++
-		case prefixSnapChunk:
-			gens[binary.BigEndian.Uint64(k[1:9])]++
+		case kindSnapChunk:
+			gens[s.ks.number(k)]++
 		}
 	}
 	return gens, old
@@ -116,7 +115,7 @@ func TestAStreamedSnapshotReadsBackWholeAndReplacesTheLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sr, err := newSnapshotReader(s.db)
+	sr, err := s.ks.newSnapshotReader(s.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +168,9 @@ func TestAStoreOfTheOldLayoutKeepsItsSnapshotUntilTheNext(t *testing.T) {
 	// The layout before generations: the data under "d" + chunk number.
 	b := s.db.NewBatch()
 	meta, _ := (&raftpb.SnapshotMetadata{Index: 4, Term: 1, ConfState: raftpb.ConfState{Voters: []uint64{1}}}).Marshal()
-	_ = b.Set(keySnapMeta, meta, nil)
-	_ = b.Set(indexKey(prefixSnapData, 0), old[:snapChunkSize], nil)
-	_ = b.Set(indexKey(prefixSnapData, 1), old[snapChunkSize:], nil)
+	_ = b.Set(s.ks.key(kindSnapMeta), meta, nil)
+	_ = b.Set(s.ks.key(kindSnapData, 0), old[:snapChunkSize], nil)
+	_ = b.Set(s.ks.key(kindSnapData, 1), old[snapChunkSize:], nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
