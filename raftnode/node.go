@@ -88,6 +88,12 @@ type Config struct {
 	// bootstraps without them, and its leader adds them (learners.go).
 	Learners []uint64
 	Dir      string // the pebble store
+	// Store and Group, instead of Dir: the node is group Group of a
+	// member whose groups share one store (docs/scale-out.md); its
+	// Transport is then the member's transport's Group(Group). The node
+	// closes its group's part of the store, not the store.
+	Store *Store
+	Group uint64
 
 	// ForceNewCluster makes this member, from what its store holds, the
 	// only member of a new group, when a quorum of the old one is lost for
@@ -273,7 +279,7 @@ type proposal struct {
 	sent    uint64 // the raft term when it was first proposed (resend.go)
 }
 
-// Start opens the store in cfg.Dir, restores the state machine from the
+// Start opens the store in cfg.Dir (or its group of cfg.Store), restores the state machine from the
 // last snapshot, and starts the node. A new store is bootstrapped with
 // cfg.Peers as its members.
 func Start(cfg Config, sm StateMachine) (*Node, error) {
@@ -288,7 +294,13 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.DiskFullFile != "" {
 		fs = diskFullFS(fs, cfg.DiskFullFile)
 	}
-	storage, err := openStorageOn(fs, cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
+	var storage *Storage
+	var err error
+	if cfg.Store != nil {
+		storage, err = cfg.Store.Group(cfg.Group, cfg.LogCacheBytes)
+	} else {
+		storage, err = openStorageOn(fs, cfg.Dir, cfg.LogCacheBytes, cfg.Logger)
+	}
 	if err != nil {
 		return nil, err
 	}

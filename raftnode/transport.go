@@ -25,6 +25,10 @@ const (
 	frameCard    byte = 3 // a member card: the sender's id (8 bytes), then the card
 	frameProbe   byte = 4 // after touches: the sender's id (8 bytes), which asks for a frameAck
 	frameAck     byte = 5 // the answer to a probe: the sender's id (8 bytes)
+	// A raft message of a group other than 0 (docs/scale-out.md): the
+	// group (8 bytes), then the raftpb.Message. Group 0's go as frameRaft,
+	// as before groups; a member that does not know groups skips these.
+	frameGroupRaft byte = 6
 )
 
 // MaxCard bounds a member card, the opaque payload of SendCard: a member
@@ -52,8 +56,9 @@ type TCPTransport struct {
 	tls peerTLS // zero: plaintext
 
 	mu      sync.Mutex
-	peers   map[uint64]*peer // mu guards peers, node, touch, card, filter, conns, refused
+	peers   map[uint64]*peer // mu guards peers, node, groups, touch, card, filter, conns, refused
 	node    *Node
+	groups  map[uint64]*Node // the nodes of the groups other than 0 (AttachGroup)
 	touch   func(ids []int64)
 	acks    touchAcks
 	card    func(from uint64, card []byte)
@@ -67,9 +72,10 @@ type TCPTransport struct {
 
 // outFrame is an encoded frame waiting for its peer.
 type outFrame struct {
-	b    []byte
-	raft bool // a raft message: raft hears when it could not be sent
-	snap bool // a MsgSnap: raft hears whether it was sent
+	b     []byte
+	group uint64 // of a raft message
+	raft  bool   // a raft message: raft hears when it could not be sent
+	snap  bool   // a MsgSnap: raft hears whether it was sent
 }
 
 type peer struct {
@@ -115,6 +121,52 @@ func (t *TCPTransport) Attach(n *Node, touch func(ids []int64)) {
 	defer t.mu.Unlock()
 	t.node, t.touch = n, touch
 }
+
+// AttachGroup connects the transport to the node of raft group g, whose
+// messages travel through Group(g); nil detaches it. The messages of a
+// group with no node are dropped (raft sends them again).
+func (t *TCPTransport) AttachGroup(g uint64, n *Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case g == 0:
+		t.node = n
+	case n == nil:
+		delete(t.groups, g)
+	default:
+		if t.groups == nil {
+			t.groups = map[uint64]*Node{}
+		}
+		t.groups[g] = n
+	}
+}
+
+// nodeOf is the node of group g, nil if none is attached.
+func (t *TCPTransport) nodeOf(g uint64) *Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g == 0 {
+		return t.node
+	}
+	return t.groups[g]
+}
+
+// Group is the transport of raft group g's messages, over the same
+// connections to the same peers: its frames name the group. Group 0's is
+// the transport itself, whose frames are those of a member before groups.
+func (t *TCPTransport) Group(g uint64) Transport {
+	if g == 0 {
+		return t
+	}
+	return groupTransport{t, g}
+}
+
+type groupTransport struct {
+	t     *TCPTransport
+	group uint64
+}
+
+func (g groupTransport) Send(msgs []raftpb.Message) { g.t.sendRaft(g.group, msgs) }
 
 // SetCardHandler installs h as the handler of the member cards that
 // peers send (nil removes it). It is called on the transport's reader
@@ -168,19 +220,30 @@ func (t *TCPTransport) RemovePeer(id uint64) {
 	}
 }
 
-// Send queues raft messages for their peers; it never blocks.
-func (t *TCPTransport) Send(msgs []raftpb.Message) {
+// Send queues raft messages (of group 0) for their peers; it never
+// blocks.
+func (t *TCPTransport) Send(msgs []raftpb.Message) { t.sendRaft(0, msgs) }
+
+func (t *TCPTransport) sendRaft(group uint64, msgs []raftpb.Message) {
+	head, kind := 5, frameRaft
+	if group != 0 {
+		head, kind = 13, frameGroupRaft
+	}
 	for i := range msgs {
 		m := &msgs[i]
-		b := make([]byte, 5+m.Size())
-		if _, err := m.MarshalTo(b[5:]); err != nil {
+		b := make([]byte, head+m.Size())
+		if _, err := m.MarshalTo(b[head:]); err != nil {
 			t.log.Error("marshal raft message", zap.Error(err))
 			continue
 		}
 		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-		b[4] = frameRaft
-		if !t.enqueue(m.To, outFrame{b: b, raft: true, snap: m.Type == raftpb.MsgSnap}) {
-			t.report(m.To, m.Type == raftpb.MsgSnap)
+		b[4] = kind
+		if group != 0 {
+			binary.BigEndian.PutUint64(b[5:], group)
+		}
+		f := outFrame{b: b, group: group, raft: true, snap: m.Type == raftpb.MsgSnap}
+		if !t.enqueue(m.To, f) {
+			t.failed(m.To, f)
 		}
 	}
 }
@@ -256,16 +319,14 @@ func (t *TCPTransport) enqueue(to uint64, f outFrame) bool {
 	}
 }
 
-// report tells raft that a message to a peer did not go out.
-func (t *TCPTransport) report(to uint64, snap bool) {
-	t.mu.Lock()
-	n := t.node
-	t.mu.Unlock()
-	if n == nil {
+// failed tells raft that a message of its group to a peer did not go out.
+func (t *TCPTransport) failed(to uint64, f outFrame) {
+	n := t.nodeOf(f.group)
+	if !f.raft || n == nil {
 		return
 	}
 	n.report(to, false, 0)
-	if snap {
+	if f.snap {
 		n.report(to, true, raft.SnapshotFailure)
 	}
 }
@@ -343,23 +404,14 @@ func (t *TCPTransport) write(conn net.Conn, w *bufio.Writer, f outFrame, p *peer
 		case err != nil:
 			t.failed(p.id, f)
 		case f.snap:
-			t.snapshotSent(p.id)
+			t.snapshotSent(p.id, f.group)
 		}
 	}
 	return err
 }
 
-func (t *TCPTransport) failed(to uint64, f outFrame) {
-	if f.raft {
-		t.report(to, f.snap)
-	}
-}
-
-func (t *TCPTransport) snapshotSent(to uint64) {
-	t.mu.Lock()
-	n := t.node
-	t.mu.Unlock()
-	if n != nil {
+func (t *TCPTransport) snapshotSent(to uint64, group uint64) {
+	if n := t.nodeOf(group); n != nil {
 		n.report(to, true, raft.SnapshotFinish)
 	}
 }
@@ -447,20 +499,30 @@ func checkFrameLength(kind byte, n int) error {
 		return fmt.Errorf("card frame of %d bytes (a card is at most %d)", n, MaxCard)
 	case (kind == frameProbe || kind == frameAck) && n != 8:
 		return fmt.Errorf("probe or ack frame of %d bytes", n)
+	case kind == frameGroupRaft && n < 8:
+		return fmt.Errorf("group raft frame of %d bytes", n)
 	}
 	return nil
 }
 
 func (t *TCPTransport) deliver(kind byte, body []byte) error {
 	t.mu.Lock()
-	n, touch, card, filter := t.node, t.touch, t.card, t.filter
+	touch, card, filter := t.touch, t.card, t.filter
 	t.mu.Unlock()
 	switch kind {
-	case frameRaft:
+	case frameRaft, frameGroupRaft:
+		var group uint64
+		if kind == frameGroupRaft {
+			if err := checkFrameLength(kind, len(body)); err != nil {
+				return err
+			}
+			group, body = binary.BigEndian.Uint64(body), body[8:]
+		}
 		var m raftpb.Message
 		if err := m.Unmarshal(body); err != nil {
 			return err
 		}
+		n := t.nodeOf(group)
 		if n == nil || (filter != nil && !filter(m.From, t.id)) {
 			return nil
 		}

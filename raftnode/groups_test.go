@@ -1,0 +1,203 @@
+package raftnode
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap/zaptest"
+)
+
+// groupMember is a member running several raft groups over one store and
+// one transport.
+type groupMember struct {
+	id     uint64
+	dir    string
+	store  *Store
+	tr     *TCPTransport
+	nodes  map[uint64]*Node
+	states map[uint64]*counter
+}
+
+// listen makes member id's transport, on addr.
+func listen(t *testing.T, id uint64, addr string) *TCPTransport {
+	t.Helper()
+	tr, err := NewTCPTransport(id, addr, nil, zaptest.NewLogger(t).Named(fmt.Sprint("t", id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// startGroupMember starts member id's groups on the store in dir, over tr.
+func startGroupMember(t *testing.T, id uint64, dir string, tr *TCPTransport, addrs map[uint64]string, groups []uint64) *groupMember {
+	t.Helper()
+	log := zaptest.NewLogger(t).Named(fmt.Sprint("m", id))
+	store, err := OpenStore(dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pid, addr := range addrs {
+		if pid != id {
+			tr.AddPeer(pid, addr)
+		}
+	}
+	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*counter{}}
+	for _, g := range groups {
+		m.states[g] = &counter{}
+		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g),
+			TickInterval: 10 * time.Millisecond, Logger: log.Named(fmt.Sprint("g", g))}, m.states[g])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.AttachGroup(g, n)
+		m.nodes[g] = n
+	}
+	return m
+}
+
+func (m *groupMember) stop(t *testing.T) {
+	t.Helper()
+	for g, n := range m.nodes {
+		m.tr.AttachGroup(g, nil)
+		if err := n.Stop(); err != nil {
+			t.Errorf("member %d, group %d: stop: %v", m.id, g, err)
+		}
+	}
+	m.tr.Close()
+	if err := m.store.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestGroupsShareAMembersStoreAndTransport runs three raft groups on three
+// members, each member with one pebble store and one peer transport for
+// all three: each group elects its own leader and keeps its own log, and a
+// member restarted from its store catches up in every group.
+func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
+	t.Parallel()
+	groups := []uint64{0, 1, 5}
+	addrs := map[uint64]string{}
+	trs := map[uint64]*TCPTransport{}
+	for id := uint64(1); id <= 3; id++ {
+		trs[id] = listen(t, id, "127.0.0.1:0")
+		addrs[id] = trs[id].Addr().String()
+	}
+	members := map[uint64]*groupMember{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups)
+	}
+	defer func() {
+		for _, m := range members {
+			m.stop(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := map[uint64]uint64{}
+	// write adds to each group through each running member in turn (a
+	// follower forwards to its group's leader): group g's values are g+1
+	// apart from the others', so that an entry applied in the wrong group
+	// shows in the sums.
+	write := func(rounds int, through ...uint64) {
+		t.Helper()
+		for r := range rounds {
+			for _, g := range groups {
+				m := members[through[r%len(through)]]
+				v := (g + 1) * 1000
+				if o := m.nodes[g].Propose(ctx, binary.BigEndian.AppendUint64(nil, v)).Wait(ctx); o.Err != nil {
+					t.Fatalf("group %d through member %d: %v", g, m.id, o.Err)
+				}
+				want[g] += v
+			}
+		}
+	}
+	converged := func() {
+		t.Helper()
+		for _, g := range groups {
+			for _, m := range members {
+				for m.states[g].value() != want[g] {
+					if ctx.Err() != nil {
+						t.Fatalf("group %d on member %d sums %d, want %d", g, m.id, m.states[g].value(), want[g])
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}
+	}
+	// led waits until every running member knows a leader in every group.
+	led := func() {
+		t.Helper()
+		for _, m := range members {
+			for _, g := range groups {
+				for m.nodes[g].Leader() == 0 {
+					if ctx.Err() != nil {
+						t.Fatalf("group %d on member %d knows no leader", g, m.id)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}
+	}
+	led()
+	write(9, 1, 2, 3)
+	converged()
+
+	dir3 := members[3].dir
+	members[3].stop(t)
+	delete(members, 3)
+	write(6, 1, 2)
+	members[3] = startGroupMember(t, 3, dir3, listen(t, 3, addrs[3]), addrs, groups)
+	led()
+	converged()
+	write(3, 3)
+	converged()
+}
+
+func TestGroupFramesThatAreBadAreRefusedAndThoseOfAnUnknownGroupDropped(t *testing.T) {
+	t.Parallel()
+	msg, err := (&raftpb.Message{Type: raftpb.MsgHeartbeat, From: 2, To: 1, Term: 3}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := func(g uint64, body []byte) []byte { return append(binary.BigEndian.AppendUint64(nil, g), body...) }
+	for _, tc := range []struct {
+		name string
+		body []byte
+		bad  bool
+	}{
+		{"shorter than its group", []byte{0, 0, 0, 1}, true},
+		{"a group and no message", group(4, nil), false}, // an empty message is a valid one
+		{"a message that does not decode", group(4, []byte{0xff, 0xff, 0xff}), true},
+		{"a message of a group with no node here", group(4, msg), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := (&TCPTransport{}).deliver(frameGroupRaft, tc.body)
+			if bad := err != nil; bad != tc.bad {
+				t.Fatalf("deliver: %v; want refused: %v", err, tc.bad)
+			}
+		})
+	}
+}
+
+// FuzzPeerFrame feeds a member frames of every kind as a peer's connection
+// would carry them: a frame is taken or refused, never a crash.
+func FuzzPeerFrame(f *testing.F) {
+	msg, _ := (&raftpb.Message{Type: raftpb.MsgApp, From: 2, To: 1, Term: 3, Entries: []raftpb.Entry{{Index: 1, Data: []byte("x")}}}).Marshal()
+	f.Add(frameRaft, msg)
+	f.Add(frameGroupRaft, append(binary.BigEndian.AppendUint64(nil, 7), msg...))
+	f.Add(frameTouches, binary.BigEndian.AppendUint64(nil, 42))
+	f.Add(frameCard, append(binary.BigEndian.AppendUint64(nil, 2), "card"...))
+	f.Add(frameProbe, binary.BigEndian.AppendUint64(nil, 2))
+	f.Add(frameAck, binary.BigEndian.AppendUint64(nil, 2))
+	f.Fuzz(func(t *testing.T, kind byte, body []byte) {
+		tr := &TCPTransport{log: zaptest.NewLogger(t), peers: map[uint64]*peer{}}
+		if checkFrameLength(kind, len(body)) != nil {
+			return // refused before its body is read
+		}
+		_ = tr.deliver(kind, body)
+	})
+}
