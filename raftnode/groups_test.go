@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +24,60 @@ type groupMember struct {
 	store  *Store
 	tr     *TCPTransport
 	nodes  map[uint64]*Node
-	states map[uint64]*counter
+	states map[uint64]*setMachine
+}
+
+// setMachine is a state machine that keeps the set of the payloads
+// applied to it, so that a proposal whose outcome is unknown can be made
+// again.
+type setMachine struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+func (s *setMachine) Apply(_ uint64, payload []byte) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set[string(payload)] = true
+	return nil
+}
+
+func (s *setMachine) Snapshot() (func(io.Writer) error, error) {
+	s.mu.Lock()
+	data := strings.Join(slices.Sorted(maps.Keys(s.set)), "\n")
+	s.mu.Unlock()
+	return func(w io.Writer) error {
+		_, err := io.WriteString(w, data)
+		return err
+	}, nil
+}
+
+func (s *setMachine) Restore(r io.Reader, _ uint64) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set = map[string]bool{}
+	for _, v := range strings.Split(string(data), "\n") {
+		if v != "" {
+			s.set[v] = true
+		}
+	}
+	return nil
+}
+
+func (s *setMachine) equals(want map[string]bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Equal(s.set, want)
+}
+
+func (s *setMachine) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprint(slices.Sorted(maps.Keys(s.set)))
 }
 
 // listen makes member id's transport, on addr.
@@ -45,9 +103,9 @@ func startGroupMember(t *testing.T, id uint64, dir string, tr *TCPTransport, add
 			tr.AddPeer(pid, addr)
 		}
 	}
-	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*counter{}}
+	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*setMachine{}}
 	for _, g := range groups {
-		m.states[g] = &counter{}
+		m.states[g] = &setMachine{set: map[string]bool{}}
 		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g),
 			TickInterval: 10 * time.Millisecond, Logger: log.Named(fmt.Sprint("g", g))}, m.states[g])
 		if err != nil {
@@ -75,8 +133,9 @@ func (m *groupMember) stop(t *testing.T) {
 
 // TestGroupsShareAMembersStoreAndTransport runs three raft groups on three
 // members, each member with one pebble store and one peer transport for
-// all three: each group elects its own leader and keeps its own log, and a
-// member restarted from its store catches up in every group.
+// all three: each group elects its own leader and keeps its own log (an
+// entry applied in another group's state shows), and a member restarted
+// from its store catches up in every group.
 func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	t.Parallel()
 	groups := []uint64{0, 1, 5}
@@ -97,21 +156,29 @@ func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	want := map[uint64]uint64{}
+	want := map[uint64]map[string]bool{}
+	for _, g := range groups {
+		want[g] = map[string]bool{}
+	}
 	// write adds to each group through each running member in turn (a
-	// follower forwards to its group's leader): group g's values are g+1
-	// apart from the others', so that an entry applied in the wrong group
-	// shows in the sums.
+	// follower forwards to its group's leader), each value naming its
+	// group. A proposal that fails (in an election) is made again: the
+	// states are sets.
+	written := 0
 	write := func(rounds int, through ...uint64) {
 		t.Helper()
 		for r := range rounds {
 			for _, g := range groups {
 				m := members[through[r%len(through)]]
-				v := (g + 1) * 1000
-				if o := m.nodes[g].Propose(ctx, binary.BigEndian.AppendUint64(nil, v)).Wait(ctx); o.Err != nil {
-					t.Fatalf("group %d through member %d: %v", g, m.id, o.Err)
+				v := fmt.Sprintf("g%d-%d", g, written)
+				for o := m.nodes[g].Propose(ctx, []byte(v)).Wait(ctx); o.Err != nil; o = m.nodes[g].Propose(ctx, []byte(v)).Wait(ctx) {
+					if ctx.Err() != nil {
+						t.Fatalf("group %d through member %d: %v", g, m.id, o.Err)
+					}
+					time.Sleep(10 * time.Millisecond)
 				}
-				want[g] += v
+				want[g][v] = true
+				written++
 			}
 		}
 	}
@@ -119,9 +186,9 @@ func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 		t.Helper()
 		for _, g := range groups {
 			for _, m := range members {
-				for m.states[g].value() != want[g] {
+				for !m.states[g].equals(want[g]) {
 					if ctx.Err() != nil {
-						t.Fatalf("group %d on member %d sums %d, want %d", g, m.id, m.states[g].value(), want[g])
+						t.Fatalf("group %d on member %d holds %v, want %v", g, m.id, m.states[g], slices.Sorted(maps.Keys(want[g])))
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
