@@ -90,8 +90,9 @@ func listen(t *testing.T, id uint64, addr string) *TCPTransport {
 	return tr
 }
 
-// startGroupMember starts member id's groups on the store in dir, over tr.
-func startGroupMember(t *testing.T, id uint64, dir string, tr *TCPTransport, addrs map[uint64]string, groups []uint64) *groupMember {
+// startGroupMember starts member id's groups on the store in dir, over tr;
+// prefer, if not nil, names each group's preferred leader.
+func startGroupMember(t *testing.T, id uint64, dir string, tr *TCPTransport, addrs map[uint64]string, groups []uint64, prefer map[uint64]uint64) *groupMember {
 	t.Helper()
 	log := zaptest.NewLogger(t).Named(fmt.Sprint("m", id))
 	store, err := OpenStore(dir, log)
@@ -106,7 +107,7 @@ func startGroupMember(t *testing.T, id uint64, dir string, tr *TCPTransport, add
 	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*setMachine{}}
 	for _, g := range groups {
 		m.states[g] = &setMachine{set: map[string]bool{}}
-		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g),
+		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), PreferredLeader: prefer[g],
 			TickInterval: 10 * time.Millisecond, Logger: log.Named(fmt.Sprint("g", g))}, m.states[g])
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +148,7 @@ func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	}
 	members := map[uint64]*groupMember{}
 	for id := uint64(1); id <= 3; id++ {
-		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups)
+		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, nil)
 	}
 	defer func() {
 		for _, m := range members {
@@ -217,11 +218,65 @@ func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	members[3].stop(t)
 	delete(members, 3)
 	write(6, 1, 2)
-	members[3] = startGroupMember(t, 3, dir3, listen(t, 3, addrs[3]), addrs, groups)
+	members[3] = startGroupMember(t, 3, dir3, listen(t, 3, addrs[3]), addrs, groups, nil)
 	led()
 	converged()
 	write(3, 3)
 	converged()
+}
+
+// TestEachGroupsLeadershipGoesToItsPreferredMember spreads three groups'
+// leaderships over three members, one each, and checks that a group's
+// leadership leaves its preferred member while it is down and comes back
+// once it has caught up.
+func TestEachGroupsLeadershipGoesToItsPreferredMember(t *testing.T) {
+	t.Parallel()
+	groups := []uint64{0, 1, 2}
+	prefer := map[uint64]uint64{0: 3, 1: 1, 2: 2}
+	addrs := map[uint64]string{}
+	trs := map[uint64]*TCPTransport{}
+	for id := uint64(1); id <= 3; id++ {
+		trs[id] = listen(t, id, "127.0.0.1:0")
+		addrs[id] = trs[id].Addr().String()
+	}
+	members := map[uint64]*groupMember{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, prefer)
+	}
+	defer func() {
+		for _, m := range members {
+			m.stop(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// leads waits until member id's view of group g's leader passes ok.
+	leads := func(g, id uint64, what string, ok func(leader uint64) bool) {
+		t.Helper()
+		for !ok(members[id].nodes[g].Leader()) {
+			if ctx.Err() != nil {
+				t.Fatalf("group %d, seen from member %d: leader %d, want %s", g, id, members[id].nodes[g].Leader(), what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for _, g := range groups {
+		for id := range members {
+			leads(g, id, fmt.Sprint(prefer[g]), func(l uint64) bool { return l == prefer[g] })
+		}
+	}
+
+	dir2 := members[2].dir
+	members[2].stop(t)
+	delete(members, 2)
+	leads(2, 1, "1 or 3", func(l uint64) bool { return l == 1 || l == 3 })
+	if o := members[1].nodes[2].Propose(ctx, []byte("while 2 is down")).Wait(ctx); o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	members[2] = startGroupMember(t, 2, dir2, listen(t, 2, addrs[2]), addrs, groups, prefer)
+	for id := range members {
+		leads(2, id, "2 again", func(l uint64) bool { return l == 2 })
+	}
 }
 
 func TestGroupFramesThatAreBadAreRefusedAndThoseOfAnUnknownGroupDropped(t *testing.T) {

@@ -30,6 +30,7 @@ func (n *Node) loop() error {
 		select {
 		case <-ticker.C:
 			n.rn.Tick()
+			n.preferLeader()
 		case p := <-n.propc:
 			n.propose(p)
 		case m := <-n.recvc:

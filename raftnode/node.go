@@ -94,6 +94,11 @@ type Config struct {
 	// closes its group's part of the store, not the store.
 	Store *Store
 	Group uint64
+	// PreferredLeader is the member this group's leadership goes to
+	// whenever it is a voter caught up with the log (leader.go): a member
+	// running many groups spreads their leaderships over the members so.
+	// Zero: wherever elections put it.
+	PreferredLeader uint64
 
 	// ForceNewCluster makes this member, from what its store holds, the
 	// only member of a new group, when a quorum of the old one is lost for
@@ -204,6 +209,7 @@ type Node struct {
 	callc   chan func() // run on the raft goroutine
 	recvc   chan raftpb.Message
 	reportc chan report
+	prefer  preferState // raft goroutine only
 	stopc   chan struct{}
 	donec   chan struct{}
 
