@@ -3,6 +3,8 @@ package raftnode
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,4 +34,78 @@ func BenchmarkPropose(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkIdleGroups runs 3 members of n raft groups each over one store
+// and one transport per member, with the default tick (50 ms) and
+// nothing to replicate, and reports the CPU the process spends per
+// second on each idle group (cpu-ms/s/group, all three members together):
+// what ticks and heartbeats cost before groups go quiet.
+func BenchmarkIdleGroups(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprint("groups=", n), func(b *testing.B) {
+			var nodes []*Node
+			var closers []func() error
+			defer func() {
+				for _, nd := range nodes {
+					nd.Stop()
+				}
+				for _, c := range closers {
+					c()
+				}
+			}()
+			trs := map[uint64]*TCPTransport{}
+			addrs := map[uint64]string{}
+			for id := uint64(1); id <= 3; id++ {
+				tr, err := NewTCPTransport(id, "127.0.0.1:0", nil, zap.NewNop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				trs[id], addrs[id] = tr, tr.Addr().String()
+				closers = append(closers, tr.Close)
+			}
+			for id, tr := range trs {
+				for pid, addr := range addrs {
+					if pid != id {
+						tr.AddPeer(pid, addr)
+					}
+				}
+				store, err := OpenStore(b.TempDir(), zap.NewNop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				closers = append(closers, store.Close)
+				for g := range uint64(n) {
+					nd, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), Logger: zap.NewNop()}, &counter{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					tr.AttachGroup(g, nd)
+					nodes = append(nodes, nd)
+				}
+			}
+			for _, nd := range nodes {
+				for nd.Leader() == 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			time.Sleep(time.Second) // past the elections' writes
+			before := cpuTime()
+			start := time.Now()
+			b.ResetTimer()
+			for range b.N {
+				time.Sleep(time.Second)
+			}
+			b.StopTimer()
+			perSecond := float64((cpuTime() - before).Milliseconds()) / time.Since(start).Seconds()
+			b.ReportMetric(perSecond/float64(n), "cpu-ms/s/group")
+		})
+	}
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
