@@ -22,7 +22,7 @@ type groupMember struct {
 	id     uint64
 	dir    string
 	store  *Store
-	tr     *TCPTransport
+	tr     groupsTransport
 	nodes  map[uint64]*Node
 	states map[uint64]*setMachine
 }
@@ -90,18 +90,28 @@ func listen(t *testing.T, id uint64, addr string) *TCPTransport {
 	return tr
 }
 
+// groupsTransport is a member's transport of several groups: TCPTransport
+// or MemTransport.
+type groupsTransport interface {
+	Group(g uint64) Transport
+	AttachGroup(g uint64, n *Node)
+	Close() error
+}
+
 // startGroupMember starts member id's groups on the store in dir, over tr;
 // prefer, if not nil, names each group's preferred leader.
-func startGroupMember(t *testing.T, id uint64, dir string, tr *TCPTransport, addrs map[uint64]string, groups []uint64, prefer map[uint64]uint64) *groupMember {
+func startGroupMember(t *testing.T, id uint64, dir string, tr groupsTransport, addrs map[uint64]string, groups []uint64, prefer map[uint64]uint64) *groupMember {
 	t.Helper()
 	log := zaptest.NewLogger(t).Named(fmt.Sprint("m", id))
 	store, err := OpenStore(dir, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for pid, addr := range addrs {
-		if pid != id {
-			tr.AddPeer(pid, addr)
+	if book, ok := tr.(PeerBook); ok {
+		for pid, addr := range addrs {
+			if pid != id {
+				book.AddPeer(pid, addr)
+			}
 		}
 	}
 	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*setMachine{}}
@@ -223,6 +233,42 @@ func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	converged()
 	write(3, 3)
 	converged()
+}
+
+func TestGroupsShareAMembersTransportOnTheMemoryNetwork(t *testing.T) {
+	t.Parallel()
+	groups := []uint64{0, 3}
+	nw := NewMemNetwork()
+	addrs := map[uint64]string{1: "m1", 2: "m2", 3: "m3"}
+	var members []*groupMember
+	for id := uint64(1); id <= 3; id++ {
+		members = append(members, startGroupMember(t, id, t.TempDir(), nw.NewTransport(id), addrs, groups, nil))
+	}
+	defer func() {
+		for _, m := range members {
+			m.stop(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, g := range groups {
+		v := fmt.Sprint("only in group ", g)
+		for o := members[0].nodes[g].Propose(ctx, []byte(v)).Wait(ctx); o.Err != nil; o = members[0].nodes[g].Propose(ctx, []byte(v)).Wait(ctx) {
+			if ctx.Err() != nil {
+				t.Fatalf("group %d: %v", g, o.Err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		want := map[string]bool{v: true}
+		for _, m := range members {
+			for !m.states[g].equals(want) {
+				if ctx.Err() != nil {
+					t.Fatalf("group %d on member %d holds %v, want %v", g, m.id, m.states[g], want)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // TestEachGroupsLeadershipGoesToItsPreferredMember spreads three groups'

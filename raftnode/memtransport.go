@@ -163,9 +163,8 @@ type MemTransport struct {
 	nw *MemNetwork
 
 	mu     sync.Mutex
-	links  map[uint64]*memQueue // mu guards links, step, report, touch, card, filter, closed
-	step   func(raftpb.Message) error
-	report func(to uint64, snap bool, status raft.SnapshotStatus)
+	links  map[uint64]*memQueue // mu guards links, nodes, touch, card, filter, closed
+	nodes  map[uint64]memNode   // by raft group (Attach: group 0; AttachGroup)
 	touch  func(ids []int64)
 	acks   touchAcks
 	card   func(from uint64, card []byte)
@@ -185,7 +184,8 @@ type memQueue struct {
 // session touches, or a member card.
 type memFrame struct {
 	raft    []byte
-	snap    bool // a MsgSnap: its sender hears how it went
+	group   uint64 // of a raft message
+	snap    bool   // a MsgSnap: its sender hears how it went
 	touches []int64
 	probe   bool      // after touches: asks for an ack
 	ack     bool      // the answer to a probe
@@ -197,13 +197,59 @@ type memFrame struct {
 // handler of forwarded session touches.
 func (t *MemTransport) Attach(n *Node, touch func(ids []int64)) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.touch = touch
+	t.mu.Unlock()
 	if n != nil {
-		t.step = func(m raftpb.Message) error { return n.stepWithin(m, time.Second) }
-		t.report = n.report
+		t.AttachGroup(0, n)
 	}
 }
+
+// memNode is what a transport delivers to for one group: its node's (or a
+// test's) step and report.
+type memNode struct {
+	step   func(raftpb.Message) error
+	report func(to uint64, snap bool, status raft.SnapshotStatus)
+}
+
+// AttachGroup connects the transport to the node of raft group g, as
+// TCPTransport.AttachGroup does; nil detaches it.
+func (t *MemTransport) AttachGroup(g uint64, n *Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n == nil {
+		delete(t.nodes, g)
+		return
+	}
+	if t.nodes == nil {
+		t.nodes = map[uint64]memNode{}
+	}
+	t.nodes[g] = memNode{step: func(m raftpb.Message) error { return n.stepWithin(m, time.Second) }, report: n.report}
+}
+
+// nodeOf is what group g's messages are delivered to; ok is false if
+// nothing is attached.
+func (t *MemTransport) nodeOf(g uint64) (n memNode, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok = t.nodes[g]
+	return n, ok
+}
+
+// Group is the transport of raft group g's messages, as
+// TCPTransport.Group is: the same links, each message naming its group.
+func (t *MemTransport) Group(g uint64) Transport {
+	if g == 0 {
+		return t
+	}
+	return memGroupTransport{t, g}
+}
+
+type memGroupTransport struct {
+	t     *MemTransport
+	group uint64
+}
+
+func (g memGroupTransport) Send(msgs []raftpb.Message) { g.t.sendRaft(g.group, msgs) }
 
 // SetCardHandler installs h as the handler of the member cards that
 // members send, as TCPTransport.SetCardHandler does (nil removes it). It
@@ -239,15 +285,17 @@ func (t *MemTransport) SetDelay(d time.Duration) {
 	})
 }
 
-// Send queues raft messages for their members; it never blocks. Raft hears
-// of a message that could not be queued.
-func (t *MemTransport) Send(msgs []raftpb.Message) {
+// Send queues raft messages (of group 0) for their members; it never
+// blocks. Raft hears of a message that could not be queued.
+func (t *MemTransport) Send(msgs []raftpb.Message) { t.sendRaft(0, msgs) }
+
+func (t *MemTransport) sendRaft(group uint64, msgs []raftpb.Message) {
 	for i := range msgs {
 		m := &msgs[i]
 		b, err := m.Marshal()
-		snap := m.Type == raftpb.MsgSnap
-		if err != nil || !t.enqueue(m.To, memFrame{raft: b, snap: snap}) {
-			t.failed(m.To, snap)
+		f := memFrame{raft: b, group: group, snap: m.Type == raftpb.MsgSnap}
+		if err != nil || !t.enqueue(m.To, f) {
+			t.failed(m.To, f)
 		}
 	}
 }
@@ -337,16 +385,16 @@ func (t *MemTransport) deliver(to uint64, f memFrame) {
 	switch {
 	case f.raft == nil:
 	case !ok:
-		t.failed(to, f.snap)
+		t.failed(to, f)
 	case f.snap:
-		t.reportTo(to, true, raft.SnapshotFinish)
+		t.reportTo(f.group, to, true, raft.SnapshotFinish)
 	}
 }
 
 // receive takes a frame from member from, and reports whether it went in.
 func (t *MemTransport) receive(from uint64, f memFrame) bool {
 	t.mu.Lock()
-	step, touch, card, filter, closed := t.step, t.touch, t.card, t.filter, t.closed
+	touch, card, filter, closed := t.touch, t.card, t.filter, t.closed
 	t.mu.Unlock()
 	if closed || (filter != nil && !filter(from, t.id)) {
 		return false
@@ -374,26 +422,24 @@ func (t *MemTransport) receive(from uint64, f memFrame) bool {
 		return true
 	}
 	var m raftpb.Message
-	if step == nil || m.Unmarshal(f.raft) != nil {
+	n, ok := t.nodeOf(f.group)
+	if !ok || m.Unmarshal(f.raft) != nil {
 		return false
 	}
-	return step(m) == nil
+	return n.step(m) == nil
 }
 
-// failed tells raft that a message to member to was lost.
-func (t *MemTransport) failed(to uint64, snap bool) {
-	t.reportTo(to, false, 0)
-	if snap {
-		t.reportTo(to, true, raft.SnapshotFailure)
+// failed tells raft that a message of f's group to member to was lost.
+func (t *MemTransport) failed(to uint64, f memFrame) {
+	t.reportTo(f.group, to, false, 0)
+	if f.snap {
+		t.reportTo(f.group, to, true, raft.SnapshotFailure)
 	}
 }
 
-func (t *MemTransport) reportTo(to uint64, snap bool, status raft.SnapshotStatus) {
-	t.mu.Lock()
-	report := t.report
-	t.mu.Unlock()
-	if report != nil {
-		report(to, snap, status)
+func (t *MemTransport) reportTo(group, to uint64, snap bool, status raft.SnapshotStatus) {
+	if n, ok := t.nodeOf(group); ok {
+		n.report(to, snap, status)
 	}
 }
 

@@ -54,14 +54,16 @@ func joinEnd(t *testing.T, nw *MemNetwork, id uint64) *memEnd {
 		touched: make(chan []int64, 10), reports: make(chan report, 1000)}
 	e.tr.Attach(nil, func(ids []int64) { e.touched <- ids })
 	e.tr.mu.Lock()
-	e.tr.step = func(m raftpb.Message) error {
-		if e.step != nil {
-			return e.step(m)
-		}
-		e.got <- m
-		return nil
-	}
-	e.tr.report = func(to uint64, snap bool, status raft.SnapshotStatus) { e.reports <- report{to, snap, status} }
+	e.tr.nodes = map[uint64]memNode{0: {
+		step: func(m raftpb.Message) error {
+			if e.step != nil {
+				return e.step(m)
+			}
+			e.got <- m
+			return nil
+		},
+		report: func(to uint64, snap bool, status raft.SnapshotStatus) { e.reports <- report{to, snap, status} },
+	}}
 	e.tr.mu.Unlock()
 	t.Cleanup(func() { e.tr.Close() })
 	return e
