@@ -369,3 +369,22 @@ func FuzzPeerFrame(f *testing.F) {
 		_ = tr.deliver(kind, body)
 	})
 }
+
+func TestTicksFallOnMultiplesOfTheTickSoThatGroupsTickTogether(t *testing.T) {
+	t.Parallel()
+	every := 50 * time.Millisecond
+	base := time.Unix(1_800_000_000, 0) // a multiple of every
+	for _, tc := range []struct {
+		after, want time.Duration
+	}{
+		{0, every},
+		{time.Nanosecond, every - time.Nanosecond},
+		{20 * time.Millisecond, 30 * time.Millisecond},
+		{every - time.Nanosecond, time.Nanosecond},
+		{3*every + time.Millisecond, every - time.Millisecond},
+	} {
+		if got := untilTick(base.Add(tc.after), every); got != tc.want {
+			t.Errorf("%v after a tick: the next in %v, want %v", tc.after, got, tc.want)
+		}
+	}
+}
