@@ -142,6 +142,28 @@ func (m *groupMember) stop(t *testing.T) {
 	}
 }
 
+// startGroupCluster starts three members of groups over TCP on loopback,
+// and stops those in members when the test ends (restarted ones too).
+func startGroupCluster(t *testing.T, groups []uint64, prefer map[uint64]uint64) (members map[uint64]*groupMember, addrs map[uint64]string) {
+	t.Helper()
+	addrs = map[uint64]string{}
+	trs := map[uint64]*TCPTransport{}
+	for id := uint64(1); id <= 3; id++ {
+		trs[id] = listen(t, id, "127.0.0.1:0")
+		addrs[id] = trs[id].Addr().String()
+	}
+	members = map[uint64]*groupMember{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, prefer)
+	}
+	t.Cleanup(func() {
+		for _, m := range members {
+			m.stop(t)
+		}
+	})
+	return members, addrs
+}
+
 // TestGroupsShareAMembersStoreAndTransport runs three raft groups on three
 // members, each member with one pebble store and one peer transport for
 // all three: each group elects its own leader and keeps its own log (an
@@ -150,21 +172,7 @@ func (m *groupMember) stop(t *testing.T) {
 func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	t.Parallel()
 	groups := []uint64{0, 1, 5}
-	addrs := map[uint64]string{}
-	trs := map[uint64]*TCPTransport{}
-	for id := uint64(1); id <= 3; id++ {
-		trs[id] = listen(t, id, "127.0.0.1:0")
-		addrs[id] = trs[id].Addr().String()
-	}
-	members := map[uint64]*groupMember{}
-	for id := uint64(1); id <= 3; id++ {
-		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, nil)
-	}
-	defer func() {
-		for _, m := range members {
-			m.stop(t)
-		}
-	}()
+	members, addrs := startGroupCluster(t, groups, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	want := map[uint64]map[string]bool{}
@@ -279,21 +287,7 @@ func TestEachGroupsLeadershipGoesToItsPreferredMember(t *testing.T) {
 	t.Parallel()
 	groups := []uint64{0, 1, 2}
 	prefer := map[uint64]uint64{0: 3, 1: 1, 2: 2}
-	addrs := map[uint64]string{}
-	trs := map[uint64]*TCPTransport{}
-	for id := uint64(1); id <= 3; id++ {
-		trs[id] = listen(t, id, "127.0.0.1:0")
-		addrs[id] = trs[id].Addr().String()
-	}
-	members := map[uint64]*groupMember{}
-	for id := uint64(1); id <= 3; id++ {
-		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, prefer)
-	}
-	defer func() {
-		for _, m := range members {
-			m.stop(t)
-		}
-	}()
+	members, addrs := startGroupCluster(t, groups, prefer)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// leads waits until member id's view of group g's leader passes ok.

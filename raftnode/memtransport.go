@@ -241,15 +241,8 @@ func (t *MemTransport) Group(g uint64) Transport {
 	if g == 0 {
 		return t
 	}
-	return memGroupTransport{t, g}
+	return groupSender{t.sendRaft, g}
 }
-
-type memGroupTransport struct {
-	t     *MemTransport
-	group uint64
-}
-
-func (g memGroupTransport) Send(msgs []raftpb.Message) { g.t.sendRaft(g.group, msgs) }
 
 // SetCardHandler installs h as the handler of the member cards that
 // members send, as TCPTransport.SetCardHandler does (nil removes it). It

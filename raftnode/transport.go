@@ -158,15 +158,16 @@ func (t *TCPTransport) Group(g uint64) Transport {
 	if g == 0 {
 		return t
 	}
-	return groupTransport{t, g}
+	return groupSender{t.sendRaft, g}
 }
 
-type groupTransport struct {
-	t     *TCPTransport
+// groupSender is a transport's Group: its sender, with the group.
+type groupSender struct {
+	send  func(group uint64, msgs []raftpb.Message)
 	group uint64
 }
 
-func (g groupTransport) Send(msgs []raftpb.Message) { g.t.sendRaft(g.group, msgs) }
+func (g groupSender) Send(msgs []raftpb.Message) { g.send(g.group, msgs) }
 
 // SetCardHandler installs h as the handler of the member cards that
 // peers send (nil removes it). It is called on the transport's reader
