@@ -35,8 +35,11 @@ func TestFaults(t *testing.T) {
 		{"three members", 3, 25 * time.Second},
 		{"five members", 5, 20 * time.Second},
 	} {
+		// The two sizes' rounds run one after the other, beside the
+		// package's other tests: each ends in a linearizability check
+		// that takes a core for seconds, and two at once on a loaded
+		// machine ran past its budget.
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			round := tc.round
 			if *flagDuration > 0 {
 				round = time.Minute
@@ -267,7 +270,7 @@ func (r *round) check(windows []window) roundStats {
 	report = append(report, "machine: "+r.stalls.summary())
 	report = append(report, "lock: "+r.locks.check(r.violate))
 	report = append(report, "watches: "+r.watch.check(r.violate))
-	r.reg.check(max(30*time.Second, r.length/2), r.dir, r.violate)
+	r.reg.check(max(time.Minute, r.length), r.dir, r.violate)
 	ops, unknown, opText := r.reg.summary()
 	report = append(report, fmt.Sprintf("register: %d operations in a linearizable history:%s", ops, opText))
 	frames, dropped := r.c.linkStats()
