@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -379,6 +380,28 @@ func TestTicksFallOnMultiplesOfTheTickSoThatGroupsTickTogether(t *testing.T) {
 	} {
 		if got := untilTick(base.Add(tc.after), every); got != tc.want {
 			t.Errorf("%v after a tick: the next in %v, want %v", tc.after, got, tc.want)
+		}
+	}
+}
+
+func TestAGroupsBusyNodeHoldsUpNoOtherGroupsMessages(t *testing.T) {
+	t.Parallel()
+	// A node whose raft goroutine stands still: nothing takes from its
+	// queue, which holds nothing more.
+	stuck := &Node{recvc: make(chan raftpb.Message), donec: make(chan struct{})}
+	if err := stuck.stepWithin(raftpb.Message{}, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a full node took a message, or said %v", err)
+	}
+	tr := listen(t, 1, "127.0.0.1:0")
+	defer tr.Close()
+	tr.AttachGroup(0, stuck)
+	if _, wait := tr.nodeOf(0); wait != time.Second {
+		t.Errorf("alone, a group's messages wait %v for its node, want a second", wait)
+	}
+	tr.AttachGroup(1, stuck)
+	for _, g := range []uint64{0, 1} {
+		if _, wait := tr.nodeOf(g); wait != 0 {
+			t.Errorf("beside another group, group %d's messages wait %v for its node, want none", g, wait)
 		}
 	}
 }

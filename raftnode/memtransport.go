@@ -207,7 +207,7 @@ func (t *MemTransport) Attach(n *Node, touch func(ids []int64)) {
 // memNode is what a transport delivers to for one group: its node's (or a
 // test's) step and report.
 type memNode struct {
-	step   func(raftpb.Message) error
+	step   func(m raftpb.Message, wait time.Duration) error // wait: stepWait's
 	report func(to uint64, snap bool, status raft.SnapshotStatus)
 }
 
@@ -223,16 +223,16 @@ func (t *MemTransport) AttachGroup(g uint64, n *Node) {
 	if t.nodes == nil {
 		t.nodes = map[uint64]memNode{}
 	}
-	t.nodes[g] = memNode{step: func(m raftpb.Message) error { return n.stepWithin(m, time.Second) }, report: n.report}
+	t.nodes[g] = memNode{step: n.stepWithin, report: n.report}
 }
 
-// nodeOf is what group g's messages are delivered to; ok is false if
-// nothing is attached.
-func (t *MemTransport) nodeOf(g uint64) (n memNode, ok bool) {
+// nodeOf is what group g's messages are delivered to, and how long one
+// may wait for it (stepWait); ok is false if nothing is attached.
+func (t *MemTransport) nodeOf(g uint64) (n memNode, wait time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n, ok = t.nodes[g]
-	return n, ok
+	return n, stepWait(len(t.nodes) > 1), ok
 }
 
 // Group is the transport of raft group g's messages, as
@@ -415,11 +415,11 @@ func (t *MemTransport) receive(from uint64, f memFrame) bool {
 		return true
 	}
 	var m raftpb.Message
-	n, ok := t.nodeOf(f.group)
+	n, wait, ok := t.nodeOf(f.group)
 	if !ok || m.Unmarshal(f.raft) != nil {
 		return false
 	}
-	return n.step(m) == nil
+	return n.step(m, wait) == nil
 }
 
 // failed tells raft that a message of f's group to member to was lost.
@@ -431,7 +431,7 @@ func (t *MemTransport) failed(to uint64, f memFrame) {
 }
 
 func (t *MemTransport) reportTo(group, to uint64, snap bool, status raft.SnapshotStatus) {
-	if n, ok := t.nodeOf(group); ok {
+	if n, _, ok := t.nodeOf(group); ok {
 		n.report(to, snap, status)
 	}
 }

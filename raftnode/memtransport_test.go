@@ -55,7 +55,7 @@ func joinEnd(t *testing.T, nw *MemNetwork, id uint64) *memEnd {
 	e.tr.Attach(nil, func(ids []int64) { e.touched <- ids })
 	e.tr.mu.Lock()
 	e.tr.nodes = map[uint64]memNode{0: {
-		step: func(m raftpb.Message) error {
+		step: func(m raftpb.Message, _ time.Duration) error {
 			if e.step != nil {
 				return e.step(m)
 			}

@@ -600,6 +600,9 @@ func (n *Node) stepWithin(m raftpb.Message, d time.Duration) error {
 		return n.stopErr()
 	default:
 	}
+	if d <= 0 {
+		return context.DeadlineExceeded
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

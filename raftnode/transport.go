@@ -141,14 +141,29 @@ func (t *TCPTransport) AttachGroup(g uint64, n *Node) {
 	}
 }
 
-// nodeOf is the node of group g, nil if none is attached.
-func (t *TCPTransport) nodeOf(g uint64) *Node {
+// nodeOf is the node of group g, nil if none is attached, and how long a
+// message for it may wait for the node to take it (stepWait).
+func (t *TCPTransport) nodeOf(g uint64) (*Node, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	wait := stepWait(len(t.groups) > 0)
 	if g == 0 {
-		return t.node
+		return t.node, wait
 	}
-	return t.groups[g]
+	return t.groups[g], wait
+}
+
+// stepWait is how long a peer's reader waits for a busy node to take a
+// message before it drops it (raft takes that as a message lost): a
+// second when the member runs one group, and not at all when it runs
+// several, whose messages share the connection, so that a group whose
+// node stands still (a long fsync, a snapshot's restore) holds up only
+// its own messages.
+func stepWait(groups bool) time.Duration {
+	if groups {
+		return 0
+	}
+	return time.Second
 }
 
 // Group is the transport of raft group g's messages, over the same
@@ -322,7 +337,7 @@ func (t *TCPTransport) enqueue(to uint64, f outFrame) bool {
 
 // failed tells raft that a message of its group to a peer did not go out.
 func (t *TCPTransport) failed(to uint64, f outFrame) {
-	n := t.nodeOf(f.group)
+	n, _ := t.nodeOf(f.group)
 	if !f.raft || n == nil {
 		return
 	}
@@ -412,7 +427,7 @@ func (t *TCPTransport) write(conn net.Conn, w *bufio.Writer, f outFrame, p *peer
 }
 
 func (t *TCPTransport) snapshotSent(to uint64, group uint64) {
-	if n := t.nodeOf(group); n != nil {
+	if n, _ := t.nodeOf(group); n != nil {
 		n.report(to, true, raft.SnapshotFinish)
 	}
 }
@@ -523,11 +538,11 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 		if err := m.Unmarshal(body); err != nil {
 			return err
 		}
-		n := t.nodeOf(group)
+		n, wait := t.nodeOf(group)
 		if n == nil || (filter != nil && !filter(m.From, t.id)) {
 			return nil
 		}
-		if err := n.stepWithin(m, time.Second); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err := n.stepWithin(m, wait); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil // the node is stopping
 		}
 	case frameTouches:
