@@ -6,21 +6,22 @@ import (
 	"go.etcd.io/raft/v3"
 )
 
-// preferState paces preferLeader's transfers.
+// preferState paces preferLeader.
 type preferState struct {
-	ticks int // since the last transfer this leader began
-	wait  int // ticks before it may begin another
+	ticks   int // since the last look
+	wait    int // ticks before the next look
+	backoff int // ticks after a transfer before the next look: doubles while this member goes on leading
 }
 
 // preferLeader, on each tick, hands this member's leadership to
 // Config.PreferredLeader when that member is a voter that is caught up
 // with the log and has been heard from lately: the leaderships of a
 // member's groups stay spread over the members however elections went
-// (docs/scale-out.md, "Replica placement and where leaders go"). A
-// transfer stops the leader's proposals until the transferee leads or an
-// election timeout passes, so while this member goes on leading (the
-// transferee could not win), each further try waits twice as long, up to
-// a minute's worth of ticks.
+// (docs/scale-out.md, "Replica placement and where leaders go"). It looks
+// once an election timeout. A transfer stops the leader's proposals until
+// the transferee leads or an election timeout passes, so while this
+// member goes on leading (the transferee could not win), the wait after
+// each further transfer doubles, up to a minute.
 func (n *Node) preferLeader() {
 	want := n.cfg.PreferredLeader
 	if want == 0 || want == n.cfg.ID {
@@ -35,6 +36,7 @@ func (n *Node) preferLeader() {
 	if n.prefer.ticks++; n.prefer.ticks < n.prefer.wait {
 		return
 	}
+	n.prefer.ticks, n.prefer.wait = 0, n.cfg.ElectionTicks
 	st := n.rn.Status()
 	pr, ok := st.Progress[want]
 	if !ok || pr.IsLearner || !pr.RecentActive || pr.Match < st.Commit {
@@ -42,5 +44,6 @@ func (n *Node) preferLeader() {
 	}
 	n.rn.TransferLeader(want)
 	maxWait := int(time.Minute / n.cfg.TickInterval)
-	n.prefer = preferState{wait: min(max(2*n.prefer.wait, 2*n.cfg.ElectionTicks), maxWait)}
+	n.prefer.backoff = min(max(2*n.prefer.backoff, 2*n.cfg.ElectionTicks), maxWait)
+	n.prefer.wait = n.prefer.backoff
 }

@@ -285,9 +285,9 @@ type proposal struct {
 	sent    uint64 // the raft term when it was first proposed (resend.go)
 }
 
-// Start opens the store in cfg.Dir (or its group of cfg.Store), restores the state machine from the
-// last snapshot, and starts the node. A new store is bootstrapped with
-// cfg.Peers as its members.
+// Start opens the store in cfg.Dir (or its group of cfg.Store), restores
+// the state machine from the last snapshot, and starts the node. A new
+// store is bootstrapped with cfg.Peers as its members.
 func Start(cfg Config, sm StateMachine) (*Node, error) {
 	cfg.setDefaults()
 	if cfg.ID == 0 {
