@@ -35,11 +35,8 @@ func TestFaults(t *testing.T) {
 		{"three members", 3, 25 * time.Second},
 		{"five members", 5, 20 * time.Second},
 	} {
-		// The two sizes' rounds run one after the other, beside the
-		// package's other tests: each ends in a linearizability check
-		// that takes a core for seconds, and two at once on a loaded
-		// machine ran past its budget.
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			round := tc.round
 			if *flagDuration > 0 {
 				round = time.Minute

@@ -350,6 +350,10 @@ func (w *registerWorkload) do(ctx context.Context, c *tracked, id, session int, 
 	}
 }
 
+// linearizabilityChecks lets one porcupine check run at a time, while the
+// rounds of the two cluster sizes run at once.
+var linearizabilityChecks sync.Mutex
+
 // check runs porcupine on the history and checks the plain reads. A
 // failing history is written, with porcupine's visualization, under
 // outDir; its path is returned.
@@ -364,6 +368,8 @@ func (w *registerWorkload) check(timeout time.Duration, outDir string, violate f
 			violate("plain reads: worker %d read %q from %s at %v, which no write wrote", r.worker, r.value, r.key, r.at)
 		}
 	}
+	linearizabilityChecks.Lock() // one at a time: each takes a core for seconds
+	defer linearizabilityChecks.Unlock()
 	switch porcupine.CheckOperationsTimeout(registerModel, w.history, timeout) {
 	case porcupine.Ok:
 		return
