@@ -205,8 +205,12 @@ type registerWorkload struct {
 }
 
 func newRegisterWorkload(f *fleet, workers int) *registerWorkload {
-	return &registerWorkload{fleet: f, clock: f.clock, workers: workers, keys: 3,
-		keyLife: 3 * time.Second, maxOps: 1 << 20, written: map[string]map[string]bool{}}
+	// Four keys, new every 2 s: each key's history, with the unknown
+	// outcomes a crash of every member leaves, stays one that porcupine
+	// checks in seconds under -race on a loaded machine (three keys for
+	// 3 s once took it past a minute).
+	return &registerWorkload{fleet: f, clock: f.clock, workers: workers, keys: 4,
+		keyLife: 2 * time.Second, maxOps: 1 << 20, written: map[string]map[string]bool{}}
 }
 
 // key returns key i of the generation in force now.
@@ -354,10 +358,10 @@ func (w *registerWorkload) do(ctx context.Context, c *tracked, id, session int, 
 // rounds of the two cluster sizes run at once.
 var linearizabilityChecks sync.Mutex
 
-// check runs porcupine on the history and checks the plain reads. A
-// failing history is written, with porcupine's visualization, under
-// outDir; its path is returned.
-func (w *registerWorkload) check(timeout time.Duration, outDir string, violate func(format string, args ...any)) {
+// check runs porcupine on the history and checks the plain reads, and
+// says how long porcupine took. A failing history is written, with
+// porcupine's visualization, under outDir.
+func (w *registerWorkload) check(timeout time.Duration, outDir string, violate func(format string, args ...any)) (took time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range w.stale {
@@ -370,6 +374,8 @@ func (w *registerWorkload) check(timeout time.Duration, outDir string, violate f
 	}
 	linearizabilityChecks.Lock() // one at a time: each takes a core for seconds
 	defer linearizabilityChecks.Unlock()
+	start := time.Now()
+	defer func() { took = time.Since(start) }()
 	switch porcupine.CheckOperationsTimeout(registerModel, w.history, timeout) {
 	case porcupine.Ok:
 		return
@@ -388,6 +394,7 @@ func (w *registerWorkload) check(timeout time.Duration, outDir string, violate f
 		return
 	}
 	violate("linearizability: the history of %d operations is not linearizable; visualization in %s", len(w.history), path)
+	return
 }
 
 // summary says how many operations ended how.
