@@ -231,6 +231,11 @@ func (t *MemTransport) AttachGroup(g uint64, n *Node) {
 func (t *MemTransport) nodeOf(g uint64) (n memNode, wait time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.nodeLocked(g)
+}
+
+// nodeLocked is nodeOf with t.mu held.
+func (t *MemTransport) nodeLocked(g uint64) (n memNode, wait time.Duration, ok bool) {
 	n, ok = t.nodes[g]
 	return n, stepWait(len(t.nodes) > 1), ok
 }
@@ -387,6 +392,7 @@ func (t *MemTransport) deliver(to uint64, f memFrame) {
 // receive takes a frame from member from, and reports whether it went in.
 func (t *MemTransport) receive(from uint64, f memFrame) bool {
 	t.mu.Lock()
+	n, wait, ok := t.nodeLocked(f.group)
 	touch, card, filter, closed := t.touch, t.card, t.filter, t.closed
 	t.mu.Unlock()
 	if closed || (filter != nil && !filter(from, t.id)) {
@@ -415,7 +421,6 @@ func (t *MemTransport) receive(from uint64, f memFrame) bool {
 		return true
 	}
 	var m raftpb.Message
-	n, wait, ok := t.nodeOf(f.group)
 	if !ok || m.Unmarshal(f.raft) != nil {
 		return false
 	}

@@ -151,15 +151,16 @@ type chunkWriter struct {
 // newChunkWriter begins a snapshot's data under a new generation.
 func (s *Storage) newChunkWriter() (*chunkWriter, error) {
 	gen := s.gen.Add(1)
-	path := s.fs.PathJoin(s.dir, fmt.Sprintf("snapshot-%s%d%s", s.fileTag(), gen, ingestSuffix))
-	f, err := s.fs.Create(path)
+	fs := s.store.fs
+	path := fs.PathJoin(s.store.dir, fmt.Sprintf("snapshot-%s%d%s", s.fileTag(), gen, ingestSuffix))
+	f, err := fs.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create the snapshot's sstable: %w", err)
 	}
 	sst := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{
 		TableFormat: s.db.FormatMajorVersion().MaxTableFormat(),
 	})
-	return &chunkWriter{db: s.db, ks: s.ks, fs: s.fs, path: path, sst: sst, gen: gen, buf: make([]byte, 0, streamChunkSize)}, nil
+	return &chunkWriter{db: s.db, ks: s.ks, fs: fs, path: path, sst: sst, gen: gen, buf: make([]byte, 0, streamChunkSize)}, nil
 }
 
 // ingestSuffix ends the name of a snapshot's sstable before its ingestion;

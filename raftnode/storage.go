@@ -39,10 +39,8 @@ import (
 // promised them. Snapshot reads the stored snapshot from one pebble
 // snapshot, so it never sees the metadata of one with the data of another.
 type Storage struct {
-	db    *pebble.DB
-	fs    vfs.FS // the store's
-	dir   string
-	ks    keyspace // the group's keys in db
+	db    *pebble.DB // the store's
+	ks    keyspace   // the group's keys in db
 	group uint64
 	store *Store
 	// ownsStore: the store was opened for this Storage alone (openStorage),
@@ -120,7 +118,7 @@ func (st *Store) Group(group uint64, cacheBytes int) (*Storage, error) {
 	if st.open[group] {
 		return nil, fmt.Errorf("raft store %s: group %d is open already", st.dir, group)
 	}
-	s := &Storage{db: st.db, fs: st.fs, dir: st.dir, ks: groupKeys(group), group: group, store: st, log: newMemLog(cacheBytes)}
+	s := &Storage{db: st.db, ks: groupKeys(group), group: group, store: st, log: newMemLog(cacheBytes)}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("load group %d of raft store %s: %w", group, st.dir, err)
 	}

@@ -146,6 +146,11 @@ func (t *TCPTransport) AttachGroup(g uint64, n *Node) {
 func (t *TCPTransport) nodeOf(g uint64) (*Node, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.nodeLocked(g)
+}
+
+// nodeLocked is nodeOf with t.mu held.
+func (t *TCPTransport) nodeLocked(g uint64) (*Node, time.Duration) {
 	wait := stepWait(len(t.groups) > 0)
 	if g == 0 {
 		return t.node, wait
@@ -522,23 +527,23 @@ func checkFrameLength(kind byte, n int) error {
 }
 
 func (t *TCPTransport) deliver(kind byte, body []byte) error {
+	var group uint64 // of a raft message
+	if kind == frameGroupRaft {
+		if err := checkFrameLength(kind, len(body)); err != nil {
+			return err
+		}
+		group, body = binary.BigEndian.Uint64(body), body[8:]
+	}
 	t.mu.Lock()
+	n, wait := t.nodeLocked(group)
 	touch, card, filter := t.touch, t.card, t.filter
 	t.mu.Unlock()
 	switch kind {
 	case frameRaft, frameGroupRaft:
-		var group uint64
-		if kind == frameGroupRaft {
-			if err := checkFrameLength(kind, len(body)); err != nil {
-				return err
-			}
-			group, body = binary.BigEndian.Uint64(body), body[8:]
-		}
 		var m raftpb.Message
 		if err := m.Unmarshal(body); err != nil {
 			return err
 		}
-		n, wait := t.nodeOf(group)
 		if n == nil || (filter != nil && !filter(m.From, t.id)) {
 			return nil
 		}
