@@ -40,10 +40,15 @@ func BenchmarkPropose(b *testing.B) {
 // and one transport per member, with the default tick (50 ms) and
 // nothing to replicate, and reports the CPU the process spends per
 // second on each idle group (cpu-ms/s/group, all three members together):
-// what ticks and heartbeats cost before groups go quiet.
+// what ticks and heartbeats cost, and what is left once groups go quiet
+// (quiesce=true: the members' alive frames, and timers).
 func BenchmarkIdleGroups(b *testing.B) {
-	for _, n := range []int{1, 10, 100} {
-		b.Run(fmt.Sprint("groups=", n), func(b *testing.B) {
+	for _, c := range []struct {
+		quiesce bool
+		n       int
+	}{{false, 1}, {false, 10}, {false, 100}, {true, 10}, {true, 100}, {true, 1000}} {
+		n := c.n
+		b.Run(fmt.Sprintf("quiesce=%v/groups=%d", c.quiesce, n), func(b *testing.B) {
 			var nodes []*Node
 			var closers []func() error
 			defer func() {
@@ -76,7 +81,7 @@ func BenchmarkIdleGroups(b *testing.B) {
 				}
 				closers = append(closers, store.Close)
 				for g := range uint64(n) {
-					nd, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), Logger: zap.NewNop()}, &counter{})
+					nd, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), Quiesce: c.quiesce, Logger: zap.NewNop()}, &counter{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -90,6 +95,11 @@ func BenchmarkIdleGroups(b *testing.B) {
 				}
 			}
 			time.Sleep(time.Second) // past the elections' writes
+			for _, nd := range nodes {
+				for c.quiesce && !nd.Quiescent() {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
 			before := cpuTime()
 			start := time.Now()
 			b.ResetTimer()

@@ -99,9 +99,15 @@ type groupsTransport interface {
 	Close() error
 }
 
-// startGroupMember starts member id's groups on the store in dir, over tr;
-// prefer, if not nil, names each group's preferred leader.
-func startGroupMember(t *testing.T, id uint64, dir string, tr groupsTransport, addrs map[uint64]string, groups []uint64, prefer map[uint64]uint64) *groupMember {
+// groupOptions are what startGroupMember's groups may have besides their
+// defaults.
+type groupOptions struct {
+	prefer  map[uint64]uint64 // each group's preferred leader
+	quiesce bool
+}
+
+// startGroupMember starts member id's groups on the store in dir, over tr.
+func startGroupMember(t *testing.T, id uint64, dir string, tr groupsTransport, addrs map[uint64]string, groups []uint64, opts groupOptions) *groupMember {
 	t.Helper()
 	log := zaptest.NewLogger(t).Named(fmt.Sprint("m", id))
 	store, err := OpenStore(dir, log)
@@ -118,7 +124,7 @@ func startGroupMember(t *testing.T, id uint64, dir string, tr groupsTransport, a
 	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*setMachine{}}
 	for _, g := range groups {
 		m.states[g] = &setMachine{set: map[string]bool{}}
-		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), PreferredLeader: prefer[g],
+		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), PreferredLeader: opts.prefer[g], Quiesce: opts.quiesce,
 			TickInterval: 10 * time.Millisecond, Logger: log.Named(fmt.Sprint("g", g))}, m.states[g])
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +151,7 @@ func (m *groupMember) stop(t *testing.T) {
 
 // startGroupCluster starts three members of groups over TCP on loopback,
 // and stops those in members when the test ends (restarted ones too).
-func startGroupCluster(t *testing.T, groups []uint64, prefer map[uint64]uint64) (members map[uint64]*groupMember, addrs map[uint64]string) {
+func startGroupCluster(t *testing.T, groups []uint64, opts groupOptions) (members map[uint64]*groupMember, addrs map[uint64]string) {
 	t.Helper()
 	addrs = map[uint64]string{}
 	trs := map[uint64]*TCPTransport{}
@@ -155,7 +161,7 @@ func startGroupCluster(t *testing.T, groups []uint64, prefer map[uint64]uint64) 
 	}
 	members = map[uint64]*groupMember{}
 	for id := uint64(1); id <= 3; id++ {
-		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, prefer)
+		members[id] = startGroupMember(t, id, t.TempDir(), trs[id], addrs, groups, opts)
 	}
 	t.Cleanup(func() {
 		for _, m := range members {
@@ -173,7 +179,7 @@ func startGroupCluster(t *testing.T, groups []uint64, prefer map[uint64]uint64) 
 func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	t.Parallel()
 	groups := []uint64{0, 1, 5}
-	members, addrs := startGroupCluster(t, groups, nil)
+	members, addrs := startGroupCluster(t, groups, groupOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	want := map[uint64]map[string]bool{}
@@ -237,7 +243,7 @@ func TestGroupsShareAMembersStoreAndTransport(t *testing.T) {
 	members[3].stop(t)
 	delete(members, 3)
 	write(6, 1, 2)
-	members[3] = startGroupMember(t, 3, dir3, listen(t, 3, addrs[3]), addrs, groups, nil)
+	members[3] = startGroupMember(t, 3, dir3, listen(t, 3, addrs[3]), addrs, groups, groupOptions{})
 	led()
 	converged()
 	write(3, 3)
@@ -251,7 +257,7 @@ func TestGroupsShareAMembersTransportOnTheMemoryNetwork(t *testing.T) {
 	addrs := map[uint64]string{1: "m1", 2: "m2", 3: "m3"}
 	var members []*groupMember
 	for id := uint64(1); id <= 3; id++ {
-		members = append(members, startGroupMember(t, id, t.TempDir(), nw.NewTransport(id), addrs, groups, nil))
+		members = append(members, startGroupMember(t, id, t.TempDir(), nw.NewTransport(id), addrs, groups, groupOptions{}))
 	}
 	defer func() {
 		for _, m := range members {
@@ -288,7 +294,7 @@ func TestEachGroupsLeadershipGoesToItsPreferredMember(t *testing.T) {
 	t.Parallel()
 	groups := []uint64{0, 1, 2}
 	prefer := map[uint64]uint64{0: 3, 1: 1, 2: 2}
-	members, addrs := startGroupCluster(t, groups, prefer)
+	members, addrs := startGroupCluster(t, groups, groupOptions{prefer: prefer})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// leads waits until member id's view of group g's leader passes ok.
@@ -314,7 +320,7 @@ func TestEachGroupsLeadershipGoesToItsPreferredMember(t *testing.T) {
 	if o := members[1].nodes[2].Propose(ctx, []byte("while 2 is down")).Wait(ctx); o.Err != nil {
 		t.Fatal(o.Err)
 	}
-	members[2] = startGroupMember(t, 2, dir2, listen(t, 2, addrs[2]), addrs, groups, prefer)
+	members[2] = startGroupMember(t, 2, dir2, listen(t, 2, addrs[2]), addrs, groups, groupOptions{prefer: prefer})
 	for id := range members {
 		leads(2, id, "2 again", func(l uint64) bool { return l == 2 })
 	}

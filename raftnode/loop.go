@@ -25,13 +25,16 @@ func (n *Node) run() {
 func (n *Node) loop() error {
 	tick := time.NewTimer(untilTick(time.Now(), n.cfg.TickInterval))
 	defer tick.Stop()
+	ticking := true
 	for {
 		n.holdWhileStalled()
 		select {
 		case now := <-tick.C:
 			tick.Reset(untilTick(now, n.cfg.TickInterval))
-			n.rn.Tick()
-			n.preferLeader()
+			if !n.maybeQuiesce() {
+				n.rn.Tick()
+				n.preferLeader()
+			}
 		case p := <-n.propc:
 			n.propose(p)
 		case m := <-n.recvc:
@@ -39,6 +42,7 @@ func (n *Node) loop() error {
 		case id := <-n.readc:
 			n.readIndex(id)
 		case f := <-n.callc:
+			n.wake()
 			f()
 		case r := <-n.reportc:
 			if r.snap {
@@ -46,6 +50,8 @@ func (n *Node) loop() error {
 			} else {
 				n.rn.ReportUnreachable(r.to)
 			}
+		case <-n.livec:
+			n.wakeIfLeaderDied()
 		case <-n.stopc:
 			return ErrStopped
 		case <-n.applyDone:
@@ -60,6 +66,7 @@ func (n *Node) loop() error {
 			}
 			return err
 		}
+		n.syncTimer(tick, &ticking)
 	}
 }
 
@@ -95,6 +102,9 @@ func (n *Node) step(m raftpb.Message) {
 		// heard.)
 		return
 	}
+	if !quiescing(m) {
+		n.wake()
+	}
 	n.contact.heardFrom(m)
 	leading := false
 	if m.Type == raftpb.MsgProp {
@@ -107,10 +117,13 @@ func (n *Node) step(m raftpb.Message) {
 		n.log.Debug("raft step", zap.Error(err))
 	} else if leading {
 		n.noteEntries(m.Entries) // at once: a copy may follow in this same batch
+	} else if quiescing(m) {
+		n.followQuiesce(m)
 	}
 }
 
 func (n *Node) propose(p proposal) {
+	n.wake()
 	if p.cc != nil {
 		if n.confChangePending() {
 			n.deliver(p.id, Outcome{Err: ErrConfChangeInProgress})
@@ -288,6 +301,7 @@ func isConfChange(e raftpb.Entry) bool {
 // word when this member knows no leader: it fails at once then, as a
 // dropped proposal does, rather than at its caller's deadline.
 func (n *Node) readIndex(id uint64) {
+	n.wake()
 	if n.rn.BasicStatus().Lead == raft.None {
 		n.endRead(id, Outcome{Err: ErrProposalDropped})
 		return

@@ -100,6 +100,15 @@ type Config struct {
 	// Zero: wherever elections put it.
 	PreferredLeader uint64
 
+	// Quiesce lets the group go quiet while it is idle (quiesce.go): its
+	// members stop ticking and sending heartbeats until a proposal, a
+	// read or a peer's message wakes it, or the member's liveness judges
+	// its leader dead. Only over a transport that judges liveness (the
+	// TCP transport); elsewhere the group never goes quiet. Not for the
+	// group whose leader vouches for sessions by its followers' answers
+	// (QuorumContact): a quiet leader hears none.
+	Quiesce bool
+
 	// ForceNewCluster makes this member, from what its store holds, the
 	// only member of a new group, when a quorum of the old one is lost for
 	// good (recover.go). Give it for one start only: at every start it
@@ -209,7 +218,9 @@ type Node struct {
 	callc   chan func() // run on the raft goroutine
 	recvc   chan raftpb.Message
 	reportc chan report
-	prefer  preferState // raft goroutine only
+	livec   chan struct{} // the transport's liveness judged a peer dead (livenessChanged)
+	quiet   bool          // raft goroutine only: the group is quiescent on this member
+	prefer  preferState   // raft goroutine only
 	stopc   chan struct{}
 	donec   chan struct{}
 
@@ -219,6 +230,7 @@ type Node struct {
 	applyDone  chan struct{}  // closed when the apply goroutine ends
 	stop       sync.Once
 	reqIDs     atomic.Uint64
+	quiescent  atomic.Bool // quiet, for other goroutines
 
 	applied     atomic.Uint64
 	commit      atomic.Uint64 // raft's commit index, as of the last Ready
@@ -319,7 +331,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, sm: sm, storage: storage,
 		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64), callc: make(chan func()),
-		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256),
+		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256), livec: make(chan struct{}, 1),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		applyc: make(chan applyTask, applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
 		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{}, seen: seenIDs{window: cfg.ResendWindow},
@@ -335,6 +347,9 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		}
 		storage.Close()
 		return nil, err
+	}
+	if lt, ok := cfg.Transport.(livenessTransport); ok && cfg.Quiesce {
+		lt.watchLiveness(n)
 	}
 	go n.run()
 	if cfg.StallFile != "" {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -29,6 +30,10 @@ const (
 	// group (8 bytes), then the raftpb.Message. Group 0's go as frameRaft,
 	// as before groups; a member that does not know groups skips these.
 	frameGroupRaft byte = 6
+	// The sender's id (8 bytes), sent to a peer that was sent nothing else
+	// for a tick while a group of the member may go quiescent
+	// (liveness.go); older members skip it.
+	frameAlive byte = 7
 )
 
 // MaxCard bounds a member card, the opaque payload of SendCard: a member
@@ -67,6 +72,8 @@ type TCPTransport struct {
 	conns   map[net.Conn]struct{}
 	refused map[string]string // remote host -> the last TLS handshake failure logged for it
 	stopped bool
+	live    liveness
+	closing chan struct{} // closed by Close
 	wg      sync.WaitGroup
 }
 
@@ -83,6 +90,7 @@ type peer struct {
 	addr  string
 	queue chan outFrame
 	stop  chan struct{}
+	sent  atomic.Int64 // unix nanoseconds of the last frame queued
 
 	lastTLSErr string // the last TLS failure dialing it, logged once (send's goroutine only)
 }
@@ -94,7 +102,7 @@ func NewTCPTransport(id uint64, addr string, peers map[uint64]string, log *zap.L
 	if err != nil {
 		return nil, fmt.Errorf("listen for peers: %w", err)
 	}
-	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}, refused: map[string]string{}}
+	t := &TCPTransport{id: id, log: log, ln: ln, peers: map[uint64]*peer{}, conns: map[net.Conn]struct{}{}, refused: map[string]string{}, closing: make(chan struct{})}
 	for _, opt := range opts {
 		opt(t)
 	}
@@ -178,16 +186,85 @@ func (t *TCPTransport) Group(g uint64) Transport {
 	if g == 0 {
 		return t
 	}
-	return groupSender{t.sendRaft, g}
+	return groupSender{t.sendRaft, g, t}
 }
 
-// groupSender is a transport's Group: its sender, with the group.
+// groupSender is a transport's Group: its sender, with the group, and
+// the member's liveness if the transport judges it.
 type groupSender struct {
 	send  func(group uint64, msgs []raftpb.Message)
 	group uint64
+	live  livenessTransport // nil: none
 }
 
 func (g groupSender) Send(msgs []raftpb.Message) { g.send(g.group, msgs) }
+
+func (g groupSender) peerAlive(id uint64) bool { return g.live != nil && g.live.peerAlive(id) }
+
+func (g groupSender) watchLiveness(n *Node) {
+	if g.live != nil {
+		g.live.watchLiveness(n)
+	}
+}
+
+// peerAlive reports whether a frame of member id came within the
+// liveness timeout (liveness.go); false before anything asked for it.
+func (t *TCPTransport) peerAlive(id uint64) bool { return t.live.alive(id, time.Now()) }
+
+// watchLiveness starts judging the peers' lives, with n's tick and
+// election timeout, if nothing started it before.
+func (t *TCPTransport) watchLiveness(n *Node) {
+	if !t.live.start(time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.wg.Add(1)
+	go t.keepAlive(n.cfg.TickInterval)
+}
+
+// keepAlive, every interval, sends an alive frame to each peer that was
+// queued nothing else in that time, and tells every node when peers stop
+// being heard from, so that a quiescent follower whose leader died wakes
+// and elects another.
+func (t *TCPTransport) keepAlive(every time.Duration) {
+	defer t.wg.Done()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.closing:
+			return
+		case now := <-tick.C:
+			t.mu.Lock()
+			peers := make([]*peer, 0, len(t.peers))
+			for _, p := range t.peers {
+				peers = append(peers, p)
+			}
+			nodes := make([]*Node, 0, 1+len(t.groups))
+			if t.node != nil {
+				nodes = append(nodes, t.node)
+			}
+			for _, n := range t.groups {
+				nodes = append(nodes, n)
+			}
+			t.mu.Unlock()
+			for _, p := range peers {
+				if now.UnixNano()-p.sent.Load() >= int64(every) {
+					t.enqueue(p.id, outFrame{b: t.idFrame(frameAlive)})
+				}
+			}
+			if len(t.live.sweep(now)) > 0 {
+				for _, n := range nodes {
+					n.livenessChanged()
+				}
+			}
+		}
+	}
+}
 
 // SetCardHandler installs h as the handler of the member cards that
 // peers send (nil removes it). It is called on the transport's reader
@@ -334,6 +411,7 @@ func (t *TCPTransport) enqueue(to uint64, f outFrame) bool {
 	}
 	select {
 	case p.queue <- f:
+		p.sent.Store(time.Now().UnixNano())
 		return true
 	default:
 		return false
@@ -518,8 +596,8 @@ func checkFrameLength(kind byte, n int) error {
 	switch {
 	case kind == frameCard && (n < 8 || n > 8+MaxCard):
 		return fmt.Errorf("card frame of %d bytes (a card is at most %d)", n, MaxCard)
-	case (kind == frameProbe || kind == frameAck) && n != 8:
-		return fmt.Errorf("probe or ack frame of %d bytes", n)
+	case (kind == frameProbe || kind == frameAck || kind == frameAlive) && n != 8:
+		return fmt.Errorf("probe, ack or alive frame of %d bytes", n)
 	case kind == frameGroupRaft && n < 8:
 		return fmt.Errorf("group raft frame of %d bytes", n)
 	}
@@ -544,7 +622,11 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 		if err := m.Unmarshal(body); err != nil {
 			return err
 		}
-		if n == nil || (filter != nil && !filter(m.From, t.id)) {
+		if filter != nil && !filter(m.From, t.id) {
+			return nil
+		}
+		t.live.heardFrom(m.From, time.Now())
+		if n == nil {
 			return nil
 		}
 		if err := n.stepWithin(m, wait); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -566,18 +648,25 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 			return err
 		}
 		from := binary.BigEndian.Uint64(body)
-		if card != nil && (filter == nil || filter(from, t.id)) {
+		if filter != nil && !filter(from, t.id) {
+			return nil
+		}
+		t.live.heardFrom(from, time.Now())
+		if card != nil {
 			card(from, body[8:])
 		}
-	case frameProbe, frameAck:
+	case frameProbe, frameAck, frameAlive:
 		from := binary.BigEndian.Uint64(body)
 		switch {
 		case filter != nil && !filter(from, t.id):
+			return nil
+		case kind == frameAlive:
 		case kind == frameProbe:
 			t.enqueue(from, outFrame{b: t.idFrame(frameAck)})
 		default:
 			t.acks.acked(from)
 		}
+		t.live.heardFrom(from, time.Now())
 	default:
 		// A kind a newer member sends (as cards were once new): skipped,
 		// so that members of two versions keep their connection during a
@@ -589,6 +678,9 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 // Close stops the transport and waits for its goroutines.
 func (t *TCPTransport) Close() error {
 	t.mu.Lock()
+	if !t.stopped {
+		close(t.closing)
+	}
 	t.stopped = true
 	for id, p := range t.peers {
 		close(p.stop)
