@@ -362,8 +362,10 @@ func FuzzPeerFrame(f *testing.F) {
 	f.Add(frameCard, append(binary.BigEndian.AppendUint64(nil, 2), "card"...))
 	f.Add(frameProbe, binary.BigEndian.AppendUint64(nil, 2))
 	f.Add(frameAck, binary.BigEndian.AppendUint64(nil, 2))
+	f.Add(frameAlive, binary.BigEndian.AppendUint64(nil, 2))
 	f.Fuzz(func(t *testing.T, kind byte, body []byte) {
 		tr := &TCPTransport{log: zaptest.NewLogger(t), peers: map[uint64]*peer{}}
+		tr.live.start(time.Second)
 		if checkFrameLength(kind, len(body)) != nil {
 			return // refused before its body is read
 		}
