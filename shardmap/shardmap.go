@@ -1,0 +1,367 @@
+// Package shardmap is the partition map of a sharded cluster
+// (docs/scale-out.md): which raft group serves each part of the tree. It
+// routes a path to its shard by the path alone, and changes a map (a
+// parent partitioned, a shard split) into the next one, checking that
+// every key still has exactly one shard. It is pure: the meta group
+// stores the map, members and clients cache it.
+package shardmap
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/arbor-coord/arbor/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// MetaGroup is the group of the meta group: it holds the map, the
+// sessions, and the nodes of no shard ("/" and the partitioned parents).
+// Until the first split it is also the one shard, owning every key.
+const MetaGroup = 0
+
+// ErrCrossShard refuses what spans shards (a multi whose ops route to
+// different shards): nothing of it is done.
+var ErrCrossShard = errors.New("shardmap: the paths are in different shards")
+
+// Key is where a path routes: in Space "" (the top-level roots) the
+// path's first name; in the space of a partitioned parent, the big-endian
+// FNV-1a hash of the name of the parent's child the path is in or under.
+// Keys of a space are ordered as bytes.
+type Key struct {
+	Space string
+	Key   string
+}
+
+// Range is a shard's part of a space: the keys from Start up to, not
+// including, End; an End of "" has no end.
+type Range struct {
+	Space string `msgpack:"space,omitempty"`
+	Start string `msgpack:"start,omitempty"`
+	End   string `msgpack:"end,omitempty"`
+}
+
+// Contains reports whether k is in r.
+func (r Range) Contains(k Key) bool {
+	return k.Space == r.Space && k.Key >= r.Start && (r.End == "" || k.Key < r.End)
+}
+
+// Epoch is a shard's pair of counters: Range moves when its keys change
+// (a split, a merge), Replicas when its replica set does. A request routed
+// by an older epoch is routed again.
+type Epoch struct {
+	Range    uint64 `msgpack:"range"`
+	Replicas uint64 `msgpack:"replicas"`
+}
+
+// Shard is a group and the keys it serves.
+type Shard struct {
+	Group    uint64   `msgpack:"group"`
+	Ranges   []Range  `msgpack:"ranges"`
+	Replicas []uint64 `msgpack:"replicas"` // member ids
+	Epoch    Epoch    `msgpack:"epoch"`
+	// Leader is the member that should lead the group (raftnode's
+	// PreferredLeader); 0 for wherever elections put it.
+	Leader uint64 `msgpack:"leader,omitempty"`
+}
+
+// Map is a partition map. Version is the zxid of the meta group's txn that
+// made it (0 for the map of a cluster never sharded).
+type Map struct {
+	Version uint64 `msgpack:"version"`
+	// Partitioned are the parents whose children route by the hash of
+	// their names, sorted.
+	Partitioned []string `msgpack:"partitioned,omitempty"`
+	Shards      []Shard  `msgpack:"shards"` // by group
+}
+
+// New is the map of a cluster that was never sharded: the meta group is
+// the one shard, with every key, on replicas.
+func New(replicas []uint64) *Map {
+	return &Map{Shards: []Shard{{Group: MetaGroup, Ranges: []Range{{}}, Replicas: slices.Sorted(slices.Values(replicas))}}}
+}
+
+// Hash is the hash that places a child of a partitioned parent: 64-bit
+// FNV-1a of its name.
+func Hash(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// HashKey is the key of hash h in a partitioned parent's space.
+func HashKey(h uint64) string {
+	return string(binary.BigEndian.AppendUint64(nil, h))
+}
+
+// KeyOf is where path, a valid absolute path, routes; meta reports that it
+// belongs to no shard ("/" and the partitioned parents, which the meta
+// group holds).
+func (m *Map) KeyOf(path string) (k Key, meta bool) {
+	if path == "/" {
+		return Key{}, true
+	}
+	for _, p := range m.Partitioned {
+		if path == p {
+			return Key{}, true
+		}
+		if rest, ok := strings.CutPrefix(path, p+"/"); ok {
+			child, _, _ := strings.Cut(rest, "/")
+			return Key{Space: p, Key: HashKey(Hash(child))}, false
+		}
+	}
+	first, _, _ := strings.Cut(path[1:], "/")
+	return Key{Key: first}, false
+}
+
+// Shard is the shard that serves path: the meta group for the paths of no
+// shard. Every path has one in a valid map.
+func (m *Map) Shard(path string) *Shard {
+	k, meta := m.KeyOf(path)
+	if meta {
+		return m.Group(MetaGroup)
+	}
+	for i := range m.Shards {
+		for _, r := range m.Shards[i].Ranges {
+			if r.Contains(k) {
+				return &m.Shards[i]
+			}
+		}
+	}
+	return nil
+}
+
+// Route is the group of the shard every one of paths is in (at least
+// one), or ErrCrossShard.
+func (m *Map) Route(paths ...string) (uint64, error) {
+	var group uint64
+	for i, p := range paths {
+		s := m.Shard(p)
+		if s == nil {
+			return 0, fmt.Errorf("shardmap: no shard serves %s", p) // an invalid map
+		}
+		if i > 0 && s.Group != group {
+			return 0, ErrCrossShard
+		}
+		group = s.Group
+	}
+	return group, nil
+}
+
+// Group is the shard of group g, nil if there is none.
+func (m *Map) Group(g uint64) *Shard {
+	i, ok := slices.BinarySearchFunc(m.Shards, g, func(s Shard, g uint64) int { return cmp.Compare(s.Group, g) })
+	if !ok {
+		return nil
+	}
+	return &m.Shards[i]
+}
+
+// IsPartitioned reports whether path is a partitioned parent.
+func (m *Map) IsPartitioned(path string) bool {
+	_, ok := slices.BinarySearch(m.Partitioned, path)
+	return ok
+}
+
+// Clone is a deep copy of m.
+func (m *Map) Clone() *Map {
+	c := &Map{Version: m.Version, Partitioned: slices.Clone(m.Partitioned), Shards: slices.Clone(m.Shards)}
+	for i := range c.Shards {
+		c.Shards[i].Ranges = slices.Clone(c.Shards[i].Ranges)
+		c.Shards[i].Replicas = slices.Clone(c.Shards[i].Replicas)
+	}
+	return c
+}
+
+// Partition is m with parent partitioned: its children then route by the
+// hash of their names, and its whole hash space starts with the shard
+// that serves parent's subtree now, so that nothing moves. parent must be
+// neither "/", nor a partitioned parent, nor above or below one.
+func (m *Map) Partition(parent string) (*Map, error) {
+	if err := wire.ValidatePath(parent, false); err != nil {
+		return nil, err
+	}
+	if parent == "/" {
+		return nil, errors.New("shardmap: / cannot be partitioned; partition a parent below it")
+	}
+	for _, p := range m.Partitioned {
+		if p == parent || strings.HasPrefix(parent, p+"/") || strings.HasPrefix(p, parent+"/") {
+			return nil, fmt.Errorf("shardmap: %s is partitioned, or is above or below %s, which is", parent, p)
+		}
+	}
+	owner := m.Shard(parent)
+	if owner == nil {
+		return nil, fmt.Errorf("shardmap: no shard serves %s", parent)
+	}
+	next := m.Clone()
+	next.Partitioned = append(next.Partitioned, parent)
+	slices.Sort(next.Partitioned)
+	s := next.Group(owner.Group)
+	s.Ranges = append(s.Ranges, Range{Space: parent})
+	sortRanges(s.Ranges)
+	s.Epoch.Range++
+	return next, next.Validate()
+}
+
+// Split is m with the range of shard group that holds at cut in two: the
+// keys from at on go to a new shard, group next, with the same replicas
+// and preferred leader. Both shards' range epochs move past the old one,
+// so that a request routed by the old map is routed again.
+func (m *Map) Split(group uint64, at Key, next uint64) (*Map, error) {
+	if m.Group(next) != nil || next == MetaGroup {
+		return nil, fmt.Errorf("shardmap: group %d exists", next)
+	}
+	s := m.Group(group)
+	if s == nil {
+		return nil, fmt.Errorf("shardmap: no shard of group %d", group)
+	}
+	i := slices.IndexFunc(s.Ranges, func(r Range) bool { return r.Contains(at) })
+	if i < 0 {
+		return nil, fmt.Errorf("shardmap: shard %d does not hold %s", group, at)
+	}
+	if at.Key == s.Ranges[i].Start || at.Space != "" && at.Key == zeroHash {
+		return nil, fmt.Errorf("shardmap: %s starts a range of shard %d already; split inside it", at, group)
+	}
+	n := m.Clone()
+	s = n.Group(group)
+	moved := Range{Space: at.Space, Start: at.Key, End: s.Ranges[i].End}
+	s.Ranges[i].End = at.Key
+	s.Epoch.Range++
+	n.Shards = append(n.Shards, Shard{Group: next, Ranges: []Range{moved}, Replicas: slices.Clone(s.Replicas),
+		Epoch: Epoch{Range: s.Epoch.Range}, Leader: s.Leader})
+	slices.SortFunc(n.Shards, func(a, b Shard) int { return cmp.Compare(a.Group, b.Group) })
+	return n, n.Validate()
+}
+
+// Middle is the key that halves r, a range of a partitioned parent's
+// space, by hash: the default point of a split. Ranges of top-level
+// names have no middle without the names themselves.
+func Middle(r Range) (Key, error) {
+	if r.Space == "" {
+		return Key{}, errors.New("shardmap: a range of top-level names is split at a name")
+	}
+	lo, hi := uint64(0), uint64(1<<64-1)
+	if r.Start != "" {
+		lo = binary.BigEndian.Uint64([]byte(r.Start))
+	}
+	if r.End != "" {
+		hi = binary.BigEndian.Uint64([]byte(r.End)) - 1
+	}
+	if hi-lo < 1 {
+		return Key{}, errors.New("shardmap: the range holds one hash")
+	}
+	return Key{Space: r.Space, Key: HashKey(lo + (hi-lo)/2 + 1)}, nil
+}
+
+// Validate checks that every key of every space has exactly one shard,
+// and that the meta group is one of the shards:
+// the partitioned parents are valid paths, sorted, none "/" nor above or
+// below another; each space's ranges tile it from "" to no end; a hashed
+// space's bounds are hashes; the shards are sorted by group, each group
+// once, each with replicas, each member once.
+func (m *Map) Validate() error {
+	for i, p := range m.Partitioned {
+		if err := wire.ValidatePath(p, false); err != nil || p == "/" {
+			return fmt.Errorf("shardmap: partitioned parent %q is not a path below /", p)
+		}
+		if i > 0 && (p <= m.Partitioned[i-1] || strings.HasPrefix(p, m.Partitioned[i-1]+"/")) {
+			return fmt.Errorf("shardmap: partitioned parents %s and %s out of order, repeated or nested", m.Partitioned[i-1], p)
+		}
+	}
+	spaces := map[string][]Range{"": nil}
+	for _, p := range m.Partitioned {
+		spaces[p] = nil
+	}
+	for i, s := range m.Shards {
+		if i > 0 && s.Group <= m.Shards[i-1].Group {
+			return fmt.Errorf("shardmap: shards of groups %d and %d out of order or repeated", m.Shards[i-1].Group, s.Group)
+		}
+		if len(s.Replicas) == 0 || slices.Contains(s.Replicas, 0) || !isSortedSet(s.Replicas) {
+			return fmt.Errorf("shardmap: shard %d's replicas %v are not a sorted set of member ids", s.Group, s.Replicas)
+		}
+		for _, r := range s.Ranges {
+			rs, ok := spaces[r.Space]
+			if !ok {
+				return fmt.Errorf("shardmap: shard %d has a range of %s, which is not partitioned", s.Group, r.Space)
+			}
+			if r.Space != "" && (!isHashKey(r.Start) || !isHashKey(r.End) || r.Start == zeroHash || r.End == zeroHash) {
+				// (hash 0 starts the space: it is "")
+				return fmt.Errorf("shardmap: shard %d's range of %s is not bounded by hashes above 0", s.Group, r.Space)
+			}
+			if r.End != "" && r.End <= r.Start {
+				return fmt.Errorf("shardmap: shard %d has an empty range of %q", s.Group, r.Space)
+			}
+			spaces[r.Space] = append(rs, r)
+		}
+	}
+	if m.Group(MetaGroup) == nil {
+		return errors.New("shardmap: no meta group")
+	}
+	for space, rs := range spaces {
+		sortRanges(rs)
+		at := ""
+		for i, r := range rs {
+			if r.Start != at || (r.End == "" && i < len(rs)-1) {
+				return fmt.Errorf("shardmap: the ranges of space %q leave a gap or overlap at %q", space, r.Start)
+			}
+			at = r.End
+		}
+		if len(rs) == 0 || at != "" {
+			return fmt.Errorf("shardmap: the ranges of space %q do not reach its end", space)
+		}
+	}
+	return nil
+}
+
+// Encode is m's bytes, as the meta group stores them and clients get them.
+func (m *Map) Encode() ([]byte, error) {
+	return msgpack.Marshal(m)
+}
+
+// Decode reads a map that Encode wrote, and validates it.
+func Decode(b []byte) (*Map, error) {
+	var m Map
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("shardmap: decode: %w", err)
+	}
+	for i := range m.Shards {
+		sortRanges(m.Shards[i].Ranges)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func (k Key) String() string {
+	if k.Space == "" {
+		return fmt.Sprintf("name %q", k.Key)
+	}
+	if isHashKey(k.Key) && k.Key != "" {
+		return fmt.Sprintf("%s hash %#016x", k.Space, binary.BigEndian.Uint64([]byte(k.Key)))
+	}
+	return fmt.Sprintf("%s key %q", k.Space, k.Key)
+}
+
+func sortRanges(rs []Range) {
+	slices.SortFunc(rs, func(a, b Range) int {
+		return cmp.Or(strings.Compare(a.Space, b.Space), strings.Compare(a.Start, b.Start))
+	})
+}
+
+var zeroHash = HashKey(0)
+
+func isHashKey(k string) bool { return k == "" || len(k) == 8 }
+
+func isSortedSet(ids []uint64) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return false
+		}
+	}
+	return true
+}

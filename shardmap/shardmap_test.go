@@ -1,0 +1,272 @@
+package shardmap
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestKeyOfRoutesByTheFirstNameOrTheHashOfAPartitionedParentsChild(t *testing.T) {
+	m := &Map{Partitioned: []string{"/app/locks", "/locks"}}
+	hash := func(name string) string { return HashKey(Hash(name)) }
+	for _, tc := range []struct {
+		path string
+		want Key
+		meta bool
+	}{
+		{path: "/", meta: true},
+		{path: "/locks", meta: true},
+		{path: "/app/locks", meta: true},
+		{path: "/locks/orders-42", want: Key{"/locks", hash("orders-42")}},
+		{path: "/locks/orders-42/queue/n-0000000007", want: Key{"/locks", hash("orders-42")}},
+		{path: "/lockstep/x", want: Key{"", "lockstep"}}, // a name that starts like a partitioned parent
+		{path: "/app", want: Key{"", "app"}},
+		{path: "/app/config/x", want: Key{"", "app"}},
+		{path: "/app/locks/q", want: Key{"/app/locks", hash("q")}},
+		{path: "/app/locksmith", want: Key{"", "app"}},
+	} {
+		k, meta := m.KeyOf(tc.path)
+		if k != tc.want || meta != tc.meta {
+			t.Errorf("KeyOf(%s) = %v, %v; want %v, %v", tc.path, k, meta, tc.want, tc.meta)
+		}
+	}
+}
+
+// sharded is a map of three shards over members 1-3: group 0 (the meta
+// group) with top-level names below "m" and the lower half of /locks'
+// hashes, group 1 with the names from "m", and group 2 with the upper
+// half of /locks.
+func sharded(t *testing.T) *Map {
+	t.Helper()
+	m := New([]uint64{3, 1, 2})
+	m, err := m.Partition("/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = m.Split(0, Key{Key: "m"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	mid, err := Middle(Range{Space: "/locks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = m.Split(0, mid, 2); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestRouteSendsEachPathToTheOneShardThatServesIt(t *testing.T) {
+	m := sharded(t)
+	low, high := lockNames(t)
+	for _, tc := range []struct {
+		paths []string
+		group uint64
+		err   error
+	}{
+		{paths: []string{"/"}, group: 0},
+		{paths: []string{"/locks"}, group: 0},
+		{paths: []string{"/app/config"}, group: 0},
+		{paths: []string{"/lz"}, group: 0},
+		{paths: []string{"/m"}, group: 1},
+		{paths: []string{"/zoo/keeper"}, group: 1},
+		{paths: []string{"/locks/" + low + "/q-1"}, group: 0},
+		{paths: []string{"/locks/" + high, "/locks/" + high + "/q-1"}, group: 2},
+		{paths: []string{"/app", "/b/c", "/"}, group: 0},
+		{paths: []string{"/app", "/zoo"}, err: ErrCrossShard},
+		{paths: []string{"/locks/" + low, "/locks/" + high}, err: ErrCrossShard},
+	} {
+		g, err := m.Route(tc.paths...)
+		if g != tc.group || !errors.Is(err, tc.err) {
+			t.Errorf("Route(%v) = %d, %v; want %d, %v", tc.paths, g, err, tc.group, tc.err)
+		}
+	}
+	for _, tc := range []struct {
+		group uint64
+		epoch uint64
+	}{{0, 3}, {1, 2}, {2, 3}} {
+		if got := m.Group(tc.group).Epoch.Range; got != tc.epoch {
+			t.Errorf("shard %d's range epoch is %d, want %d", tc.group, got, tc.epoch)
+		}
+	}
+	if s := m.Group(2); !reflect.DeepEqual(s.Replicas, []uint64{1, 2, 3}) {
+		t.Errorf("a split's new shard has replicas %v, want its parent's", s.Replicas)
+	}
+}
+
+// lockNames finds a lock name in each half of /locks' hashes.
+func lockNames(t *testing.T) (low, high string) {
+	t.Helper()
+	for i := 0; low == "" || high == ""; i++ {
+		name := fmt.Sprint("lock-", i)
+		if Hash(name) < 1<<63 {
+			low = name
+		} else {
+			high = name
+		}
+	}
+	return low, high
+}
+
+func TestChangesThatWouldLeaveAKeyWithNoShardOrTwoAreRefused(t *testing.T) {
+	m := sharded(t)
+	for _, tc := range []struct {
+		name string
+		do   func() (*Map, error)
+		want string
+	}{
+		{"partition /", func() (*Map, error) { return m.Partition("/") }, "cannot be partitioned"},
+		{"partition a relative path", func() (*Map, error) { return m.Partition("locks") }, "not absolute"},
+		{"partition again", func() (*Map, error) { return m.Partition("/locks") }, "is partitioned"},
+		{"partition below a partitioned parent", func() (*Map, error) { return m.Partition("/locks/a") }, "is partitioned"},
+		{"partition above a partitioned parent", func() (*Map, error) {
+			n, err := m.Partition("/app/locks")
+			if err != nil {
+				return nil, err
+			}
+			return n.Partition("/app")
+		}, "is partitioned"},
+		{"split into a group that exists", func() (*Map, error) { return m.Split(0, Key{Key: "b"}, 1) }, "exists"},
+		{"split into the meta group", func() (*Map, error) { return m.Split(1, Key{Key: "x"}, 0) }, "exists"},
+		{"split a group with no shard", func() (*Map, error) { return m.Split(9, Key{Key: "x"}, 10) }, "no shard"},
+		{"split at a key another shard holds", func() (*Map, error) { return m.Split(0, Key{Key: "x"}, 3) }, "does not hold"},
+		{"split at a range's start", func() (*Map, error) { return m.Split(1, Key{Key: "m"}, 3) }, "starts a range"},
+		{"split at hash 0", func() (*Map, error) { return m.Split(0, Key{"/locks", HashKey(0)}, 3) }, "starts a range"},
+		{"split at a key that is no hash", func() (*Map, error) { return m.Split(0, Key{"/locks", "abc"}, 3) }, "not bounded by hashes"},
+	} {
+		if _, err := tc.do(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	if err := m.Validate(); err != nil {
+		t.Errorf("a refused change changed the map: %v", err)
+	}
+}
+
+func TestValidateRefusesMapsThatLeaveAKeyWithNoShardOrTwo(t *testing.T) {
+	r := func(space, start, end string) Range { return Range{space, start, end} }
+	shard := func(g uint64, rs ...Range) Shard { return Shard{Group: g, Ranges: rs, Replicas: []uint64{1}} }
+	h := HashKey
+	for _, tc := range []struct {
+		name string
+		m    Map
+		want string // "" for a valid map
+	}{
+		{"one shard", Map{Shards: []Shard{shard(0, r("", "", ""))}}, ""},
+		{"a meta group with no ranges", Map{Shards: []Shard{shard(0), shard(4, r("", "", ""))}}, ""},
+		{"hashed halves", Map{Partitioned: []string{"/l"}, Shards: []Shard{shard(0, r("", "", ""), r("/l", "", h(5))), shard(1, r("/l", h(5), ""))}}, ""},
+		{"no meta group", Map{Shards: []Shard{shard(1, r("", "", ""))}}, "no meta group"},
+		{"a gap", Map{Shards: []Shard{shard(0, r("", "", "b")), shard(1, r("", "c", ""))}}, "gap or overlap"},
+		{"an overlap", Map{Shards: []Shard{shard(0, r("", "", "c")), shard(1, r("", "b", ""))}}, "gap or overlap"},
+		{"two ends", Map{Shards: []Shard{shard(0, r("", "", "")), shard(1, r("", "b", ""))}}, "gap or overlap"},
+		{"no end", Map{Shards: []Shard{shard(0, r("", "", "b"))}}, "do not reach its end"},
+		{"a partitioned parent with no ranges", Map{Partitioned: []string{"/l"}, Shards: []Shard{shard(0, r("", "", ""))}}, "do not reach its end"},
+		{"an empty range", Map{Shards: []Shard{shard(0, r("", "", "b"), r("", "b", "b"), r("", "b", ""))}}, "empty range"},
+		{"a range of a parent not partitioned", Map{Shards: []Shard{shard(0, r("", "", ""), r("/l", "", ""))}}, "not partitioned"},
+		{"a hashed bound that is no hash", Map{Partitioned: []string{"/l"}, Shards: []Shard{shard(0, r("", "", ""), r("/l", "", "x")), shard(1, r("/l", "x", ""))}}, "not bounded by hashes"},
+		{"shards out of order", Map{Shards: []Shard{shard(1, r("", "b", "")), shard(0, r("", "", "b"))}}, "out of order"},
+		{"a group twice", Map{Shards: []Shard{shard(0, r("", "", "b")), shard(0, r("", "b", ""))}}, "out of order or repeated"},
+		{"no replicas", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}}}}, "replicas"},
+		{"replica 0", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}, Replicas: []uint64{0, 1}}}}, "replicas"},
+		{"a replica twice", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}, Replicas: []uint64{2, 2}}}}, "replicas"},
+		{"partitioned /", Map{Partitioned: []string{"/"}, Shards: []Shard{shard(0, r("", "", ""))}}, "not a path below /"},
+		{"nested partitioned parents", Map{Partitioned: []string{"/l", "/l/m"}, Shards: []Shard{shard(0, r("", "", ""), r("/l", "", ""), r("/l/m", "", ""))}}, "nested"},
+	} {
+		err := tc.m.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestMiddleHalvesAHashRange(t *testing.T) {
+	for _, tc := range []struct {
+		r    Range
+		want uint64
+		err  bool
+	}{
+		{r: Range{Space: "/l"}, want: 1 << 63},
+		{r: Range{Space: "/l", Start: HashKey(0x10), End: HashKey(0x20)}, want: 0x18},
+		{r: Range{Space: "/l", Start: HashKey(7), End: HashKey(9)}, want: 8},
+		{r: Range{Space: "/l", Start: HashKey(7), End: HashKey(8)}, err: true},
+		{r: Range{Start: "a", End: "z"}, err: true},
+	} {
+		k, err := Middle(tc.r)
+		if tc.err {
+			if err == nil {
+				t.Errorf("Middle(%v) = %v, want an error", tc.r, k)
+			}
+			continue
+		}
+		if err != nil || k != (Key{tc.r.Space, HashKey(tc.want)}) {
+			t.Errorf("Middle(%v) = %v, %v; want hash %#x", tc.r, k, err, tc.want)
+		}
+	}
+}
+
+func TestAMapDecodesToWhatWasEncoded(t *testing.T) {
+	m := sharded(t)
+	m.Version = 1234
+	m.Shards[1].Leader = 2
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("decoded %+v, want %+v", got, m)
+	}
+	for _, bad := range [][]byte{nil, {0xc1}, []byte("not a map"), b[:len(b)-1]} {
+		if _, err := Decode(bad); err == nil {
+			t.Errorf("Decode(%q) took it", bad)
+		}
+	}
+	invalid := m.Clone()
+	invalid.Shards = invalid.Shards[1:]
+	if b, err := invalid.Encode(); err != nil {
+		t.Fatal(err)
+	} else if _, err := Decode(b); err == nil {
+		t.Error("Decode took a map with no meta group")
+	}
+}
+
+// FuzzDecode: any bytes decode to a valid map or to an error, and a valid
+// map routes every path to exactly one shard, and encodes to itself.
+func FuzzDecode(f *testing.F) {
+	m := New([]uint64{1, 2, 3})
+	b, _ := m.Encode()
+	f.Add(b)
+	m, _ = m.Partition("/locks")
+	m, _ = m.Split(0, Key{Key: "m"}, 1)
+	b, _ = m.Encode()
+	f.Add(b)
+	paths := []string{"/", "/a", "/locks", "/locks/x/y", "/m/n", "/zz"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			return
+		}
+		for _, p := range append(paths, m.Partitioned...) {
+			if m.Shard(p) == nil {
+				t.Fatalf("no shard serves %s in a valid map %+v", p, m)
+			}
+			for _, q := range m.Partitioned {
+				if m.Shard(q+"/child") == nil {
+					t.Fatalf("no shard serves %s/child in a valid map %+v", q, m)
+				}
+			}
+		}
+		again, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m2, err := Decode(again); err != nil || !reflect.DeepEqual(m2, m) {
+			t.Fatalf("re-encoded map decodes to %+v, %v; want %+v", m2, err, m)
+		}
+	})
+}
