@@ -60,9 +60,11 @@ type Epoch struct {
 
 // Shard is a group and the keys it serves.
 type Shard struct {
-	Group    uint64   `msgpack:"group"`
-	Ranges   []Range  `msgpack:"ranges"`
-	Replicas []uint64 `msgpack:"replicas"` // member ids
+	Group  uint64  `msgpack:"group"`
+	Ranges []Range `msgpack:"ranges"`
+	// Replicas are the members that carry the shard, sorted; none for
+	// every member of the cluster (a cluster of up to five members).
+	Replicas []uint64 `msgpack:"replicas,omitempty"`
 	Epoch    Epoch    `msgpack:"epoch"`
 	// Leader is the member that should lead the group (raftnode's
 	// PreferredLeader); 0 for wherever elections put it.
@@ -80,9 +82,9 @@ type Map struct {
 }
 
 // New is the map of a cluster that was never sharded: the meta group is
-// the one shard, with every key, on replicas.
-func New(replicas []uint64) *Map {
-	return &Map{Shards: []Shard{{Group: MetaGroup, Ranges: []Range{{}}, Replicas: slices.Sorted(slices.Values(replicas))}}}
+// the one shard, with every key, on every member.
+func New() *Map {
+	return &Map{Shards: []Shard{{Group: MetaGroup, Ranges: []Range{{}}}}}
 }
 
 // Hash is the hash that places a child of a partitioned parent: 64-bit
@@ -189,8 +191,13 @@ func (m *Map) Partition(parent string) (*Map, error) {
 		return nil, errors.New("shardmap: / cannot be partitioned; partition a parent below it")
 	}
 	for _, p := range m.Partitioned {
-		if p == parent || strings.HasPrefix(parent, p+"/") || strings.HasPrefix(p, parent+"/") {
-			return nil, fmt.Errorf("shardmap: %s is partitioned, or is above or below %s, which is", parent, p)
+		switch {
+		case p == parent:
+			return nil, fmt.Errorf("shardmap: %s is partitioned already", parent)
+		case strings.HasPrefix(parent, p+"/"):
+			return nil, fmt.Errorf("shardmap: %s is below %s, which is partitioned", parent, p)
+		case strings.HasPrefix(p, parent+"/"):
+			return nil, fmt.Errorf("shardmap: %s is above %s, which is partitioned", parent, p)
 		}
 	}
 	owner := m.Shard(parent)
@@ -262,7 +269,7 @@ func Middle(r Range) (Key, error) {
 // the partitioned parents are valid paths, sorted, none "/" nor above or
 // below another; each space's ranges tile it from "" to no end; a hashed
 // space's bounds are hashes; the shards are sorted by group, each group
-// once, each with replicas, each member once.
+// once, and each shard's replicas are sorted member ids, each once.
 func (m *Map) Validate() error {
 	for i, p := range m.Partitioned {
 		if err := wire.ValidatePath(p, false); err != nil || p == "/" {
@@ -280,7 +287,7 @@ func (m *Map) Validate() error {
 		if i > 0 && s.Group <= m.Shards[i-1].Group {
 			return fmt.Errorf("shardmap: shards of groups %d and %d out of order or repeated", m.Shards[i-1].Group, s.Group)
 		}
-		if len(s.Replicas) == 0 || slices.Contains(s.Replicas, 0) || !isSortedSet(s.Replicas) {
+		if slices.Contains(s.Replicas, 0) || !isSortedSet(s.Replicas) {
 			return fmt.Errorf("shardmap: shard %d's replicas %v are not a sorted set of member ids", s.Group, s.Replicas)
 		}
 		for _, r := range s.Ranges {

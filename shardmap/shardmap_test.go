@@ -40,7 +40,8 @@ func TestKeyOfRoutesByTheFirstNameOrTheHashOfAPartitionedParentsChild(t *testing
 // half of /locks.
 func sharded(t *testing.T) *Map {
 	t.Helper()
-	m := New([]uint64{3, 1, 2})
+	m := New()
+	m.Shards[0].Replicas = []uint64{1, 2, 3}
 	m, err := m.Partition("/locks")
 	if err != nil {
 		t.Fatal(err)
@@ -119,15 +120,15 @@ func TestChangesThatWouldLeaveAKeyWithNoShardOrTwoAreRefused(t *testing.T) {
 	}{
 		{"partition /", func() (*Map, error) { return m.Partition("/") }, "cannot be partitioned"},
 		{"partition a relative path", func() (*Map, error) { return m.Partition("locks") }, "not absolute"},
-		{"partition again", func() (*Map, error) { return m.Partition("/locks") }, "is partitioned"},
-		{"partition below a partitioned parent", func() (*Map, error) { return m.Partition("/locks/a") }, "is partitioned"},
+		{"partition again", func() (*Map, error) { return m.Partition("/locks") }, "partitioned already"},
+		{"partition below a partitioned parent", func() (*Map, error) { return m.Partition("/locks/a") }, "below /locks"},
 		{"partition above a partitioned parent", func() (*Map, error) {
 			n, err := m.Partition("/app/locks")
 			if err != nil {
 				return nil, err
 			}
 			return n.Partition("/app")
-		}, "is partitioned"},
+		}, "above /app/locks"},
 		{"split into a group that exists", func() (*Map, error) { return m.Split(0, Key{Key: "b"}, 1) }, "exists"},
 		{"split into the meta group", func() (*Map, error) { return m.Split(1, Key{Key: "x"}, 0) }, "exists"},
 		{"split a group with no shard", func() (*Map, error) { return m.Split(9, Key{Key: "x"}, 10) }, "no shard"},
@@ -168,7 +169,8 @@ func TestValidateRefusesMapsThatLeaveAKeyWithNoShardOrTwo(t *testing.T) {
 		{"a hashed bound that is no hash", Map{Partitioned: []string{"/l"}, Shards: []Shard{shard(0, r("", "", ""), r("/l", "", "x")), shard(1, r("/l", "x", ""))}}, "not bounded by hashes"},
 		{"shards out of order", Map{Shards: []Shard{shard(1, r("", "b", "")), shard(0, r("", "", "b"))}}, "out of order"},
 		{"a group twice", Map{Shards: []Shard{shard(0, r("", "", "b")), shard(0, r("", "b", ""))}}, "out of order or repeated"},
-		{"no replicas", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}}}}, "replicas"},
+		{"every member", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}}}}, ""},
+		{"replicas out of order", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}, Replicas: []uint64{2, 1}}}}, "replicas"},
 		{"replica 0", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}, Replicas: []uint64{0, 1}}}}, "replicas"},
 		{"a replica twice", Map{Shards: []Shard{{Group: 0, Ranges: []Range{{}}, Replicas: []uint64{2, 2}}}}, "replicas"},
 		{"partitioned /", Map{Partitioned: []string{"/"}, Shards: []Shard{shard(0, r("", "", ""))}}, "not a path below /"},
@@ -238,7 +240,7 @@ func TestAMapDecodesToWhatWasEncoded(t *testing.T) {
 // FuzzDecode: any bytes decode to a valid map or to an error, and a valid
 // map routes every path to exactly one shard, and encodes to itself.
 func FuzzDecode(f *testing.F) {
-	m := New([]uint64{1, 2, 3})
+	m := New()
 	b, _ := m.Encode()
 	f.Add(b)
 	m, _ = m.Partition("/locks")

@@ -18,6 +18,9 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	t.quotaMade = false
 	t.exempt = txn.Cause.quotaExempt()
 	t.zxid = zxid
+	if err := clusterOwned(txn); err != nil {
+		return Result{Err: err}, t.events
+	}
 	var res Result
 	switch txn.Type {
 	case wire.OpCreate:
@@ -44,6 +47,8 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 		t.reap(zxid, txn.Time)
 	case TxnSetConfig:
 		res.Stat, res.Err = t.setConfig(zxid, txn)
+	case TxnSetShardMap:
+		res.Stat, res.Err = t.setShardMap(zxid, txn)
 	default:
 		res.Err = wire.Errorf(wire.CodeUnimplemented, "unknown txn type %d", int32(txn.Type))
 	}
@@ -308,7 +313,7 @@ func (t *Tree) delete(zxid int64, path string, version int32, ids []wire.Identit
 		return err
 	}
 	if wire.IsSystemNode(path) {
-		return wire.Errorf(wire.CodeBadArguments, "cannot delete %s: it is one of ZooKeeper's system nodes", path)
+		return wire.Errorf(wire.CodeBadArguments, "cannot delete %s: it is a system node", path)
 	}
 	parent, name := splitPath(path)
 	p := t.lookup(parent)
@@ -429,15 +434,16 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 		if len(op.Identities) > 0 {
 			ids = op.Identities // an op the server adds as itself: a break's lock-delay
 		}
-		var err error
-		switch op.Type {
-		case wire.OpCreate:
+		err := clusterOwned(op)
+		switch {
+		case err != nil:
+		case op.Type == wire.OpCreate:
 			results[i].Path, results[i].Stat, err = t.create(zxid, op, ids)
-		case wire.OpDelete:
+		case op.Type == wire.OpDelete:
 			err = t.delete(zxid, op.Path, op.Version, ids)
-		case wire.OpSetData:
+		case op.Type == wire.OpSetData:
 			results[i].Stat, err = t.setData(zxid, op, ids)
-		case wire.OpCheck:
+		case op.Type == wire.OpCheck:
 			err = t.check(op.Path, op.Version, op.Mode, ids)
 		default:
 			err = wire.Errorf(wire.CodeBadArguments, "op %s is not allowed in a multi", op.Type)

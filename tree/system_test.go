@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -230,4 +231,57 @@ func TestRestoringASnapshotFromBeforeTheSystemNodesAddsThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTxnSetShardMapWritesTheMapNodeWhichOnlyItWrites(t *testing.T) {
+	f := newFixture(t)
+	one, _ := shardmap.New().Encode()
+	partitioned, err := shardmap.New().Partition("/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, _ := partitioned.Encode()
+	f.mustFail(tree.Txn{Type: tree.TxnSetShardMap, Data: one, Version: 0}, wire.ErrNoNode)
+	f.mustFail(tree.Txn{Type: tree.TxnSetShardMap, Data: []byte("not a map"), Version: -1}, wire.ErrBadArguments)
+	res, events := f.apply(tree.Txn{Type: tree.TxnSetShardMap, Data: one, Version: -1})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	checkEvents(t, events, created(wire.ShardsPath), children(wire.ZooKeeperPath))
+	data, st, _ := f.tr.Get(wire.ShardsPath)
+	if !bytes.Equal(data, one) || st.Version != 0 || st.Czxid != f.zxid || res.Stat != st {
+		t.Errorf("/zookeeper/shards = %q %+v, result Stat %+v", data, st, res.Stat)
+	}
+	if acl, _, _ := f.tr.ACL(wire.ShardsPath); !reflect.DeepEqual(acl, wire.ReadACL) {
+		t.Errorf("the map's ACL: %v", acl)
+	}
+	f.mustFail(tree.Txn{Type: tree.TxnSetShardMap, Data: two, Version: -1}, wire.ErrBadVersion)
+	f.mustFail(tree.Txn{Type: tree.TxnSetShardMap, Data: two, Version: 1}, wire.ErrBadVersion)
+	res, events = f.apply(tree.Txn{Type: tree.TxnSetShardMap, Data: two, Version: 0})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	checkEvents(t, events, changed(wire.ShardsPath))
+	if data, st, _ := f.tr.Get(wire.ShardsPath); !bytes.Equal(data, two) || st.Version != 1 || st.Mzxid != f.zxid {
+		t.Errorf("/zookeeper/shards after a change = %q %+v", data, st)
+	}
+
+	super := []wire.Identity{{Scheme: tree.SuperScheme, ID: "root"}}
+	for _, txn := range []tree.Txn{
+		{Type: wire.OpSetData, Path: wire.ShardsPath, Data: one, Version: -1, Identities: super},
+		{Type: wire.OpDelete, Path: wire.ShardsPath, Version: -1, Identities: super},
+		{Type: wire.OpSetACL, Path: wire.ShardsPath, Version: -1, Identities: super},
+		{Type: wire.OpCreate, Path: wire.ShardsPath + "/x", Identities: super},
+		multiTxn(createTxn("/ok", "", wire.ModePersistent), tree.Txn{Type: wire.OpSetData, Path: wire.ShardsPath, Data: one, Version: -1}),
+	} {
+		txn.Identities = super
+		f.mustFail(txn, wire.ErrBadArguments)
+	}
+	if _, err := f.tr.Exists(wire.ShardsPath); err != nil {
+		t.Errorf("the map's node after refused writes: %v", err)
+	}
+	f.must(checkTxn(wire.ShardsPath, 1)) // a check is a read
+	t.Run("it is not allowed in a multi", func(t *testing.T) {
+		f.mustFail(multiTxn(tree.Txn{Type: tree.TxnSetShardMap, Data: two, Version: 1}), wire.ErrBadArguments)
+	})
 }

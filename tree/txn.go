@@ -23,6 +23,13 @@ const (
 	// and NodeDataChanged fires. Nothing reads the membership back from
 	// the node.
 	TxnSetConfig wire.Op = -60
+	// TxnSetShardMap writes the cluster's partition map, Data (an encoded
+	// shardmap.Map, which must be valid), as the data of
+	// /zookeeper/shards (wire.ShardsPath), at Version: the version of the
+	// node its proposer read, or -1 when it read none, and then the node
+	// is made (readable by anyone). Only this txn writes the node: a
+	// client's write of it, or below it, is refused, the superuser's too.
+	TxnSetShardMap wire.Op = -61
 )
 
 // Txn is one replicated change to the tree. The proposer decides every

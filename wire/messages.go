@@ -318,7 +318,7 @@ func requestFields(op Op) int {
 		return 2
 	case OpDelete, OpCheck, OpGetData, OpExists, OpGetChildren:
 		return 2
-	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory:
+	case OpSync, OpMulti, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory, OpShardPartition:
 		return 1
 	case OpSetACL:
 		return 3
@@ -453,7 +453,7 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		enc.str(r.Path)
 		enc.bool(r.Watch)
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory, OpShardPartition:
 		enc.str(r.Path)
 	case OpSetACL:
 		enc.str(r.Path)
@@ -546,7 +546,7 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpGetData, OpExists, OpGetChildren:
 		r.Path = dec.str()
 		r.Watch = dec.bool()
-	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory:
+	case OpSync, OpGetEphemerals, OpGetAllChildrenNumber, OpGetACL, OpLocks, OpLockHistory, OpShardPartition:
 		r.Path = dec.str()
 	case OpSetACL:
 		r.Path = dec.str()
@@ -693,7 +693,7 @@ type OpResult struct {
 // replyFields is the number of body fields in a successful reply to op.
 func replyFields(op Op) int {
 	switch op {
-	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig:
+	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig, OpShardPartition:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
 		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory,
@@ -818,7 +818,7 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		enc.stat(&r.Stat)
-	case OpGetData, OpReconfig:
+	case OpGetData, OpReconfig, OpShardPartition:
 		enc.bytes(r.Data)
 		enc.stat(&r.Stat)
 	case OpGetACL:
@@ -1003,7 +1003,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		dec.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		dec.stat(&r.Stat)
-	case OpGetData, OpReconfig:
+	case OpGetData, OpReconfig, OpShardPartition:
 		r.Data = dec.bytes()
 		dec.stat(&r.Stat)
 	case OpGetACL:

@@ -67,6 +67,11 @@ const (
 	OpDeadlocks   Op = 214 // the cycles of the wait-for graph
 	OpLockBreak   Op = 215 // free a lock: delete its holders' nodes (ADMIN on the lock's path)
 	OpLockHistory Op = 216 // the recent acquisitions and ends of holds of the locks at or under a path
+
+	// The partition map (docs/scale-out.md), read as the data of
+	// ShardsPath and changed by these admin ops; each answers with the
+	// map's new node, as getData would.
+	OpShardPartition Op = 220 // route the children of a parent by the hash of their names
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -206,6 +211,8 @@ var ops = map[Op]opInfo{
 	// A backup holds every node, whatever its ACL: an operator's act. The
 	// member catches up with the leader first (a ReadIndex, as sync).
 	OpSnapshot: {name: "snapshot", class: ClassAdmin, leader: true, admin: true, limits: LimitOutstanding},
+	// A change of the partition map is a txn of the meta group.
+	OpShardPartition: {name: "shardPartition", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 }
 
 // Known reports whether op is one of this package's ops.

@@ -11,15 +11,20 @@ const (
 	ZooKeeperPath = "/zookeeper"
 	QuotaPath     = "/zookeeper/quota"
 	ConfigPath    = "/zookeeper/config"
+	// ShardsPath holds the cluster's partition map (package shardmap) once
+	// an operator first changes it (arbor shards): Arbor's, not
+	// ZooKeeper's. Anyone may read and watch it; only the cluster writes
+	// it, not even the superuser (tree.TxnSetShardMap).
+	ShardsPath = "/zookeeper/shards"
 )
 
-// IsSystemNode reports whether path is the root or one of ZooKeeper's
-// system nodes: the nodes a delete is refused for with BadArguments
-// (ZooKeeper's DataTree.isSpecialPath), and that a recursive delete
-// leaves in place.
+// IsSystemNode reports whether path is the root or one of the system
+// nodes (ZooKeeper's, and ShardsPath): the nodes a delete is refused for
+// with BadArguments (ZooKeeper's DataTree.isSpecialPath), and that a
+// recursive delete leaves in place.
 func IsSystemNode(path string) bool {
 	switch path {
-	case "/", ZooKeeperPath, QuotaPath, ConfigPath:
+	case "/", ZooKeeperPath, QuotaPath, ConfigPath, ShardsPath:
 		return true
 	}
 	return false

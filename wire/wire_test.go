@@ -218,6 +218,7 @@ var requests = []struct {
 	{"a deadlocks request has no fields", wire.Request{Xid: 65, Op: wire.OpDeadlocks}},
 	{"a lockHistory request carries the path", wire.Request{Xid: 66, Op: wire.OpLockHistory, Path: "/locks/a"}},
 	{"a lockBreak carries the path and the reason", wire.Request{Xid: 66, Op: wire.OpLockBreak, Path: "/locks/a", Reason: "stuck since noon"}},
+	{"a shardPartition carries the parent", wire.Request{Xid: 69, Op: wire.OpShardPartition, Path: "/locks"}},
 	{"a create of a lease's ephemeral carries the lease", wire.Request{Xid: 63, Op: wire.OpCreate, Path: "/locks/a/n-", Mode: wire.ModeEphemeralSequential, Lease: 0x0123_4567_89ab_cdef}},
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
@@ -371,6 +372,7 @@ var replies = []struct {
 			EstimatedWaitMs: 1500},
 		{Path: "/locks/b"},
 	}}},
+	{"a shardPartition reply carries the map's node", wire.OpShardPartition, wire.Reply{Xid: 69, Zxid: 15, Data: []byte{0x83, 0xa1}, Stat: wire.Stat{Czxid: 12, Mzxid: 15, Version: 1}}},
 	{"a lockBreak reply carries the nodes deleted", wire.OpLockBreak, wire.Reply{Xid: 66, Zxid: 14, Children: []string{"_c_ab-lock-0000000001"}}},
 	{"a lockHistory reply carries its events", wire.OpLockHistory, wire.Reply{Xid: 66, Zxid: 14, LockHistory: []wire.LockEvent{
 		{Zxid: 9, Time: 1700000000000, Lock: "/locks/a", Kind: wire.LockAcquired, Node: "_c_x-lock-0000000001", Mode: "lock",
