@@ -152,7 +152,7 @@ func (e *env) rootCommand() *cobra.Command {
 		e.lsCommand(), e.getCommand(), e.setCommand(), e.createCommand(), e.deleteCommand(),
 		e.deleteallCommand(), e.statCommand(), e.syncCommand(), e.countCommand(),
 		e.ephemeralsCommand(), e.treeCommand(), e.watchCommand(),
-		e.memberCommand(), e.statusCommand(), e.snapshotCommand(),
+		e.memberCommand(), e.statusCommand(), e.snapshotCommand(), e.shardsCommand(),
 		e.lockCommand(), e.electCommand(), e.locksCommand(),
 		e.servicesCommand(), e.configCommand(), e.benchCommand(),
 		e.getaclCommand(), e.setaclCommand(), e.whoamiCommand(), e.addauthCommand(),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/arbor-coord/arbor/zkwire"
@@ -38,8 +39,11 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		if err != nil {
 			// The reply carries only the code: the log says why.
 			what := "membership change refused"
-			if req.Op == wire.OpSnapshot {
+			switch req.Op {
+			case wire.OpSnapshot:
 				what = "backup refused"
+			case wire.OpShardPartition:
+				what = "shard map change refused"
 			}
 			c.log.Info(what, zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
 				zap.Strings("identities", identityNames(whoAmI(c.identities()))), zap.Error(err))
@@ -73,6 +77,10 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		return
 	case wire.OpSnapshot:
 		s.snapshot(c, &req.Snapshot, reply)
+		return
+	case wire.OpShardPartition:
+		reply.Data, reply.Stat, err = s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(req.Path) })
+		reply.Err = wire.CodeOf(err)
 		return
 	case wire.OpMembers:
 	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
@@ -205,8 +213,11 @@ func (s *Server) mayChangeMembers(c *conn) error {
 // rights: the rights to change the members, which a backup of the whole
 // state (every node, whatever its ACL) needs too.
 func (s *Server) mayAdminister(c *conn, op wire.Op) error {
-	if op == wire.OpSnapshot {
+	switch op {
+	case wire.OpSnapshot:
 		return memberRights(&s.cfg, "backups", c.nc.RemoteAddr(), c.identities())
+	case wire.OpShardPartition:
+		return memberRights(&s.cfg, "changes of the shard map", c.nc.RemoteAddr(), c.identities())
 	}
 	return s.mayChangeMembers(c)
 }

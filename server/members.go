@@ -16,8 +16,9 @@ import (
 // addresses, version, raft figures and health) about once a second over
 // the peer transport, and keeps the latest card of each. Members puts the
 // cards together with the member's own live figures, for
-// GET /api/v1/members. Cards are only for people to read: nothing in the
-// server decides on them.
+// GET /api/v1/members. Cards are for people to read; the server decides
+// on them only whether every member knows a feature before it uses it
+// (everyMemberKnows).
 
 // cardInterval is how often a member sends its card to the others.
 const cardInterval = time.Second
@@ -44,6 +45,9 @@ type memberCard struct {
 	// Synced, on the leader's card, are the members that follow its log
 	// (raftnode's Synced), for a reconfig asked of another member.
 	Synced []uint64 `msgpack:"synced,omitempty"`
+	// Features are what the member's version knows that the cluster may
+	// use only once every member knows it (features, shards.go).
+	Features []string `msgpack:"features,omitempty"`
 }
 
 // heardCard is a peer's latest card and when it arrived.
@@ -154,7 +158,7 @@ func (s *Server) ownCard() memberCard {
 	c := memberCard{
 		ID: s.cfg.ID, ClientAddr: s.Addr().String(), Version: buildVersion(),
 		Leader: s.node.Leader(), Term: s.node.Term(), Commit: s.node.Commit(), Applied: s.node.Applied(),
-		Zxid: s.fsm.lastZxid(), StartedAt: s.started.UnixMilli(),
+		Zxid: s.fsm.lastZxid(), StartedAt: s.started.UnixMilli(), Features: features,
 	}
 	if a := s.HTTPAddr(); a != nil {
 		c.HTTPAddr = a.String()

@@ -103,6 +103,7 @@ func (m *metrics) handler(s *Server) http.Handler {
 	s.handleLoginAPI(mux)
 	s.handleClusterAPI(mux)
 	s.handleMembersAPI(mux)
+	s.handleShardsAPI(mux)
 	s.handleZKCommands(mux)
 	if s.cfg.UI != nil {
 		mux.Handle("/ui/", s.cfg.UI(s))

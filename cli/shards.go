@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/spf13/cobra"
+)
+
+func (e *env) shardsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "shards",
+		Short: "Show and change the cluster's partition map",
+		Long: "Show the cluster's partition map (docs/scale-out.md): which raft group serves\n" +
+			"which part of the tree. A cluster that was never sharded has one shard, the\n" +
+			"meta group (0), with every key. Changes take the rights of a membership\n" +
+			"change (see arbor member) and every member of a version that knows maps.",
+		Example: "  arbor shards list\n" +
+			"  arbor shards partition /locks",
+		Args: usageArgs(cobra.NoArgs), // an unknown subcommand
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	list := &cobra.Command{
+		Use: "list", Short: "List the shards and the parts of the tree each serves", Example: "  arbor shards list\n  arbor shards list -o json",
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.showShards(cmd, (*client.Client).Shards)
+		},
+	}
+	partition := &cobra.Command{
+		Use:   "partition PARENT",
+		Short: "Route PARENT's children by the hash of their names, so that splits spread them",
+		Long: "Declare PARENT partitioned: each of its children, with everything below it,\n" +
+			"then routes by the hash of its name instead of with PARENT's subtree, so that\n" +
+			"a split can spread them over shards (a lock service's /locks, say). Nothing\n" +
+			"moves now: PARENT's hash range starts in the shard that serves its subtree.",
+		Example: "  arbor shards partition /locks",
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.showShards(cmd, func(c *client.Client, ctx context.Context) (*shardmap.Map, error) {
+				return c.PartitionShards(ctx, args[0])
+			})
+		},
+	}
+	cmd.AddCommand(list, partition)
+	return cmd
+}
+
+// showShards runs a call that returns the map, and prints the map.
+func (e *env) showShards(cmd *cobra.Command, call func(c *client.Client, ctx context.Context) (*shardmap.Map, error)) error {
+	return e.run(cmd, func(ctx context.Context, c *client.Client) error {
+		m, err := call(c, ctx)
+		if errors.Is(err, client.ErrNoAuth) {
+			return errors.New("not allowed to change the shard map: that takes the superuser (--auth digest:USER:PASSWORD) " +
+				"or an admin certificate (--tls-cert), on a loopback address unless the servers run with --remote-admin")
+		}
+		if err != nil {
+			return err
+		}
+		v := m.View()
+		if e.json() {
+			return e.printJSON(v)
+		}
+		fmt.Fprintf(e.stdout, "version %d", v.Version)
+		if len(v.Partitioned) > 0 {
+			fmt.Fprintf(e.stdout, "; partitioned: %s", strings.Join(v.Partitioned, " "))
+		}
+		fmt.Fprintln(e.stdout)
+		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "GROUP\tSPACE\tFROM\tTO\tREPLICAS\tEPOCH")
+		for _, s := range v.Shards {
+			replicas := "all"
+			if len(s.Replicas) > 0 {
+				replicas = strings.Trim(fmt.Sprint(s.Replicas), "[]")
+			}
+			for i, r := range s.Ranges {
+				if i > 0 {
+					fmt.Fprintf(w, "\t%s\t%s\t%s\t\t\n", r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"))
+					continue
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d.%d\n", s.Group, r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"), replicas, s.Epoch[0], s.Epoch[1])
+			}
+			if len(s.Ranges) == 0 {
+				fmt.Fprintf(w, "%d\t(none)\t\t\t%s\t%d.%d\n", s.Group, replicas, s.Epoch[0], s.Epoch[1])
+			}
+		}
+		return w.Flush()
+	})
+}
+
+// shown is s, or instead when s is empty.
+func shown(s, instead string) string {
+	if s == "" {
+		return instead
+	}
+	return s
+}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/arbor-coord/arbor/shardmap"
+)
+
+func TestShardsListAndPartition(t *testing.T) {
+	t.Parallel()
+	addr, _ := startServer(t)
+	before := lines(must(t, addr, "shards", "list"))
+	if len(before) != 3 || before[0] != "version 0" || strings.Join(strings.Fields(before[2]), " ") != "0 / (start) (end) all 0.0" {
+		t.Errorf("shards list of a cluster never sharded:\n%s", strings.Join(before, "\n"))
+	}
+	after := lines(must(t, addr, "shards", "partition", "/locks"))
+	if len(after) != 4 || !strings.HasSuffix(after[0], "; partitioned: /locks") ||
+		strings.Join(strings.Fields(after[2]), " ") != "0 / (start) (end) all 1.0" ||
+		strings.Join(strings.Fields(after[3]), " ") != "/locks (start) (end)" {
+		t.Errorf("shards partition /locks:\n%s", strings.Join(after, "\n"))
+	}
+	v := decode[shardmap.View](t, must(t, addr, "shards", "list", "-o", "json"))
+	if v.Version == 0 || len(v.Partitioned) != 1 || len(v.Shards) != 1 || len(v.Shards[0].Ranges) != 2 || v.Shards[0].Ranges[1].Space != "/locks" {
+		t.Errorf("shards list -o json: %+v", v)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"shards", "partition", "/locks"}, 1, "partitioned already"},
+		{[]string{"shards", "partition", "/locks/orders"}, 1, "below /locks"},
+		{[]string{"shards", "partition", "locks"}, 1, "not absolute"},
+		{[]string{"shards", "partition"}, 2, "accepts 1 arg"},
+		{[]string{"shards", "frobnicate"}, 2, "unknown command"},
+	} {
+		if r := arbor(t, addr, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("arbor %v: %v, want exit %d saying %q", tc.args, r, tc.code, tc.want)
+		}
+	}
+}

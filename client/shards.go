@@ -1,0 +1,63 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// Shards returns the cluster's partition map (docs/scale-out.md), as the
+// member this client is connected to has applied it: the data of
+// /zookeeper/shards, or, before anything changed it, the map of a cluster
+// never sharded (one shard, the meta group, with every key). Its Version
+// is the zxid of the change that made it; GetW on wire.ShardsPath
+// watches for the next.
+func (c *Client) Shards(ctx context.Context) (*shardmap.Map, error) {
+	data, st, err := c.Get(ctx, wire.ShardsPath)
+	if errors.Is(err, ErrNoNode) {
+		return shardmap.New(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return shardMapOf(data, st)
+}
+
+// PartitionShards declares parent partitioned: its children then route
+// by the hash of their names, each to the shard whose hash range holds
+// it, instead of with parent's subtree. Nothing moves at once: parent's
+// whole hash range starts in the shard that serves parent's subtree now.
+// It needs the rights of a membership change, and every member of a
+// version that knows partition maps. It returns the new map.
+//
+// A change the map refuses (a parent partitioned already, or below one)
+// fails with ErrBadArguments and a message that says why: the client
+// tries it on the map it reads first, since the member's refusal carries
+// only the code.
+func (c *Client) PartitionShards(ctx context.Context, parent string) (*shardmap.Map, error) {
+	cur, err := c.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cur.Partition(parent); err != nil {
+		return nil, opError("partition", parent, fmt.Errorf("%w: %v", ErrBadArguments, err))
+	}
+	rep, err := c.do(ctx, "partition", parent, wire.Request{Op: wire.OpShardPartition, Path: parent}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return shardMapOf(rep.Data, rep.Stat)
+}
+
+// shardMapOf is the map of /zookeeper/shards' data and Stat.
+func shardMapOf(data []byte, st Stat) (*shardmap.Map, error) {
+	m, err := shardmap.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	m.Version = uint64(st.Mzxid)
+	return m, nil
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// The partition map (docs/scale-out.md) lives in the meta group as the
+// data of /zookeeper/shards, which only tree.TxnSetShardMap writes: a
+// change is read, made and proposed at the version read, so two changes
+// at once cannot both apply. A cluster whose map was never changed has no
+// node, and its map is shardmap.New(): one shard, the meta group.
+
+// featureShardMap, in a member's card, says that the member applies
+// tree.TxnSetShardMap. A member of an older version would refuse the txn
+// that the others apply, and its tree would part from theirs: the map
+// changes only once every member says it knows it.
+const featureShardMap = "shardmap"
+
+// features are what this member's version knows that a cluster may only
+// use once every member knows it (memberCard.Features).
+var features = []string{featureShardMap}
+
+// ShardMap is the cluster's partition map as this member has applied it,
+// its Version the zxid of the txn that last changed it (0 for none), and
+// the version of its node for the next change (-1: none yet).
+func (s *Server) ShardMap() (m *shardmap.Map, nodeVersion int32, err error) {
+	var data []byte
+	var stat wire.Stat
+	s.fsm.read(func(t *tree.Tree) { data, stat, err = t.Get(wire.ShardsPath) })
+	if errors.Is(err, wire.ErrNoNode) {
+		return shardmap.New(), -1, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if m, err = shardmap.Decode(data); err != nil {
+		return nil, 0, err // the tree takes only valid maps: a bug
+	}
+	m.Version = uint64(stat.Mzxid)
+	return m, stat.Version, nil
+}
+
+// changeShardMap proposes the map that change makes of the current one,
+// once every member knows partition maps, and returns the map's node as
+// it applied.
+func (s *Server) changeShardMap(ctx context.Context, change func(*shardmap.Map) (*shardmap.Map, error)) ([]byte, wire.Stat, error) {
+	if err := s.everyMemberKnows(featureShardMap); err != nil {
+		return nil, wire.Stat{}, err
+	}
+	cur, version, err := s.ShardMap()
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	next, err := change(cur)
+	if err != nil {
+		return nil, wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
+	}
+	next.Version = 0 // the node's mzxid says it
+	data, err := next.Encode()
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	res, err := s.write(ctx, &tree.Txn{Type: tree.TxnSetShardMap, Data: data, Version: version, Time: time.Now().UnixMilli()})
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	return data, res.Stat, nil
+}
+
+// everyMemberKnows refuses, with an error that names them, while a member
+// of the configuration has not said lately (its card, within heardWithin)
+// that its version knows feature.
+func (s *Server) everyMemberKnows(feature string) error {
+	now := time.Now()
+	var missing []uint64
+	for _, m := range s.node.Members() {
+		if m.ID == s.cfg.ID {
+			continue
+		}
+		var h heardCard
+		var ok bool
+		if s.cards != nil {
+			s.cards.mu.Lock()
+			h, ok = s.cards.heard[m.ID]
+			s.cards.mu.Unlock()
+		}
+		if !ok || now.Sub(h.at) > heardWithin || !slices.Contains(h.card.Features, feature) {
+			missing = append(missing, m.ID)
+		}
+	}
+	if len(missing) > 0 {
+		return wire.Errorf(wire.CodeBadArguments, "members %v have not said lately that they know %s (upgrade them, or wait for them to be heard from)", missing, feature)
+	}
+	return nil
+}
+
+// handleShardsAPI registers GET /api/v1/shards (open to every client, as
+// the map's node is readable by anyone) and POST /api/v1/shards/partition
+// {"parent": PATH}, which needs the superuser: an operator's act.
+func (s *Server) handleShardsAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/shards", answering(func(context.Context, http.ResponseWriter, *http.Request) (any, error) {
+		m, _, err := s.ShardMap()
+		if err != nil {
+			return nil, err
+		}
+		return m.View(), nil
+	}))
+	mux.HandleFunc("/api/v1/shards", methodNotAllowed("GET"))
+	mux.HandleFunc("POST /api/v1/shards/partition", answering(func(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+		var body struct {
+			Parent string `json:"parent"`
+		}
+		if err := decodeBody(w, r, &body); err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(s.HTTPIdentities(r), func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+		}
+		data, stat, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(body.Parent) })
+		if err != nil {
+			return nil, err
+		}
+		m, err := shardmap.Decode(data)
+		if err != nil {
+			return nil, err
+		}
+		m.Version = uint64(stat.Mzxid)
+		return m.View(), nil
+	}))
+	mux.HandleFunc("/api/v1/shards/partition", methodNotAllowed("POST"))
+}
