@@ -413,3 +413,97 @@ func TestAGroupsBusyNodeHoldsUpNoOtherGroupsMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestASeededGroupStartsFromItsSnapshotAndGoesOnFromItsIndex seeds group
+// 7 on three members' stores with the same state at index 100, as a split
+// would: its nodes start with that state, elect a leader, and append after
+// index 100; a member restarted catches up; a group that holds a log is
+// not seeded again.
+func TestASeededGroupStartsFromItsSnapshotAndGoesOnFromItsIndex(t *testing.T) {
+	t.Parallel()
+	const group, at = 7, 100
+	state := &setMachine{set: map[string]bool{"a": true, "b": true, "c": true}}
+	write, _ := state.Snapshot()
+	seed := func(dir string) error {
+		store, err := OpenStore(dir, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		return store.SeedGroup(group, at, []uint64{3, 1, 2}, write)
+	}
+	addrs := map[uint64]string{}
+	trs := map[uint64]*TCPTransport{}
+	dirs := map[uint64]string{}
+	for id := uint64(1); id <= 3; id++ {
+		trs[id] = listen(t, id, "127.0.0.1:0")
+		addrs[id], dirs[id] = trs[id].Addr().String(), t.TempDir()
+		if err := seed(dirs[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members := map[uint64]*groupMember{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = startGroupMember(t, id, dirs[id], trs[id], addrs, []uint64{group}, groupOptions{})
+		if want := map[string]bool{"a": true, "b": true, "c": true}; !members[id].states[group].equals(want) {
+			t.Fatalf("member %d starts with %v, want the seeded %v", id, members[id].states[group], want)
+		}
+	}
+	defer func() {
+		for _, m := range members {
+			m.stop(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	propose := func(id uint64, v string) Outcome {
+		t.Helper()
+		n := members[id].nodes[group]
+		o := n.Propose(ctx, []byte(v)).Wait(ctx)
+		for ; o.Err != nil; o = n.Propose(ctx, []byte(v)).Wait(ctx) {
+			if ctx.Err() != nil {
+				t.Fatalf("propose %s through member %d: %v", v, id, o.Err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return o
+	}
+	converged := func(want map[string]bool) {
+		t.Helper()
+		for id, m := range members {
+			for !m.states[group].equals(want) {
+				if ctx.Err() != nil {
+					t.Fatalf("member %d holds %v, want %v", id, m.states[group], slices.Sorted(maps.Keys(want)))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	if o := propose(1, "d"); o.Index <= at+1 {
+		t.Errorf("the first write after the seed applied at index %d, want past %d (and the leader's own entry)", o.Index, at+1)
+	}
+	converged(map[string]bool{"a": true, "b": true, "c": true, "d": true})
+
+	members[3].stop(t)
+	delete(members, 3)
+	if err := seed(dirs[3]); err == nil || !strings.Contains(err.Error(), "holds a log already") {
+		t.Errorf("seeding a group that holds a log: %v", err)
+	}
+	propose(2, "e")
+	members[3] = startGroupMember(t, 3, dirs[3], listen(t, 3, addrs[3]), addrs, []uint64{group}, groupOptions{})
+	converged(map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true})
+
+	store, err := OpenStore(t.TempDir(), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, tc := range []struct {
+		index  uint64
+		voters []uint64
+	}{{0, []uint64{1}}, {5, nil}, {5, []uint64{0, 1}}} {
+		if err := store.SeedGroup(1, tc.index, tc.voters, write); err == nil {
+			t.Errorf("SeedGroup at %d with voters %v: no error", tc.index, tc.voters)
+		}
+	}
+}

@@ -300,21 +300,61 @@ func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data 
 		return err
 	}
 	defer s.Close()
+	return s.seed(index, keys(peers), peers, func(w io.Writer) error {
+		if _, err := io.Copy(w, data); err != nil {
+			return fmt.Errorf("write the state: %w", err)
+		}
+		return nil
+	})
+}
+
+// SeedGroup makes group g of the store, of which it must hold nothing yet,
+// begin from a state machine's snapshot taken at index, which write
+// writes, with voters as its members: the group's log starts after index,
+// so its entries' indexes (and a tree's zxids) go on from there. A split
+// (docs/scale-out.md) seeds the new shard's group so on each of its
+// replicas, from that replica's own state at the split's index: every
+// replica must be seeded with the same state, index and voters. A Node
+// started on the group then restores the state machine from the snapshot
+// and elects a leader, as after a restore.
+func (st *Store) SeedGroup(g, index uint64, voters []uint64, write func(io.Writer) error) error {
+	if index == 0 {
+		return errors.New("raftnode: seed a group at index 0")
+	}
+	if len(voters) == 0 || slices.Contains(voters, 0) {
+		return errors.New("raftnode: a seeded group needs voters, none of them 0")
+	}
+	s, err := st.Group(g, 0)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if !s.IsEmpty() || s.snapshotIndex() > 0 {
+		return fmt.Errorf("raftnode: group %d of raft store %s holds a log already", g, st.dir)
+	}
+	return s.seed(index, sorted(voters), nil, write)
+}
+
+// seed makes s, which holds nothing, the start of a group whose state is
+// what write writes, at index, with voters, and records peers' addresses:
+// the snapshot's data, then in one synced batch its metadata and a
+// HardState that commits it. It is term 1: the group's first leader is
+// elected in term 2.
+func (s *Storage) seed(index uint64, voters []uint64, peers map[uint64]string, write func(io.Writer) error) error {
 	w, err := s.newChunkWriter()
 	if err != nil {
 		return err
 	}
 	defer w.abort()
-	if _, err := io.Copy(w, data); err != nil {
-		return fmt.Errorf("write the state: %w", err)
+	if err := write(w); err != nil {
+		return err
 	}
 	if err := w.finish(); err != nil {
 		return err
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	// Term 1: the new group's first leader is elected in term 2.
-	meta := raftpb.SnapshotMetadata{Index: index, Term: 1, ConfState: raftpb.ConfState{Voters: keys(peers)}}
+	meta := raftpb.SnapshotMetadata{Index: index, Term: 1, ConfState: raftpb.ConfState{Voters: voters}}
 	if err := s.putSnapshotMeta(b, meta, w.gen); err != nil {
 		return err
 	}
