@@ -33,8 +33,8 @@ var ErrCrossShard = errors.New("shardmap: the paths are in different shards")
 // FNV-1a hash of the name of the parent's child the path is in or under.
 // Keys of a space are ordered as bytes.
 type Key struct {
-	Space string
-	Key   string
+	Space string `msgpack:"space,omitempty"`
+	Key   string `msgpack:"key,omitempty"`
 }
 
 // Range is a shard's part of a space: the keys from Start up to, not
@@ -71,6 +71,11 @@ type Shard struct {
 	Leader uint64 `msgpack:"leader,omitempty"`
 }
 
+// Holds reports whether one of s's ranges holds k.
+func (s *Shard) Holds(k Key) bool {
+	return slices.ContainsFunc(s.Ranges, func(r Range) bool { return r.Contains(k) })
+}
+
 // Map is a partition map. Version is the zxid of the meta group's txn that
 // made it (0 for the map of a cluster never sharded).
 type Map struct {
@@ -101,10 +106,12 @@ func HashKey(h uint64) string {
 }
 
 // KeyOf is where path, a valid absolute path, routes; meta reports that it
-// belongs to no shard ("/" and the partitioned parents, which the meta
-// group holds).
+// belongs to no shard: "/", the system nodes (/zookeeper and below, where
+// the map itself is) and the partitioned parents, which the meta group
+// holds. (A string that is not absolute routes to the meta group too,
+// which refuses it as it refuses any bad path.)
 func (m *Map) KeyOf(path string) (k Key, meta bool) {
-	if path == "/" {
+	if !strings.HasPrefix(path, "/") || path == "/" || path == wire.ZooKeeperPath || strings.HasPrefix(path, wire.ZooKeeperPath+"/") {
 		return Key{}, true
 	}
 	for _, p := range m.Partitioned {
@@ -128,13 +135,28 @@ func (m *Map) Shard(path string) *Shard {
 		return m.Group(MetaGroup)
 	}
 	for i := range m.Shards {
-		for _, r := range m.Shards[i].Ranges {
-			if r.Contains(k) {
-				return &m.Shards[i]
-			}
+		if m.Shards[i].Holds(k) {
+			return &m.Shards[i]
 		}
 	}
 	return nil
+}
+
+// Serves reports whether shard group serves path in m: the meta group the
+// paths of no shard, and every shard the keys of its ranges. A sequential
+// create's path (its prefix) directly under a partitioned parent is
+// served by none: the name it gets, and so its hash, is not known before
+// the create.
+func (m *Map) Serves(group uint64, path string, sequential bool) bool {
+	k, meta := m.KeyOf(path)
+	if meta {
+		return group == MetaGroup
+	}
+	if sequential && k.Space != "" && path[:strings.LastIndexByte(path, '/')] == k.Space {
+		return false
+	}
+	s := m.Group(group)
+	return s != nil && s.Holds(k)
 }
 
 // Route is the group of the shard every one of paths is in (at least
@@ -182,13 +204,14 @@ func (m *Map) Clone() *Map {
 // Partition is m with parent partitioned: its children then route by the
 // hash of their names, and its whole hash space starts with the shard
 // that serves parent's subtree now, so that nothing moves. parent must be
-// neither "/", nor a partitioned parent, nor above or below one.
+// a path the meta group serves, no system node, neither partitioned nor
+// above or below a partitioned parent.
 func (m *Map) Partition(parent string) (*Map, error) {
 	if err := wire.ValidatePath(parent, false); err != nil {
 		return nil, err
 	}
-	if parent == "/" {
-		return nil, errors.New("shardmap: / cannot be partitioned; partition a parent below it")
+	if _, meta := m.KeyOf(parent); meta && !m.IsPartitioned(parent) {
+		return nil, fmt.Errorf("shardmap: %s is a system node; partition a parent of the tree's own", parent)
 	}
 	for _, p := range m.Partitioned {
 		switch {
@@ -203,6 +226,11 @@ func (m *Map) Partition(parent string) (*Map, error) {
 	owner := m.Shard(parent)
 	if owner == nil {
 		return nil, fmt.Errorf("shardmap: no shard serves %s", parent)
+	}
+	if owner.Group != MetaGroup {
+		// The parent itself moves to the meta group, which holds every
+		// partitioned parent: a move between groups is not one txn.
+		return nil, fmt.Errorf("shardmap: %s is served by shard %d; partition a parent while the meta group serves it, before the split that moves it", parent, owner.Group)
 	}
 	next := m.Clone()
 	next.Partitioned = append(next.Partitioned, parent)
@@ -242,6 +270,27 @@ func (m *Map) Split(group uint64, at Key, next uint64) (*Map, error) {
 		Epoch: Epoch{Range: s.Epoch.Range}, Leader: s.Leader})
 	slices.SortFunc(n.Shards, func(a, b Shard) int { return cmp.Compare(a.Group, b.Group) })
 	return n, n.Validate()
+}
+
+// SplitSpec is a split as a shard's txn carries it: the keys of shard
+// Group from At on, in the range that holds At, go to the new shard Into
+// (Map.Split).
+type SplitSpec struct {
+	Group uint64 `msgpack:"group"`
+	At    Key    `msgpack:"at"`
+	Into  uint64 `msgpack:"into"`
+}
+
+// Encode is sp's bytes.
+func (sp SplitSpec) Encode() ([]byte, error) { return msgpack.Marshal(sp) }
+
+// DecodeSplit reads a split that Encode wrote.
+func DecodeSplit(b []byte) (SplitSpec, error) {
+	var sp SplitSpec
+	if err := msgpack.Unmarshal(b, &sp); err != nil {
+		return SplitSpec{}, fmt.Errorf("shardmap: decode a split: %w", err)
+	}
+	return sp, nil
 }
 
 // Middle is the key that halves r, a range of a partitioned parent's

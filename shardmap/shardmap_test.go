@@ -17,6 +17,9 @@ func TestKeyOfRoutesByTheFirstNameOrTheHashOfAPartitionedParentsChild(t *testing
 		meta bool
 	}{
 		{path: "/", meta: true},
+		{path: "/zookeeper", meta: true},
+		{path: "/zookeeper/shards", meta: true},
+		{path: "/zookeepers", want: Key{"", "zookeepers"}},
 		{path: "/locks", meta: true},
 		{path: "/app/locks", meta: true},
 		{path: "/locks/orders-42", want: Key{"/locks", hash("orders-42")}},
@@ -111,6 +114,37 @@ func lockNames(t *testing.T) (low, high string) {
 	return low, high
 }
 
+func TestServesSaysWhetherAShardServesAPath(t *testing.T) {
+	m := sharded(t)
+	low, high := lockNames(t)
+	for _, tc := range []struct {
+		group      uint64
+		path       string
+		sequential bool
+		want       bool
+	}{
+		{0, "/", false, true},
+		{1, "/", false, false},
+		{0, "/zookeeper/config", false, true},
+		{2, "/zookeeper/quota/x", false, false},
+		{0, "/locks", false, true},
+		{0, "/app/x", false, true},
+		{1, "/app/x", false, false},
+		{1, "/queue/item-", true, true},
+		{0, "/locks/" + low + "/q-", true, true},
+		{2, "/locks/" + high + "/q-", true, true},
+		{0, "/locks/" + low, false, true},
+		{2, "/locks/" + low, false, false},
+		{0, "/locks/" + low, true, false}, // a sequential child of a partitioned parent
+		{2, "/locks/" + high, true, false},
+		{7, "/app", false, false}, // no such shard
+	} {
+		if got := m.Serves(tc.group, tc.path, tc.sequential); got != tc.want {
+			t.Errorf("Serves(%d, %s, sequential %v) = %v, want %v", tc.group, tc.path, tc.sequential, got, tc.want)
+		}
+	}
+}
+
 func TestChangesThatWouldLeaveAKeyWithNoShardOrTwoAreRefused(t *testing.T) {
 	m := sharded(t)
 	for _, tc := range []struct {
@@ -118,7 +152,8 @@ func TestChangesThatWouldLeaveAKeyWithNoShardOrTwoAreRefused(t *testing.T) {
 		do   func() (*Map, error)
 		want string
 	}{
-		{"partition /", func() (*Map, error) { return m.Partition("/") }, "cannot be partitioned"},
+		{"partition /", func() (*Map, error) { return m.Partition("/") }, "system node"},
+		{"partition a system node", func() (*Map, error) { return m.Partition("/zookeeper/quota") }, "system node"},
 		{"partition a relative path", func() (*Map, error) { return m.Partition("locks") }, "not absolute"},
 		{"partition again", func() (*Map, error) { return m.Partition("/locks") }, "partitioned already"},
 		{"partition below a partitioned parent", func() (*Map, error) { return m.Partition("/locks/a") }, "below /locks"},
@@ -129,6 +164,7 @@ func TestChangesThatWouldLeaveAKeyWithNoShardOrTwoAreRefused(t *testing.T) {
 			}
 			return n.Partition("/app")
 		}, "above /app/locks"},
+		{"partition a parent another shard serves", func() (*Map, error) { return m.Partition("/zoo") }, "served by shard 1"},
 		{"split into a group that exists", func() (*Map, error) { return m.Split(0, Key{Key: "b"}, 1) }, "exists"},
 		{"split into the meta group", func() (*Map, error) { return m.Split(1, Key{Key: "x"}, 0) }, "exists"},
 		{"split a group with no shard", func() (*Map, error) { return m.Split(9, Key{Key: "x"}, 10) }, "no shard"},

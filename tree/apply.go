@@ -18,7 +18,7 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 	t.quotaMade = false
 	t.exempt = txn.Cause.quotaExempt()
 	t.zxid = zxid
-	if err := clusterOwned(txn); err != nil {
+	if err := t.checkWrite(txn); err != nil {
 		return Result{Err: err}, t.events
 	}
 	var res Result
@@ -49,6 +49,8 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 		res.Stat, res.Err = t.setConfig(zxid, txn)
 	case TxnSetShardMap:
 		res.Stat, res.Err = t.setShardMap(zxid, txn)
+	case TxnSplit:
+		res.Stat, res.Err = t.splitShard(zxid, txn)
 	default:
 		res.Err = wire.Errorf(wire.CodeUnimplemented, "unknown txn type %d", int32(txn.Type))
 	}
@@ -434,7 +436,7 @@ func (t *Tree) multi(zxid int64, ops []Txn, ids []wire.Identity) ([]wire.OpResul
 		if len(op.Identities) > 0 {
 			ids = op.Identities // an op the server adds as itself: a break's lock-delay
 		}
-		err := clusterOwned(op)
+		err := t.checkWrite(op)
 		switch {
 		case err != nil:
 		case op.Type == wire.OpCreate:

@@ -228,6 +228,9 @@ func RestoreWith(r io.Reader, opts ...Option) (*Tree, Restored, error) {
 	// after its digest was checked, the same way on every replica.
 	t.addSystemNodes()
 	t.rebuildQuotas()
+	if err := t.loadShardMap(); err != nil {
+		return nil, Restored{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+	}
 	return t, Restored{Annex: annex, Znodes: held}, nil
 }
 

@@ -1,11 +1,6 @@
 package tree
 
-import (
-	"strings"
-
-	"github.com/arbor-coord/arbor/shardmap"
-	"github.com/arbor-coord/arbor/wire"
-)
+import "github.com/arbor-coord/arbor/wire"
 
 // ZooKeeper's system nodes, which every tree has from the start, in the
 // order they are made (parents first). As in ZooKeeper's DataTree
@@ -79,42 +74,4 @@ func (t *Tree) setConfig(zxid int64, txn *Txn) (wire.Stat, error) {
 	}
 	n = t.writeData(zxid, wire.ConfigPath, n, txn.Data, txn.Time)
 	return t.stat(n), nil
-}
-
-// setShardMap applies a TxnSetShardMap: /zookeeper/shards is made with
-// txn.Data, or its data becomes txn.Data, as a create or a setData by the
-// cluster would (the events fire, the Stat moves).
-func (t *Tree) setShardMap(zxid int64, txn *Txn) (wire.Stat, error) {
-	if _, err := shardmap.Decode(txn.Data); err != nil {
-		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
-	}
-	n := t.lookup(wire.ShardsPath)
-	switch {
-	case n == nil && txn.Version == -1:
-		cluster := []wire.Identity{{Scheme: SuperScheme, ID: "cluster"}}
-		_, stat, err := t.create(zxid, &Txn{Type: wire.OpCreate, Path: wire.ShardsPath, Data: txn.Data, ACL: wire.ReadACL, Time: txn.Time}, cluster)
-		return stat, err
-	case n == nil:
-		return wire.Stat{}, wire.ErrNoNode
-	case txn.Version != n.version:
-		return wire.Stat{}, wire.ErrBadVersion
-	}
-	if err := t.checkData(txn.Data); err != nil {
-		return wire.Stat{}, err
-	}
-	n = t.writeData(zxid, wire.ShardsPath, n, txn.Data, txn.Time)
-	return t.stat(n), nil
-}
-
-// clusterOwned refuses a client's write of /zookeeper/shards or of a path
-// below it: the partition map is the cluster's to write (TxnSetShardMap),
-// and a map its members could not read would strand every request.
-func clusterOwned(txn *Txn) error {
-	switch txn.Type {
-	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpSetACL:
-		if txn.Path == wire.ShardsPath || strings.HasPrefix(txn.Path, wire.ShardsPath+"/") {
-			return wire.Errorf(wire.CodeBadArguments, "%s is the cluster's partition map: change it with arbor shards", wire.ShardsPath)
-		}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/wire"
 )
 
@@ -126,6 +127,12 @@ type Tree struct {
 	events []Event
 	undo   []func() // set while a multi applies: how to roll back each step
 
+	// group is the raft group whose shard the tree is (WithGroup), and
+	// shards the partition map as the tree holds it (shards.go): nil
+	// while it holds none, when it serves every path.
+	group  uint64
+	shards *shardmap.Map
+
 	// views are the views not yet released (Freeze), and fresh the nodes
 	// made or copied since the last freeze, which no view has (view.go).
 	views []*View
@@ -137,6 +144,12 @@ type Option func(*Tree)
 
 // WithMaxDataSize sets the limit on a znode's data length.
 func WithMaxDataSize(n int) Option { return func(t *Tree) { t.maxData = n } }
+
+// WithGroup makes the tree the state of shard group's raft group
+// (docs/scale-out.md): once it holds a partition map, it takes the
+// writes of the paths the map says group serves, and refuses the others
+// with WrongShard. The default is the meta group, 0.
+func WithGroup(group uint64) Option { return func(t *Tree) { t.group = group } }
 
 // New returns a new tree: the root, "/", and ZooKeeper's system nodes
 // under it, /zookeeper, /zookeeper/quota and /zookeeper/config (see

@@ -30,6 +30,11 @@ const (
 	// is made (readable by anyone). Only this txn writes the node: a
 	// client's write of it, or below it, is refused, the superuser's too.
 	TxnSetShardMap wire.Op = -61
+	// TxnSplit splits the tree's shard (docs/scale-out.md): Data is an
+	// encoded shardmap.SplitSpec, whose keys from At on go to a new shard; the
+	// tree's map (/zookeeper/shards) says so from then on. The server
+	// seeds the new shard's group with the tree as the split left it.
+	TxnSplit wire.Op = -62
 )
 
 // Txn is one replicated change to the tree. The proposer decides every

@@ -48,6 +48,7 @@ const (
 	CodeNotCaughtUp        Code = -207 // the server has not yet applied what the client has seen
 	CodeLeaseExpired       Code = -208 // the lease ended (expired, closed, or its session ended), or never was
 	CodeHistoryCompacted   Code = -209 // the events after a watch's FromZxid are no longer all kept (Reply.OldestZxid says from where they are)
+	CodeWrongShard         Code = -210 // the shard that took a write does not serve its path (docs/scale-out.md): route it by the current partition map
 )
 
 // Error is an error with a protocol code. Two Errors match under errors.Is
@@ -108,6 +109,7 @@ var (
 	ErrNotCaughtUp             = newSentinel(CodeNotCaughtUp, "server is behind the client's last seen zxid")
 	ErrLeaseExpired            = newSentinel(CodeLeaseExpired, "lease expired")
 	ErrHistoryCompacted        = newSentinel(CodeHistoryCompacted, "the change history no longer goes back that far")
+	ErrWrongShard              = newSentinel(CodeWrongShard, "wrong shard")
 )
 
 var sentinels = map[Code]*Error{}
@@ -188,6 +190,7 @@ var codeNames = map[Code]string{
 	CodeNotCaughtUp:             "not_caught_up",
 	CodeLeaseExpired:            "lease_expired",
 	CodeHistoryCompacted:        "history_compacted",
+	CodeWrongShard:              "wrong_shard",
 }
 
 // Name returns a short stable name for c, such as "no_node", for metric

@@ -1,0 +1,149 @@
+package tree
+
+import (
+	"strings"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// A tree holds the partition map (docs/scale-out.md) as the data of
+// /zookeeper/shards: in the meta group (0) it is the cluster's map, which
+// TxnSetShardMap and the meta group's own splits write; in any other
+// shard's group it is the map as that shard last changed it (its split),
+// which no request reaches, as /zookeeper routes to the meta group. Either
+// way the tree takes a client's write only for a path its map says its
+// group serves, and refuses the others with WrongShard, the same on every
+// replica: a write routed by a stale map never applies in the wrong shard.
+
+// setShardMap applies a TxnSetShardMap: /zookeeper/shards is made with
+// txn.Data, or its data becomes txn.Data, as a create or a setData by the
+// cluster would (the events fire, the Stat moves).
+func (t *Tree) setShardMap(zxid int64, txn *Txn) (wire.Stat, error) {
+	m, err := shardmap.Decode(txn.Data)
+	if err != nil {
+		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
+	}
+	n := t.lookup(wire.ShardsPath)
+	switch {
+	case n == nil && txn.Version != -1:
+		return wire.Stat{}, wire.ErrNoNode
+	case n != nil && txn.Version != n.version:
+		return wire.Stat{}, wire.ErrBadVersion
+	}
+	return t.writeShardMap(zxid, m, txn.Data, txn.Time)
+}
+
+// splitShard applies a TxnSplit: the tree's group, which must be the
+// split's (a shardmap.SplitSpec in txn.Data), hands the keys from its At
+// on, in the range that holds them, to the new group Into
+// (shardmap.Map.Split), and the tree's map says so. Nothing else changes here: the server seeds the
+// new group's replicas with this tree as of the split (raftnode's
+// SeedGroup), and each side then serves only its own keys.
+func (t *Tree) splitShard(zxid int64, txn *Txn) (wire.Stat, error) {
+	sp, err := shardmap.DecodeSplit(txn.Data)
+	if err != nil {
+		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
+	}
+	if sp.Group != t.group {
+		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "a split of shard %d proposed to shard %d", sp.Group, t.group)
+	}
+	cur := t.shardMap()
+	if s := cur.Group(t.group); s == nil || !s.Holds(sp.At) {
+		return wire.Stat{}, wire.Errorf(wire.CodeWrongShard, "shard %d does not hold %s", t.group, sp.At)
+	}
+	next, err := cur.Split(sp.Group, sp.At, sp.Into)
+	if err != nil {
+		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
+	}
+	next.Version = 0 // the node's mzxid says it
+	data, err := next.Encode()
+	if err != nil {
+		return wire.Stat{}, err
+	}
+	return t.writeShardMap(zxid, next, data, txn.Time)
+}
+
+// writeShardMap makes m, encoded as data, the tree's map: the data of
+// /zookeeper/shards, made if missing (readable by anyone).
+func (t *Tree) writeShardMap(zxid int64, m *shardmap.Map, data []byte, time int64) (wire.Stat, error) {
+	if err := t.checkData(data); err != nil {
+		return wire.Stat{}, err
+	}
+	n := t.lookup(wire.ShardsPath)
+	var stat wire.Stat
+	if n == nil {
+		cluster := []wire.Identity{{Scheme: SuperScheme, ID: "cluster"}}
+		var err error
+		if _, stat, err = t.create(zxid, &Txn{Type: wire.OpCreate, Path: wire.ShardsPath, Data: data, ACL: wire.ReadACL, Time: time}, cluster); err != nil {
+			return wire.Stat{}, err
+		}
+	} else {
+		stat = t.stat(t.writeData(zxid, wire.ShardsPath, n, data, time))
+	}
+	t.shards = m
+	return stat, nil
+}
+
+// shardMap is the tree's map: the map of a cluster never sharded while it
+// holds none.
+func (t *Tree) shardMap() *shardmap.Map {
+	if t.shards == nil {
+		return shardmap.New()
+	}
+	return t.shards
+}
+
+// loadShardMap reads the tree's map from its node, after a restore.
+func (t *Tree) loadShardMap() error {
+	t.shards = nil
+	n := t.lookup(wire.ShardsPath)
+	if n == nil {
+		return nil
+	}
+	m, err := shardmap.Decode(n.data)
+	if err != nil {
+		return err
+	}
+	t.shards = m
+	return nil
+}
+
+// ShardMap is the partition map the tree holds, and whether it holds one
+// (a cluster never sharded does not). The caller must not change it.
+func (t *Tree) ShardMap() (*shardmap.Map, bool) { return t.shards, t.shards != nil }
+
+// Serves reports whether the tree's group serves path (with sequential,
+// a sequential create's prefix) by the map it holds: every path while it
+// holds none.
+func (t *Tree) Serves(path string, sequential bool) bool {
+	return t.shards == nil || t.shards.Serves(t.group, path, sequential)
+}
+
+// checkWrite refuses a client's write that this tree must not take: one
+// of /zookeeper/shards or below it (BadArguments: the partition map is the
+// cluster's to write, and a map its members could not read would strand
+// every request), a sequential create directly under a partitioned parent
+// (BadArguments), and one of a path its group does not serve
+// (WrongShard).
+func (t *Tree) checkWrite(txn *Txn) error {
+	switch txn.Type {
+	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpSetACL, wire.OpCheck:
+	default:
+		return nil
+	}
+	if txn.Type != wire.OpCheck && (txn.Path == wire.ShardsPath || strings.HasPrefix(txn.Path, wire.ShardsPath+"/")) {
+		return wire.Errorf(wire.CodeBadArguments, "%s is the cluster's partition map: change it with arbor shards", wire.ShardsPath)
+	}
+	sequential := txn.Type == wire.OpCreate && txn.Mode.IsSequential()
+	if wire.ValidatePath(txn.Path, sequential) != nil {
+		return nil // the op refuses it, as it would on any tree
+	}
+	if parent, _ := splitPath(txn.Path); sequential && t.shards != nil && t.shards.IsPartitioned(parent) {
+		return wire.Errorf(wire.CodeBadArguments, "%s is partitioned: the name of a sequential node, and so its shard, is known only once it is made; make the sequential nodes one level down", parent)
+	}
+	if !t.Serves(txn.Path, sequential) {
+		return wire.Errorf(wire.CodeWrongShard, "shard %d does not serve %s", t.group, txn.Path)
+	}
+	return nil
+}

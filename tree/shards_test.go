@@ -1,0 +1,111 @@
+package tree_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+func splitTxn(t *testing.T, group uint64, at shardmap.Key, into uint64) tree.Txn {
+	t.Helper()
+	b, err := shardmap.SplitSpec{Group: group, At: at, Into: into}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree.Txn{Type: tree.TxnSplit, Data: b}
+}
+
+// TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers splits the
+// meta group's tree at "m" (group 1 takes the names from "m" on), seeds
+// group 1's tree from it as a split's replicas are, and splits group 1 in
+// turn: each tree then takes only the writes of its own keys, in a multi
+// too, on every replica alike, and after a restore.
+func TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers(t *testing.T) {
+	f := newFixture(t)
+	f.create("/app", "")
+	f.create("/zoo", "")
+	if !f.tr.Serves("/zoo", false) {
+		t.Fatal("a tree never sharded refuses /zoo")
+	}
+	m, err := shardmap.New().Partition("/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.Encode()
+	f.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
+	f.create("/locks", "")
+	f.create("/locks/a", "")
+	f.mustFail(tree.Txn{Type: wire.OpCreate, Path: "/locks/q-", Mode: wire.ModePersistentSequential}, wire.ErrBadArguments)
+	f.must(tree.Txn{Type: wire.OpCreate, Path: "/locks/a/q-", Mode: wire.ModePersistentSequential})
+
+	f.mustFail(splitTxn(t, 1, shardmap.Key{Key: "m"}, 1), wire.ErrBadArguments) // a split of another group
+	f.mustFail(splitTxn(t, 0, shardmap.Key{Key: "m"}, 0), wire.ErrBadArguments) // into a group that exists
+	res, events := f.apply(splitTxn(t, 0, shardmap.Key{Key: "m"}, 1))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	checkEvents(t, events, changed(wire.ShardsPath))
+	f.mustFail(splitTxn(t, 0, shardmap.Key{Key: "x"}, 2), wire.ErrWrongShard) // keys it no longer holds
+
+	// The meta group's tree takes /app, /, the system nodes and /locks,
+	// and refuses /zoo, in a multi too.
+	f.create("/app/x", "")
+	f.must(setTxn("/", "root", -1))
+	f.mustFail(createTxn("/zoo/x", "", wire.ModePersistent), wire.ErrWrongShard)
+	f.mustFail(setTxn("/zoo", "x", -1), wire.ErrWrongShard)
+	f.mustFail(deleteTxn("/zoo", -1), wire.ErrWrongShard)
+	f.mustFail(checkTxn("/zoo", -1), wire.ErrWrongShard)
+	res = f.mustFail(multiTxn(createTxn("/app/y", "", wire.ModePersistent), setTxn("/zoo", "x", -1)), wire.ErrWrongShard)
+	if res.Multi[1].Err != wire.CodeWrongShard {
+		t.Errorf("the multi's refused op: %v", res.Multi[1].Err)
+	}
+
+	// Group 1's replicas start from the tree as the split left it.
+	var snap bytes.Buffer
+	if err := f.tr.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	one, err := tree.Restore(bytes.NewReader(snap.Bytes()), tree.WithGroup(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := &fixture{t: t, tr: one, zxid: f.zxid}
+	g1.create("/zoo/x", "")
+	g1.create("/m", "")
+	for _, txn := range []tree.Txn{createTxn("/app/z", "", wire.ModePersistent), setTxn("/", "x", -1),
+		setTxn(wire.ConfigPath, "x", -1), createTxn("/locks/b", "", wire.ModePersistent)} {
+		g1.mustFail(txn, wire.ErrWrongShard)
+	}
+	g1.must(splitTxn(t, 1, shardmap.Key{Key: "t"}, 2))
+	g1.mustFail(createTxn("/zoo/y", "", wire.ModePersistent), wire.ErrWrongShard)
+	g1.create("/p", "")
+
+	// A restore keeps what the tree serves.
+	snap.Reset()
+	if err := g1.tr.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	again, err := tree.Restore(bytes.NewReader(snap.Bytes()), tree.WithGroup(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{"/p": true, "/zoo": false, "/app": false, "/": false} {
+		if got := again.Serves(path, false); got != want {
+			t.Errorf("group 1 after a restore: Serves(%s) = %v, want %v", path, got, want)
+		}
+	}
+	if m, ok := again.ShardMap(); !ok || m.Group(2) == nil || m.Group(1).Epoch.Range != 3 {
+		t.Errorf("group 1's map after its split and a restore: %+v", m)
+	}
+	if _, ok := f.tr.ShardMap(); !ok {
+		t.Error("the meta group's tree holds no map after its split")
+	}
+	if data, _, err := f.tr.Get(wire.ShardsPath); err != nil {
+		t.Error(err)
+	} else if m, err := shardmap.Decode(data); err != nil || m.Group(1) == nil || m.Group(2) != nil {
+		t.Errorf("the meta group's map node: %+v, %v; want shards 0 and 1", m, err)
+	}
+}
