@@ -104,6 +104,7 @@ type groupsTransport interface {
 type groupOptions struct {
 	prefer  map[uint64]uint64 // each group's preferred leader
 	quiesce bool
+	join    bool // wait for the leader instead of bootstrapping
 }
 
 // startGroupMember starts member id's groups on the store in dir, over tr.
@@ -124,7 +125,7 @@ func startGroupMember(t *testing.T, id uint64, dir string, tr groupsTransport, a
 	m := &groupMember{id: id, dir: dir, store: store, tr: tr, nodes: map[uint64]*Node{}, states: map[uint64]*setMachine{}}
 	for _, g := range groups {
 		m.states[g] = &setMachine{set: map[string]bool{}}
-		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), PreferredLeader: opts.prefer[g], Quiesce: opts.quiesce,
+		n, err := Start(Config{ID: id, Peers: addrs, Store: store, Group: g, Transport: tr.Group(g), PreferredLeader: opts.prefer[g], Quiesce: opts.quiesce, Join: opts.join,
 			TickInterval: 10 * time.Millisecond, Logger: log.Named(fmt.Sprint("g", g))}, m.states[g])
 		if err != nil {
 			t.Fatal(err)
@@ -415,10 +416,11 @@ func TestAGroupsBusyNodeHoldsUpNoOtherGroupsMessages(t *testing.T) {
 }
 
 // TestASeededGroupStartsFromItsSnapshotAndGoesOnFromItsIndex seeds group
-// 7 on three members' stores with the same state at index 100, as a split
-// would: its nodes start with that state, elect a leader, and append after
-// index 100; a member restarted catches up; a group that holds a log is
-// not seeded again.
+// 7 on two of three members' stores with the same state at index 100, as
+// a split would: their nodes start with that state, elect a leader, and
+// append after index 100; the third member, which missed the seed, joins
+// and gets the state from the leader; a member restarted catches up; a
+// group that holds a log is not seeded again.
 func TestASeededGroupStartsFromItsSnapshotAndGoesOnFromItsIndex(t *testing.T) {
 	t.Parallel()
 	const group, at = 7, 100
@@ -438,17 +440,18 @@ func TestASeededGroupStartsFromItsSnapshotAndGoesOnFromItsIndex(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		trs[id] = listen(t, id, "127.0.0.1:0")
 		addrs[id], dirs[id] = trs[id].Addr().String(), t.TempDir()
+	}
+	members := map[uint64]*groupMember{}
+	for id := uint64(1); id <= 2; id++ {
 		if err := seed(dirs[id]); err != nil {
 			t.Fatal(err)
 		}
-	}
-	members := map[uint64]*groupMember{}
-	for id := uint64(1); id <= 3; id++ {
 		members[id] = startGroupMember(t, id, dirs[id], trs[id], addrs, []uint64{group}, groupOptions{})
 		if want := map[string]bool{"a": true, "b": true, "c": true}; !members[id].states[group].equals(want) {
 			t.Fatalf("member %d starts with %v, want the seeded %v", id, members[id].states[group], want)
 		}
 	}
+	members[3] = startGroupMember(t, 3, dirs[3], trs[3], addrs, []uint64{group}, groupOptions{join: true})
 	defer func() {
 		for _, m := range members {
 			m.stop(t)

@@ -591,6 +591,11 @@ func (n *Node) Term() uint64 { return n.term.Load() }
 // ID is this member's id.
 func (n *Node) ID() uint64 { return n.cfg.ID }
 
+// Store is the store the node's group keeps its log in: the one it opened
+// in Config.Dir, or Config.Store. The member's other groups share it
+// (docs/scale-out.md); it closes with the node that opened it.
+func (n *Node) Store() *Store { return n.storage.store }
+
 // Step hands the node a message from another member.
 func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
 	select {

@@ -308,6 +308,9 @@ func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data 
 	})
 }
 
+// ErrGroupHoldsLog refuses to seed a group a store holds a log of.
+var ErrGroupHoldsLog = errors.New("raftnode: the group holds a log already")
+
 // SeedGroup makes group g of the store, of which it must hold nothing yet,
 // begin from a state machine's snapshot taken at index, which write
 // writes, with voters as its members: the group's log starts after index,
@@ -330,7 +333,7 @@ func (st *Store) SeedGroup(g, index uint64, voters []uint64, write func(io.Write
 	}
 	defer s.Close()
 	if !s.IsEmpty() || s.snapshotIndex() > 0 {
-		return fmt.Errorf("raftnode: group %d of raft store %s holds a log already", g, st.dir)
+		return fmt.Errorf("group %d of raft store %s: %w", g, st.dir, ErrGroupHoldsLog)
 	}
 	return s.seed(index, sorted(voters), nil, write)
 }

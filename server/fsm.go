@@ -9,6 +9,7 @@ import (
 
 	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/session"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
@@ -45,6 +46,12 @@ type fsm struct {
 	// nodeChanged wakes what waits on the nodes an applied txn changed
 	// (the server's nodeWatch).
 	nodeChanged func(events []tree.Event)
+	// onSplit is told, on the apply goroutine and outside mu, of each
+	// split the fsm applied, at index, with a writer of the state as the
+	// split left it (Snapshot's): the new group's seed (groups.go).
+	onSplit func(sp shardmap.SplitSpec, index uint64, write func(io.Writer) error)
+
+	group uint64 // the raft group whose state the fsm is (tree.WithGroup)
 
 	mu    sync.RWMutex
 	tree  *tree.Tree   // mu guards tree, locks and zxid
@@ -52,12 +59,12 @@ type fsm struct {
 	zxid  int64        // the index of the last txn applied
 }
 
-func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData, historyLimit int) *fsm {
+func newFSM(log *zap.Logger, watches *watchRegistry, sessions *session.Table, maxData, historyLimit int, group uint64) *fsm {
 	x := locks.New()
 	x.SetHistoryLimit(historyLimit)
 	return &fsm{
-		log: log, watches: watches, sessions: sessions, maxData: maxData, historyLimit: historyLimit,
-		tree: tree.New(tree.WithMaxDataSize(maxData)), locks: x,
+		log: log, watches: watches, sessions: sessions, maxData: maxData, historyLimit: historyLimit, group: group,
+		tree: tree.New(tree.WithMaxDataSize(maxData), tree.WithGroup(group)), locks: x,
 	}
 }
 
@@ -97,6 +104,10 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.nodeChanged(events)
 	}
 
+	if txn.Type == tree.TxnSplit && res.Err == nil && f.onSplit != nil {
+		f.split(&txn, index)
+	}
+
 	switch {
 	case txn.Type == tree.TxnRenewLease:
 		f.leaseKept(txn.Session, &res, due[0], txn.Time)
@@ -124,6 +135,22 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		}
 	}
 	return &res
+}
+
+// split hands onSplit the split txn applied at index, with a writer of
+// the state as it left it. A split the tree took decodes.
+func (f *fsm) split(txn *tree.Txn, index uint64) {
+	sp, err := shardmap.DecodeSplit(txn.Data)
+	if err != nil {
+		f.log.Error("a split the tree took does not decode", zap.Uint64("index", index), zap.Error(err))
+		return
+	}
+	write, err := f.Snapshot()
+	if err != nil {
+		f.log.Error("cannot take the state a split left, to seed its new group; it catches up from the others", zap.Uint64("group", sp.Into), zap.Error(err))
+		return
+	}
+	f.onSplit(sp, index, write)
 }
 
 // renewalsOf returns the lease renewals of txn: itself, or a batch's.
@@ -187,7 +214,7 @@ func (f *fsm) Snapshot() (write func(io.Writer) error, err error) {
 // follower that fell behind the leader's log) then calls onRestore: the
 // connections' watches and sessions were made against the old tree.
 func (f *fsm) Restore(r io.Reader, index uint64) error {
-	t, snap, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData))
+	t, snap, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData), tree.WithGroup(f.group))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/session"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
@@ -50,6 +51,7 @@ type Server struct {
 	rates       rates      // the overview's recent rates
 	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
 	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
+	groups      groups     // the shards' raft groups besides the meta group (groups.go)
 	renewals    *renewals  // lease renewals gathered into batches (renewals.go)
 
 	// saslUsers are Config.ZKSASLUsers' users, user to password; nil: no
@@ -126,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		stopc:     make(chan struct{}),
 		started:   time.Now(),
 		saslUsers: saslUsers,
+		groups:    groups{running: map[uint64]*group{}, wake: make(chan struct{}, 1)},
 	}
 	s.watches = newWatchRegistry(s.notify)
 	s.watches.send = func(c *conn, rep *wire.Reply) {
@@ -133,9 +136,10 @@ func New(cfg Config) (*Server, error) {
 		s.metrics.notifications.Inc()
 	}
 	s.watches.maxPerConn = cfg.MaxWatches
-	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory)
+	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory, shardmap.MetaGroup)
 	s.watches.holds = func(dir, name string) bool { return s.fsm.locks.Holds(dir, name) } // under the fsm's write lock
 	s.fsm.onClose = s.sessionClosed
+	s.fsm.onSplit = s.onSplit
 	s.fsm.onRestore = func() {
 		s.dropAllConns(wire.CodeConnectionLoss)
 		s.lockWatch.changed(nil)
@@ -216,7 +220,8 @@ func New(cfg Config) (*Server, error) {
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
 	s.memory.node = s.node
-	s.wg.Add(5)
+	s.wg.Add(6)
+	go s.runGroups()
 	go s.acceptLoop(s.ln, newArborCodec)
 	go s.sampleRates()
 	go s.expiryLoop()
@@ -320,6 +325,8 @@ func checkObservers(cfg *Config) error {
 type peerTransport interface {
 	raftnode.Transport
 	Attach(n *raftnode.Node, touch func(ids []int64))
+	Group(g uint64) raftnode.Transport
+	AttachGroup(g uint64, n *raftnode.Node)
 	SendTouches(to uint64, ids []int64)
 	TouchesUnanswered(to uint64) time.Duration
 	Probe(to uint64)
@@ -414,7 +421,7 @@ func (s *Server) Close() error {
 		s.wg.Wait()
 		s.backups.closeAll()
 		s.handOverLeadership()
-		err = s.node.Stop()
+		err = errors.Join(s.stopGroups(), s.node.Stop())
 		if s.transport != nil {
 			s.transport.Close()
 		}

@@ -274,11 +274,13 @@ func (m *Map) Split(group uint64, at Key, next uint64) (*Map, error) {
 
 // SplitSpec is a split as a shard's txn carries it: the keys of shard
 // Group from At on, in the range that holds At, go to the new shard Into
-// (Map.Split).
+// (Map.Split), whose group starts with Voters, decided by the proposer so
+// that every replica seeds the new group alike.
 type SplitSpec struct {
-	Group uint64 `msgpack:"group"`
-	At    Key    `msgpack:"at"`
-	Into  uint64 `msgpack:"into"`
+	Group  uint64   `msgpack:"group"`
+	At     Key      `msgpack:"at"`
+	Into   uint64   `msgpack:"into"`
+	Voters []uint64 `msgpack:"voters"`
 }
 
 // Encode is sp's bytes.

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/session"
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// The raft groups of a sharded cluster other than the meta group
+// (docs/scale-out.md): every member carries every shard, so a member runs
+// one group per shard of the map, each with its own fsm, over the store
+// and the peer transport of the meta group's node. A group starts when the
+// map names it: at the member's start, for the shards it had; when a split
+// applies, once the member has seeded the new group with the state the
+// split left (raftnode's SeedGroup), the same on every replica. A member
+// that missed the seed (it was down, or the seed failed) starts the group
+// empty, as a member that joins, and the group's leader sends it a
+// snapshot.
+
+// group is one of them.
+type group struct {
+	id   uint64
+	node *raftnode.Node
+	fsm  *fsm
+}
+
+// groups are a member's running groups besides the meta group, and the
+// seeds of the splits applied and not yet started.
+type groups struct {
+	mu      sync.Mutex
+	running map[uint64]*group // mu guards running and seeds
+	seeds   []seed
+	wake    chan struct{} // a seed waits
+}
+
+// seed is a new group to seed and start: a split applied at index.
+type seed struct {
+	split shardmap.SplitSpec
+	index uint64
+	write func(io.Writer) error
+}
+
+// onSplit takes a split the meta group or a shard applied (fsm.onSplit),
+// for runGroups. It runs on that group's apply goroutine, which must not
+// wait on the member's other groups.
+func (s *Server) onSplit(sp shardmap.SplitSpec, index uint64, write func(io.Writer) error) {
+	s.groups.mu.Lock()
+	s.groups.seeds = append(s.groups.seeds, seed{sp, index, write})
+	s.groups.mu.Unlock()
+	select {
+	case s.groups.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runGroups starts the groups of the map the member has, then seeds and
+// starts the groups of the splits applied, until the server stops.
+func (s *Server) runGroups() {
+	defer s.wg.Done()
+	if m, _, err := s.ShardMap(); err != nil {
+		s.log.Error("cannot read the partition map; the member runs no shard's group", zap.Error(err))
+	} else {
+		for _, sh := range m.Shards {
+			if sh.Group != shardmap.MetaGroup {
+				s.startGroup(sh.Group)
+			}
+		}
+	}
+	for {
+		s.groups.mu.Lock()
+		seeds := s.groups.seeds
+		s.groups.seeds = nil
+		s.groups.mu.Unlock()
+		for _, sd := range seeds {
+			s.seedGroup(sd)
+		}
+		select {
+		case <-s.stopc:
+			return
+		case <-s.groups.wake:
+		}
+	}
+}
+
+// seedGroup seeds the group of a split with the state the split left, if
+// the member holds nothing of it yet, and starts it.
+func (s *Server) seedGroup(sd seed) {
+	g := sd.split.Into
+	if s.group(g) != nil {
+		// A split applied again as the log replays after a restart: the
+		// group was seeded then, and runs from its store.
+		_ = sd.write(failingWriter{})
+		return
+	}
+	err := s.node.Store().SeedGroup(g, sd.index, sd.split.Voters, sd.write)
+	switch {
+	case err == nil:
+		s.log.Info("seeded a new shard's group from the split", zap.Uint64("group", g), zap.Uint64("from", sd.split.Group), zap.Uint64("index", sd.index))
+	case errors.Is(err, raftnode.ErrGroupHoldsLog):
+		// A split applied again after a restart: seeded then.
+		_ = sd.write(failingWriter{})
+	default:
+		_ = sd.write(failingWriter{})
+		s.log.Error("cannot seed a new shard's group; it catches up from the others", zap.Uint64("group", g), zap.Error(err))
+	}
+	s.startGroup(g)
+}
+
+// failingWriter is given to a snapshot writer that is not needed after
+// all, so that it lets go of what it holds.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("not needed") }
+
+// startGroup starts group g on this member, over the meta group's store
+// and transport, if it does not run yet. It joins its group: a group the
+// member has not been seeded with waits for its leader's snapshot.
+func (s *Server) startGroup(g uint64) {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	if s.groups.running[g] != nil {
+		return
+	}
+	cfg := &s.cfg
+	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
+	f.onSplit = s.onSplit
+	rc := raftnode.Config{
+		ID: cfg.ID, Store: s.node.Store(), Group: g, Join: true,
+		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
+		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, SnapshotBytes: cfg.SnapshotBytes,
+		ResendWindow: cfg.RequestTimeout + 2*time.Second,
+		Logger:       s.log.Named(fmt.Sprint("raft.g", g)),
+		Quiesce:      true,
+	}
+	s.memory.raftConfig(&rc)
+	if s.transport != nil {
+		rc.Peers, rc.Transport = cfg.Peers, s.transport.Group(g)
+		rc.PreferredLeader = spreadLeader(g, s.node.Members())
+	}
+	n, err := raftnode.Start(rc, f)
+	if err != nil {
+		s.log.Error("cannot start a shard's group", zap.Uint64("group", g), zap.Error(err))
+		return
+	}
+	if s.transport != nil {
+		s.transport.AttachGroup(g, n)
+	}
+	s.groups.running[g] = &group{id: g, node: n, fsm: f}
+	s.log.Info("started a shard's group", zap.Uint64("group", g), zap.Uint64("applied", n.Applied()))
+}
+
+// spreadLeader is the member group g's leadership goes to: the voters
+// take the groups in turn, so that each member leads about as many.
+func spreadLeader(g uint64, members []raftnode.Member) uint64 {
+	var voters []uint64
+	for _, m := range members {
+		if !m.Learner {
+			voters = append(voters, m.ID)
+		}
+	}
+	if len(voters) == 0 {
+		return 0
+	}
+	slices.Sort(voters)
+	return voters[g%uint64(len(voters))]
+}
+
+// stopGroups stops the member's groups besides the meta group, before the
+// meta group's node, whose store they use.
+func (s *Server) stopGroups() error {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	var errs []error
+	for g, gr := range s.groups.running {
+		if s.transport != nil {
+			s.transport.AttachGroup(g, nil)
+		}
+		errs = append(errs, gr.node.Stop())
+		delete(s.groups.running, g)
+	}
+	return errors.Join(errs...)
+}
+
+// group is the running group g: the meta group's for 0, nil if the member
+// does not run it.
+func (s *Server) group(g uint64) *group {
+	if g == shardmap.MetaGroup {
+		return &group{node: s.node, fsm: s.fsm}
+	}
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	return s.groups.running[g]
+}
+
+// splitMeta splits the meta group's keys from at on into a new shard,
+// whose group is the lowest id the map has not used: one txn of the meta
+// group, whose tree's map is the cluster's, so that the map and the split
+// change together. Every member seeds and starts the new group as it
+// applies the split.
+func (s *Server) splitMeta(ctx context.Context, at shardmap.Key) (uint64, error) {
+	if err := s.everyMemberKnows(featureShardMap); err != nil {
+		return 0, err
+	}
+	m, _, err := s.ShardMap()
+	if err != nil {
+		return 0, err
+	}
+	into := m.Shards[len(m.Shards)-1].Group + 1
+	var voters []uint64
+	for _, mem := range s.node.Members() {
+		if !mem.Learner {
+			voters = append(voters, mem.ID)
+		}
+	}
+	data, err := shardmap.SplitSpec{Group: shardmap.MetaGroup, At: at, Into: into, Voters: voters}.Encode()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.write(ctx, &tree.Txn{Type: tree.TxnSplit, Data: data, Time: time.Now().UnixMilli()}); err != nil {
+		return 0, err
+	}
+	return into, nil
+}
+
+// membersFixed refuses a membership change while the map has shards
+// besides the meta group: a shard's group keeps the voters its split gave
+// it, and changing every group's membership with the meta group's is not
+// built yet (docs/scale-out.md, "Known limits found while building").
+func (s *Server) membersFixed() error {
+	m, _, err := s.ShardMap()
+	if err != nil {
+		return err
+	}
+	if len(m.Shards) > 1 {
+		return wire.Errorf(wire.CodeBadArguments, "the cluster has %d shards: a membership change of a sharded cluster is not supported yet", len(m.Shards))
+	}
+	return nil
+}

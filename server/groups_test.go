@@ -1,0 +1,112 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+)
+
+// startTrio runs three members over TCP on loopback, in dirs, and waits
+// until they agree on a leader and have heard each other's cards.
+func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[uint64]string) {
+	t.Helper()
+	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
+	members := map[uint64]*Server{}
+	for id := uint64(1); id <= 3; id++ {
+		members[id] = startServer(t, dirs[id], func(c *Config) {
+			c.ID, c.Peers, c.HTTP = id, peers, "-"
+			c.TickInterval = 20 * time.Millisecond
+		})
+	}
+	waitUntil(t, "a leader every member knows, and every member's card", func() bool {
+		for _, s := range members {
+			if s.node.Leader() == 0 || s.node.Leader() != members[1].node.Leader() || s.everyMemberKnows(featureShardMap) != nil {
+				return false
+			}
+		}
+		return true
+	})
+	return members, peers
+}
+
+// waitUntil polls ok for up to 30 s.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember splits the
+// meta group of three members at "m": every member seeds and starts group
+// 1 from the state the split left, the group elects its spread leader and
+// takes writes of its keys, the meta group refuses them, membership
+// changes are refused, and a member restarted runs the group again from
+// its store.
+func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) {
+	t.Parallel()
+	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	members, _ := startTrio(t, dirs)
+	c := authedSession(t, members[2])
+	c.must(wire.Request{Op: wire.OpCreate, Path: "/app", Data: []byte("in the meta group")})
+	c.must(wire.Request{Op: wire.OpCreate, Path: "/zoo", Data: []byte("moves")})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	into, err := members[1].splitMeta(ctx, shardmap.Key{Key: "m"})
+	if err != nil || into != 1 {
+		t.Fatalf("split: group %d, %v", into, err)
+	}
+	for id, s := range members {
+		waitUntil(t, "group 1 on every member, led by member 2 (its spread leader)", func() bool {
+			g := s.group(1)
+			return g != nil && g.node.Leader() == 2
+		})
+		var data []byte
+		s.group(1).fsm.read(func(t *tree.Tree) { data, _, _ = t.Get("/zoo") })
+		if string(data) != "moves" {
+			t.Errorf("member %d's group 1 starts with /zoo = %q", id, data)
+		}
+		if m, _, err := s.ShardMap(); err != nil || m.Group(1) == nil || !m.Serves(1, "/zoo", false) {
+			t.Errorf("member %d's map after the split: %+v, %v", id, m, err)
+		}
+	}
+	if r := c.answer(wire.Request{Op: wire.OpCreate, Path: "/zoo/x"}); r.Err != wire.CodeWrongShard {
+		t.Errorf("a create of /zoo/x in the meta group: %s, want WrongShard", r.Err)
+	}
+	c.must(wire.Request{Op: wire.OpCreate, Path: "/app/x"})
+	if r := c.answer(wire.Request{Op: wire.OpMemberAdd, Member: wire.Member{ID: 4, Addr: "127.0.0.1:1", Learner: true}}); r.Err != wire.CodeBadArguments {
+		t.Errorf("a member added to a sharded cluster: %s, want BadArguments", r.Err)
+	}
+
+	txn := tree.Txn{Type: wire.OpCreate, Path: "/zoo/x", Data: []byte("in group 1"), Time: time.Now().UnixMilli()}
+	o := members[3].group(1).node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx)
+	if o.Err != nil || o.Result.(*tree.Result).Err != nil {
+		t.Fatalf("a create of /zoo/x in group 1: %v %+v", o.Err, o.Result)
+	}
+	txn = tree.Txn{Type: wire.OpCreate, Path: "/app/y", Time: time.Now().UnixMilli()}
+	o = members[3].group(1).node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx)
+	if o.Err != nil || !errors.Is(o.Result.(*tree.Result).Err, wire.ErrWrongShard) {
+		t.Errorf("a create of /app/y in group 1: %v %+v, want WrongShard", o.Err, o.Result)
+	}
+
+	members[3].Close()
+	members[3] = startServer(t, dirs[3], func(cfg *Config) { *cfg = members[3].cfg; cfg.DataDir = dirs[3] })
+	waitUntil(t, "group 1 back on member 3 with the write", func() bool {
+		g := members[3].group(1)
+		if g == nil {
+			return false
+		}
+		var data []byte
+		g.fsm.read(func(t *tree.Tree) { data, _, _ = t.Get("/zoo/x") })
+		return bytes.Equal(data, []byte("in group 1"))
+	})
+}
