@@ -21,3 +21,23 @@ func (c *conn) readBatch(t *tree.Tree, reads []wire.Request) []wire.Reply {
 	}
 	return replies
 }
+
+// readRoutedBatch answers a batch of reads on a sharded cluster: each
+// read from its own shard, under that shard's read lock. The batch is not
+// one view across shards, as no read across shards is.
+func (c *conn) readRoutedBatch(reads []wire.Request) []wire.Reply {
+	replies := make([]wire.Reply, len(reads))
+	for i := range reads {
+		if err := c.checkPaths(&reads[i]); err != nil {
+			replies[i].Err = wire.CodeOf(err)
+			continue
+		}
+		g, err := c.srv.groupFor(&reads[i])
+		if err != nil {
+			replies[i].Err = wire.CodeOf(err)
+			continue
+		}
+		g.fsm.read(func(t *tree.Tree) { c.srv.read(t, c, &reads[i], &replies[i]) })
+	}
+	return replies
+}

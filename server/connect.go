@@ -134,13 +134,16 @@ func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectRespons
 // highest zxid the client has seen. A member behind it waits a little for
 // its log to catch up; if it does not, the client is sent elsewhere.
 func (c *conn) caughtUp(lastZxidSeen int64) bool {
-	if lastZxidSeen <= c.srv.fsm.lastZxid() {
+	if lastZxidSeen <= c.srv.maxZxid() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 	err := c.srv.node.WaitApplied(ctx, uint64(lastZxidSeen))
 	cancel()
-	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid()
+	// On a sharded cluster the zxid may be another shard's, which the
+	// meta group never reaches: the member's largest over its shards
+	// must (docs/scale-out.md, "Zxids across shards").
+	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid() || lastZxidSeen <= c.srv.maxZxid()
 }
 
 func (c *conn) reattach(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {

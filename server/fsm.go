@@ -46,6 +46,9 @@ type fsm struct {
 	// nodeChanged wakes what waits on the nodes an applied txn changed
 	// (the server's nodeWatch).
 	nodeChanged func(events []tree.Event)
+	// onMapChanged is told, outside mu, that the tree's partition map
+	// changed (the meta group's routes the requests).
+	onMapChanged func()
 	// onSplit is told, on the apply goroutine and outside mu, of each
 	// split the fsm applied, at index, with a writer of the state as the
 	// split left it (Snapshot's): the new group's seed (groups.go).
@@ -104,6 +107,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.nodeChanged(events)
 	}
 
+	if (txn.Type == tree.TxnSplit || txn.Type == tree.TxnSetShardMap) && res.Err == nil && f.onMapChanged != nil {
+		f.onMapChanged()
+	}
 	if txn.Type == tree.TxnSplit && res.Err == nil && f.onSplit != nil {
 		f.split(&txn, index)
 	}

@@ -42,6 +42,7 @@ type groups struct {
 	running map[uint64]*group // mu guards running and seeds
 	seeds   []seed
 	wake    chan struct{} // a seed waits
+	sweep   chan struct{} // the meta group closed a session (sweepShardSessions)
 }
 
 // seed is a new group to seed and start: a split applied at index.
@@ -196,7 +197,7 @@ func (s *Server) stopGroups() error {
 // does not run it.
 func (s *Server) group(g uint64) *group {
 	if g == shardmap.MetaGroup {
-		return &group{node: s.node, fsm: s.fsm}
+		return s.metaGroup
 	}
 	s.groups.mu.Lock()
 	defer s.groups.mu.Unlock()
@@ -211,6 +212,9 @@ func (s *Server) group(g uint64) *group {
 func (s *Server) splitMeta(ctx context.Context, at shardmap.Key) (uint64, error) {
 	if err := s.everyMemberKnows(featureShardMap); err != nil {
 		return 0, err
+	}
+	if err := s.node.ReadIndex(ctx); err != nil { // the map as of now: the new group's id is the next
+		return 0, s.writeError(err)
 	}
 	m, _, err := s.ShardMap()
 	if err != nil {

@@ -24,7 +24,7 @@ func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[ui
 			c.TickInterval = 20 * time.Millisecond
 		})
 	}
-	waitUntil(t, "a leader every member knows, and every member's card", func() bool {
+	waitFor(t, "a leader every member knows, and every member's card", func() bool {
 		for _, s := range members {
 			if s.node.Leader() == 0 || s.node.Leader() != members[1].node.Leader() || s.everyMemberKnows(featureShardMap) != nil {
 				return false
@@ -33,16 +33,6 @@ func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[ui
 		return true
 	})
 	return members, peers
-}
-
-// waitUntil polls ok for up to 30 s.
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember splits the
@@ -66,7 +56,7 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 		t.Fatalf("split: group %d, %v", into, err)
 	}
 	for id, s := range members {
-		waitUntil(t, "group 1 on every member, led by member 2 (its spread leader)", func() bool {
+		waitFor(t, "group 1 on every member, led by member 2 (its spread leader)", func() bool {
 			g := s.group(1)
 			return g != nil && g.node.Leader() == 2
 		})
@@ -79,28 +69,33 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 			t.Errorf("member %d's map after the split: %+v, %v", id, m, err)
 		}
 	}
-	if r := c.answer(wire.Request{Op: wire.OpCreate, Path: "/zoo/x"}); r.Err != wire.CodeWrongShard {
-		t.Errorf("a create of /zoo/x in the meta group: %s, want WrongShard", r.Err)
-	}
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app/x"})
 	if r := c.answer(wire.Request{Op: wire.OpMemberAdd, Member: wire.Member{ID: 4, Addr: "127.0.0.1:1", Learner: true}}); r.Err != wire.CodeBadArguments {
 		t.Errorf("a member added to a sharded cluster: %s, want BadArguments", r.Err)
 	}
 
-	txn := tree.Txn{Type: wire.OpCreate, Path: "/zoo/x", Data: []byte("in group 1"), Time: time.Now().UnixMilli()}
-	o := members[3].group(1).node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx)
-	if o.Err != nil || o.Result.(*tree.Result).Err != nil {
-		t.Fatalf("a create of /zoo/x in group 1: %v %+v", o.Err, o.Result)
+	propose := func(g uint64, path string) error {
+		t.Helper()
+		txn := tree.Txn{Type: wire.OpCreate, Path: path, Data: []byte("in group 1"), Time: time.Now().UnixMilli()}
+		o := members[3].group(g).node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx)
+		if o.Err != nil {
+			t.Fatalf("a create of %s in group %d: %v", path, g, o.Err)
+		}
+		return o.Result.(*tree.Result).Err
 	}
-	txn = tree.Txn{Type: wire.OpCreate, Path: "/app/y", Time: time.Now().UnixMilli()}
-	o = members[3].group(1).node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx)
-	if o.Err != nil || !errors.Is(o.Result.(*tree.Result).Err, wire.ErrWrongShard) {
-		t.Errorf("a create of /app/y in group 1: %v %+v, want WrongShard", o.Err, o.Result)
+	if err := propose(1, "/zoo/x"); err != nil {
+		t.Fatalf("a create of /zoo/x in group 1: %v", err)
+	}
+	if err := propose(1, "/app/y"); !errors.Is(err, wire.ErrWrongShard) {
+		t.Errorf("a create of /app/y in group 1: %v, want WrongShard", err)
+	}
+	if err := propose(0, "/zoo/y"); !errors.Is(err, wire.ErrWrongShard) {
+		t.Errorf("a create of /zoo/y in the meta group: %v, want WrongShard", err)
 	}
 
 	members[3].Close()
 	members[3] = startServer(t, dirs[3], func(cfg *Config) { *cfg = members[3].cfg; cfg.DataDir = dirs[3] })
-	waitUntil(t, "group 1 back on member 3 with the write", func() bool {
+	waitFor(t, "group 1 back on member 3 with the write", func() bool {
 		g := members[3].group(1)
 		if g == nil {
 			return false

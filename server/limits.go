@@ -493,7 +493,12 @@ func (s *Server) children(t *tree.Tree, c *conn, path string) ([]string, wire.St
 	if over(int(st.NumChildren), s.cfg.MaxListNames) {
 		return nil, wire.Stat{}, s.listingTooLong(c, int(st.NumChildren))
 	}
-	names, st, err := t.Children(path)
+	var names []string
+	if s.isMergedListing(path) {
+		names, st, err = s.mergedChildren(t, path)
+	} else {
+		names, st, err = t.Children(path)
+	}
 	if err == nil {
 		err = s.checkListing(c, names)
 	}

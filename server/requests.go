@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
@@ -48,7 +49,17 @@ func (c *conn) propose(r *request) {
 		c.srv.renewals.flush()
 		c.renewed = false
 	}
-	r.proposal = c.srv.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
+	g, err := c.srv.groupFor(&r.req)
+	if err == nil && g.id != shardmap.MetaGroup {
+		ctx, cancel := context.WithDeadline(c.ctx, r.start.Add(c.srv.cfg.RequestTimeout))
+		err = c.srv.register(ctx, g, &txn)
+		cancel()
+	}
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.proposal = g.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
 }
 
 // pendingWrite is a write handed to raft, alone (*raftnode.Proposal) or
@@ -130,7 +141,7 @@ func (c *conn) linearize(r *request) {
 	go func() {
 		ctx, cancel := context.WithDeadline(c.ctx, r.start.Add(c.srv.cfg.RequestTimeout))
 		defer cancel()
-		r.linearized <- c.srv.node.ReadIndex(ctx)
+		r.linearized <- c.srv.readIndexOf(ctx, &r.req)
 	}()
 }
 
@@ -180,6 +191,10 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	switch {
 	case r.err != nil:
 		return false
+	case r.batch && c.srv.routingMap() != nil:
+		reply.Zxid = c.srv.maxZxid()
+		r.batchReplies = c.readRoutedBatch(req.Ops)
+		c.reply(r, reply)
 	case r.batch:
 		c.srv.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = c.srv.fsm.zxid
@@ -200,8 +215,14 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			c.reply(r, reply)
 		})
 	case req.Op.Class() == wire.ClassRead, req.Op.Class() == wire.ClassWatch:
-		c.srv.fsm.read(func(t *tree.Tree) {
-			reply.Zxid = c.srv.fsm.zxid
+		g, err := c.srv.groupFor(req)
+		if err != nil {
+			reply.Err, reply.Zxid = wire.CodeOf(err), c.srv.fsm.lastZxid()
+			c.reply(r, reply)
+			return true
+		}
+		g.fsm.read(func(t *tree.Tree) {
+			reply.Zxid = g.fsm.zxid
 			c.srv.read(t, c, req, reply)
 			c.reply(r, reply)
 		})
@@ -258,7 +279,7 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 		reply.Identities, reply.Zxid = whoAmI(c.identities()), c.srv.fsm.lastZxid()
 	case wire.OpSync:
 		ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.RequestTimeout)
-		err := c.srv.node.ReadIndex(ctx)
+		err := c.srv.readIndexOf(ctx, req)
 		cancel()
 		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
 	case wire.OpClose:
@@ -463,17 +484,32 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	if err := c.srv.roomForWatches(c, watchCount(req)); err != nil {
 		return zxid, err
 	}
+	exists := t.Exists
+	sharded := c.srv.routingMap() != nil
+	if sharded {
+		// The client's zxid may be any shard's, and a shard's zxids are
+		// not comparable with another's: every data and child watch
+		// restored fires, so that the client reads again (a watch that
+		// fires without a change costs a read; one that misses a change
+		// would be a bug), and the lasting watches are ended with
+		// HistoryCompacted, so that the client adds them again and reads
+		// (docs/scale-out.md, "Zxids across shards").
+		rel = -1
+		exists = func(p string) (wire.Stat, error) { return c.srv.existsRouted(t, p) }
+	}
 	// The replayed events are older than the catch-up events below, which
 	// carry zxid: they go first, so that events arrive in zxid order. What
 	// preReplay sent already is not sent again.
-	if err := c.replayed.err; err != nil {
-		c.log.Error("replaying the watch history failed", zap.Error(err))
+	if err := c.replayed.err; sharded || err != nil {
+		if err != nil {
+			c.log.Error("replaying the watch history failed", zap.Error(err))
+		}
 		c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), req.PersistentWatches, req.RecursiveWatches)
 	} else {
 		c.srv.watches.restoreLasting(c, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
 	}
 	for _, p := range req.DataWatches {
-		switch st, err := t.Exists(p); {
+		switch st, err := exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
 		case err != nil:
@@ -484,7 +520,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		}
 	}
 	for _, p := range req.ExistWatches {
-		switch _, err := t.Exists(p); {
+		switch _, err := exists(p); {
 		case err == nil:
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
 		case errors.Is(err, wire.ErrNoNode):
@@ -492,7 +528,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		}
 	}
 	for _, p := range req.ChildWatches {
-		switch st, err := t.Exists(p); {
+		switch st, err := exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
 		case err != nil:

@@ -46,13 +46,15 @@ type Server struct {
 	quotas     *quotaAlarms
 
 	lockMetrics *lockMetrics
-	lockWatch   *pathWatch // lock paths, woken as their queues change
-	logins      *logins    // the HTTP API's browser logins
-	rates       rates      // the overview's recent rates
-	nodeWatch   *pathWatch // node paths, woken by their events (the tree API's event stream)
-	backups     backups    // snapshots taken for clients and not yet fetched whole (backup.go)
-	groups      groups     // the shards' raft groups besides the meta group (groups.go)
-	renewals    *renewals  // lease renewals gathered into batches (renewals.go)
+	lockWatch   *pathWatch                   // lock paths, woken as their queues change
+	logins      *logins                      // the HTTP API's browser logins
+	rates       rates                        // the overview's recent rates
+	nodeWatch   *pathWatch                   // node paths, woken by their events (the tree API's event stream)
+	backups     backups                      // snapshots taken for clients and not yet fetched whole (backup.go)
+	groups      groups                       // the shards' raft groups besides the meta group (groups.go)
+	metaGroup   *group                       // the meta group: its node and fsm
+	routing     atomic.Pointer[shardmap.Map] // the map requests are routed by; nil: one shard (route.go)
+	renewals    *renewals                    // lease renewals gathered into batches (renewals.go)
 
 	// saslUsers are Config.ZKSASLUsers' users, user to password; nil: no
 	// SASL (sasl.go).
@@ -128,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 		stopc:     make(chan struct{}),
 		started:   time.Now(),
 		saslUsers: saslUsers,
-		groups:    groups{running: map[uint64]*group{}, wake: make(chan struct{}, 1)},
+		groups:    groups{running: map[uint64]*group{}, wake: make(chan struct{}, 1), sweep: make(chan struct{}, 1)},
 	}
 	s.watches = newWatchRegistry(s.notify)
 	s.watches.send = func(c *conn, rep *wire.Reply) {
@@ -140,7 +142,9 @@ func New(cfg Config) (*Server, error) {
 	s.watches.holds = func(dir, name string) bool { return s.fsm.locks.Holds(dir, name) } // under the fsm's write lock
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onSplit = s.onSplit
+	s.fsm.onMapChanged = s.refreshRouting
 	s.fsm.onRestore = func() {
+		s.refreshRouting()
 		s.dropAllConns(wire.CodeConnectionLoss)
 		s.lockWatch.changed(nil)
 		s.nodeWatch.changed(nil)
@@ -216,12 +220,15 @@ func New(cfg Config) (*Server, error) {
 		s.fsm.history.close()
 		return nil, err
 	}
+	s.metaGroup = &group{id: shardmap.MetaGroup, node: s.node, fsm: s.fsm}
 	s.renewals = &renewals{node: s.node, timeout: cfg.RequestTimeout}
 	// Sessions restored from disk got a fresh full timeout in Restore; those
 	// replayed from the log got one when their create was applied.
 	s.memory.node = s.node
-	s.wg.Add(6)
+	s.refreshRouting()
+	s.wg.Add(7)
 	go s.runGroups()
+	go s.sweepShardSessions()
 	go s.acceptLoop(s.ln, newArborCodec)
 	go s.sampleRates()
 	go s.expiryLoop()
@@ -636,6 +643,10 @@ func (s *Server) bindSession(c *conn) {
 // connection, if it is here and did not ask for the close itself, is told
 // and closed.
 func (s *Server) sessionClosed(id int64) {
+	select {
+	case s.groups.sweep <- struct{}{}: // its ephemerals in the shards go too
+	default:
+	}
 	s.mu.Lock()
 	c := s.bySession[id]
 	s.mu.Unlock()
@@ -697,7 +708,14 @@ func isDelayNode(path string) bool {
 func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	o := s.node.Propose(ctx, tree.AppendTxn(nil, txn)).Wait(ctx)
+	g, err := s.groupOfTxn(txn)
+	if err == nil {
+		err = s.register(ctx, g, txn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := g.node.Propose(ctx, tree.AppendTxn(nil, txn)).Wait(ctx)
 	if o.Err != nil {
 		return nil, s.writeError(o.Err)
 	}

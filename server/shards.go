@@ -55,6 +55,9 @@ func (s *Server) changeShardMap(ctx context.Context, change func(*shardmap.Map) 
 	if err := s.everyMemberKnows(featureShardMap); err != nil {
 		return nil, wire.Stat{}, err
 	}
+	if err := s.node.ReadIndex(ctx); err != nil { // change the map as of now, not as this member last applied it
+		return nil, wire.Stat{}, s.writeError(err)
+	}
 	cur, version, err := s.ShardMap()
 	if err != nil {
 		return nil, wire.Stat{}, err

@@ -128,9 +128,12 @@ func (s *Server) Node(ids []wire.Identity, path string, offset, limit int) (Node
 	if offset < 0 || limit < 1 || limit > MaxChildPage {
 		return NodeView{}, badRequest("offset is 0 or more, limit 1 to %d", MaxChildPage)
 	}
+	g, err := s.groupOfPath(path)
+	if err != nil {
+		return NodeView{}, err
+	}
 	var v NodeView
-	var err error
-	v.Zxid = s.fsm.read(func(t *tree.Tree) { err = readNode(t, ids, path, offset, limit, &v) })
+	v.Zxid = g.fsm.read(func(t *tree.Tree) { err = readNode(t, ids, path, offset, limit, &v) })
 	return v, err
 }
 
@@ -394,9 +397,12 @@ func (s *Server) apiDelete(ctx context.Context, w http.ResponseWriter, r *http.R
 // whose children it lists), at most maxDeleteAll of them, and none of
 // the system nodes, which stay.
 func (s *Server) descendants(path string, ids []wire.Identity) ([]string, error) {
+	g, err := s.groupOfPath(path)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	var err error
-	s.fsm.read(func(t *tree.Tree) {
+	g.fsm.read(func(t *tree.Tree) {
 		var walk func(p string)
 		walk = func(p string) {
 			if err != nil {
@@ -465,8 +471,11 @@ func (s *Server) apiWatch(w http.ResponseWriter, r *http.Request) {
 	var st nodeState
 	read := func() error {
 		st = nodeState{Path: path}
-		var err error
-		st.Zxid = s.fsm.read(func(t *tree.Tree) {
+		g, err := s.groupOfPath(path)
+		if err != nil {
+			return err
+		}
+		st.Zxid = g.fsm.read(func(t *tree.Tree) {
 			if err = t.Check(path, ids, wire.PermRead); errors.Is(err, wire.ErrNoNode) {
 				err = nil
 				return

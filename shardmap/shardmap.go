@@ -22,7 +22,7 @@ import (
 // MetaGroup is the group of the meta group: it holds the map, the
 // sessions, and the nodes of no shard ("/" and the partitioned parents).
 // Until the first split it is also the one shard, owning every key.
-const MetaGroup = 0
+const MetaGroup uint64 = 0
 
 // ErrCrossShard refuses what spans shards (a multi whose ops route to
 // different shards): nothing of it is done.

@@ -49,6 +49,7 @@ const (
 	CodeLeaseExpired       Code = -208 // the lease ended (expired, closed, or its session ended), or never was
 	CodeHistoryCompacted   Code = -209 // the events after a watch's FromZxid are no longer all kept (Reply.OldestZxid says from where they are)
 	CodeWrongShard         Code = -210 // the shard that took a write does not serve its path (docs/scale-out.md): route it by the current partition map
+	CodeCrossShard         Code = -211 // a request's paths are in different shards (a multi across shards): nothing of it was done
 )
 
 // Error is an error with a protocol code. Two Errors match under errors.Is
@@ -110,6 +111,7 @@ var (
 	ErrLeaseExpired            = newSentinel(CodeLeaseExpired, "lease expired")
 	ErrHistoryCompacted        = newSentinel(CodeHistoryCompacted, "the change history no longer goes back that far")
 	ErrWrongShard              = newSentinel(CodeWrongShard, "wrong shard")
+	ErrCrossShard              = newSentinel(CodeCrossShard, "the paths are in different shards")
 )
 
 var sentinels = map[Code]*Error{}
@@ -191,6 +193,7 @@ var codeNames = map[Code]string{
 	CodeLeaseExpired:            "lease_expired",
 	CodeHistoryCompacted:        "history_compacted",
 	CodeWrongShard:              "wrong_shard",
+	CodeCrossShard:              "cross_shard",
 }
 
 // Name returns a short stable name for c, such as "no_node", for metric

@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// Routing (docs/scale-out.md, "How a request reaches its shard's
+// leader"): every member carries every shard, so a member serves a
+// request from its own replica of the shard the request's paths are in,
+// by the map its meta group has applied: a read from that shard's tree, a
+// write proposed to that shard's group, a linearizable read or a sync
+// through that group's read index. What has no path (sessions, leases,
+// the admin ops) and the lock ops stay with the meta group. A request
+// routed by a map the shard has moved on from is refused by the shard
+// (WrongShard) and answered so; the client sends it again.
+
+// routingMap is the partition map as the meta group has applied it, nil
+// while the cluster is one shard.
+func (s *Server) routingMap() *shardmap.Map { return s.routing.Load() }
+
+// refreshRouting reads the map from the meta group's tree, after it
+// changed or was restored.
+func (s *Server) refreshRouting() {
+	var m *shardmap.Map
+	s.fsm.read(func(t *tree.Tree) { m, _ = t.ShardMap() })
+	if m != nil && len(m.Shards) < 2 {
+		m = nil // partitioned parents alone route nothing elsewhere
+	}
+	s.routing.Store(m)
+}
+
+// routeOf is the group that serves req: the one all its paths are in
+// (CrossShard when they are in several, as in a multi across shards), or
+// the meta group.
+func (s *Server) routeOf(req *wire.Request) (uint64, error) {
+	m := s.routingMap()
+	if m == nil || !routed(req.Op) {
+		return shardmap.MetaGroup, nil
+	}
+	var group uint64
+	first := true
+	var err error
+	for p := range req.Paths {
+		g := shardmap.MetaGroup
+		if sh := m.Shard(p); sh != nil {
+			g = sh.Group
+		}
+		if !first && g != group {
+			err = wire.Errorf(wire.CodeCrossShard, "%s is in shard %d, and the request's other paths in shard %d", p, g, group)
+			break
+		}
+		group, first = g, false
+	}
+	return group, err
+}
+
+// routed reports whether requests of op go to the shard of their paths;
+// the others are the meta group's.
+func routed(op wire.Op) bool {
+	switch op {
+	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpSetACL, wire.OpCheck, wire.OpMulti,
+		wire.OpExists, wire.OpGetData, wire.OpGetChildren, wire.OpGetACL, wire.OpGetAllChildrenNumber, wire.OpSync:
+		return true
+	}
+	return false
+}
+
+// groupOfTxn is the running group that serves txn, a write the member
+// makes itself: the group of its paths for a client-style write (create,
+// delete, setData, setACL, check, multi), else the meta group.
+func (s *Server) groupOfTxn(txn *tree.Txn) (*group, error) {
+	req := wire.Request{Op: txn.Type, Path: txn.Path, Mode: txn.Mode}
+	for i := range txn.Ops {
+		req.Ops = append(req.Ops, wire.Request{Op: txn.Ops[i].Type, Path: txn.Ops[i].Path, Mode: txn.Ops[i].Mode})
+	}
+	return s.groupFor(&req)
+}
+
+// groupOfPath is the running group whose tree holds path.
+func (s *Server) groupOfPath(path string) (*group, error) {
+	return s.groupFor(&wire.Request{Op: wire.OpGetData, Path: path})
+}
+
+// groupFor is the running group that serves req on this member.
+func (s *Server) groupFor(req *wire.Request) (*group, error) {
+	g, err := s.routeOf(req)
+	if err != nil {
+		return nil, err
+	}
+	gr := s.group(g)
+	if gr == nil {
+		return nil, wire.Errorf(wire.CodeNoQuorum, "shard %d does not run on this member yet", g)
+	}
+	return gr, nil
+}
+
+// maxZxid is the largest zxid this member applied in any of its groups:
+// what a client that reads from several shards has seen at most.
+func (s *Server) maxZxid() int64 {
+	z := s.fsm.lastZxid()
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	for _, g := range s.groups.running {
+		z = max(z, g.fsm.lastZxid())
+	}
+	return z
+}
+
+// mergedChildren lists the children of path, "/" or a partitioned parent,
+// which the meta group holds and whose children are spread over the
+// shards: each shard's children it serves, sorted as one list, with the
+// meta group's Stat of path and the number of them. The caller holds the
+// meta group's read lock (t is its tree). Locks nest in that order only,
+// the meta group's and then a shard's, never the other way round.
+func (s *Server) mergedChildren(t *tree.Tree, path string) ([]string, wire.Stat, error) {
+	children, st, err := t.Children(path)
+	if err != nil {
+		return nil, st, err
+	}
+	m := s.routingMap()
+	serves := func(g uint64, name string) bool {
+		return m.Serves(g, childPath(path, name), false)
+	}
+	children = slices.DeleteFunc(slices.Clone(children), func(name string) bool { return !serves(shardmap.MetaGroup, name) })
+	s.groups.mu.Lock()
+	running := make([]*group, 0, len(s.groups.running))
+	for _, g := range s.groups.running {
+		running = append(running, g)
+	}
+	s.groups.mu.Unlock()
+	for _, g := range running {
+		g.fsm.read(func(gt *tree.Tree) {
+			names, _, err := gt.Children(path)
+			if err != nil {
+				return
+			}
+			for _, name := range names {
+				if serves(g.id, name) {
+					children = append(children, name)
+				}
+			}
+		})
+	}
+	slices.Sort(children)
+	st.NumChildren = int32(len(children))
+	return children, st, nil
+}
+
+// childPath is the path of parent's child name.
+func childPath(parent, name string) string {
+	if parent == "/" {
+		return "/" + name
+	}
+	return parent + "/" + name
+}
+
+// isMergedListing reports whether a getChildren of path spans shards.
+func (s *Server) isMergedListing(path string) bool {
+	m := s.routingMap()
+	return m != nil && (path == "/" || m.IsPartitioned(path))
+}
+
+// register makes sure group g's tree knows the sessions (or leases) that
+// own the ephemerals txn creates, proposing their registration first: a
+// shard's tree takes an ephemeral only of a session it knows. The meta
+// group keeps the sessions; a shard's copy only owns its ephemerals, and
+// goes when the meta group's does (sweepShardSessions).
+func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
+	owners := ephemeralOwners(txn)
+	if len(owners) == 0 || g.id == shardmap.MetaGroup {
+		return nil
+	}
+	var missing []int64
+	g.fsm.read(func(t *tree.Tree) {
+		for _, id := range owners {
+			if _, ok := t.Session(id); !ok {
+				missing = append(missing, id)
+			}
+		}
+	})
+	for _, id := range missing {
+		var ses tree.Session
+		var ok bool
+		s.fsm.read(func(t *tree.Tree) { ses, ok = t.Session(id) })
+		if !ok {
+			return wire.ErrSessionExpired
+		}
+		reg := tree.Txn{Type: tree.TxnCreateSession, Session: id, TimeoutMs: ses.TimeoutMs, Password: ses.Password, Time: time.Now().UnixMilli()}
+		o := g.node.Propose(ctx, tree.AppendTxn(nil, &reg)).Wait(ctx)
+		if o.Err != nil {
+			return s.writeError(o.Err)
+		}
+		if err := o.Result.(*tree.Result).Err; err != nil && !isInUse(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// isInUse reports whether err refused a registration because the session
+// was registered meanwhile.
+func isInUse(err error) bool {
+	e, ok := err.(*wire.Error)
+	return ok && e.Code == wire.CodeBadArguments
+}
+
+// ephemeralOwners are the sessions that own the ephemerals txn creates.
+func ephemeralOwners(txn *tree.Txn) []int64 {
+	var ids []int64
+	add := func(t *tree.Txn) {
+		if t.Type == wire.OpCreate && t.Mode.IsEphemeral() && !slices.Contains(ids, t.Session) {
+			ids = append(ids, t.Session)
+		}
+	}
+	add(txn)
+	for i := range txn.Ops {
+		add(&txn.Ops[i])
+	}
+	return ids
+}
+
+// sweepShardSessions ends, in every shard this member leads, the sessions
+// the meta group no longer has: their ephemerals there go, and their
+// watches fire, as they went in the meta group. It runs every second and
+// whenever the meta group closes a session (sessionClosed).
+func (s *Server) sweepShardSessions() {
+	defer s.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopc:
+			return
+		case <-tick.C:
+		case <-s.groups.sweep:
+		}
+		s.groups.mu.Lock()
+		var leading []*group
+		for _, g := range s.groups.running {
+			if g.node.IsLeader() {
+				leading = append(leading, g)
+			}
+		}
+		s.groups.mu.Unlock()
+		if len(leading) == 0 {
+			continue
+		}
+		// The meta group as of now, not as this member applied it: a
+		// session made on another member just now is not yet ended.
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+		err := s.node.ReadIndex(ctx)
+		if err == nil {
+			for _, g := range leading {
+				s.endSessionsIn(ctx, g)
+			}
+		}
+		cancel()
+	}
+}
+
+// endSessionsIn closes, in g, the sessions the meta group does not have.
+func (s *Server) endSessionsIn(ctx context.Context, g *group) {
+	// One tree at a time: a reader that holds a shard's lock must not
+	// wait for the meta group's, which a listing holds while it waits
+	// for the shard's (a writer waiting between would stall both).
+	var ids []int64
+	g.fsm.read(func(gt *tree.Tree) {
+		for _, ses := range gt.Sessions() {
+			ids = append(ids, ses.ID)
+		}
+	})
+	var ended []int64
+	s.fsm.read(func(mt *tree.Tree) {
+		for _, id := range ids {
+			if _, ok := mt.Session(id); !ok {
+				ended = append(ended, id)
+			}
+		}
+	})
+	for _, id := range ended {
+		txn := tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: time.Now().UnixMilli()}
+		if o := g.node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx); o.Err != nil {
+			s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(o.Err))
+			return
+		}
+	}
+}
+
+// existsRouted is the Stat of path in the tree of the shard that serves
+// it; t is the meta group's, whose read lock the caller holds.
+func (s *Server) existsRouted(t *tree.Tree, path string) (wire.Stat, error) {
+	g, err := s.groupOfPath(path)
+	if err != nil {
+		return wire.Stat{}, err
+	}
+	if g.id == shardmap.MetaGroup {
+		return t.Exists(path)
+	}
+	var st wire.Stat
+	g.fsm.read(func(gt *tree.Tree) { st, err = gt.Exists(path) })
+	return st, err
+}
+
+// readIndexOf is the linearizable read of req's group: its node's.
+func (s *Server) readIndexOf(ctx context.Context, req *wire.Request) error {
+	g, err := s.groupFor(req)
+	if err != nil {
+		return err
+	}
+	return g.node.ReadIndex(ctx)
+}
