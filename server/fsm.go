@@ -98,7 +98,7 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	if f.history != nil {
 		f.history.record(zxid, txn.Time, events)
 	}
-	f.watches.trigger(events, zxid)
+	f.watches.trigger(events, zxid, f.locks.Holds) // the turns in this group's lock index
 	f.mu.Unlock()
 	if len(changed) > 0 && f.lockChanged != nil {
 		f.lockChanged(changed)

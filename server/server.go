@@ -139,7 +139,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.watches.maxPerConn = cfg.MaxWatches
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory, shardmap.MetaGroup)
-	s.watches.holds = func(dir, name string) bool { return s.fsm.locks.Holds(dir, name) } // under the fsm's write lock
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onSplit = s.onSplit
 	s.fsm.onMapChanged = s.refreshRouting

@@ -63,8 +63,9 @@ const maxWaiters = 64
 type watchRegistry struct {
 	notify func(c *conn, zxid int64, ev tree.Event, turns []string)
 	// holds reports whether the lock node name under dir is the first
-	// node of an acquisition that holds its lock (locks.Index.Holds); the
-	// trigger calls it with the fsm's write lock held, after the change.
+	// node of an acquisition that holds its lock (locks.Index.Holds), in
+	// the lock index of the group whose change trigger is taking: set by
+	// each trigger, under mu, and called with that fsm's write lock held.
 	holds func(dir, name string) bool
 	// send sends a notification notify cannot express: a replayed event
 	// for one addWatch, or a PersistentWatchRemoved that names the oldest
@@ -305,12 +306,13 @@ func (w *watchRegistry) collect(kind watchKind, path string) {
 // trigger fires the watches that events match and sends their
 // notifications, one per connection and event. It is called by Apply with
 // the fsm's write lock held.
-func (w *watchRegistry) trigger(events []tree.Event, zxid int64) {
+func (w *watchRegistry) trigger(events []tree.Event, zxid int64, holds func(dir, name string) bool) {
 	if len(events) == 0 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.holds = holds
 	for _, ev := range events {
 		switch ev.Type {
 		case wire.EventNodeCreated, wire.EventNodeDataChanged:
