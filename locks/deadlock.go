@@ -16,25 +16,44 @@ import (
 // wait, the one to end to break it); cycles come in the order of their
 // first lock.
 func (x *Index) Deadlocks(t *tree.Tree) [][]wire.LockWait {
+	return Cycles(x.Waits(t, nil))
+}
+
+// Waits are the edges of the wait-for graph of the locks keep takes (all
+// of them for nil), read with t, by lock: each waiter of a lock waits for
+// each of its holders. The graphs of several indexes (the shards of a
+// sharded cluster) put together are one graph: Cycles finds a deadlock
+// across them.
+func (x *Index) Waits(t *tree.Tree, keep func(lock string) bool) []wire.LockWait {
 	// Only a lock with two nodes or more can have a waiter: the others,
 	// most locks of a lock service, cost a look at their length.
 	var queued []string
 	for p, l := range x.locks {
-		if len(l.nodes) > 1 {
+		if len(l.nodes) > 1 && (keep == nil || keep(p)) {
 			queued = append(queued, p)
 		}
 	}
 	slices.Sort(queued)
-	edges := map[string][]wire.LockWait{} // by waiter vertex
+	var waits []wire.LockWait
 	for _, p := range queued {
 		info, _ := x.Info(t, p)
 		for _, w := range info.Waiters {
 			for _, h := range info.Holders {
 				if vertex(h) != vertex(w) {
-					edges[vertex(w)] = append(edges[vertex(w)], wire.LockWait{Waiter: w, Lock: p, Holder: h})
+					waits = append(waits, wire.LockWait{Waiter: w, Lock: p, Holder: h})
 				}
 			}
 		}
+	}
+	return waits
+}
+
+// Cycles returns every cycle of the wait-for graph whose edges are waits,
+// as Deadlocks does.
+func Cycles(waits []wire.LockWait) [][]wire.LockWait {
+	edges := map[string][]wire.LockWait{} // by waiter vertex
+	for _, w := range waits {
+		edges[vertex(w.Waiter)] = append(edges[vertex(w.Waiter)], w)
 	}
 	var cycles [][]wire.LockWait
 	seen := map[string]bool{} // vertices of a cycle found already

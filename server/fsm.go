@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,6 +96,9 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
 	changed := f.locks.Apply(f.tree, zxid, txn.Time, cause, events)
+	if m, ok := f.tree.ShardMap(); ok && len(m.Shards) > 1 {
+		events = slices.DeleteFunc(slices.Clone(events), func(ev tree.Event) bool { return !f.tree.ServesEvent(ev) })
+	}
 	if f.history != nil {
 		f.history.record(zxid, txn.Time, events)
 	}

@@ -93,9 +93,12 @@ func (s *Server) ownLease(session, lease int64) error {
 // sent next would say, without that round trip (a lock's holder asks, so
 // that a lock broken while its lease lived is not renewed as held).
 func (s *Server) leaseNode(lease int64, path string) wire.NodeState {
+	g, err := s.groupOfPath(path)
+	if err != nil {
+		return wire.NodeGone
+	}
 	var st wire.Stat
-	var err error
-	s.fsm.read(func(t *tree.Tree) { st, err = t.Exists(path) })
+	g.fsm.read(func(t *tree.Tree) { st, err = t.Exists(path) })
 	if err != nil || st.EphemeralOwner != lease {
 		return wire.NodeGone
 	}

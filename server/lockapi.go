@@ -913,13 +913,17 @@ func (s *Server) checkToken(ctx context.Context, r *http.Request, path string) (
 	}
 	ids := s.HTTPIdentities(r)
 	v := TokenCheck{Lock: path, Token: token, HolderTokens: []int64{}}
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+	g, err := s.groupOfPath(path)
+	if err != nil {
+		return v, err
+	}
+	g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		v.Index = t.Zxid()
 		if err = t.Check(path, ids, wire.PermRead); errors.Is(err, wire.ErrNoNode) {
 			err = nil // nobody holds it: no token is current
 			return
 		}
-		for _, l := range lockInfos(t, x, path, ids) {
+		for _, l := range indexLockInfos(t, x, path, ids, nil) {
 			if l.Path != path {
 				continue // a lock below it
 			}
@@ -1010,8 +1014,12 @@ const (
 // holds or waits, or r may not read it) and the zxid of its last change.
 func (s *Server) lockState(r *http.Request, path string) (l LockView, ok bool) {
 	ids := s.HTTPIdentities(r)
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
-		infos := lockInfos(t, x, path, ids)
+	g, err := s.groupOfPath(path)
+	if err != nil {
+		return l, false
+	}
+	g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		infos := indexLockInfos(t, x, path, ids, nil)
 		if ok = len(infos) > 0 && infos[0].Path == path; ok {
 			l = apiLock(infos[0])
 			l.Index = x.Modified(path)
@@ -1176,7 +1184,7 @@ type LockEventView struct {
 // ids may read it, oldest first.
 func (s *Server) LockHistory(ids []wire.Identity, prefix string) []LockEventView {
 	var evs []wire.LockEvent
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { evs = lockHistory(t, x, prefix, ids) })
+	s.fsm.read(func(t *tree.Tree) { evs = s.lockHistory(t, prefix, ids) })
 	out := []LockEventView{}
 	for _, ev := range evs {
 		j := LockEventView{Lock: ev.Lock, Index: ev.Zxid, Time: time.UnixMilli(ev.Time).UTC().Format(time.RFC3339Nano), Event: ev.Kind,
@@ -1209,7 +1217,7 @@ func (s *Server) apiLockHistory(w http.ResponseWriter, r *http.Request) {
 // Locks lists every lock held or waited for, as ids may read them.
 func (s *Server) Locks(ids []wire.Identity) []LockView {
 	var infos []wire.LockInfo
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { infos = lockInfos(t, x, "/", ids) })
+	s.fsm.read(func(t *tree.Tree) { infos = s.lockInfos(t, "/", ids) })
 	out := []LockView{}
 	for _, l := range infos {
 		out = append(out, apiLock(l))
@@ -1233,7 +1241,7 @@ type DeadlockEdge struct {
 // Deadlocks lists the deadlock cycles among the locks ids may read.
 func (s *Server) Deadlocks(ids []wire.Identity) [][]DeadlockEdge {
 	var cycles [][]wire.LockWait
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = deadlocks(t, x, ids) })
+	s.fsm.read(func(t *tree.Tree) { cycles = s.deadlocks(t, ids) })
 	out := [][]DeadlockEdge{}
 	for _, c := range cycles {
 		var es []DeadlockEdge

@@ -135,8 +135,9 @@ func (s *Server) watchDeadlocks() {
 		case <-s.stopc:
 			return
 		}
-		var cycles [][]wire.LockWait
-		s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { cycles = x.Deadlocks(t) })
+		var waits []wire.LockWait
+		s.fsm.read(func(t *tree.Tree) { waits, _ = s.waits(t, nil) })
+		cycles := locks.Cycles(waits)
 		now := map[string]bool{}
 		for _, c := range cycles {
 			key := cycleKey(c)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,11 @@ import (
 func (s *Server) lockTurn(p string) wire.LockTurn {
 	dir, name := parent(p), p[strings.LastIndexByte(p, '/')+1:]
 	var t wire.LockTurn
-	t.Zxid = s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+	g, err := s.groupOfPath(p)
+	if err != nil {
+		return t
+	}
+	t.Zxid = g.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
 		if x.Holds(dir, name) {
 			t.Known, t.Holds = true, true
 		} else if _, blocker, ok := x.Waiting(dir, name); ok {
@@ -35,12 +40,23 @@ func (s *Server) lockTurn(p string) wire.LockTurn {
 }
 
 // lockInfos is the locks at or under prefix that ids may read (READ on a
-// lock's path, as a getChildren of it needs), as the index shows them.
-// The caller holds the fsm's read lock.
-func lockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity) []wire.LockInfo {
+// lock's path, as a getChildren of it needs), as the shards' indexes show
+// them, sorted by path. The caller holds the meta group's read lock (t).
+func (s *Server) lockInfos(t *tree.Tree, prefix string, ids []wire.Identity) []wire.LockInfo {
+	var out []wire.LockInfo
+	s.lockIndexes(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
+		out = append(out, indexLockInfos(t, x, prefix, ids, serves)...)
+	})
+	slices.SortFunc(out, func(a, b wire.LockInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// indexLockInfos is lockInfos of one group's index (t and x, under its
+// read lock), of the locks serves takes (all for nil).
+func indexLockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity, serves func(string) bool) []wire.LockInfo {
 	var out []wire.LockInfo
 	for _, p := range x.Paths(prefix) {
-		if t.Check(p, ids, wire.PermRead) == nil {
+		if (serves == nil || serves(p)) && t.Check(p, ids, wire.PermRead) == nil {
 			info, _ := x.Info(t, p)
 			out = append(out, info)
 		}
@@ -50,19 +66,28 @@ func lockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity)
 
 // lockHistory is the history of the locks at or under prefix whose paths
 // ids may read (READ, as for lockInfos; a lock whose path is gone shows to
-// those who could read its parent). The caller holds the fsm's read lock.
-func lockHistory(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Identity) []wire.LockEvent {
-	readable := map[string]bool{}
+// those who could read its parent), oldest first (across shards, by
+// time). The caller holds the meta group's read lock (t).
+func (s *Server) lockHistory(t *tree.Tree, prefix string, ids []wire.Identity) []wire.LockEvent {
 	var out []wire.LockEvent
-	for _, ev := range x.History(prefix) {
-		ok, seen := readable[ev.Lock]
-		if !seen {
-			ok = mayReadLock(t, ev.Lock, ids)
-			readable[ev.Lock] = ok
+	s.lockIndexes(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
+		readable := map[string]bool{}
+		for _, ev := range x.History(prefix) {
+			if serves != nil && !serves(ev.Lock) {
+				continue
+			}
+			ok, seen := readable[ev.Lock]
+			if !seen {
+				ok = mayReadLock(t, ev.Lock, ids)
+				readable[ev.Lock] = ok
+			}
+			if ok {
+				out = append(out, ev)
+			}
 		}
-		if ok {
-			out = append(out, ev)
-		}
+	})
+	if s.routingMap() != nil {
+		slices.SortStableFunc(out, func(a, b wire.LockEvent) int { return cmp.Compare(a.Time, b.Time) })
 	}
 	return out
 }
@@ -81,15 +106,31 @@ func mayReadLock(t *tree.Tree, p string, ids []wire.Identity) bool {
 
 // deadlocks is the cycles of the wait-for graph whose every lock ids may
 // read. The caller holds the fsm's read lock.
-func deadlocks(t *tree.Tree, x *locks.Index, ids []wire.Identity) [][]wire.LockWait {
-	hidden := func(w wire.LockWait) bool { return t.Check(w.Lock, ids, wire.PermRead) != nil }
+func (s *Server) deadlocks(t *tree.Tree, ids []wire.Identity) [][]wire.LockWait {
+	waits, hidden := s.waits(t, ids)
 	var out [][]wire.LockWait
-	for _, c := range x.Deadlocks(t) {
-		if !slices.ContainsFunc(c, hidden) {
+	for _, c := range locks.Cycles(waits) {
+		if !slices.ContainsFunc(c, func(w wire.LockWait) bool { return hidden[w.Lock] }) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// waits are the edges of the wait-for graph of every shard's locks, and
+// the locks among them that ids may not read (none asked for with ids
+// nil). The caller holds the meta group's read lock (t).
+func (s *Server) waits(t *tree.Tree, ids []wire.Identity) (waits []wire.LockWait, hidden map[string]bool) {
+	hidden = map[string]bool{}
+	s.lockIndexes(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
+		for _, w := range x.Waits(t, serves) {
+			if ids != nil && t.Check(w.Lock, ids, wire.PermRead) != nil {
+				hidden[w.Lock] = true
+			}
+			waits = append(waits, w)
+		}
+	})
+	return waits, hidden
 }
 
 // breakTxn turns txn into the break of the lock req names, asked by ids:
@@ -100,8 +141,11 @@ func deadlocks(t *tree.Tree, x *locks.Index, ids []wire.Identity) [][]wire.LockW
 func (s *Server) breakTxn(ids []wire.Identity, req *wire.Request, txn *tree.Txn) ([]string, error) {
 	var nodes []string
 	var ops, delays []tree.Txn
-	var err error
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+	g, err := s.groupOfPath(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		if err = t.Check(req.Path, ids, wire.PermAdmin); err != nil {
 			return
 		}
@@ -147,7 +191,11 @@ func txnPaths(ops []tree.Txn) []string {
 func (s *Server) endWait(w wire.LockWait) {
 	var txn tree.Txn
 	var ok bool
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+	g, err := s.groupOfPath(w.Lock)
+	if err != nil {
+		return
+	}
+	g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		nodes, blocker, waiting := x.Waiting(w.Lock, w.Waiter.Node)
 		_, lockStat, err := t.Get(w.Lock)
 		if !waiting || err != nil {

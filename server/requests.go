@@ -430,11 +430,11 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			reply.Descendants = int32(min(n, math.MaxInt32))
 		}
 	case wire.OpLocks:
-		reply.Locks = lockInfos(t, s.fsm.locks, req.Path, ids)
+		reply.Locks = s.lockInfos(t, req.Path, ids)
 	case wire.OpDeadlocks:
-		reply.Deadlocks = deadlocks(t, s.fsm.locks, ids)
+		reply.Deadlocks = s.deadlocks(t, ids)
 	case wire.OpLockHistory:
-		reply.LockHistory = lockHistory(t, s.fsm.locks, req.Path, ids)
+		reply.LockHistory = s.lockHistory(t, req.Path, ids)
 	}
 	if err != nil {
 		reply.Data, reply.Children = nil, nil

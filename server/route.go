@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
 
+	"github.com/arbor-coord/arbor/locks"
 	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -17,7 +19,8 @@ import (
 // by the map its meta group has applied: a read from that shard's tree, a
 // write proposed to that shard's group, a linearizable read or a sync
 // through that group's read index. What has no path (sessions, leases,
-// the admin ops) and the lock ops stay with the meta group. A request
+// the admin ops) stays with the meta group; the lock listings read every
+// shard's lock index (lockIndexes). A request
 // routed by a map the shard has moved on from is refused by the shard
 // (WrongShard) and answered so; the client sends it again.
 
@@ -66,7 +69,8 @@ func (s *Server) routeOf(req *wire.Request) (uint64, error) {
 func routed(op wire.Op) bool {
 	switch op {
 	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpSetACL, wire.OpCheck, wire.OpMulti,
-		wire.OpExists, wire.OpGetData, wire.OpGetChildren, wire.OpGetACL, wire.OpGetAllChildrenNumber, wire.OpSync:
+		wire.OpExists, wire.OpGetData, wire.OpGetChildren, wire.OpGetACL, wire.OpGetAllChildrenNumber, wire.OpSync,
+		wire.OpLockBreak:
 		return true
 	}
 	return false
@@ -261,7 +265,22 @@ func (s *Server) sweepShardSessions() {
 				s.endSessionsIn(ctx, g)
 			}
 		}
+		for _, g := range leading {
+			s.reapIn(ctx, g)
+		}
 		cancel()
+	}
+}
+
+// reapIn deletes, in g, the containers and TTL nodes due (TxnReap), as the
+// meta group's leader does in its own (expiryLoop).
+func (s *Server) reapIn(ctx context.Context, g *group) {
+	now := time.Now().UnixMilli()
+	var due bool
+	g.fsm.read(func(t *tree.Tree) { due = len(t.Reapable(now)) > 0 })
+	if due {
+		txn := tree.Txn{Type: tree.TxnReap, Time: now}
+		g.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), g.node.Term()).Wait(ctx)
 	}
 }
 
@@ -285,10 +304,24 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group) {
 		}
 	})
 	for _, id := range ended {
-		txn := tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: time.Now().UnixMilli()}
-		if o := g.node.Propose(ctx, tree.AppendTxn(nil, &txn)).Wait(ctx); o.Err != nil {
-			s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(o.Err))
-			return
+		now := time.Now().UnixMilli()
+		// The lock-delays its holds there asked for go first, as in the
+		// meta group (delayBeforeClose).
+		var delays []tree.Txn
+		g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { delays = s.lockDelays(t, x, t.Ephemerals(id), now) })
+		txns := []tree.Txn{{Type: tree.TxnCloseSession, Session: id, Time: now}}
+		if len(delays) > 0 {
+			txns = slices.Insert(txns, 0, tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay})
+		}
+		for _, txn := range txns {
+			o := g.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), g.node.Term()).Wait(ctx)
+			if o.Err == nil {
+				o.Err = o.Result.(*tree.Result).Err
+			}
+			if o.Err != nil && txn.Type != tree.TxnCloseSession {
+				s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(o.Err))
+				return
+			}
 		}
 	}
 }
@@ -306,6 +339,38 @@ func (s *Server) existsRouted(t *tree.Tree, path string) (wire.Stat, error) {
 	var st wire.Stat
 	g.fsm.read(func(gt *tree.Tree) { st, err = gt.Exists(path) })
 	return st, err
+}
+
+// runningGroups are the member's groups besides the meta group, by id.
+func (s *Server) runningGroups() []*group {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	out := make([]*group, 0, len(s.groups.running))
+	for _, g := range s.groups.running {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b *group) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// lockIndexes runs fn on the meta group's tree and lock index (t, whose
+// read lock the caller holds) and, on a sharded cluster, on each other
+// group's, under its read lock, with serves, which says which locks the
+// group serves (nil: all). A group's tree and index hold, besides its
+// own, what it held before a split moved it away.
+func (s *Server) lockIndexes(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, serves func(lock string) bool)) {
+	m := s.routingMap()
+	if m == nil {
+		fn(t, s.fsm.locks, nil)
+		return
+	}
+	serving := func(g uint64) func(string) bool {
+		return func(p string) bool { return m.Serves(g, p, false) }
+	}
+	fn(t, s.fsm.locks, serving(shardmap.MetaGroup))
+	for _, g := range s.runningGroups() {
+		g.fsm.readLocks(func(gt *tree.Tree, x *locks.Index) { fn(gt, x, serving(g.id)) })
+	}
 }
 
 // readIndexOf is the linearizable read of req's group: its node's.

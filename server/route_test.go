@@ -167,6 +167,38 @@ func TestRequestsGoToTheShardThatServesTheirPaths(t *testing.T) {
 	if err := b.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The mutex's container, empty now, is reaped by group 2's leader.
+	waitFor(t, "the empty container of the mutex reaped in group 2", func() bool {
+		ok, _, err := c3.Exists(ctx, name)
+		return err == nil && !ok
+	})
+
+	// Two holders each waiting for the other's mutex, in two shards: the
+	// wait-for graph spans them, and the lock listing shows both locks.
+	lowMutex, highMutex := low+"/mutex", high+"/mutex"
+	p1, g1 := recipes.WithOwner("p1"), recipes.WithHolder("g1")
+	p2, g2 := recipes.WithOwner("p2"), recipes.WithHolder("g2")
+	aLow, aHigh := recipes.NewMutex(c1, lowMutex, p1, g1), recipes.NewMutex(c1, highMutex, p1, g1)
+	bLow, bHigh := recipes.NewMutex(c2, lowMutex, p2, g2), recipes.NewMutex(c2, highMutex, p2, g2)
+	if err := aLow.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := bHigh.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() { _ = aHigh.Lock(waitCtx) }()
+	go func() { _ = bLow.Lock(waitCtx) }()
+	var cycles [][]client.LockWait
+	waitFor(t, "a deadlock across two shards", func() bool {
+		cycles, err = c3.Deadlocks(ctx, true)
+		return err == nil && len(cycles) == 1 && len(cycles[0]) == 2
+	})
+	locks, err := c3.Locks(ctx, "/locks", true)
+	if err != nil || len(locks) != 2 || locks[0].Path > locks[1].Path {
+		t.Errorf("the locks under /locks: %+v, %v; want both mutexes, sorted", locks, err)
+	}
 }
 
 // nextEvent waits up to 10 s for an event on ch.

@@ -120,6 +120,20 @@ func (t *Tree) Serves(path string, sequential bool) bool {
 	return t.shards == nil || t.shards.Serves(t.group, path, sequential)
 }
 
+// ServesEvent reports whether ev, an event of the last txn applied, is one
+// the group's clients should see: an event of a path the group serves, or
+// a change of the children of a path of no shard ("/", a partitioned
+// parent), whose children the shards share. An event of a node the tree
+// holds only as a split left it, which another shard serves now (its
+// session closed, or a reap), is not: that shard sends its own.
+func (t *Tree) ServesEvent(ev Event) bool {
+	if t.Serves(ev.Path, false) {
+		return true
+	}
+	_, meta := t.shards.KeyOf(ev.Path)
+	return meta && ev.Type == wire.EventNodeChildrenChanged
+}
+
 // checkWrite refuses a client's write that this tree must not take: one
 // of /zookeeper/shards or below it (BadArguments: the partition map is the
 // cluster's to write, and a map its members could not read would strand

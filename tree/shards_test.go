@@ -63,6 +63,22 @@ func TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers(t *testing.T) {
 		t.Errorf("the multi's refused op: %v", res.Multi[1].Err)
 	}
 
+	for _, tc := range []struct {
+		ev   tree.Event
+		want bool
+	}{
+		{deleted("/app/x"), true},
+		{deleted("/zoo/x"), false}, // a node group 1 serves now
+		{children("/zoo"), false},
+		{children("/"), true}, // the shards share the root's children
+		{children("/locks"), true},
+		{changed(wire.ConfigPath), true},
+	} {
+		if got := f.tr.ServesEvent(tc.ev); got != tc.want {
+			t.Errorf("the meta group's ServesEvent(%v %s) = %v, want %v", tc.ev.Type, tc.ev.Path, got, tc.want)
+		}
+	}
+
 	// Group 1's replicas start from the tree as the split left it.
 	var snap bytes.Buffer
 	if err := f.tr.WriteSnapshot(&snap); err != nil {
