@@ -364,28 +364,41 @@ type Queue struct {
 }
 
 // Longest returns the n locks with the most waiters (the longest queues
-// first, then by path), and how many locks there are.
-func (x *Index) Longest(n int) ([]Queue, int) {
+// first, then by path), and how many locks there are, of the locks keep
+// takes (all for nil).
+func (x *Index) Longest(n int, keep func(lock string) bool) ([]Queue, int) {
 	qs := make([]Queue, 0, len(x.locks))
 	for p, l := range x.locks {
+		if keep != nil && !keep(p) {
+			continue
+		}
 		es := entries(l.nodes)
 		qs = append(qs, Queue{Path: p, Waiters: len(lockq.Acquisitions(es)) - len(l.holds)})
 	}
+	SortQueues(qs)
+	return qs[:min(n, len(qs))], len(qs)
+}
+
+// SortQueues sorts qs as Longest does: the longest queues first, then by
+// path.
+func SortQueues(qs []Queue) {
 	slices.SortFunc(qs, func(a, b Queue) int {
 		if c := cmp.Compare(b.Waiters, a.Waiters); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Path, b.Path)
 	})
-	return qs[:min(n, len(qs))], len(qs)
 }
 
-// OldestHold returns when the oldest hold of every lock began (ms since
-// the Unix epoch), and false if nothing is held.
-func (x *Index) OldestHold() (int64, bool) {
+// OldestHold returns when the oldest hold of the locks keep takes (all
+// for nil) began (ms since the Unix epoch), and false if none is held.
+func (x *Index) OldestHold(keep func(lock string) bool) (int64, bool) {
 	var oldest int64
 	found := false
-	for _, l := range x.locks {
+	for p, l := range x.locks {
+		if keep != nil && !keep(p) {
+			continue
+		}
 		for _, ev := range l.holds {
 			if !found || ev.Time < oldest {
 				oldest, found = ev.Time, true

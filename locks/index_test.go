@@ -66,7 +66,7 @@ func TestTheIndexKnowsWhoHoldsWhoWaitsAndSinceWhen(t *testing.T) {
 	if h := info.Holders[0]; h.Owner != "web-1" || h.Session != 1 || h.Since != 1000 || h.Mode != string(lockq.Exclusive) || h.Token == 0 {
 		t.Errorf("holder %+v", h)
 	}
-	if oldest, held := w.x.OldestHold(); !held || oldest != 1000 {
+	if oldest, held := w.x.OldestHold(nil); !held || oldest != 1000 {
 		t.Errorf("OldestHold = %d, %v; want 1000", oldest, held)
 	}
 	if wt := info.Waiters[0]; wt.Owner != "web-2" || wt.Since != 2000 || wt.Mode != string(lockq.Read) {
@@ -203,10 +203,10 @@ func TestTheIndexReportsAcquisitionsReleasesAndGiveUps(t *testing.T) {
 	if fmt.Sprint(waited) != "[0 2400]" || fmt.Sprint(held) != "[3000 500]" || gaveUp != 1 {
 		t.Errorf("waited %v, held %v, gave up %d; want [0 2400], [3000 500], 1", waited, held, gaveUp)
 	}
-	if _, held := w.x.OldestHold(); held {
+	if _, held := w.x.OldestHold(nil); held {
 		t.Error("OldestHold with nothing held")
 	}
-	if qs, n := w.x.Longest(5); len(qs) != 0 || n != 0 {
+	if qs, n := w.x.Longest(5, nil); len(qs) != 0 || n != 0 {
 		t.Errorf("Longest of no lock = %v, %d", qs, n)
 	}
 }
@@ -222,7 +222,7 @@ func TestLongestListsTheLongestQueuesFirst(t *testing.T) {
 			w.node(1000, i, fmt.Sprintf("%s%d", i[1:], j), lockq.Exclusive, 1, "o", "")
 		}
 	}
-	qs, n := w.x.Longest(2)
+	qs, n := w.x.Longest(2, nil)
 	if n != 3 || fmt.Sprint(qs) != "[{/b 2} {/c 1}]" {
 		t.Errorf("Longest(2) = %v, %d", qs, n)
 	}

@@ -103,10 +103,17 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	var n int
 	var oldest int64
 	var held bool
-	c.s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
-		qs, n = x.Longest(longestQueues)
-		oldest, held = x.OldestHold()
+	c.s.fsm.read(func(t *tree.Tree) {
+		c.s.lockIndexes(t, func(_ *tree.Tree, x *locks.Index, serves func(string) bool) {
+			gqs, gn := x.Longest(longestQueues, serves)
+			qs, n = append(qs, gqs...), n+gn
+			if o, h := x.OldestHold(serves); h && (!held || o < oldest) {
+				oldest, held = o, true
+			}
+		})
 	})
+	locks.SortQueues(qs)
+	qs = qs[:min(longestQueues, len(qs))]
 	var age float64
 	if held {
 		age = max(0, time.Since(time.UnixMilli(oldest)).Seconds())

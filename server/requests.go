@@ -421,7 +421,7 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 		// The prefix is matched as a string, not as a subtree ("/app"
 		// matches "/app2/x"): ZooKeeper's rule, for both protocols. What a
 		// prefix may be is each protocol's, checked as it was decoded.
-		reply.Children = t.EphemeralsWithPrefix(c.session, req.Path)
+		reply.Children = s.ephemerals(t, c.session, req.Path)
 		err = s.checkListing(c, reply.Children)
 	case wire.OpGetAllChildrenNumber:
 		if err = t.Check(req.Path, ids, wire.PermRead); err == nil {

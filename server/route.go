@@ -341,6 +341,29 @@ func (s *Server) existsRouted(t *tree.Tree, path string) (wire.Stat, error) {
 	return st, err
 }
 
+// ephemerals are the ephemerals of session whose paths start with prefix,
+// in every shard, sorted. The caller holds the meta group's read lock (t).
+func (s *Server) ephemerals(t *tree.Tree, session int64, prefix string) []string {
+	m := s.routingMap()
+	if m == nil {
+		return t.EphemeralsWithPrefix(session, prefix)
+	}
+	var out []string
+	add := func(g uint64, paths []string) {
+		for _, p := range paths {
+			if m.Serves(g, p, false) {
+				out = append(out, p)
+			}
+		}
+	}
+	add(shardmap.MetaGroup, t.EphemeralsWithPrefix(session, prefix))
+	for _, g := range s.runningGroups() {
+		g.fsm.read(func(gt *tree.Tree) { add(g.id, gt.EphemeralsWithPrefix(session, prefix)) })
+	}
+	slices.Sort(out)
+	return out
+}
+
 // runningGroups are the member's groups besides the meta group, by id.
 func (s *Server) runningGroups() []*group {
 	s.groups.mu.Lock()

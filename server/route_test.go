@@ -101,6 +101,16 @@ func TestRequestsGoToTheShardThatServesTheirPaths(t *testing.T) {
 	if kids, _, err := c2.Children(ctx, "/"); err != nil || !slices.Equal(kids, []string{"app", "locks", "zoo", "zookeeper"}) {
 		t.Errorf("ls /: %v, %v", kids, err)
 	}
+	if _, err := c1.Create(ctx, "/zoo2", nil, client.Persistent); err != nil { // made in group 1 alone
+		t.Fatal(err)
+	}
+	if err := c1.Sync(ctx, "/zoo2"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := members[1].Node(nil, "/", 0, 10); err != nil || len(v.Children) != 5 || v.Children[3].Name != "zoo2" ||
+		v.Children[1].NumChildren != 2 || v.Children[2].NumChildren != 1 {
+		t.Errorf("the tree API's view of /: %+v, %v; want its five children, /locks' from two shards, /zoo's from group 1", v.Children, err)
+	}
 	want := []string{lockName(false), lockName(true)}
 	slices.Sort(want)
 	if kids, st, err := c3.Children(ctx, "/locks"); err != nil || !slices.Equal(kids, want) || st.NumChildren != 2 {
@@ -131,6 +141,12 @@ func TestRequestsGoToTheShardThatServesTheirPaths(t *testing.T) {
 	owner := dial(1)
 	if _, err := owner.Create(ctx, "/zoo/e", nil, client.Ephemeral); err != nil {
 		t.Fatalf("an ephemeral in group 1: %v", err)
+	}
+	if _, err := owner.Create(ctx, "/app/e", nil, client.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	if eph, err := owner.Ephemerals(ctx, "/"); err != nil || !slices.Equal(eph, []string{"/app/e", "/zoo/e"}) {
+		t.Errorf("the session's ephemerals in two shards: %v, %v", eph, err)
 	}
 	if err := c3.Sync(ctx, "/zoo/e"); err != nil {
 		t.Fatal(err)

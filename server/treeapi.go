@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -133,11 +134,14 @@ func (s *Server) Node(ids []wire.Identity, path string, offset, limit int) (Node
 		return NodeView{}, err
 	}
 	var v NodeView
-	v.Zxid = g.fsm.read(func(t *tree.Tree) { err = readNode(t, ids, path, offset, limit, &v) })
+	v.Zxid = g.fsm.read(func(t *tree.Tree) { err = s.readNode(t, ids, path, offset, limit, &v) })
 	return v, err
 }
 
-func readNode(t *tree.Tree, ids []wire.Identity, path string, offset, limit int, v *NodeView) error {
+// readNode reads the node at path for ids from t, under its read lock,
+// with a page of its children; the children of a listing that spans the
+// shards (/, a partitioned parent) from each one's shard.
+func (s *Server) readNode(t *tree.Tree, ids []wire.Identity, path string, offset, limit int, v *NodeView) error {
 	if err := t.Check(path, ids, wire.PermRead); err != nil {
 		return err
 	}
@@ -150,6 +154,17 @@ func readNode(t *tree.Tree, ids []wire.Identity, path string, offset, limit int,
 		acl = maskDigests(acl)
 	}
 	names, _, _ := t.Children(path)
+	childTree := func(child string, read func(*tree.Tree)) { read(t) }
+	if s.isMergedListing(path) {
+		names, _, _ = s.mergedChildren(t, path)
+		childTree = func(child string, read func(*tree.Tree)) {
+			if g, err := s.groupOfPath(child); err == nil && g.id != shardmap.MetaGroup {
+				g.fsm.read(read)
+			} else {
+				read(t)
+			}
+		}
+	}
 	slices.Sort(names)
 	*v = NodeView{Path: path, Data: data, Format: dataFormat(data), Stat: statView(st), Offset: offset, Total: len(names),
 		ACL: []ACLView{}, Children: []ChildView{}}
@@ -159,10 +174,17 @@ func readNode(t *tree.Tree, ids []wire.Identity, path string, offset, limit int,
 	for _, name := range names[min(offset, len(names)):min(offset+limit, len(names))] {
 		child := strings.TrimSuffix(path, "/") + "/" + name
 		c := ChildView{Name: name, Sequential: sequential(name)}
-		if t.Check(child, ids, wire.PermRead) != nil {
-			c.Hidden = true
-		} else if cst, err := t.Exists(child); err == nil {
-			c.Ephemeral, c.NumChildren, c.DataLength = cst.EphemeralOwner != 0, cst.NumChildren, cst.DataLength
+		childTree(child, func(t *tree.Tree) {
+			if t.Check(child, ids, wire.PermRead) != nil {
+				c.Hidden = true
+			} else if cst, err := t.Exists(child); err == nil {
+				c.Ephemeral, c.NumChildren, c.DataLength = cst.EphemeralOwner != 0, cst.NumChildren, cst.DataLength
+			}
+		})
+		if !c.Hidden && s.isMergedListing(child) { // a partitioned parent: its children are the shards'
+			if kids, _, err := s.mergedChildren(t, child); err == nil {
+				c.NumChildren = int32(len(kids))
+			}
 		}
 		v.Children = append(v.Children, c)
 	}
