@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,7 +22,8 @@ func (e *env) shardsCommand() *cobra.Command {
 			"meta group (0), with every key. Changes take the rights of a membership\n" +
 			"change (see arbor member) and every member of a version that knows maps.",
 		Example: "  arbor shards list\n" +
-			"  arbor shards partition /locks",
+			"  arbor shards partition /locks\n" +
+			"  arbor shards split --parent /locks",
 		Args: usageArgs(cobra.NoArgs), // an unknown subcommand
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -47,7 +49,39 @@ func (e *env) shardsCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(list, partition)
+	var parent, at string
+	split := &cobra.Command{
+		Use:   "split (--at NAME | --parent PARENT [--at HASH])",
+		Short: "Move the meta group's keys from a key on to a new shard",
+		Long: "Move the meta group's keys, from a key on in the range that holds it, to a new\n" +
+			"shard: a raft group that every member then runs, led by one of them in turn.\n" +
+			"--at NAME splits the top-level names (a subtree moves whole); --parent\n" +
+			"PARENT splits the hashes of a partitioned parent's children, at --at HASH (16\n" +
+			"hex digits) or, without it, at the middle of the meta group's hashes there.\n" +
+			"Requests then go to the shard of their paths; a multi across shards is\n" +
+			"refused. Membership changes are refused once a cluster has shards.",
+		Example: "  arbor shards split --at m\n  arbor shards partition /locks && arbor shards split --parent /locks",
+		Args:    usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := shardmap.Key{Space: parent, Key: at}
+			switch {
+			case parent == "" && at == "":
+				return usagef("split needs --at NAME, or --parent PARENT")
+			case parent != "" && at != "":
+				h, err := strconv.ParseUint(strings.TrimPrefix(at, "0x"), 16, 64)
+				if err != nil {
+					return usagef("--at %q is not a hash: 16 hex digits", at)
+				}
+				key.Key = shardmap.HashKey(h)
+			}
+			return e.showShards(cmd, func(c *client.Client, ctx context.Context) (*shardmap.Map, error) {
+				return c.SplitShards(ctx, key)
+			})
+		},
+	}
+	split.Flags().StringVar(&parent, "parent", "", "split the hashes of this partitioned parent's children")
+	split.Flags().StringVar(&at, "at", "", "the first key of the new shard: a top-level name, or with --parent a hash (16 hex digits)")
+	cmd.AddCommand(list, partition, split)
 	return cmd
 }
 

@@ -40,3 +40,48 @@ func TestShardsListAndPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestShardsSplitMovesKeysToANewShardThatServesThem splits a member's
+// meta group twice and uses both new shards through the CLI.
+func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
+	t.Parallel()
+	addr, _ := startServer(t)
+	must(t, addr, "create", "/zoo", "z")
+	must(t, addr, "shards", "partition", "/locks")
+	must(t, addr, "create", "/locks")
+	byName := lines(must(t, addr, "shards", "split", "--at", "m"))
+	if len(byName) != 5 || strings.Join(strings.Fields(byName[4]), " ") != "1 / m (end) all 2.0" {
+		t.Errorf("shards split --at m:\n%s", strings.Join(byName, "\n"))
+	}
+	byHash := decode[shardmap.View](t, must(t, addr, "shards", "split", "--parent", "/locks", "-o", "json"))
+	if len(byHash.Shards) != 3 || byHash.Shards[2].Ranges[0] != (shardmap.RangeView{Space: "/locks", Start: "8000000000000000"}) {
+		t.Errorf("shards split --parent /locks: %+v", byHash)
+	}
+	must(t, addr, "create", "/zoo/x", "in group 1")
+	must(t, addr, "create", "/zulu")
+	must(t, addr, "create", "/locks/a")
+	must(t, addr, "create", "/locks/b")
+	if got := must(t, addr, "get", "/zoo/x"); got != "in group 1\n" {
+		t.Errorf("get /zoo/x = %q", got)
+	}
+	if got := lines(must(t, addr, "ls", "/")); strings.Join(got, " ") != "locks zoo zookeeper zulu" {
+		t.Errorf("ls / = %q", got)
+	}
+	if got := lines(must(t, addr, "ls", "/locks")); strings.Join(got, " ") != "a b" {
+		t.Errorf("ls /locks = %q", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"shards", "split"}, 2, "needs --at NAME"},
+		{[]string{"shards", "split", "--at", "m"}, 1, "does not hold"},
+		{[]string{"shards", "split", "--parent", "/zoo"}, 1, "not partitioned"},
+		{[]string{"shards", "split", "--parent", "/locks", "--at", "xyz"}, 2, "16 hex digits"},
+	} {
+		if r := arbor(t, addr, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("arbor %v: %v, want exit %d saying %q", tc.args, r, tc.code, tc.want)
+		}
+	}
+}

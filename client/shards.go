@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,4 +61,31 @@ func shardMapOf(data []byte, st Stat) (*shardmap.Map, error) {
 	}
 	m.Version = uint64(st.Mzxid)
 	return m, nil
+}
+
+// SplitShards moves the meta group's keys from at on, in the range that
+// holds at, to a new shard, whose raft group every member then runs
+// (docs/scale-out.md): at is a top-level name (Space ""), or a hash of a
+// partitioned parent's children (Space the parent, Key its 8 bytes,
+// shardmap.HashKey), whose empty Key splits at the middle of the meta
+// group's hashes there. It needs the rights of a membership change, and
+// every member of a version that knows maps. It returns the new map.
+func (c *Client) SplitShards(ctx context.Context, at shardmap.Key) (*shardmap.Map, error) {
+	cur, err := c.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := cur.SplitKey(shardmap.MetaGroup, at.Space, at.Key)
+	if err == nil {
+		_, err = cur.Split(shardmap.MetaGroup, key, cur.Shards[len(cur.Shards)-1].Group+1)
+	}
+	if err != nil {
+		return nil, opError("split", cmp.Or(at.Space, at.Key), fmt.Errorf("%w: %v", ErrBadArguments, err))
+	}
+	space := cmp.Or(at.Space, "/")
+	rep, err := c.do(ctx, "split", key.String(), wire.Request{Op: wire.OpShardSplit, Path: space, Data: []byte(key.Key)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return shardMapOf(rep.Data, rep.Stat)
 }

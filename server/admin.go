@@ -42,7 +42,7 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 			switch req.Op {
 			case wire.OpSnapshot:
 				what = "backup refused"
-			case wire.OpShardPartition:
+			case wire.OpShardPartition, wire.OpShardSplit:
 				what = "shard map change refused"
 			}
 			c.log.Info(what, zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
@@ -83,10 +83,21 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		}
 		return
 	case wire.OpSnapshot:
+		if s.routingMap() != nil {
+			// A backup holds one group's state: of a sharded cluster it
+			// would miss the others' without saying so.
+			reply.Err = wire.CodeBadArguments
+			c.log.Info("backup refused: the cluster has shards, and a backup holds the meta group's state only")
+			return
+		}
 		s.snapshot(c, &req.Snapshot, reply)
 		return
 	case wire.OpShardPartition:
 		reply.Data, reply.Stat, err = s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(req.Path) })
+		reply.Err = wire.CodeOf(err)
+		return
+	case wire.OpShardSplit:
+		reply.Data, reply.Stat, err = s.splitShards(ctx, req.Path, req.Data)
 		reply.Err = wire.CodeOf(err)
 		return
 	case wire.OpMembers:
@@ -223,7 +234,7 @@ func (s *Server) mayAdminister(c *conn, op wire.Op) error {
 	switch op {
 	case wire.OpSnapshot:
 		return memberRights(&s.cfg, "backups", c.nc.RemoteAddr(), c.identities())
-	case wire.OpShardPartition:
+	case wire.OpShardPartition, wire.OpShardSplit:
 		return memberRights(&s.cfg, "changes of the shard map", c.nc.RemoteAddr(), c.identities())
 	}
 	return s.mayChangeMembers(c)

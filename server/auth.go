@@ -191,3 +191,8 @@ func remoteIP(addr net.Addr) string {
 	}
 	return host
 }
+
+// super reports whether ids include the superuser.
+func super(ids []wire.Identity) bool {
+	return slices.ContainsFunc(ids, func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme })
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -138,7 +137,7 @@ func ReachableAddr(addr, peer string) string {
 func (s *Server) Sessions(ctx context.Context, ids []wire.Identity) []SessionView {
 	now := time.Now()
 	out := []SessionView{}
-	super := slices.ContainsFunc(ids, func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme })
+	isSuper := super(ids)
 	s.fsm.read(func(t *tree.Tree) {
 		for _, ses := range t.Sessions() {
 			v := SessionView{ID: leaseID(ses.ID), TimeoutMs: ses.TimeoutMs, AgeMs: -1, LastHeardMsAgo: -1, Ephemerals: []string{}}
@@ -159,7 +158,7 @@ func (s *Server) Sessions(ctx context.Context, ids []wire.Identity) []SessionVie
 					}
 				}
 			}
-			if v.Lease && !readable && !super {
+			if v.Lease && !readable && !isSuper {
 				v.LeaseOwner = "" // its owner is shown where its locks are: to who may read them
 			}
 			out = append(out, v)
@@ -209,7 +208,7 @@ func (s *Server) apiCloseSession(ctx context.Context, w http.ResponseWriter, r *
 	if err != nil || id == 0 {
 		return nil, badRequest("%q is not a session id (hex)", r.PathValue("id"))
 	}
-	if !slices.ContainsFunc(s.HTTPIdentities(r), func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+	if !super(s.HTTPIdentities(r)) {
 		return nil, &apiError{http.StatusForbidden, "closing a session over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
 	}
 	var known bool

@@ -137,7 +137,8 @@ func (s *Server) startGroup(g uint64) {
 	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
 	f.onSplit = s.onSplit
 	rc := raftnode.Config{
-		ID: cfg.ID, Store: s.node.Store(), Group: g, Join: true,
+		// A single member seeds its groups itself, and leads them at once.
+		ID: cfg.ID, Store: s.node.Store(), Group: g, Join: s.transport != nil,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEvery: cfg.SnapshotEvery, CatchUpEntries: cfg.CatchUpEntries, SnapshotBytes: cfg.SnapshotBytes,
 		ResendWindow: cfg.RequestTimeout + 2*time.Second,
@@ -202,6 +203,34 @@ func (s *Server) group(g uint64) *group {
 	s.groups.mu.Lock()
 	defer s.groups.mu.Unlock()
 	return s.groups.running[g]
+}
+
+// splitShards makes the meta group's keys of space ("/" for the top-level
+// names, else a partitioned parent) from at on a new shard (at empty: the
+// middle of the meta group's hashes of the parent), and returns the map's
+// node as the split left it.
+func (s *Server) splitShards(ctx context.Context, space string, at []byte) ([]byte, wire.Stat, error) {
+	if space == "/" {
+		space = ""
+	}
+	m, _, err := s.ShardMap()
+	if err != nil {
+		return nil, wire.Stat{}, err
+	}
+	key, err := m.SplitKey(shardmap.MetaGroup, space, string(at))
+	if err != nil {
+		return nil, wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
+	}
+	if _, err := s.splitMeta(ctx, key); err != nil {
+		if errors.Is(err, wire.ErrWrongShard) {
+			err = wire.Errorf(wire.CodeBadArguments, "the meta group does not hold %s", key)
+		}
+		return nil, wire.Stat{}, err
+	}
+	var data []byte
+	var stat wire.Stat
+	s.fsm.read(func(t *tree.Tree) { data, stat, err = t.Get(wire.ShardsPath) })
+	return data, stat, err
 }
 
 // splitMeta splits the meta group's keys from at on into a new shard,

@@ -39,8 +39,8 @@ func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[ui
 // meta group of three members at "m": every member seeds and starts group
 // 1 from the state the split left, the group elects its spread leader and
 // takes writes of its keys, the meta group refuses them, membership
-// changes are refused, and a member restarted runs the group again from
-// its store.
+// changes and backups are refused, and a member restarted runs the group
+// again from its store.
 func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) {
 	t.Parallel()
 	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
@@ -72,6 +72,9 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app/x"})
 	if r := c.answer(wire.Request{Op: wire.OpMemberAdd, Member: wire.Member{ID: 4, Addr: "127.0.0.1:1", Learner: true}}); r.Err != wire.CodeBadArguments {
 		t.Errorf("a member added to a sharded cluster: %s, want BadArguments", r.Err)
+	}
+	if r := c.answer(wire.Request{Op: wire.OpSnapshot}); r.Err != wire.CodeBadArguments {
+		t.Errorf("a backup of a sharded cluster: %s, want BadArguments", r.Err)
 	}
 
 	propose := func(g uint64, path string) error {

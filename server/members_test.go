@@ -64,13 +64,7 @@ func TestAMemberWhosePeersAreDownShowsThemUnknown(t *testing.T) {
 	t.Parallel()
 	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	s := startServer(t, "", func(c *Config) { c.Peers, c.HTTP = peers, "-" })
-	card := func(c memberCard) []byte {
-		b, err := msgpack.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	card := func(c memberCard) []byte { return encodeCard(t, c) }
 	s.takeCard(2, card(memberCard{ID: 3, Applied: 7}))                 // a card naming another member than its sender
 	s.takeCard(2, []byte("not a card"))                                // one that does not decode
 	s.takeCard(9, card(memberCard{ID: 9, Applied: 7, Healthy: true}))  // a member not in the configuration
@@ -94,4 +88,14 @@ func TestAMemberWhosePeersAreDownShowsThemUnknown(t *testing.T) {
 	if m := v.Members[2]; m.Role != "follower" || m.HeardMsAgo < 0 || m.Applied != 5 {
 		t.Errorf("member 3, heard from: %+v", m)
 	}
+}
+
+// encodeCard is c as a member sends it.
+func encodeCard(t *testing.T, c memberCard) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -181,15 +181,7 @@ func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
 	if len(owners) == 0 || g.id == shardmap.MetaGroup {
 		return nil
 	}
-	var missing []int64
-	g.fsm.read(func(t *tree.Tree) {
-		for _, id := range owners {
-			if _, ok := t.Session(id); !ok {
-				missing = append(missing, id)
-			}
-		}
-	})
-	for _, id := range missing {
+	for _, id := range g.fsm.missingSessions(owners) {
 		var ses tree.Session
 		var ok bool
 		s.fsm.read(func(t *tree.Tree) { ses, ok = t.Session(id) })
@@ -206,6 +198,19 @@ func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
 		}
 	}
 	return nil
+}
+
+// missingSessions are those of ids that f's tree does not have.
+func (f *fsm) missingSessions(ids []int64) []int64 {
+	var missing []int64
+	f.read(func(t *tree.Tree) {
+		for _, id := range ids {
+			if _, ok := t.Session(id); !ok {
+				missing = append(missing, id)
+			}
+		}
+	})
+	return missing
 }
 
 // isInUse reports whether err refused a registration because the session
@@ -295,15 +300,7 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group) {
 			ids = append(ids, ses.ID)
 		}
 	})
-	var ended []int64
-	s.fsm.read(func(mt *tree.Tree) {
-		for _, id := range ids {
-			if _, ok := mt.Session(id); !ok {
-				ended = append(ended, id)
-			}
-		}
-	})
-	for _, id := range ended {
+	for _, id := range s.fsm.missingSessions(ids) {
 		now := time.Now().UnixMilli()
 		// The lock-delays its holds there asked for go first, as in the
 		// meta group (delayBeforeClose).

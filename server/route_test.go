@@ -58,9 +58,8 @@ func TestRequestsGoToTheShardThatServesTheirPaths(t *testing.T) {
 	if _, err := members[2].splitMeta(ctx, shardmap.Key{Key: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	mid, _ := shardmap.Middle(shardmap.Range{Space: "/locks"})
-	if g, err := members[3].splitMeta(ctx, mid); err != nil || g != 2 {
-		t.Fatalf("second split: group %d, %v", g, err)
+	if m, err := c3.SplitShards(ctx, shardmap.Key{Space: "/locks"}); err != nil || m.Group(2) == nil {
+		t.Fatalf("a split of /locks' hashes by a client: %+v, %v", m, err)
 	}
 	for _, s := range members {
 		// Each group's leadership settles on the member the spread names

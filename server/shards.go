@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/arbor-coord/arbor/shardmap"
@@ -124,19 +126,45 @@ func (s *Server) handleShardsAPI(mux *http.ServeMux) {
 		if err := decodeBody(w, r, &body); err != nil {
 			return nil, err
 		}
-		if !slices.ContainsFunc(s.HTTPIdentities(r), func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+		if !super(s.HTTPIdentities(r)) {
 			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
 		}
-		data, stat, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(body.Parent) })
-		if err != nil {
-			return nil, err
-		}
-		m, err := shardmap.Decode(data)
-		if err != nil {
-			return nil, err
-		}
-		m.Version = uint64(stat.Mzxid)
-		return m.View(), nil
+		return s.shardView(s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(body.Parent) }))
 	}))
 	mux.HandleFunc("/api/v1/shards/partition", methodNotAllowed("POST"))
+	mux.HandleFunc("POST /api/v1/shards/split", answering(func(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+		var body struct {
+			Parent string `json:"parent"` // "" or "/": the top-level names
+			At     string `json:"at"`     // a name, or a hash as 16 hex digits
+		}
+		if err := decodeBody(w, r, &body); err != nil {
+			return nil, err
+		}
+		if !super(s.HTTPIdentities(r)) {
+			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+		}
+		at := []byte(body.At)
+		if body.Parent != "" && body.Parent != "/" && body.At != "" {
+			h, err := strconv.ParseUint(body.At, 16, 64)
+			if err != nil {
+				return nil, badRequest("at %q is not a hash of 16 hex digits", body.At)
+			}
+			at = []byte(shardmap.HashKey(h))
+		}
+		return s.shardView(s.splitShards(ctx, cmp.Or(body.Parent, "/"), at))
+	}))
+	mux.HandleFunc("/api/v1/shards/split", methodNotAllowed("POST"))
+}
+
+// shardView answers a change of the map with the map's node as it left it.
+func (s *Server) shardView(data []byte, stat wire.Stat, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	m, err := shardmap.Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	m.Version = uint64(stat.Mzxid)
+	return m.View(), nil
 }

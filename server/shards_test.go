@@ -3,8 +3,6 @@ package server
 import (
 	"strings"
 	"testing"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TestTheMapChangesOnlyOnceEveryMemberSaysItKnowsMaps: a member of an
@@ -13,13 +11,7 @@ func TestTheMapChangesOnlyOnceEveryMemberSaysItKnowsMaps(t *testing.T) {
 	t.Parallel()
 	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	s := startServer(t, "", func(c *Config) { c.Peers, c.HTTP = peers, "-" })
-	card := func(c memberCard) []byte {
-		b, err := msgpack.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	card := func(c memberCard) []byte { return encodeCard(t, c) }
 	refused := func(want string) {
 		t.Helper()
 		err := s.everyMemberKnows(featureShardMap)

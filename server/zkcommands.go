@@ -220,7 +220,7 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 // znode (an exists watch's) if they may read its nearest existing
 // ancestor, the node that would list it.
 func listableBy(ids []wire.Identity) func(t *tree.Tree, path string) bool {
-	if slices.ContainsFunc(ids, func(id wire.Identity) bool { return id.Scheme == tree.SuperScheme }) {
+	if super(ids) {
 		return nil
 	}
 	return func(t *tree.Tree, p string) bool {

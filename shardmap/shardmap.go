@@ -295,6 +295,33 @@ func DecodeSplit(b []byte) (SplitSpec, error) {
 	return sp, nil
 }
 
+// SplitKey is the key a split of shard group's keys in space ("" for the
+// top-level names, else a partitioned parent) starts the new shard at: at,
+// a name or 8 bytes of a hash; or, for a parent's hashes with at empty,
+// the middle of the first of the shard's ranges there.
+func (m *Map) SplitKey(group uint64, space, at string) (Key, error) {
+	s := m.Group(group)
+	switch {
+	case s == nil:
+		return Key{}, fmt.Errorf("shardmap: no shard of group %d", group)
+	case space == "" && at == "":
+		return Key{}, errors.New("shardmap: a split of top-level names needs the name to split at")
+	case space == "":
+		return Key{Key: at}, nil
+	case !m.IsPartitioned(space):
+		return Key{}, fmt.Errorf("shardmap: %s is not partitioned (arbor shards partition)", space)
+	case at != "" && len(at) != 8:
+		return Key{}, fmt.Errorf("shardmap: a key of %s's hashes is 8 bytes, not %d", space, len(at))
+	case at != "":
+		return Key{Space: space, Key: at}, nil
+	}
+	i := slices.IndexFunc(s.Ranges, func(r Range) bool { return r.Space == space })
+	if i < 0 {
+		return Key{}, fmt.Errorf("shardmap: shard %d holds none of %s's hashes", group, space)
+	}
+	return Middle(s.Ranges[i])
+}
+
 // Middle is the key that halves r, a range of a partitioned parent's
 // space, by hash: the default point of a split. Ranges of top-level
 // names have no middle without the names themselves.

@@ -244,6 +244,31 @@ func TestMiddleHalvesAHashRange(t *testing.T) {
 	}
 }
 
+func TestSplitKeyIsTheNameOrHashAskedForOrTheMiddle(t *testing.T) {
+	m := sharded(t)
+	for _, tc := range []struct {
+		group     uint64
+		space, at string
+		want      Key
+		err       string
+	}{
+		{0, "", "c", Key{Key: "c"}, ""},
+		{0, "", "", Key{}, "needs the name"},
+		{0, "/locks", "", Key{"/locks", HashKey(1 << 62)}, ""}, // the middle of group 0's lower half
+		{2, "/locks", "", Key{"/locks", HashKey(3 << 62)}, ""},
+		{0, "/locks", HashKey(5), Key{"/locks", HashKey(5)}, ""},
+		{0, "/locks", "abc", Key{}, "8 bytes"},
+		{0, "/app", "", Key{}, "not partitioned"},
+		{1, "/locks", "", Key{}, "holds none"},
+		{9, "", "x", Key{}, "no shard"},
+	} {
+		k, err := m.SplitKey(tc.group, tc.space, tc.at)
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) || tc.err == "" && (err != nil || k != tc.want) {
+			t.Errorf("SplitKey(%d, %q, %q) = %v, %v; want %v, %q", tc.group, tc.space, tc.at, k, err, tc.want, tc.err)
+		}
+	}
+}
+
 func TestAMapDecodesToWhatWasEncoded(t *testing.T) {
 	m := sharded(t)
 	m.Version = 1234

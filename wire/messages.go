@@ -322,7 +322,7 @@ func requestFields(op Op) int {
 		return 1
 	case OpSetACL:
 		return 3
-	case OpAuth, OpLockBreak:
+	case OpAuth, OpLockBreak, OpShardSplit:
 		return 2
 	case OpPing, OpClose, OpMembers, OpStatus, OpWhoAmI, OpDeadlocks:
 		return 0
@@ -465,6 +465,9 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpLockBreak:
 		enc.str(r.Path)
 		enc.str(r.Reason)
+	case OpShardSplit:
+		enc.str(r.Path)
+		enc.bytes(r.Data)
 	case OpMulti:
 		enc.array(len(r.Ops))
 		for i := range r.Ops {
@@ -558,6 +561,9 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpLockBreak:
 		r.Path = dec.str()
 		r.Reason = dec.str()
+	case OpShardSplit:
+		r.Path = dec.str()
+		r.Data = dec.bytes()
 	case OpMulti:
 		n := dec.array(0)
 		if n > 0 {
@@ -693,7 +699,7 @@ type OpResult struct {
 // replyFields is the number of body fields in a successful reply to op.
 func replyFields(op Op) int {
 	switch op {
-	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig, OpShardPartition:
+	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig, OpShardPartition, OpShardSplit:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
 		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory,
@@ -818,7 +824,7 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		enc.stat(&r.Stat)
-	case OpGetData, OpReconfig, OpShardPartition:
+	case OpGetData, OpReconfig, OpShardPartition, OpShardSplit:
 		enc.bytes(r.Data)
 		enc.stat(&r.Stat)
 	case OpGetACL:
@@ -1003,7 +1009,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		dec.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		dec.stat(&r.Stat)
-	case OpGetData, OpReconfig, OpShardPartition:
+	case OpGetData, OpReconfig, OpShardPartition, OpShardSplit:
 		r.Data = dec.bytes()
 		dec.stat(&r.Stat)
 	case OpGetACL:

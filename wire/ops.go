@@ -72,6 +72,7 @@ const (
 	// ShardsPath and changed by these admin ops; each answers with the
 	// map's new node, as getData would.
 	OpShardPartition Op = 220 // route the children of a parent by the hash of their names
+	OpShardSplit     Op = 221 // move the meta group's keys from a key on to a new shard
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -213,6 +214,7 @@ var ops = map[Op]opInfo{
 	OpSnapshot: {name: "snapshot", class: ClassAdmin, leader: true, admin: true, limits: LimitOutstanding},
 	// A change of the partition map is a txn of the meta group.
 	OpShardPartition: {name: "shardPartition", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
+	OpShardSplit:     {name: "shardSplit", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 }
 
 // Known reports whether op is one of this package's ops.

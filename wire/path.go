@@ -82,7 +82,7 @@ func (r *Request) paths(yield func(string, bool) bool) bool {
 	case OpCreate:
 		return yield(r.Path, r.Mode.IsSequential())
 	case OpDelete, OpExists, OpGetData, OpSetData, OpGetChildren, OpSync, OpCheck,
-		OpGetACL, OpSetACL, OpRemoveWatches, OpAddWatch, OpGetEphemerals, OpGetAllChildrenNumber, OpLocks, OpLockBreak, OpLockHistory, OpShardPartition:
+		OpGetACL, OpSetACL, OpRemoveWatches, OpAddWatch, OpGetEphemerals, OpGetAllChildrenNumber, OpLocks, OpLockBreak, OpLockHistory, OpShardPartition, OpShardSplit:
 		return yield(r.Path, false)
 	case OpLeaseRenew:
 		return r.Path == "" || yield(r.Path, false) // a node to look at, if named
