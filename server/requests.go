@@ -52,7 +52,7 @@ func (c *conn) propose(r *request) {
 	g, err := c.srv.groupFor(&r.req)
 	if err == nil && g.id != shardmap.MetaGroup {
 		ctx, cancel := context.WithDeadline(c.ctx, r.start.Add(c.srv.cfg.RequestTimeout))
-		err = c.srv.register(ctx, g, &txn)
+		err = c.srv.prepare(ctx, g, &txn)
 		cancel()
 	}
 	if err != nil {

@@ -213,6 +213,80 @@ func (f *fsm) missingSessions(ids []int64) []int64 {
 	return missing
 }
 
+// stubParents makes, in g, the partitioned parents that txn's creates
+// need and g's tree lacks (one made after the split that spread its
+// hashes), with their missing ancestors, each with the ACL the meta group
+// gives it now (tree.TxnStub). A parent the meta group lacks too is left
+// to the create, which fails on it.
+func (s *Server) stubParents(ctx context.Context, g *group, txn *tree.Txn) error {
+	m := s.routingMap()
+	if m == nil || g.id == shardmap.MetaGroup {
+		return nil
+	}
+	var parents []string
+	for _, t := range append([]tree.Txn{*txn}, txn.Ops...) {
+		if t.Type != wire.OpCreate {
+			continue
+		}
+		if p := parent(t.Path); m.IsPartitioned(p) && !slices.Contains(parents, p) {
+			parents = append(parents, p)
+		}
+	}
+	if len(parents) == 0 {
+		return nil
+	}
+	var need []string // shallowest first
+	g.fsm.read(func(t *tree.Tree) {
+		for _, p := range parents {
+			for i := 1; i <= len(p); i++ {
+				if i < len(p) && p[i] != '/' {
+					continue
+				}
+				if a := p[:i]; !slices.Contains(need, a) {
+					if _, err := t.Exists(a); err != nil {
+						need = append(need, a)
+					}
+				}
+			}
+		}
+	})
+	if len(need) == 0 {
+		return nil
+	}
+	stub := tree.Txn{Type: tree.TxnStub, Time: time.Now().UnixMilli()}
+	var missing bool
+	s.fsm.read(func(t *tree.Tree) {
+		for _, a := range need {
+			acl, _, err := t.ACL(a)
+			if err != nil {
+				missing = true
+				return
+			}
+			stub.Ops = append(stub.Ops, tree.Txn{Path: a, ACL: acl})
+		}
+	})
+	if missing {
+		return nil
+	}
+	o := g.node.Propose(ctx, tree.AppendTxn(nil, &stub)).Wait(ctx)
+	if o.Err != nil {
+		return s.writeError(o.Err)
+	}
+	return o.Result.(*tree.Result).Err
+}
+
+// prepare readies group g for txn: the sessions that own its ephemerals
+// registered, the partitioned parents of its creates stubbed.
+func (s *Server) prepare(ctx context.Context, g *group, txn *tree.Txn) error {
+	if g.id == shardmap.MetaGroup {
+		return nil
+	}
+	if err := s.register(ctx, g, txn); err != nil {
+		return err
+	}
+	return s.stubParents(ctx, g, txn)
+}
+
 // isInUse reports whether err refused a registration because the session
 // was registered meanwhile.
 func isInUse(err error) bool {

@@ -38,8 +38,10 @@ func TestRequestsGoToTheShardThatServesTheirPaths(t *testing.T) {
 	members, _ := startTrio(t, map[uint64]string{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, _, err := members[1].changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition("/locks") }); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"/locks", "/queues"} {
+		if _, _, err := members[1].changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(p) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dial := func(id uint64) *client.Client {
 		c, err := client.Dial(ctx, []string{members[id].Addr().String()}, client.WithSessionTimeout(2*time.Second))
@@ -114,6 +116,36 @@ func TestRequestsGoToTheShardThatServesTheirPaths(t *testing.T) {
 	slices.Sort(want)
 	if kids, st, err := c3.Children(ctx, "/locks"); err != nil || !slices.Equal(kids, want) || st.NumChildren != 2 {
 		t.Errorf("ls /locks: %v %+v, %v; want %v", kids, st, err, want)
+	}
+
+	// A partitioned parent made after the split of its hashes: the shard
+	// that takes a child of it first gets the parent (a stub, with the
+	// meta group's ACL), and the parent's ACL and existence then stay.
+	if m, err := c1.SplitShards(ctx, shardmap.Key{Space: "/queues"}); err != nil || m.Group(3) == nil {
+		t.Fatalf("a split of /queues' hashes before /queues exists: %+v, %v", m, err)
+	}
+	waitFor(t, "group 3 led on member 1", func() bool { g := members[1].group(3); return g != nil && g.node.Leader() != 0 })
+	if _, err := c2.Create(ctx, "/queues", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	qLow, qHigh := "/queues/"+lockName(false), "/queues/"+lockName(true)
+	for _, p := range []string{qLow, qHigh} {
+		for {
+			_, err := c2.Create(ctx, p, []byte(p), client.Persistent)
+			if !errors.Is(err, client.ErrNoQuorum) { // group 3's leadership moving to its spread member
+				if err != nil {
+					t.Fatalf("create %s: %v", p, err)
+				}
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if kids, _, err := c3.Children(ctx, "/queues"); err != nil || len(kids) != 2 {
+		t.Errorf("ls /queues: %v, %v", kids, err)
+	}
+	if _, err := c1.SetACL(ctx, "/queues", []client.ACL{client.WorldACL(client.PermAll)}, -1); !errors.Is(err, client.ErrBadArguments) {
+		t.Errorf("setACL of a partitioned parent of a sharded cluster: %v, want BadArguments", err)
 	}
 
 	// A multi across shards is refused whole; within one it applies.

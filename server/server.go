@@ -709,7 +709,7 @@ func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error)
 	defer cancel()
 	g, err := s.groupOfTxn(txn)
 	if err == nil {
-		err = s.register(ctx, g, txn)
+		err = s.prepare(ctx, g, txn)
 	}
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ func (t *Tree) Apply(zxid int64, txn *Txn) (Result, []Event) {
 		res.Stat, res.Err = t.setShardMap(zxid, txn)
 	case TxnSplit:
 		res.Stat, res.Err = t.splitShard(zxid, txn)
+	case TxnStub:
+		res.Err = t.stub(zxid, txn)
 	default:
 		res.Err = wire.Errorf(wire.CodeUnimplemented, "unknown txn type %d", int32(txn.Type))
 	}

@@ -64,6 +64,26 @@ func (t *Tree) splitShard(zxid int64, txn *Txn) (wire.Stat, error) {
 	return t.writeShardMap(zxid, next, data, txn.Time)
 }
 
+// stub applies a TxnStub: the ancestors a shard's nodes need, made as
+// the cluster, each only if the tree lacks it and does not serve it.
+func (t *Tree) stub(zxid int64, txn *Txn) error {
+	for _, op := range txn.Ops {
+		if t.Serves(op.Path, false) {
+			return wire.Errorf(wire.CodeBadArguments, "shard %d serves %s: it is no stub", t.group, op.Path)
+		}
+	}
+	cluster := []wire.Identity{{Scheme: SuperScheme, ID: "cluster"}}
+	for _, op := range txn.Ops {
+		if t.lookup(op.Path) != nil {
+			continue
+		}
+		if _, _, err := t.create(zxid, &Txn{Type: wire.OpCreate, Path: op.Path, ACL: op.ACL, Time: txn.Time}, cluster); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeShardMap makes m, encoded as data, the tree's map: the data of
 // /zookeeper/shards, made if missing (readable by anyone).
 func (t *Tree) writeShardMap(zxid int64, m *shardmap.Map, data []byte, time int64) (wire.Stat, error) {
@@ -158,6 +178,11 @@ func (t *Tree) checkWrite(txn *Txn) error {
 	}
 	if !t.Serves(txn.Path, sequential) {
 		return wire.Errorf(wire.CodeWrongShard, "shard %d does not serve %s", t.group, txn.Path)
+	}
+	if (txn.Type == wire.OpSetACL || txn.Type == wire.OpDelete) && t.shards != nil && len(t.shards.Shards) > 1 && t.shards.IsPartitioned(txn.Path) {
+		// Its children are spread over the shards, each of which holds
+		// the parent's ACL as of its first child there (TxnStub).
+		return wire.Errorf(wire.CodeBadArguments, "%s is a partitioned parent of a sharded cluster: its ACL stays, and it stays", txn.Path)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package tree_test
 
 import (
 	"bytes"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/arbor-coord/arbor/shardmap"
@@ -124,4 +126,54 @@ func TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers(t *testing.T) {
 	} else if m, err := shardmap.Decode(data); err != nil || m.Group(1) == nil || m.Group(2) != nil {
 		t.Errorf("the meta group's map node: %+v, %v; want shards 0 and 1", m, err)
 	}
+}
+
+// TestAStubMakesTheParentsAShardLacksAndNothingElse: a shard's tree gets
+// a partitioned parent made after its split as a stub, with the ACL
+// given, and takes no stub of what it serves; the parent's ACL and
+// existence then stay.
+func TestAStubMakesTheParentsAShardLacksAndNothingElse(t *testing.T) {
+	m, err := shardmap.New().Partition("/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = m.Split(0, shardmap.Key{Space: "/q", Key: shardmap.HashKey(1 << 63)}, 1); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.Encode()
+	f := newFixture(t)
+	f.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
+	var snap bytes.Buffer
+	if err := f.tr.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	one, err := tree.Restore(&snap, tree.WithGroup(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := &fixture{t: t, tr: one, zxid: f.zxid}
+	acl := []wire.ACL{{Perms: wire.PermRead | wire.PermCreate, Scheme: "world", ID: "anyone"}}
+	high := "/q/" + func() string {
+		for i := 0; ; i++ {
+			if name := fmt.Sprint("n", i); shardmap.Hash(name) >= 1<<63 {
+				return name
+			}
+		}
+	}()
+	g1.mustFail(createTxn(high, "", wire.ModePersistent), wire.ErrNoNode)
+	g1.mustFail(tree.Txn{Type: tree.TxnStub, Ops: []tree.Txn{{Path: "/q", ACL: acl}, {Path: high}}}, wire.ErrBadArguments)
+	stub := tree.Txn{Type: tree.TxnStub, Ops: []tree.Txn{{Path: "/q", ACL: acl}}}
+	got, err := tree.DecodeTxn(tree.AppendTxn(nil, &stub))
+	if err != nil || got.Type != tree.TxnStub || len(got.Ops) != 1 || got.Ops[0].Path != "/q" {
+		t.Fatalf("a stub through the codec: %+v, %v", got, err)
+	}
+	g1.must(got)
+	g1.must(got) // again: what exists stays
+	if a, _, err := g1.tr.ACL("/q"); err != nil || !reflect.DeepEqual(a, acl) {
+		t.Errorf("the stub's ACL: %v, %v", a, err)
+	}
+	g1.create(high, "")
+	f.create("/q", "")
+	f.mustFail(tree.Txn{Type: wire.OpSetACL, Path: "/q", ACL: acl, Version: -1}, wire.ErrBadArguments)
+	f.mustFail(deleteTxn("/q", -1), wire.ErrBadArguments)
 }

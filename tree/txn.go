@@ -35,6 +35,13 @@ const (
 	// tree's map (/zookeeper/shards) says so from then on. The server
 	// seeds the new shard's group with the tree as the split left it.
 	TxnSplit wire.Op = -62
+	// TxnStub makes, in a shard's tree, the ancestors its own nodes need
+	// under a partitioned parent: each of Ops (Path, ACL) that the tree
+	// lacks, in order, a persistent node with no data, made by the
+	// cluster. Their data and Stat are the meta group's; the shard only
+	// needs them as parents, and their ACL for the CREATE and DELETE checks
+	// of its nodes below them. Only paths the tree's group does not serve.
+	TxnStub wire.Op = -63
 )
 
 // Txn is one replicated change to the tree. The proposer decides every

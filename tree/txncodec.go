@@ -95,8 +95,9 @@ func encodeTxn(enc *msgpack.Encoder, txn *Txn) {
 	_ = enc.EncodeString(txn.Reason)
 }
 
-// DecodeTxn decodes a txn encoded by AppendTxn. A multi or a batch of
-// renewals may not contain another, so nesting is at most one level deep.
+// DecodeTxn decodes a txn encoded by AppendTxn. Only a multi, a batch of
+// renewals and a stub have ops, and none of their ops has any, so nesting
+// is at most one level deep.
 func DecodeTxn(b []byte) (Txn, error) {
 	r := bytes.NewReader(b)
 	dec := msgpack.NewDecoder(r)
@@ -140,7 +141,7 @@ func decodeTxn(dec *msgpack.Decoder, r *bytes.Reader, txn *Txn, top bool) error 
 	if err != nil {
 		return err
 	}
-	if nops > r.Len() || (nops > 0 && (!top || txn.Type != wire.OpMulti && txn.Type != TxnRenewLeases)) {
+	if nops > r.Len() || (nops > 0 && (!top || txn.Type != wire.OpMulti && txn.Type != TxnRenewLeases && txn.Type != TxnStub)) {
 		return fmt.Errorf("%d sub-txns in a %s txn", nops, txn.Type)
 	}
 	if nops > 0 {
