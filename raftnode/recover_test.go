@@ -446,11 +446,16 @@ func TestAMemberAddedAfterTheLastSnapshotCatchesUpFromOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.mustStart(2, Config{Peers: peersOf(1, 2), Join: true})
+	// Until member 2 answers, member 1 leads a group of two alone and,
+	// after an election timeout, steps down: a write in that time may
+	// fail with its outcome unknown. Member 2 catches up first.
+	joined := g.nodes[1].Applied()
+	waitFor(t, "the new member to join", func() bool { return g.nodes[2].Applied() >= joined && g.nodes[1].IsLeader() })
 	o := g.add(1, 1)
 	if o.Err != nil {
 		t.Fatal(o.Err)
 	}
-	waitFor(t, "the new member to catch up", func() bool { return g.nodes[2].Applied() >= o.Index })
+	waitFor(t, "the new member to catch up with the last write", func() bool { return g.nodes[2].Applied() >= o.Index })
 	sm := g.sms[2]
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
