@@ -510,3 +510,39 @@ func TestASeededGroupStartsFromItsSnapshotAndGoesOnFromItsIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestAGroupsProposalLostOnTheWayIsSentAgain: a follower of a group other
+// than 0 sends its proposal again when the first send is lost, as the
+// only group of a member does (resend.go): the group's transport tells
+// which peers take copies.
+func TestAGroupsProposalLostOnTheWayIsSentAgain(t *testing.T) {
+	t.Parallel()
+	const g = 5
+	members, _ := startGroupCluster(t, []uint64{0, g}, groupOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var leader, follower uint64
+	for leader == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no leader of group 5")
+		}
+		leader = members[1].nodes[g].Leader()
+		time.Sleep(5 * time.Millisecond)
+	}
+	follower = leader%3 + 1
+	f := members[follower]
+	for !f.tr.(*TCPTransport).AnswersProbes(leader) || f.nodes[g].Leader() != leader {
+		if ctx.Err() != nil {
+			t.Fatal("the follower never learned that the leader takes copies")
+		}
+		f.tr.(*TCPTransport).Probe(leader) // as a server's member cards do
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.tr.(*TCPTransport).SetFilter(func(from, to uint64) bool { return to != leader })
+	p := f.nodes[g].Propose(ctx, []byte("sent while cut off"))
+	time.Sleep(100 * time.Millisecond)
+	f.tr.(*TCPTransport).SetFilter(nil)
+	if o := p.Wait(ctx); o.Err != nil {
+		t.Fatalf("a proposal whose first send was lost: %v", o.Err)
+	}
+}

@@ -246,7 +246,7 @@ func (t *MemTransport) Group(g uint64) Transport {
 	if g == 0 {
 		return t
 	}
-	return groupSender{t.sendRaft, g, nil}
+	return groupSender{t.sendRaft, g, t, nil}
 }
 
 // SetCardHandler installs h as the handler of the member cards that

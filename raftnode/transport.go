@@ -186,18 +186,24 @@ func (t *TCPTransport) Group(g uint64) Transport {
 	if g == 0 {
 		return t
 	}
-	return groupSender{t.sendRaft, g, t}
+	return groupSender{t.sendRaft, g, t, t}
 }
 
-// groupSender is a transport's Group: its sender, with the group, and
-// the member's liveness if the transport judges it.
+// groupSender is a transport's Group: its sender, with the group; what
+// the member's transport knows of its peers, which a group's node asks
+// as a member's only node would: whether a peer takes copies of
+// proposals (resend.go), and the peers' liveness if the transport judges
+// it.
 type groupSender struct {
-	send  func(group uint64, msgs []raftpb.Message)
-	group uint64
-	live  livenessTransport // nil: none
+	send   func(group uint64, msgs []raftpb.Message)
+	group  uint64
+	probes prober
+	live   livenessTransport // nil: none
 }
 
 func (g groupSender) Send(msgs []raftpb.Message) { g.send(g.group, msgs) }
+
+func (g groupSender) AnswersProbes(id uint64) bool { return g.probes.AnswersProbes(id) }
 
 func (g groupSender) peerAlive(id uint64) bool { return g.live != nil && g.live.peerAlive(id) }
 

@@ -335,13 +335,24 @@ func (s *Server) sweepShardSessions() {
 		if len(leading) == 0 {
 			continue
 		}
-		// The meta group as of now, not as this member applied it: a
-		// session made on another member just now is not yet ended.
+		// Each shard's sessions first, then the meta group as of after
+		// that, not as this member applied it: a session is registered in
+		// a shard only once the meta group has it, so the meta group read
+		// so has every session the shard's list has, but those it ended.
+		// (The other way round, a session made and registered between the
+		// two reads would be taken for ended.)
+		registered := make([][]int64, len(leading))
+		for i, g := range leading {
+			g.fsm.read(func(t *tree.Tree) {
+				for _, ses := range t.Sessions() {
+					registered[i] = append(registered[i], ses.ID)
+				}
+			})
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
-		err := s.node.ReadIndex(ctx)
-		if err == nil {
-			for _, g := range leading {
-				s.endSessionsIn(ctx, g)
+		if err := s.node.ReadIndex(ctx); err == nil {
+			for i, g := range leading {
+				s.endSessionsIn(ctx, g, s.fsm.missingSessions(registered[i]))
 			}
 		}
 		for _, g := range leading {
@@ -363,18 +374,13 @@ func (s *Server) reapIn(ctx context.Context, g *group) {
 	}
 }
 
-// endSessionsIn closes, in g, the sessions the meta group does not have.
-func (s *Server) endSessionsIn(ctx context.Context, g *group) {
-	// One tree at a time: a reader that holds a shard's lock must not
-	// wait for the meta group's, which a listing holds while it waits
-	// for the shard's (a writer waiting between would stall both).
-	var ids []int64
-	g.fsm.read(func(gt *tree.Tree) {
-		for _, ses := range gt.Sessions() {
-			ids = append(ids, ses.ID)
-		}
-	})
-	for _, id := range s.fsm.missingSessions(ids) {
+// endSessionsIn closes, in g, the sessions ended, which the meta group
+// no longer has. (One tree at a time, shard then meta group: a reader that
+// holds a shard's lock must not wait for the meta group's, which a listing
+// holds while it waits for the shard's, and a writer waiting between would
+// stall both.)
+func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
+	for _, id := range ended {
 		now := time.Now().UnixMilli()
 		// The lock-delays its holds there asked for go first, as in the
 		// meta group (delayBeforeClose).
