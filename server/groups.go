@@ -104,15 +104,20 @@ func (s *Server) seedGroup(sd seed) {
 		_ = sd.write(failingWriter{})
 		return
 	}
-	err := s.node.Store().SeedGroup(g, sd.index, sd.split.Voters, sd.write)
+	wrote := false // the writer is called once, whatever happens
+	err := s.node.Store().SeedGroup(g, sd.index, sd.split.Voters, func(w io.Writer) error {
+		wrote = true
+		return sd.write(w)
+	})
+	if !wrote {
+		_ = sd.write(failingWriter{})
+	}
 	switch {
 	case err == nil:
 		s.log.Info("seeded a new shard's group from the split", zap.Uint64("group", g), zap.Uint64("from", sd.split.Group), zap.Uint64("index", sd.index))
 	case errors.Is(err, raftnode.ErrGroupHoldsLog):
 		// A split applied again after a restart: seeded then.
-		_ = sd.write(failingWriter{})
 	default:
-		_ = sd.write(failingWriter{})
 		s.log.Error("cannot seed a new shard's group; it catches up from the others", zap.Uint64("group", g), zap.Error(err))
 	}
 	s.startGroup(g)
@@ -126,11 +131,11 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("not need
 
 // startGroup starts group g on this member, over the meta group's store
 // and transport, if it does not run yet. It joins its group: a group the
-// member has not been seeded with waits for its leader's snapshot.
+// member has not been seeded with waits for its leader's snapshot. Only
+// runGroups calls it, so no two start one group; the requests that look
+// the group up meanwhile do not wait for its restore.
 func (s *Server) startGroup(g uint64) {
-	s.groups.mu.Lock()
-	defer s.groups.mu.Unlock()
-	if s.groups.running[g] != nil {
+	if s.group(g) != nil {
 		return
 	}
 	cfg := &s.cfg
@@ -158,7 +163,9 @@ func (s *Server) startGroup(g uint64) {
 	if s.transport != nil {
 		s.transport.AttachGroup(g, n)
 	}
+	s.groups.mu.Lock()
 	s.groups.running[g] = &group{id: g, node: n, fsm: f}
+	s.groups.mu.Unlock()
 	s.log.Info("started a shard's group", zap.Uint64("group", g), zap.Uint64("applied", n.Applied()))
 }
 
@@ -182,14 +189,15 @@ func spreadLeader(g uint64, members []raftnode.Member) uint64 {
 // meta group's node, whose store they use.
 func (s *Server) stopGroups() error {
 	s.groups.mu.Lock()
-	defer s.groups.mu.Unlock()
+	running := s.groups.running
+	s.groups.running = map[uint64]*group{}
+	s.groups.mu.Unlock()
 	var errs []error
-	for g, gr := range s.groups.running {
+	for g, gr := range running { // without the lock: an apply goroutine may want it (onSplit)
 		if s.transport != nil {
 			s.transport.AttachGroup(g, nil)
 		}
 		errs = append(errs, gr.node.Stop())
-		delete(s.groups.running, g)
 	}
 	return errors.Join(errs...)
 }

@@ -20,9 +20,9 @@ import (
 // write proposed to that shard's group, a linearizable read or a sync
 // through that group's read index. What has no path (sessions, leases,
 // the admin ops) stays with the meta group; the lock listings read every
-// shard's lock index (lockIndexes). A request
-// routed by a map the shard has moved on from is refused by the shard
-// (WrongShard) and answered so; the client sends it again.
+// shard's lock index (lockIndexes). A request routed by a map the shard
+// has moved on from is refused by the shard (WrongShard) and answered so;
+// the client sends it again.
 
 // routingMap is the partition map as the meta group has applied it, nil
 // while the cluster is one shard.
