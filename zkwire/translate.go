@@ -337,8 +337,12 @@ func NotificationFromWire(n *wire.Reply) Reply {
 // behaviour, and any other to SystemError.
 func CodeFromWire(c wire.Code) int32 {
 	switch c {
-	case wire.CodeDataTooLarge:
+	case wire.CodeDataTooLarge, wire.CodeCrossShard:
 		return int32(wire.CodeBadArguments)
+	case wire.CodeWrongShard:
+		// Not applied, and to be sent again: what ZooKeeper's clients
+		// retry.
+		return int32(wire.CodeConnectionLoss)
 	case wire.CodeMalformed, wire.CodeFrameTooLarge:
 		return int32(wire.CodeMarshallingError)
 	case wire.CodeNoQuorum, wire.CodeShuttingDown, wire.CodeNotCaughtUp, wire.CodeTooManyConnections:

@@ -286,6 +286,8 @@ func TestCodeFromWire(t *testing.T) {
 		{"a malformed frame is MarshallingError", wire.CodeMalformed, -5},
 		{"a frame too large is MarshallingError", wire.CodeFrameTooLarge, -5},
 		{"a bad password is AuthFailed", wire.CodeBadPassword, -115},
+		{"a multi across shards is BadArguments", wire.CodeCrossShard, -8},
+		{"a write that reached a shard that moved it is ConnectionLoss", wire.CodeWrongShard, -4},
 		{"any other code of Arbor's is SystemError", wire.Code(-999), -1},
 	}
 	for _, tt := range tests {
