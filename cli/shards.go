@@ -59,7 +59,7 @@ func (e *env) shardsCommand() *cobra.Command {
 			"PARENT splits the hashes of a partitioned parent's children, at --at HASH (16\n" +
 			"hex digits) or, without it, at the middle of the meta group's hashes there.\n" +
 			"Requests then go to the shard of their paths; a multi across shards is\n" +
-			"refused. Membership changes are refused once a cluster has shards.",
+			"refused. Every shard's group follows the members (arbor member).",
 		Example: "  arbor shards split --at m\n  arbor shards partition /locks && arbor shards split --parent /locks",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {

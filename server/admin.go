@@ -60,13 +60,6 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 	}
 	var err error
 	switch req.Op {
-	case wire.OpReconfig, wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
-		if err := s.membersFixed(); err != nil {
-			reply.Err = wire.CodeOf(err)
-			return
-		}
-	}
-	switch req.Op {
 	case wire.OpReconfig:
 		r, err := s.reconfig(ctx, &req.Reconfig, authorize)
 		reply.Err, reply.Data, reply.Stat = wire.CodeOf(err), r.data, r.stat

@@ -273,18 +273,3 @@ func (s *Server) splitMeta(ctx context.Context, at shardmap.Key) (uint64, error)
 	}
 	return into, nil
 }
-
-// membersFixed refuses a membership change while the map has shards
-// besides the meta group: a shard's group keeps the voters its split gave
-// it, and changing every group's membership with the meta group's is not
-// built yet (docs/scale-out.md, "Known limits found while building").
-func (s *Server) membersFixed() error {
-	m, _, err := s.ShardMap()
-	if err != nil {
-		return err
-	}
-	if len(m.Shards) > 1 {
-		return wire.Errorf(wire.CodeBadArguments, "the cluster has %d shards: a membership change of a sharded cluster is not supported yet", len(m.Shards))
-	}
-	return nil
-}

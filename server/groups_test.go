@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -38,13 +42,14 @@ func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[ui
 // TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember splits the
 // meta group of three members at "m": every member seeds and starts group
 // 1 from the state the split left, the group elects its spread leader and
-// takes writes of its keys, the meta group refuses them, membership
-// changes and backups are refused, and a member restarted runs the group
-// again from its store.
+// takes writes of its keys, the meta group refuses them, a backup is
+// refused, a member restarted runs the group again from its store, and a
+// member added, promoted and removed is added, promoted and removed in
+// group 1 too.
 func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) {
 	t.Parallel()
 	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
-	members, _ := startTrio(t, dirs)
+	members, peers := startTrio(t, dirs)
 	c := authedSession(t, members[2])
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app", Data: []byte("in the meta group")})
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/zoo", Data: []byte("moves")})
@@ -70,9 +75,6 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 		}
 	}
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app/x"})
-	if r := c.answer(wire.Request{Op: wire.OpMemberAdd, Member: wire.Member{ID: 4, Addr: "127.0.0.1:1", Learner: true}}); r.Err != wire.CodeBadArguments {
-		t.Errorf("a member added to a sharded cluster: %s, want BadArguments", r.Err)
-	}
 	if r := c.answer(wire.Request{Op: wire.OpSnapshot}); r.Err != wire.CodeBadArguments {
 		t.Errorf("a backup of a sharded cluster: %s, want BadArguments", r.Err)
 	}
@@ -98,13 +100,41 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 
 	members[3].Close()
 	members[3] = startServer(t, dirs[3], func(cfg *Config) { *cfg = members[3].cfg; cfg.DataDir = dirs[3] })
-	waitFor(t, "group 1 back on member 3 with the write", func() bool {
-		g := members[3].group(1)
-		if g == nil {
-			return false
+	hasZooX := func(s *Server) func() bool {
+		return func() bool {
+			g := s.group(1)
+			if g == nil {
+				return false
+			}
+			var data []byte
+			g.fsm.read(func(t *tree.Tree) { data, _, _ = t.Get("/zoo/x") })
+			return bytes.Equal(data, []byte("in group 1"))
 		}
-		var data []byte
-		g.fsm.read(func(t *tree.Tree) { data, _, _ = t.Get("/zoo/x") })
-		return bytes.Equal(data, []byte("in group 1"))
+	}
+	waitFor(t, "group 1 back on member 3 with the write", hasZooX(members[3]))
+
+	// A member added to the sharded cluster, as a learner, then promoted,
+	// then removed: group 1 follows the meta group's members each time,
+	// and the new member gets group 1's state from its leader.
+	peers = maps.Clone(peers) // the members' own stays theirs
+	peers[4] = freeAddr(t)
+	c.must(wire.Request{Op: wire.OpMemberAdd, Member: wire.Member{ID: 4, Addr: peers[4], Learner: true}})
+	members[4] = startServer(t, "", func(cfg *Config) {
+		cfg.ID, cfg.Peers, cfg.Join, cfg.HTTP, cfg.TickInterval = 4, peers, true, "-", 20*time.Millisecond
 	})
+	groupMembers := func(want string) func() bool {
+		return func() bool {
+			g := members[1].group(1)
+			return g != nil && fmt.Sprint(g.node.Members()) == want
+		}
+	}
+	waitFor(t, "member 4 a learner of group 1", groupMembers(fmt.Sprint(append(slices.Clone(members[1].node.Members()[:3]), raftnode.Member{ID: 4, Addr: peers[4], Learner: true}))))
+	waitFor(t, "group 1's state on member 4", hasZooX(members[4]))
+	c.must(wire.Request{Op: wire.OpMemberPromote, Member: wire.Member{ID: 4}})
+	waitFor(t, "member 4 a voter of group 1", func() bool {
+		g := members[1].group(1)
+		return g != nil && len(g.node.Members()) == 4 && !g.node.Members()[3].Learner
+	})
+	c.must(wire.Request{Op: wire.OpMemberRemove, Member: wire.Member{ID: 4}})
+	waitFor(t, "member 4 out of group 1", func() bool { g := members[1].group(1); return g != nil && len(g.node.Members()) == 3 })
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/locks"
+	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -357,9 +358,48 @@ func (s *Server) sweepShardSessions() {
 		}
 		for _, g := range leading {
 			s.reapIn(ctx, g)
+			s.followMembers(ctx, g)
 		}
 		cancel()
 	}
+}
+
+// followMembers makes the members of g, a group this member leads, the
+// meta group's, one change a round: every member carries every shard, so
+// each shard's group follows the cluster's membership changes (a member
+// added as a learner, promoted, removed), as the meta group applied them
+// here.
+func (s *Server) followMembers(ctx context.Context, g *group) {
+	want, have := s.node.Members(), g.node.Members()
+	find := func(ms []raftnode.Member, id uint64) (raftnode.Member, bool) {
+		i := slices.IndexFunc(ms, func(m raftnode.Member) bool { return m.ID == id })
+		if i < 0 {
+			return raftnode.Member{}, false
+		}
+		return ms[i], true
+	}
+	var change []raftnode.MemberChange
+	for _, m := range want {
+		if h, ok := find(have, m.ID); !ok || h.Learner != m.Learner {
+			change = []raftnode.MemberChange{{ID: m.ID, Addr: m.Addr, Learner: m.Learner}}
+			break
+		}
+	}
+	for _, h := range have {
+		if _, ok := find(want, h.ID); !ok && change == nil {
+			change = []raftnode.MemberChange{{ID: h.ID, Remove: true}}
+		}
+	}
+	if change == nil {
+		return
+	}
+	if o := g.node.ChangeMembers(ctx, change, nil); o.Err != nil {
+		s.log.Info("a shard's group could not follow the cluster's members yet; the next round tries again",
+			zap.Uint64("group", g.id), zap.Uint64("member", change[0].ID), zap.Error(o.Err))
+		return
+	}
+	s.log.Info("a shard's group follows the cluster's members", zap.Uint64("group", g.id), zap.Uint64("member", change[0].ID),
+		zap.Bool("learner", change[0].Learner), zap.Bool("removed", change[0].Remove))
 }
 
 // reapIn deletes, in g, the containers and TTL nodes due (TxnReap), as the
