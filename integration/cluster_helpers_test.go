@@ -69,6 +69,7 @@ func startCluster(t testing.TB, n int, mod ...func(*server.Config)) *cluster {
 		}
 	})
 	c.leader()
+	shardAtStart(t, c.addrs())
 	return c
 }
 

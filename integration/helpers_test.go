@@ -39,6 +39,9 @@ func startServer(t testing.TB, dir, addr string, mod ...func(*server.Config)) *s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if !cfg.Join && len(cfg.Peers) == 0 {
+		shardAtStart(t, []string{s.Addr().String()})
+	}
 	return s
 }
 
