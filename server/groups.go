@@ -65,19 +65,25 @@ func (s *Server) onSplit(sp shardmap.SplitSpec, index uint64, write func(io.Writ
 	}
 }
 
-// runGroups starts the groups of the map the member has, then seeds and
-// starts the groups of the splits applied, until the server stops.
-func (s *Server) runGroups() {
-	defer s.wg.Done()
-	if m, _, err := s.ShardMap(); err != nil {
+// startMapGroups starts the groups of the map the member has, before it
+// takes clients: a request to a shard finds its group running.
+func (s *Server) startMapGroups() {
+	m, _, err := s.ShardMap()
+	if err != nil {
 		s.log.Error("cannot read the partition map; the member runs no shard's group", zap.Error(err))
-	} else {
-		for _, sh := range m.Shards {
-			if sh.Group != shardmap.MetaGroup {
-				s.startGroup(sh.Group)
-			}
+		return
+	}
+	for _, sh := range m.Shards {
+		if sh.Group != shardmap.MetaGroup {
+			s.startGroup(sh.Group)
 		}
 	}
+}
+
+// runGroups seeds and starts the groups of the splits applied, until the
+// server stops.
+func (s *Server) runGroups() {
+	defer s.wg.Done()
 	for {
 		s.groups.mu.Lock()
 		seeds := s.groups.seeds
@@ -132,8 +138,9 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("not need
 // startGroup starts group g on this member, over the meta group's store
 // and transport, if it does not run yet. It joins its group: a group the
 // member has not been seeded with waits for its leader's snapshot. Only
-// runGroups calls it, so no two start one group; the requests that look
-// the group up meanwhile do not wait for its restore.
+// New (startMapGroups) and then runGroups call it, so no two start one
+// group; the requests that look the group up meanwhile do not wait for
+// its restore.
 func (s *Server) startGroup(g uint64) {
 	if s.group(g) != nil {
 		return

@@ -225,6 +225,7 @@ func New(cfg Config) (*Server, error) {
 	// replayed from the log got one when their create was applied.
 	s.memory.node = s.node
 	s.refreshRouting()
+	s.startMapGroups()
 	s.wg.Add(7)
 	go s.runGroups()
 	go s.sweepShardSessions()
