@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -27,5 +29,35 @@ func TestTheMapChangesOnlyOnceEveryMemberSaysItKnowsMaps(t *testing.T) {
 	refused("")
 	if c := s.ownCard(); !strings.Contains(strings.Join(c.Features, " "), featureShardMap) {
 		t.Errorf("this member's own card says it knows %v", c.Features)
+	}
+}
+
+// TestTheHTTPAPISplitsTheMetaGroupForTheSuperuser: POST
+// /api/v1/shards/split by name and by hash, refused to anyone else and for
+// bad input.
+func TestTheHTTPAPISplitsTheMetaGroupForTheSuperuser(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", func(c *Config) { c.SuperDigest = rootDigest })
+	for _, tc := range []struct {
+		body   string
+		auth   []string
+		status int
+		want   string // in the error, or the new map's shard count
+	}{
+		{`{"at": "m"}`, nil, http.StatusForbidden, "superuser"},
+		{`{"at": "m"}`, []string{"root", "rootpw"}, http.StatusOK, "2"},
+		{`{"at": "m"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "does not hold"},
+		{`{"parent": "/locks"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "not partitioned"},
+		{`{"parent": "/locks", "at": "xyz"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "16 hex digits"},
+		{`{"at": "m", "extra": 1}`, []string{"root", "rootpw"}, http.StatusBadRequest, "unknown field"},
+	} {
+		status, out := api(t, s, http.MethodPost, "/api/v1/shards/split", tc.body, tc.auth...)
+		got := fmt.Sprint(out["error"])
+		if status == http.StatusOK {
+			got = fmt.Sprint(len(out["shards"].([]any)))
+		}
+		if status != tc.status || !strings.Contains(got, tc.want) {
+			t.Errorf("POST %s: %d %v, want %d with %q", tc.body, status, out, tc.status, tc.want)
+		}
 	}
 }
