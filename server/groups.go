@@ -68,11 +68,7 @@ func (s *Server) onSplit(sp shardmap.SplitSpec, index uint64, write func(io.Writ
 // startMapGroups starts the groups of the map the member has, before it
 // takes clients: a request to a shard finds its group running.
 func (s *Server) startMapGroups() {
-	m, _, err := s.ShardMap()
-	if err != nil {
-		s.log.Error("cannot read the partition map; the member runs no shard's group", zap.Error(err))
-		return
-	}
+	m, _ := s.ShardMap()
 	for _, sh := range m.Shards {
 		if sh.Group != shardmap.MetaGroup {
 			s.startGroup(sh.Group)
@@ -179,17 +175,23 @@ func (s *Server) startGroup(g uint64) {
 // spreadLeader is the member group g's leadership goes to: the voters
 // take the groups in turn, so that each member leads about as many.
 func spreadLeader(g uint64, members []raftnode.Member) uint64 {
-	var voters []uint64
-	for _, m := range members {
-		if !m.Learner {
-			voters = append(voters, m.ID)
-		}
-	}
-	if len(voters) == 0 {
+	vs := voters(members)
+	if len(vs) == 0 {
 		return 0
 	}
-	slices.Sort(voters)
-	return voters[g%uint64(len(voters))]
+	return vs[g%uint64(len(vs))]
+}
+
+// voters are the ids of members' voters, sorted.
+func voters(members []raftnode.Member) []uint64 {
+	var ids []uint64
+	for _, m := range members {
+		if !m.Learner {
+			ids = append(ids, m.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // stopGroups stops the member's groups besides the meta group, before the
@@ -228,10 +230,7 @@ func (s *Server) splitShards(ctx context.Context, space string, at []byte) ([]by
 	if space == "/" {
 		space = ""
 	}
-	m, _, err := s.ShardMap()
-	if err != nil {
-		return nil, wire.Stat{}, err
-	}
+	m, _ := s.ShardMap()
 	key, err := m.SplitKey(shardmap.MetaGroup, space, string(at))
 	if err != nil {
 		return nil, wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
@@ -260,18 +259,9 @@ func (s *Server) splitMeta(ctx context.Context, at shardmap.Key) (uint64, error)
 	if err := s.node.ReadIndex(ctx); err != nil { // the map as of now: the new group's id is the next
 		return 0, s.writeError(err)
 	}
-	m, _, err := s.ShardMap()
-	if err != nil {
-		return 0, err
-	}
+	m, _ := s.ShardMap()
 	into := m.Shards[len(m.Shards)-1].Group + 1
-	var voters []uint64
-	for _, mem := range s.node.Members() {
-		if !mem.Learner {
-			voters = append(voters, mem.ID)
-		}
-	}
-	data, err := shardmap.SplitSpec{Group: shardmap.MetaGroup, At: at, Into: into, Voters: voters}.Encode()
+	data, err := shardmap.SplitSpec{Group: shardmap.MetaGroup, At: at, Into: into, Voters: voters(s.node.Members())}.Encode()
 	if err != nil {
 		return 0, err
 	}

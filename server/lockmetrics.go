@@ -104,7 +104,7 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 	var oldest int64
 	var held bool
 	c.s.fsm.read(func(t *tree.Tree) {
-		c.s.lockIndexes(t, func(_ *tree.Tree, x *locks.Index, serves func(string) bool) {
+		c.s.eachShard(t, func(_ *tree.Tree, x *locks.Index, serves func(string) bool) {
 			gqs, gn := x.Longest(longestQueues, serves)
 			qs, n = append(qs, gqs...), n+gn
 			if o, h := x.OldestHold(serves); h && (!held || o < oldest) {

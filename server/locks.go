@@ -44,7 +44,7 @@ func (s *Server) lockTurn(p string) wire.LockTurn {
 // them, sorted by path. The caller holds the meta group's read lock (t).
 func (s *Server) lockInfos(t *tree.Tree, prefix string, ids []wire.Identity) []wire.LockInfo {
 	var out []wire.LockInfo
-	s.lockIndexes(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
+	s.eachShard(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
 		out = append(out, indexLockInfos(t, x, prefix, ids, serves)...)
 	})
 	slices.SortFunc(out, func(a, b wire.LockInfo) int { return strings.Compare(a.Path, b.Path) })
@@ -70,7 +70,7 @@ func indexLockInfos(t *tree.Tree, x *locks.Index, prefix string, ids []wire.Iden
 // time). The caller holds the meta group's read lock (t).
 func (s *Server) lockHistory(t *tree.Tree, prefix string, ids []wire.Identity) []wire.LockEvent {
 	var out []wire.LockEvent
-	s.lockIndexes(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
+	s.eachShard(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
 		readable := map[string]bool{}
 		for _, ev := range x.History(prefix) {
 			if serves != nil && !serves(ev.Lock) {
@@ -122,7 +122,7 @@ func (s *Server) deadlocks(t *tree.Tree, ids []wire.Identity) [][]wire.LockWait 
 // nil). The caller holds the meta group's read lock (t).
 func (s *Server) waits(t *tree.Tree, ids []wire.Identity) (waits []wire.LockWait, hidden map[string]bool) {
 	hidden = map[string]bool{}
-	s.lockIndexes(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
+	s.eachShard(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
 		for _, w := range x.Waits(t, serves) {
 			if ids != nil && t.Check(w.Lock, ids, wire.PermRead) != nil {
 				hidden[w.Lock] = true

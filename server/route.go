@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // write proposed to that shard's group, a linearizable read or a sync
 // through that group's read index. What has no path (sessions, leases,
 // the admin ops) stays with the meta group; the lock listings read every
-// shard's lock index (lockIndexes). A request routed by a map the shard
+// shard's lock index (eachShard). A request routed by a map the shard
 // has moved on from is refused by the shard (WrongShard) and answered so;
 // the client sends it again.
 
@@ -122,37 +123,21 @@ func (s *Server) maxZxid() int64 {
 // which the meta group holds and whose children are spread over the
 // shards: each shard's children it serves, sorted as one list, with the
 // meta group's Stat of path and the number of them. The caller holds the
-// meta group's read lock (t is its tree). Locks nest in that order only,
-// the meta group's and then a shard's, never the other way round.
+// meta group's read lock (t is its tree).
 func (s *Server) mergedChildren(t *tree.Tree, path string) ([]string, wire.Stat, error) {
-	children, st, err := t.Children(path)
+	st, err := t.Exists(path)
 	if err != nil {
 		return nil, st, err
 	}
-	m := s.routingMap()
-	serves := func(g uint64, name string) bool {
-		return m.Serves(g, childPath(path, name), false)
-	}
-	children = slices.DeleteFunc(slices.Clone(children), func(name string) bool { return !serves(shardmap.MetaGroup, name) })
-	s.groups.mu.Lock()
-	running := make([]*group, 0, len(s.groups.running))
-	for _, g := range s.groups.running {
-		running = append(running, g)
-	}
-	s.groups.mu.Unlock()
-	for _, g := range running {
-		g.fsm.read(func(gt *tree.Tree) {
-			names, _, err := gt.Children(path)
-			if err != nil {
-				return
+	var children []string
+	s.eachShard(t, func(t *tree.Tree, _ *locks.Index, serves func(string) bool) {
+		names, _, _ := t.Children(path)
+		for _, name := range names {
+			if serves == nil || serves(childPath(path, name)) {
+				children = append(children, name)
 			}
-			for _, name := range names {
-				if serves(g.id, name) {
-					children = append(children, name)
-				}
-			}
-		})
-	}
+		}
+	})
 	slices.Sort(children)
 	st.NumChildren = int32(len(children))
 	return children, st, nil
@@ -178,11 +163,7 @@ func (s *Server) isMergedListing(path string) bool {
 // group keeps the sessions; a shard's copy only owns its ephemerals, and
 // goes when the meta group's does (sweepShardSessions).
 func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
-	owners := ephemeralOwners(txn)
-	if len(owners) == 0 || g.id == shardmap.MetaGroup {
-		return nil
-	}
-	for _, id := range g.fsm.missingSessions(owners) {
+	for _, id := range g.fsm.missingSessions(ephemeralOwners(txn)) {
 		var ses tree.Session
 		var ok bool
 		s.fsm.read(func(t *tree.Tree) { ses, ok = t.Session(id) })
@@ -194,7 +175,8 @@ func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
 		if o.Err != nil {
 			return s.writeError(o.Err)
 		}
-		if err := o.Result.(*tree.Result).Err; err != nil && !isInUse(err) {
+		// BadArguments: registered meanwhile (a session id in use).
+		if err := o.Result.(*tree.Result).Err; err != nil && !errors.Is(err, wire.ErrBadArguments) {
 			return err
 		}
 	}
@@ -221,18 +203,15 @@ func (f *fsm) missingSessions(ids []int64) []int64 {
 // to the create, which fails on it.
 func (s *Server) stubParents(ctx context.Context, g *group, txn *tree.Txn) error {
 	m := s.routingMap()
-	if m == nil || g.id == shardmap.MetaGroup {
+	if m == nil {
 		return nil
 	}
 	var parents []string
-	for _, t := range append([]tree.Txn{*txn}, txn.Ops...) {
-		if t.Type != wire.OpCreate {
-			continue
-		}
-		if p := parent(t.Path); m.IsPartitioned(p) && !slices.Contains(parents, p) {
+	eachOp(txn, func(t *tree.Txn) {
+		if p := parent(t.Path); t.Type == wire.OpCreate && m.IsPartitioned(p) && !slices.Contains(parents, p) {
 			parents = append(parents, p)
 		}
-	}
+	})
 	if len(parents) == 0 {
 		return nil
 	}
@@ -288,26 +267,23 @@ func (s *Server) prepare(ctx context.Context, g *group, txn *tree.Txn) error {
 	return s.stubParents(ctx, g, txn)
 }
 
-// isInUse reports whether err refused a registration because the session
-// was registered meanwhile.
-func isInUse(err error) bool {
-	e, ok := err.(*wire.Error)
-	return ok && e.Code == wire.CodeBadArguments
-}
-
 // ephemeralOwners are the sessions that own the ephemerals txn creates.
 func ephemeralOwners(txn *tree.Txn) []int64 {
 	var ids []int64
-	add := func(t *tree.Txn) {
+	eachOp(txn, func(t *tree.Txn) {
 		if t.Type == wire.OpCreate && t.Mode.IsEphemeral() && !slices.Contains(ids, t.Session) {
 			ids = append(ids, t.Session)
 		}
-	}
-	add(txn)
-	for i := range txn.Ops {
-		add(&txn.Ops[i])
-	}
+	})
 	return ids
+}
+
+// eachOp runs fn on txn and on each of a multi's ops.
+func eachOp(txn *tree.Txn, fn func(*tree.Txn)) {
+	fn(txn)
+	for i := range txn.Ops {
+		fn(&txn.Ops[i])
+	}
 }
 
 // sweepShardSessions ends, in every shard this member leads, the sessions
@@ -325,14 +301,7 @@ func (s *Server) sweepShardSessions() {
 		case <-tick.C:
 		case <-s.groups.sweep:
 		}
-		s.groups.mu.Lock()
-		var leading []*group
-		for _, g := range s.groups.running {
-			if g.node.IsLeader() {
-				leading = append(leading, g)
-			}
-		}
-		s.groups.mu.Unlock()
+		leading := slices.DeleteFunc(s.runningGroups(), func(g *group) bool { return !g.node.IsLeader() })
 		if len(leading) == 0 {
 			continue
 		}
@@ -409,9 +378,18 @@ func (s *Server) reapIn(ctx context.Context, g *group) {
 	var due bool
 	g.fsm.read(func(t *tree.Tree) { due = len(t.Reapable(now)) > 0 })
 	if due {
-		txn := tree.Txn{Type: tree.TxnReap, Time: now}
-		g.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), g.node.Term()).Wait(ctx)
+		_ = g.proposeAsLeader(ctx, &tree.Txn{Type: tree.TxnReap, Time: now}) // the next round tries again
 	}
+}
+
+// proposeAsLeader proposes txn, a housekeeping txn of g's leader, only
+// while this member leads g in the term it read, and returns how it went.
+func (g *group) proposeAsLeader(ctx context.Context, txn *tree.Txn) error {
+	o := g.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, txn), g.node.Term()).Wait(ctx)
+	if o.Err != nil {
+		return o.Err
+	}
+	return o.Result.(*tree.Result).Err
 }
 
 // endSessionsIn closes, in g, the sessions ended, which the meta group
@@ -426,20 +404,16 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 		// meta group (delayBeforeClose).
 		var delays []tree.Txn
 		g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { delays = s.lockDelays(t, x, t.Ephemerals(id), now) })
-		txns := []tree.Txn{{Type: tree.TxnCloseSession, Session: id, Time: now}}
 		if len(delays) > 0 {
-			txns = slices.Insert(txns, 0, tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay})
-		}
-		for _, txn := range txns {
-			o := g.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), g.node.Term()).Wait(ctx)
-			if o.Err == nil {
-				o.Err = o.Result.(*tree.Result).Err
-			}
-			if o.Err != nil && txn.Type != tree.TxnCloseSession {
-				s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(o.Err))
+			txn := tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay}
+			if err := g.proposeAsLeader(ctx, &txn); err != nil {
+				s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(err))
 				return
 			}
 		}
+		// A close that fails (ended there already, or a lost leadership)
+		// is the next sweep's, if there is anything left of it.
+		_ = g.proposeAsLeader(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: now})
 	}
 }
 
@@ -461,22 +435,14 @@ func (s *Server) existsRouted(t *tree.Tree, path string) (wire.Stat, error) {
 // ephemerals are the ephemerals of session whose paths start with prefix,
 // in every shard, sorted. The caller holds the meta group's read lock (t).
 func (s *Server) ephemerals(t *tree.Tree, session int64, prefix string) []string {
-	m := s.routingMap()
-	if m == nil {
-		return t.EphemeralsWithPrefix(session, prefix)
-	}
 	var out []string
-	add := func(g uint64, paths []string) {
-		for _, p := range paths {
-			if m.Serves(g, p, false) {
+	s.eachShard(t, func(t *tree.Tree, _ *locks.Index, serves func(string) bool) {
+		for _, p := range t.EphemeralsWithPrefix(session, prefix) {
+			if serves == nil || serves(p) {
 				out = append(out, p)
 			}
 		}
-	}
-	add(shardmap.MetaGroup, t.EphemeralsWithPrefix(session, prefix))
-	for _, g := range s.runningGroups() {
-		g.fsm.read(func(gt *tree.Tree) { add(g.id, gt.EphemeralsWithPrefix(session, prefix)) })
-	}
+	})
 	slices.Sort(out)
 	return out
 }
@@ -493,12 +459,14 @@ func (s *Server) runningGroups() []*group {
 	return out
 }
 
-// lockIndexes runs fn on the meta group's tree and lock index (t, whose
+// eachShard runs fn on the meta group's tree and lock index (t, whose
 // read lock the caller holds) and, on a sharded cluster, on each other
-// group's, under its read lock, with serves, which says which locks the
+// group's, under its read lock, with serves, which says which paths the
 // group serves (nil: all). A group's tree and index hold, besides its
-// own, what it held before a split moved it away.
-func (s *Server) lockIndexes(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, serves func(lock string) bool)) {
+// own, what it held before a split moved it away. Locks nest in this
+// order only, the meta group's and then a shard's, never the other way
+// round: a writer waiting between would stall both.
+func (s *Server) eachShard(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, serves func(path string) bool)) {
 	m := s.routingMap()
 	if m == nil {
 		fn(t, s.fsm.locks, nil)
