@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func startCluster(t testing.TB, n int, mod ...func(*server.Config)) *cluster {
 		}
 	})
 	c.leader()
-	shardAtStart(t, c.addrs())
+	shardAtStart(t, slices.Collect(maps.Values(c.servers))...)
 	return c
 }
 

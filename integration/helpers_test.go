@@ -40,7 +40,7 @@ func startServer(t testing.TB, dir, addr string, mod ...func(*server.Config)) *s
 	}
 	t.Cleanup(func() { s.Close() })
 	if !cfg.Join && len(cfg.Peers) == 0 {
-		shardAtStart(t, []string{s.Addr().String()})
+		shardAtStart(t, s)
 	}
 	return s
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/arbor-coord/arbor/client"
-	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/server"
+	"github.com/arbor-coord/arbor/wire"
 )
 
 // flagShards runs every test's servers sharded: their top-level names
@@ -22,40 +22,55 @@ var flagShards = flag.Int("integration.shards", 0, "split every test's servers' 
 // shards: each split takes the meta group's keys from its name on.
 var shardNames = []string{"t", "n", "g", "d", "q", "k", "w"}
 
-// shardAtStart splits the servers at addrs into *flagShards shards, if
-// asked, and waits until each shard answers.
-func shardAtStart(t testing.TB, addrs []string) {
+// shardAtStart splits the servers into *flagShards shards, if asked and
+// not done before they restarted, and waits until every member has a
+// leader for each shard. It asks the servers themselves, not a client, so
+// that servers whose clients need TLS or the superuser are split too.
+func shardAtStart(t testing.TB, servers ...*server.Server) {
 	t.Helper()
-	n := *flagShards
+	n := min(*flagShards, len(shardNames)+1)
 	if n < 2 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	c, err := client.Dial(ctx, addrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	names := shardNames[:min(n-1, len(shardNames))]
-	for _, name := range names {
+	s := servers[0]
+	for _, name := range shardNames[:n-1] {
+		if m, _ := s.ShardMap(); len(m.Shards) >= n {
+			break // split before a restart
+		}
 		for {
-			_, err := c.SplitShards(ctx, shardmap.Key{Key: name})
-			if err == nil {
+			_, err := s.SplitShards(ctx, "/", []byte(name))
+			if err == nil || strings.Contains(err.Error(), "starts a range") {
 				break
 			}
-			if !errors.Is(err, client.ErrBadArguments) || ctx.Err() != nil || strings.Contains(err.Error(), "starts a range") {
+			if !errors.Is(err, wire.ErrBadArguments) || ctx.Err() != nil {
 				t.Fatalf("split at %q: %v", name, err)
 			}
 			time.Sleep(50 * time.Millisecond) // the members' cards: maps change once every member knows them
 		}
 	}
-	for _, name := range names {
-		for err := c.Sync(ctx, "/"+name); err != nil; err = c.Sync(ctx, "/"+name) {
+	for _, s := range servers {
+		for !shardsLed(s, n) {
 			if ctx.Err() != nil {
-				t.Fatalf("shard of %q: %v", name, err)
+				t.Fatalf("member %d: shards not led within %v: %+v", s.Status().ID, patience, s.Status().Shards)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// shardsLed says whether s runs n-1 groups besides the meta group, each
+// with a leader.
+func shardsLed(s *server.Server, n int) bool {
+	st := s.Status().Shards
+	if len(st) < n-1 {
+		return false
+	}
+	for _, g := range st {
+		if g.Leader == 0 {
+			return false
+		}
+	}
+	return true
 }

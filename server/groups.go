@@ -222,6 +222,18 @@ func (s *Server) group(g uint64) *group {
 	return s.groups.running[g]
 }
 
+// SplitShards is `arbor shards split` for a program that runs the server:
+// the meta group's keys of space ("/" for the top-level names, else a
+// partitioned parent) from at on (at empty: the middle of the parent's
+// hashes) move to a new shard. It returns the map as the split left it.
+func (s *Server) SplitShards(ctx context.Context, space string, at []byte) (*shardmap.Map, error) {
+	if _, _, err := s.splitShards(ctx, space, at); err != nil {
+		return nil, err
+	}
+	m, _ := s.ShardMap()
+	return m, nil
+}
+
 // splitShards makes the meta group's keys of space ("/" for the top-level
 // names, else a partitioned parent) from at on a new shard (at empty: the
 // middle of the meta group's hashes of the parent), and returns the map's

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -21,6 +24,19 @@ type Status struct {
 	Digest   string `json:"digest"`  // the tree's digest at Zxid, hex
 	Sessions int    `json:"sessions"`
 	Znodes   int    `json:"znodes"`
+	// Shards are the member's groups besides the meta group, by id, once
+	// the cluster is split (docs/scale-out.md); the fields above are the
+	// meta group's.
+	Shards []GroupStatus `json:"shards,omitempty"`
+}
+
+// GroupStatus is a member's view of one of its shards' groups.
+type GroupStatus struct {
+	Group   uint64 `json:"group"`
+	Leader  uint64 `json:"leader"`
+	Term    uint64 `json:"term"`
+	Applied uint64 `json:"applied"`
+	Zxid    int64  `json:"zxid"`
 }
 
 // Status reports the member's state; the tree's fields are read together.
@@ -31,6 +47,15 @@ func (s *Server) Status() Status {
 		st.Sessions = t.SessionCount()
 		st.Znodes = t.Count()
 	})
+	s.groups.mu.Lock()
+	running := slices.Collect(maps.Values(s.groups.running))
+	s.groups.mu.Unlock()
+	for _, g := range running {
+		gs := GroupStatus{Group: g.id, Leader: g.node.Leader(), Term: g.node.Term(), Applied: g.node.Applied()}
+		gs.Zxid = g.fsm.read(func(*tree.Tree) {})
+		st.Shards = append(st.Shards, gs)
+	}
+	slices.SortFunc(st.Shards, func(a, b GroupStatus) int { return cmp.Compare(a.Group, b.Group) })
 	return st
 }
 
