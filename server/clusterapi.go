@@ -281,7 +281,8 @@ func (s *Server) sampleRates() {
 	defer tick.Stop()
 	for {
 		p := RatePoint{Watches: s.watches.size()}
-		applied := s.fsm.read(func(t *tree.Tree) { p.Znodes, p.Sessions = t.Count(), t.SessionCount() })
+		applied := s.fsm.read(func(t *tree.Tree) { p.Sessions = t.SessionCount() })
+		p.Znodes, _ = s.counts()
 		s.rates.sample(time.Now(), applied, s.stats.reads.Load(), p)
 		select {
 		case <-tick.C:
@@ -314,7 +315,8 @@ func (s *Server) Overview() OverviewView {
 	v.Conns = len(s.conns)
 	s.mu.Unlock()
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
-		v.Zxid, v.Znodes, v.Sessions, v.Ephemeral, v.Locks = t.Zxid(), t.Count(), t.SessionCount(), t.EphemeralCount(), len(x.Paths("/"))
+		v.Zxid, v.Sessions, v.Locks = t.Zxid(), t.SessionCount(), len(x.Paths("/"))
 	})
+	v.Znodes, v.Ephemeral = s.counts()
 	return v
 }

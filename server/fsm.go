@@ -103,6 +103,16 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.history.record(zxid, txn.Time, events)
 	}
 	f.watches.trigger(events, zxid, f.locks.Holds) // the turns in this group's lock index
+	var seed func(io.Writer) error
+	var seedErr error
+	if txn.Type == tree.TxnSplit && res.Err == nil {
+		// The new group starts from the state as the split left it; then
+		// this group drops what it no longer serves.
+		if f.onSplit != nil {
+			seed, seedErr = f.Snapshot()
+		}
+		f.prune(index)
+	}
 	f.mu.Unlock()
 	if len(changed) > 0 && f.lockChanged != nil {
 		f.lockChanged(changed)
@@ -115,7 +125,7 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.onMapChanged()
 	}
 	if txn.Type == tree.TxnSplit && res.Err == nil && f.onSplit != nil {
-		f.split(&txn, index)
+		f.split(&txn, index, seed, seedErr)
 	}
 
 	switch {
@@ -147,15 +157,28 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	return &res
 }
 
-// split hands onSplit the split txn applied at index, with a writer of
-// the state as it left it. A split the tree took decodes.
-func (f *fsm) split(txn *tree.Txn, index uint64) {
-	sp, err := shardmap.DecodeSplit(txn.Data)
-	if err != nil {
-		f.log.Error("a split the tree took does not decode", zap.Uint64("index", index), zap.Error(err))
+// prune drops what the tree holds and its group no longer serves (a
+// split's leftovers: tree.Prune), and rebuilds the lock index of what
+// stays. The caller holds mu for writing, or has the tree to itself.
+func (f *fsm) prune(index uint64) {
+	if n := f.tree.Prune(); n > 0 {
+		f.locks.Rebuild(f.tree)
+		f.log.Info("dropped what another shard serves now", zap.Uint64("group", f.group), zap.Uint64("index", index), zap.Int("znodes", n))
+	}
+}
+
+// split hands onSplit the split txn applied at index, with write, a
+// writer of the state as it left it (or the error of taking it). A split
+// the tree took decodes.
+func (f *fsm) split(txn *tree.Txn, index uint64, write func(io.Writer) error, err error) {
+	sp, derr := shardmap.DecodeSplit(txn.Data)
+	if derr != nil {
+		f.log.Error("a split the tree took does not decode", zap.Uint64("index", index), zap.Error(derr))
+		if write != nil {
+			_ = write(failingWriter{})
+		}
 		return
 	}
-	write, err := f.Snapshot()
 	if err != nil {
 		f.log.Error("cannot take the state a split left, to seed its new group; it catches up from the others", zap.Uint64("group", sp.Into), zap.Error(err))
 		return
@@ -227,6 +250,9 @@ func (f *fsm) Restore(r io.Reader, index uint64) error {
 	t, snap, err := tree.RestoreWith(r, tree.WithMaxDataSize(f.maxData), tree.WithGroup(f.group))
 	if err != nil {
 		return err
+	}
+	if n := t.Prune(); n > 0 { // a new shard's seed: the whole state of the group it split from
+		f.log.Info("dropped what another shard serves", zap.Uint64("group", f.group), zap.Uint64("index", index), zap.Int("znodes", n))
 	}
 	sessions, leases := map[int64]time.Duration{}, map[int64]session.Lease{}
 	for _, s := range t.Sessions() {

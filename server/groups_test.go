@@ -54,6 +54,16 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app", Data: []byte("in the meta group")})
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/zoo", Data: []byte("moves")})
 
+	waitFor(t, "/zoo on every member", func() bool {
+		for _, s := range members {
+			if s.Status().Znodes != members[2].Status().Znodes {
+				return false
+			}
+		}
+		return true
+	})
+	nodes := members[2].Status().Znodes
+
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	into, err := members[1].splitMeta(ctx, shardmap.Key{Key: "m"})
@@ -72,6 +82,17 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 		}
 		if m, _ := s.ShardMap(); m.Group(1) == nil || !m.Serves(1, "/zoo", false) {
 			t.Errorf("member %d's map after the split: %+v", id, m)
+		}
+		// Each side dropped what the other serves: the split moved /zoo,
+		// it did not copy it; only the map's node is new.
+		var zoo, app error
+		s.fsm.read(func(t *tree.Tree) { _, zoo = t.Exists("/zoo") })
+		s.group(1).fsm.read(func(t *tree.Tree) { _, app = t.Exists("/app") })
+		if !errors.Is(zoo, wire.ErrNoNode) || !errors.Is(app, wire.ErrNoNode) {
+			t.Errorf("member %d after the split: /zoo in the meta group: %v, /app in group 1: %v; want both gone", id, zoo, app)
+		}
+		if got := s.Status().Znodes; got != nodes+1 {
+			t.Errorf("member %d holds %d znodes over its groups after the split, want %d and the map's node", id, got, nodes)
 		}
 	}
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app/x"})

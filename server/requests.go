@@ -426,7 +426,11 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 	case wire.OpGetAllChildrenNumber:
 		if err = t.Check(req.Path, ids, wire.PermRead); err == nil {
 			var n int
-			n, err = t.Descendants(req.Path)
+			if s.isMergedListing(req.Path) {
+				n, err = s.mergedDescendants(t, req.Path)
+			} else {
+				n, err = t.Descendants(req.Path)
+			}
 			reply.Descendants = int32(min(n, math.MaxInt32))
 		}
 	case wire.OpLocks:

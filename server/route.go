@@ -143,6 +143,43 @@ func (s *Server) mergedChildren(t *tree.Tree, path string) ([]string, wire.Stat,
 	return children, st, nil
 }
 
+// mergedDescendants counts the nodes below path, "/" or a partitioned
+// parent, as mergedChildren lists them: each child in the shard that
+// serves it, with its own descendants there (or over the shards again, for
+// a partitioned child). The caller holds the meta group's read lock.
+func (s *Server) mergedDescendants(t *tree.Tree, path string) (int, error) {
+	if _, err := t.Exists(path); err != nil {
+		return 0, err
+	}
+	count := 0
+	if path == "/" { // every node but the root
+		s.eachShard(t, func(t *tree.Tree, _ *locks.Index, _ func(string) bool) { count += t.Served() })
+		return count - 1, nil
+	}
+	var spread []string
+	s.eachShard(t, func(t *tree.Tree, _ *locks.Index, serves func(string) bool) {
+		names, _, _ := t.Children(path)
+		for _, name := range names {
+			p := childPath(path, name)
+			switch {
+			case serves != nil && !serves(p):
+			case s.isMergedListing(p):
+				spread = append(spread, p)
+			default:
+				n, _ := t.Descendants(p)
+				count += 1 + n
+			}
+		}
+	})
+	for _, p := range spread { // outside the shards' locks: the walk takes them again
+		n, err := s.mergedDescendants(t, p)
+		if err == nil {
+			count += 1 + n
+		}
+	}
+	return count, nil
+}
+
 // childPath is the path of parent's child name.
 func childPath(parent, name string) string {
 	if parent == "/" {
@@ -457,6 +494,17 @@ func (s *Server) runningGroups() []*group {
 	}
 	slices.SortFunc(out, func(a, b *group) int { return cmp.Compare(a.id, b.id) })
 	return out
+}
+
+// counts are the nodes (tree.Served) and the ephemerals of this member's
+// groups together, each group read in turn.
+func (s *Server) counts() (znodes, ephemerals int) {
+	add := func(t *tree.Tree) { znodes, ephemerals = znodes+t.Served(), ephemerals+t.EphemeralCount() }
+	s.fsm.read(add)
+	for _, g := range s.runningGroups() {
+		g.fsm.read(add)
+	}
+	return znodes, ephemerals
 }
 
 // eachShard runs fn on the meta group's tree and lock index (t, whose

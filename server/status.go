@@ -23,10 +23,10 @@ type Status struct {
 	Zxid     int64  `json:"zxid"`    // last txn applied to the tree
 	Digest   string `json:"digest"`  // the tree's digest at Zxid, hex
 	Sessions int    `json:"sessions"`
-	Znodes   int    `json:"znodes"`
+	Znodes   int    `json:"znodes"`   // over every group
 	// Shards are the member's groups besides the meta group, by id, once
-	// the cluster is split (docs/scale-out.md); the fields above are the
-	// meta group's.
+	// the cluster is split (docs/scale-out.md); the fields above but
+	// Znodes are the meta group's.
 	Shards []GroupStatus `json:"shards,omitempty"`
 }
 
@@ -45,8 +45,8 @@ func (s *Server) Status() Status {
 	st.Zxid = s.fsm.read(func(t *tree.Tree) {
 		st.Digest = fmt.Sprintf("%016x", t.Digest())
 		st.Sessions = t.SessionCount()
-		st.Znodes = t.Count()
 	})
+	st.Znodes, _ = s.counts()
 	s.groups.mu.Lock()
 	running := slices.Collect(maps.Values(s.groups.running))
 	s.groups.mu.Unlock()

@@ -89,7 +89,8 @@ func (s *Server) serverStats(q commandQuery) serverStatsResult {
 		OutstandingRequests: s.outstanding(), DataDirSize: size, LogDirSize: size,
 		ServerState: s.mode(), NumAliveClientConnections: conns, Uptime: ms(time.Since(s.started)),
 	}}
-	r.ServerStats.LastProcessedZxid = s.fsm.read(func(t *tree.Tree) { r.NodeCount = t.Count() })
+	r.ServerStats.LastProcessedZxid = s.fsm.lastZxid()
+	r.NodeCount, _ = s.counts()
 	return r
 }
 
@@ -190,11 +191,10 @@ func (s *Server) monitor() monitorResult {
 	kv("num_alive_connections", conns)
 	kv("outstanding_requests", s.outstanding())
 	kv("uptime", ms(time.Since(s.started)))
-	var nodes, ephemerals, sessions int
+	var sessions int
 	var size int64
-	zxid := s.fsm.read(func(t *tree.Tree) {
-		nodes, ephemerals, sessions, size = t.Count(), t.EphemeralCount(), t.SessionCount(), t.DataSize()
-	})
+	zxid := s.fsm.read(func(t *tree.Tree) { sessions, size = t.SessionCount(), t.DataSize() })
+	nodes, ephemerals := s.counts()
 	kv("znode_count", nodes)
 	kv("watch_count", s.watches.size())
 	kv("ephemerals_count", ephemerals)

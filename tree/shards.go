@@ -186,3 +186,113 @@ func (t *Tree) checkWrite(txn *Txn) error {
 	}
 	return nil
 }
+
+// Prune drops the subtrees the tree holds but its group does not serve,
+// which a split leaves behind: in the group split, what moved to the new
+// shard; in the new shard, seeded with the whole state, everything else.
+// It keeps /zookeeper, and the nodes on the way to each partitioned
+// parent, whose children it looks at instead. Nothing fires and no Stat
+// of what stays moves: to the cluster's clients nothing changed, as the
+// other shard serves what goes. It returns how many nodes went.
+func (t *Tree) Prune() int {
+	if t.shards == nil || len(t.shards.Shards) < 2 {
+		return 0
+	}
+	ways := t.ways()
+	before := t.count
+	t.pruneUnder("/", ways)
+	return before - t.count
+}
+
+// pruneUnder prunes the children of the node at path.
+func (t *Tree) pruneUnder(path string, ways map[string]bool) {
+	n := t.lookup(path)
+	if n == nil {
+		return
+	}
+	var down, gone []string
+	for c := range n.children.all {
+		p := childPath(path, c.name)
+		switch {
+		case p == wire.ZooKeeperPath:
+		case ways[p]:
+			down = append(down, p)
+		case !t.Serves(p, false):
+			gone = append(gone, p)
+		}
+	}
+	for _, p := range gone {
+		t.dropSubtree(p)
+	}
+	for _, p := range down {
+		t.pruneUnder(p, ways)
+	}
+}
+
+// dropSubtree takes the node at path and all below it out of the tree,
+// silently (Prune). Only its parent changes: a view may hold the nodes
+// that go, which stay as they are.
+func (t *Tree) dropSubtree(path string) {
+	parentPath, name := splitPath(path)
+	parent := t.own(parentPath, t.lookup(parentPath))
+	type at struct {
+		path string
+		n    *node
+	}
+	stack := []at{{path, parent.children.get(name)}}
+	for len(stack) > 0 {
+		top := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for c := range top.n.children.all {
+			stack = append(stack, at{childPath(top.path, c.name), c})
+		}
+		t.count--
+		t.dataSize -= nodeSize(top.path, top.n)
+		t.digest -= t.nodeDigest(top.path, top.n) // before unindex: the hash covers the ttl
+		t.unindex(top.n, top.path)
+		t.acls.release(top.n.acl)
+		t.chargeQuota(top.path, -1, -int64(len(top.n.data)))
+		t.quotaNodeRemoved(top.path)
+	}
+	removeChild(parent, name)
+}
+
+// childPath is the path of parent's child name.
+func childPath(parent, name string) string {
+	if parent == "/" {
+		return "/" + name
+	}
+	return parent + "/" + name
+}
+
+// Served is the number of nodes the tree serves: its Count less what it
+// holds only on the way to its own (a shard's root and /zookeeper, a
+// partitioned parent's stub and the way to it). Over every group of a
+// cluster, pruned after its splits, these add up to the cluster's nodes.
+func (t *Tree) Served() int {
+	if t.shards == nil || len(t.shards.Shards) < 2 {
+		return t.count
+	}
+	n := t.count
+	if !t.Serves("/", false) {
+		zk, _ := t.Descendants(wire.ZooKeeperPath)
+		n -= 2 + zk
+	}
+	for p := range t.ways() {
+		if t.lookup(p) != nil && !t.Serves(p, false) {
+			n--
+		}
+	}
+	return n
+}
+
+// ways are the partitioned parents and their ancestors but the root.
+func (t *Tree) ways() map[string]bool {
+	ways := map[string]bool{}
+	for _, p := range t.shards.Partitioned {
+		for ; p != "/" && !ways[p]; p, _ = splitPath(p) {
+			ways[p] = true
+		}
+	}
+	return ways
+}

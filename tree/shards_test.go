@@ -177,3 +177,88 @@ func TestAStubMakesTheParentsAShardLacksAndNothingElse(t *testing.T) {
 	f.mustFail(tree.Txn{Type: wire.OpSetACL, Path: "/q", ACL: acl, Version: -1}, wire.ErrBadArguments)
 	f.mustFail(deleteTxn("/q", -1), wire.ErrBadArguments)
 }
+
+// TestPruneDropsWhatAnotherShardServes splits the meta group's tree at
+// "m", with /locks and /svc/locks partitioned, and prunes both sides: each
+// keeps only what it serves, /zookeeper, and the way to each partitioned
+// parent; a session's ephemerals and the counts follow, nothing fires, a
+// snapshot taken before the prune still holds everything, and each pruned
+// tree restores from its own snapshot (its digest kept up).
+func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
+	f := newFixture(t)
+	f.openSession(7)
+	for _, p := range []string{"/app", "/app/x", "/locks", "/locks/a", "/svc", "/svc/other", "/svc/locks", "/zoo"} {
+		f.create(p, "data")
+	}
+	f.must(ephemeralTxn("/zoo/e", 7))
+	f.must(ephemeralTxn("/app/e", 7))
+	m, err := shardmap.New().Partition("/locks")
+	if err == nil {
+		m, err = m.Partition("/svc/locks")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.Encode()
+	f.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
+	f.create("/svc/locks/k", "")
+	if f.tr.Prune() != 0 {
+		t.Fatal("a tree of one shard pruned something")
+	}
+	f.must(splitTxn(t, 0, shardmap.Key{Key: "m"}, 1))
+	seed := f.tr.Freeze() // what a split's new group is seeded with
+	defer seed.Release()
+
+	all := []string{"/app", "/app/x", "/app/e", "/locks", "/locks/a", "/svc", "/svc/other", "/svc/locks", "/svc/locks/k", "/zoo", "/zoo/e", wire.ConfigPath, wire.ShardsPath}
+	before := f.tr.Count()
+	if n := f.tr.Prune(); n != 3 || f.tr.Count() != before-3 {
+		t.Fatalf("the meta group's prune dropped %d nodes (count %d of %d), want /svc/other, /zoo and /zoo/e", n, f.tr.Count(), before)
+	}
+	keep := map[string]bool{"/app": true, "/app/x": true, "/app/e": true, "/locks": true, "/locks/a": true, "/svc": true, "/svc/locks": true, "/svc/locks/k": true, wire.ConfigPath: true, wire.ShardsPath: true}
+	for _, p := range all {
+		if got := f.exists(p); got != keep[p] {
+			t.Errorf("meta group after the prune: %s exists = %v, want %v", p, got, keep[p])
+		}
+	}
+	if eph := f.tr.Ephemerals(7); len(eph) != 1 || eph[0] != "/app/e" {
+		t.Errorf("the session's ephemerals in the meta group: %v, want /app/e", eph)
+	}
+
+	var snap bytes.Buffer
+	if err := seed.WriteSnapshot(&snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	one, err := tree.Restore(bytes.NewReader(snap.Bytes()), tree.WithGroup(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(one.Ephemerals(7)) != 2 {
+		t.Fatalf("the seed lacks what the meta group dropped: ephemerals %v", one.Ephemerals(7))
+	}
+	if n := one.Prune(); n != 5 {
+		t.Errorf("group 1's prune dropped %d nodes, want /app, /app/x, /app/e, /locks/a and /svc/locks/k", n)
+	}
+	keep = map[string]bool{"/locks": true, "/svc": true, "/svc/other": true, "/svc/locks": true, "/zoo": true, "/zoo/e": true, wire.ConfigPath: true, wire.ShardsPath: true}
+	g1 := &fixture{t: t, tr: one, zxid: f.zxid}
+	for _, p := range all {
+		if got := g1.exists(p); got != keep[p] {
+			t.Errorf("group 1 after the prune: %s exists = %v, want %v", p, got, keep[p])
+		}
+	}
+	if eph := one.Ephemerals(7); len(eph) != 1 || eph[0] != "/zoo/e" {
+		t.Errorf("the session's ephemerals in group 1: %v, want /zoo/e", eph)
+	}
+	if got := f.tr.Served() + one.Served(); got != before {
+		t.Errorf("the shards serve %d + %d nodes, want the %d of the tree before the split", f.tr.Served(), one.Served(), before)
+	}
+	for group, tr := range []*tree.Tree{f.tr, one} {
+		name := fmt.Sprintf("group %d", group)
+		again, err := tree.Restore(bytes.NewReader(snapshotBytes(t, tr)), tree.WithGroup(uint64(group)))
+		if err != nil {
+			t.Fatalf("%s's snapshot after its prune: %v", name, err)
+		}
+		if again.Count() != tr.Count() || again.Digest() != tr.Digest() || again.Prune() != 0 {
+			t.Errorf("%s restored: %d nodes, digest %x; want %d, %x, and nothing more to prune", name, again.Count(), again.Digest(), tr.Count(), tr.Digest())
+		}
+	}
+}
