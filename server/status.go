@@ -23,7 +23,7 @@ type Status struct {
 	Zxid     int64  `json:"zxid"`    // last txn applied to the tree
 	Digest   string `json:"digest"`  // the tree's digest at Zxid, hex
 	Sessions int    `json:"sessions"`
-	Znodes   int    `json:"znodes"`   // over every group
+	Znodes   int    `json:"znodes"` // over every group
 	// Shards are the member's groups besides the meta group, by id, once
 	// the cluster is split (docs/scale-out.md); the fields above but
 	// Znodes are the meta group's.
