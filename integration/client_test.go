@@ -196,18 +196,20 @@ func TestMultiCreatesEphemeralAndTTLNodesOfTheSession(t *testing.T) {
 	c := dial(t, s.Addr().String())
 	ctx := testCtx(t)
 	before := time.Now().UnixMilli()
+	// Under one root: a multi across shards of a sharded cluster is refused.
 	_, err := c.Multi(ctx,
-		client.CreateOp("/me", nil, client.Ephemeral),
-		client.CreateTTLOp("/ttl", nil, client.PersistentTTL, time.Hour))
+		client.CreateOp("/multi", nil, client.Persistent),
+		client.CreateOp("/multi/me", nil, client.Ephemeral),
+		client.CreateTTLOp("/multi/ttl", nil, client.PersistentTTL, time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, st, err := c.Get(ctx, "/me")
+	_, st, err := c.Get(ctx, "/multi/me")
 	if err != nil || st.EphemeralOwner != c.SessionID() || st.Ctime < before {
 		t.Fatalf("ephemeral made by a multi: %+v, %v; want owner %#x and ctime >= %d", st, err, c.SessionID(), before)
 	}
 	time.Sleep(1500 * time.Millisecond) // past a reap, which must spare a TTL node an hour old at most
-	if _, st, err := c.Get(ctx, "/ttl"); err != nil || st.Mtime < before {
+	if _, st, err := c.Get(ctx, "/multi/ttl"); err != nil || st.Mtime < before {
 		t.Fatalf("TTL node made by a multi: %+v, %v", st, err)
 	}
 }

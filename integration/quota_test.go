@@ -59,7 +59,11 @@ func TestZooKeeperQuotasThroughTheZooKeeperPort(t *testing.T) {
 	c := dialZK(t, []string{s.ZKAddr().String()}, 5*time.Second)
 	open := zk.WorldACL(zk.PermAll)
 
-	if kids, _, err := c.Children("/zookeeper"); err != nil || strings.Join(kids, ",") != "config,quota" {
+	want := "config,quota"
+	if mapNode() > 0 {
+		want += ",shards"
+	}
+	if kids, _, err := c.Children("/zookeeper"); err != nil || strings.Join(kids, ",") != want {
 		t.Fatalf("children of /zookeeper: %v, %v", kids, err)
 	}
 	if err := c.Delete("/zookeeper/quota", -1); err != zk.ErrBadArguments {
@@ -78,11 +82,12 @@ func TestZooKeeperQuotasThroughTheZooKeeperPort(t *testing.T) {
 	if _, err := c.Create("/app/z", nil, 0, open); !isQuotaExceeded(err) {
 		t.Fatalf("create over the hard limit: %v, want QuotaExceeded (-125)", err)
 	}
-	if _, err := c.Multi(&zk.CreateRequest{Path: "/other", Acl: open}, &zk.CreateRequest{Path: "/app/z", Acl: open}); !isQuotaExceeded(err) {
+	// Under one root: a multi across shards of a sharded cluster is refused.
+	if _, err := c.Multi(&zk.SetDataRequest{Path: "/app/x", Data: []byte("x"), Version: -1}, &zk.CreateRequest{Path: "/app/z", Acl: open}); !isQuotaExceeded(err) {
 		t.Fatalf("a multi over the hard limit: %v, want QuotaExceeded (-125)", err)
 	}
-	if ok, _, _ := c.Exists("/other"); ok {
-		t.Error("the failed multi created /other")
+	if data, _, _ := c.Get("/app/x"); len(data) != 0 {
+		t.Errorf("the failed multi set /app/x to %q", data)
 	}
 	if data, _, err := c.Get("/zookeeper/quota/app/zookeeper_stats"); err != nil || string(data) != "count=3,bytes=1" {
 		t.Errorf("stats = %q, %v", data, err)

@@ -79,7 +79,7 @@ func TestCountDescendants(t *testing.T) {
 	if _, err := c.Create(ctx, "/a/d/e", nil, client.Ephemeral); err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]int{"/": 9, "/a": 4, "/a/b": 1, "/a/b/c": 0, "/ab": 0} {
+	for path, want := range map[string]int{"/": 9 + mapNode(), "/a": 4, "/a/b": 1, "/a/b/c": 0, "/ab": 0} {
 		if got, err := c.CountDescendants(ctx, path); err != nil || got != want {
 			t.Errorf("CountDescendants(%s) = %d, %v; want %d", path, got, err, want)
 		}

@@ -18,6 +18,16 @@ import (
 // does: go test ./integration -integration.shards=4.
 var flagShards = flag.Int("integration.shards", 0, "split every test's servers' top-level names over this many shards at start")
 
+// mapNode is 1 when the tests run sharded: a sharded cluster has one
+// system node more, /zookeeper/shards, its partition map, which listings
+// and counts show like ZooKeeper's own /zookeeper/config.
+func mapNode() int {
+	if *flagShards >= 2 {
+		return 1
+	}
+	return 0
+}
+
 // shardNames are the names the top-level names split at, for up to 8
 // shards: each split takes the meta group's keys from its name on.
 var shardNames = []string{"t", "n", "g", "d", "q", "k", "w"}

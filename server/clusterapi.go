@@ -282,7 +282,7 @@ func (s *Server) sampleRates() {
 	for {
 		p := RatePoint{Watches: s.watches.size()}
 		applied := s.fsm.read(func(t *tree.Tree) { p.Sessions = t.SessionCount() })
-		p.Znodes, _ = s.counts()
+		p.Znodes = s.counts().znodes
 		s.rates.sample(time.Now(), applied, s.stats.reads.Load(), p)
 		select {
 		case <-tick.C:
@@ -317,6 +317,7 @@ func (s *Server) Overview() OverviewView {
 	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
 		v.Zxid, v.Sessions, v.Locks = t.Zxid(), t.SessionCount(), len(x.Paths("/"))
 	})
-	v.Znodes, v.Ephemeral = s.counts()
+	counts := s.counts()
+	v.Znodes, v.Ephemeral = counts.znodes, counts.ephemerals
 	return v
 }

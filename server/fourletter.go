@@ -68,7 +68,7 @@ func (s *Server) answerWord(b *bytes.Buffer, word string, ids []wire.Identity) {
 			b.WriteString(zkNotServing + "\n")
 		}
 	default:
-		cmd.run(s, commandQuery{mayList: listableBy(ids), text: true}).writeText(b)
+		cmd.run(s, commandQuery{mayList: s.listableBy(ids), text: true}).writeText(b)
 	}
 }
 

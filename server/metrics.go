@@ -59,7 +59,7 @@ func newMetrics(s *Server) *metrics {
 		m.requests, m.latency, m.connections, m.notifications, m.authFailures, m.noAuth,
 		treeGauge("arbor_sessions", "Live sessions.", (*tree.Tree).SessionCount),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_znodes", Help: "Znodes in the tree, the root included (over every shard)."},
-			func() float64 { n, _ := s.counts(); return float64(n) }),
+			func() float64 { return float64(s.counts().znodes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_watches", Help: "Watches registered on this server."},
 			func() float64 { return float64(s.watches.size()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "arbor_raft_applied_index", Help: "Last raft entry applied."},

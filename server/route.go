@@ -153,7 +153,10 @@ func (s *Server) mergedDescendants(t *tree.Tree, path string) (int, error) {
 	}
 	count := 0
 	if path == "/" { // every node but the root
-		s.eachShard(t, func(t *tree.Tree, _ *locks.Index, _ func(string) bool) { count += t.Served() })
+		s.eachShard(t, func(t *tree.Tree, _ *locks.Index, _ func(string) bool) {
+			n, _ := t.Served()
+			count += n
+		})
 		return count - 1, nil
 	}
 	var spread []string
@@ -188,10 +191,12 @@ func childPath(parent, name string) string {
 	return parent + "/" + name
 }
 
-// isMergedListing reports whether a getChildren of path spans shards.
+// isMergedListing reports whether a getChildren of path spans shards:
+// the root's, a partitioned parent's, and /zookeeper/quota's (each shard
+// holds the quotas of what it serves), with /zookeeper on the way there.
 func (s *Server) isMergedListing(path string) bool {
 	m := s.routingMap()
-	return m != nil && (path == "/" || m.IsPartitioned(path))
+	return m != nil && (path == "/" || path == wire.ZooKeeperPath || path == wire.QuotaPath || m.IsPartitioned(path))
 }
 
 // register makes sure group g's tree knows the sessions (or leases) that
@@ -456,17 +461,27 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 
 // existsRouted is the Stat of path in the tree of the shard that serves
 // it; t is the meta group's, whose read lock the caller holds.
-func (s *Server) existsRouted(t *tree.Tree, path string) (wire.Stat, error) {
+func (s *Server) existsRouted(t *tree.Tree, path string) (st wire.Stat, err error) {
+	if e := s.inShardOf(t, path, func(t *tree.Tree) { st, err = t.Exists(path) }); e != nil {
+		return wire.Stat{}, e
+	}
+	return st, err
+}
+
+// inShardOf runs fn on the tree of the group that serves path: t, the
+// meta group's, whose read lock the caller holds, or another group's,
+// under its read lock. It fails if that group does not run here.
+func (s *Server) inShardOf(t *tree.Tree, path string, fn func(t *tree.Tree)) error {
 	g, err := s.groupOfPath(path)
 	if err != nil {
-		return wire.Stat{}, err
+		return err
 	}
 	if g.id == shardmap.MetaGroup {
-		return t.Exists(path)
+		fn(t)
+	} else {
+		g.fsm.read(fn)
 	}
-	var st wire.Stat
-	g.fsm.read(func(gt *tree.Tree) { st, err = gt.Exists(path) })
-	return st, err
+	return nil
 }
 
 // ephemerals are the ephemerals of session whose paths start with prefix,
@@ -496,15 +511,24 @@ func (s *Server) runningGroups() []*group {
 	return out
 }
 
-// counts are the nodes (tree.Served) and the ephemerals of this member's
-// groups together, each group read in turn.
-func (s *Server) counts() (znodes, ephemerals int) {
-	add := func(t *tree.Tree) { znodes, ephemerals = znodes+t.Served(), ephemerals+t.EphemeralCount() }
+// treeCounts are what a member's groups hold together, each group's own
+// (tree.Served), read a group at a time.
+type treeCounts struct {
+	znodes, ephemerals int
+	size               int64 // the nodes' DataSize
+}
+
+func (s *Server) counts() treeCounts {
+	var c treeCounts
+	add := func(t *tree.Tree) {
+		n, size := t.Served()
+		c.znodes, c.size, c.ephemerals = c.znodes+n, c.size+size, c.ephemerals+t.EphemeralCount()
+	}
 	s.fsm.read(add)
 	for _, g := range s.runningGroups() {
 		g.fsm.read(add)
 	}
-	return znodes, ephemerals
+	return c
 }
 
 // eachShard runs fn on the meta group's tree and lock index (t, whose

@@ -46,7 +46,7 @@ func (s *Server) Status() Status {
 		st.Digest = fmt.Sprintf("%016x", t.Digest())
 		st.Sessions = t.SessionCount()
 	})
-	st.Znodes, _ = s.counts()
+	st.Znodes = s.counts().znodes
 	s.groups.mu.Lock()
 	running := slices.Collect(maps.Values(s.groups.running))
 	s.groups.mu.Unlock()

@@ -204,7 +204,7 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 		errText = zkNotServing
 	default:
 		name = cmd.names[0]
-		res = cmd.run(s, commandQuery{mayList: listableBy(s.HTTPIdentities(r))})
+		res = cmd.run(s, commandQuery{mayList: s.listableBy(s.HTTPIdentities(r))})
 	}
 	body, err := commandJSON(name, res, errText)
 	if err != nil {
@@ -218,14 +218,18 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 // listableBy is who may see a path listed, for ids: the superuser every
 // path; others a znode's path if they may read it, and a path without a
 // znode (an exists watch's) if they may read its nearest existing
-// ancestor, the node that would list it.
-func listableBy(ids []wire.Identity) func(t *tree.Tree, path string) bool {
+// ancestor, the node that would list it. Its t is the meta group's tree,
+// whose read lock the caller holds; each path is checked in its shard.
+func (s *Server) listableBy(ids []wire.Identity) func(t *tree.Tree, path string) bool {
 	if super(ids) {
 		return nil
 	}
 	return func(t *tree.Tree, p string) bool {
 		for {
-			err := t.Check(p, ids, wire.PermRead)
+			var err error
+			if e := s.inShardOf(t, p, func(t *tree.Tree) { err = t.Check(p, ids, wire.PermRead) }); e != nil {
+				return false
+			}
 			if !errors.Is(err, wire.ErrNoNode) || p == "/" {
 				return err == nil
 			}

@@ -90,7 +90,7 @@ func (s *Server) serverStats(q commandQuery) serverStatsResult {
 		ServerState: s.mode(), NumAliveClientConnections: conns, Uptime: ms(time.Since(s.started)),
 	}}
 	r.ServerStats.LastProcessedZxid = s.fsm.lastZxid()
-	r.NodeCount, _ = s.counts()
+	r.NodeCount = s.counts().znodes
 	return r
 }
 
@@ -192,9 +192,9 @@ func (s *Server) monitor() monitorResult {
 	kv("outstanding_requests", s.outstanding())
 	kv("uptime", ms(time.Since(s.started)))
 	var sessions int
-	var size int64
-	zxid := s.fsm.read(func(t *tree.Tree) { sessions, size = t.SessionCount(), t.DataSize() })
-	nodes, ephemerals := s.counts()
+	zxid := s.fsm.read(func(t *tree.Tree) { sessions = t.SessionCount() })
+	counts := s.counts()
+	nodes, ephemerals, size := counts.znodes, counts.ephemerals, counts.size
 	kv("znode_count", nodes)
 	kv("watch_count", s.watches.size())
 	kv("ephemerals_count", ephemerals)

@@ -159,11 +159,9 @@ func (s *Server) dump(q commandQuery) dumpResult {
 	s.fsm.read(func(t *tree.Tree) {
 		for _, ses := range t.Sessions() {
 			r.sessions = append(r.sessions, dumpSession{id: ses.ID, timeoutMs: ses.TimeoutMs})
-			var eph []string
-			for _, p := range t.Ephemerals(ses.ID) {
-				if q.mayList == nil || q.mayList(t, p) {
-					eph = append(eph, p)
-				}
+			eph := s.ephemerals(t, ses.ID, "")
+			if q.mayList != nil {
+				eph = slices.DeleteFunc(eph, func(p string) bool { return !q.mayList(t, p) })
 			}
 			if len(eph) > 0 {
 				r.SessionIDToEphemeralPaths[ses.ID] = eph

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/arbor-coord/arbor/quotas"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -108,9 +109,21 @@ func HashKey(h uint64) string {
 // KeyOf is where path, a valid absolute path, routes; meta reports that it
 // belongs to no shard: "/", the system nodes (/zookeeper and below, where
 // the map itself is) and the partitioned parents, which the meta group
-// holds. (A string that is not absolute routes to the meta group too,
-// which refuses it as it refuses any bad path.)
+// holds. A quota's nodes (/zookeeper/quota/P and below) go with the
+// top-level name of the P they count, so that the shard that holds P's
+// nodes counts and limits them; a quota below a partitioned parent stays
+// with the meta group. (A string that is not absolute routes to the meta
+// group too, which refuses it as it refuses any bad path.)
 func (m *Map) KeyOf(path string) (k Key, meta bool) {
+	if rest, ok := strings.CutPrefix(path, wire.QuotaPath+"/"); ok {
+		if counted, _, ok := quotas.Split(path); ok {
+			rest = counted[1:]
+		}
+		if k, meta := m.KeyOf("/" + rest); !meta && k.Space == "" {
+			return k, false
+		}
+		return Key{}, true
+	}
 	if !strings.HasPrefix(path, "/") || path == "/" || path == wire.ZooKeeperPath || strings.HasPrefix(path, wire.ZooKeeperPath+"/") {
 		return Key{}, true
 	}

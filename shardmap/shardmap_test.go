@@ -29,6 +29,15 @@ func TestKeyOfRoutesByTheFirstNameOrTheHashOfAPartitionedParentsChild(t *testing
 		{path: "/app/config/x", want: Key{"", "app"}},
 		{path: "/app/locks/q", want: Key{"/app/locks", hash("q")}},
 		{path: "/app/locksmith", want: Key{"", "app"}},
+		// A quota's nodes go with what it counts, but under a partitioned
+		// parent, where they stay with the meta group.
+		{path: "/zookeeper/quota", meta: true},
+		{path: "/zookeeper/quota/app", want: Key{"", "app"}},
+		{path: "/zookeeper/quota/app/zookeeper_limits", want: Key{"", "app"}},
+		{path: "/zookeeper/quota/app/config/zookeeper_stats", want: Key{"", "app"}},
+		{path: "/zookeeper/quota/locks/zookeeper_limits", meta: true},
+		{path: "/zookeeper/quota/locks/orders-42", meta: true},
+		{path: "/zookeeper/quota/app/locks/q/zookeeper_limits", meta: true},
 	} {
 		k, meta := m.KeyOf(tc.path)
 		if k != tc.want || meta != tc.meta {

@@ -190,8 +190,8 @@ func (t *Tree) checkWrite(txn *Txn) error {
 // Prune drops the subtrees the tree holds but its group does not serve,
 // which a split leaves behind: in the group split, what moved to the new
 // shard; in the new shard, seeded with the whole state, everything else.
-// It keeps /zookeeper, and the nodes on the way to each partitioned
-// parent, whose children it looks at instead. Nothing fires and no Stat
+// It keeps the ways (the system nodes, and the nodes on the way to each
+// partitioned parent), whose children it looks at instead. Nothing fires and no Stat
 // of what stays moves: to the cluster's clients nothing changed, as the
 // other shard serves what goes. It returns how many nodes went.
 func (t *Tree) Prune() int {
@@ -214,7 +214,6 @@ func (t *Tree) pruneUnder(path string, ways map[string]bool) {
 	for c := range n.children.all {
 		p := childPath(path, c.name)
 		switch {
-		case p == wire.ZooKeeperPath:
 		case ways[p]:
 			down = append(down, p)
 		case !t.Serves(p, false):
@@ -265,33 +264,38 @@ func childPath(parent, name string) string {
 	return parent + "/" + name
 }
 
-// Served is the number of nodes the tree serves: its Count less what it
-// holds only on the way to its own (a shard's root and /zookeeper, a
-// partitioned parent's stub and the way to it). Over every group of a
-// cluster, pruned after its splits, these add up to the cluster's nodes.
-func (t *Tree) Served() int {
+// Served is the number of nodes the tree serves and their DataSize: its
+// Count and DataSize less what it holds only on the way to its own (a
+// shard's root and /zookeeper, a partitioned parent's stub and the way to
+// it). Over every group of a cluster, pruned after its splits, these add
+// up to the cluster's.
+func (t *Tree) Served() (nodes int, size int64) {
+	nodes, size = t.count, t.dataSize
 	if t.shards == nil || len(t.shards.Shards) < 2 {
-		return t.count
+		return nodes, size
 	}
-	n := t.count
-	if !t.Serves("/", false) {
-		zk, _ := t.Descendants(wire.ZooKeeperPath)
-		n -= 2 + zk
-	}
-	for p := range t.ways() {
-		if t.lookup(p) != nil && !t.Serves(p, false) {
-			n--
+	ways := t.ways()
+	ways["/"] = true
+	for p := range ways {
+		if n := t.lookup(p); n != nil && !t.Serves(p, false) {
+			nodes--
+			size -= nodeSize(p, n)
 		}
 	}
-	return n
+	return nodes, size
 }
 
-// ways are the partitioned parents and their ancestors but the root.
+// ways are the nodes every shard's tree keeps, whoever serves them, but
+// the root: the system nodes a tree has from its start, and each
+// partitioned parent with its ancestors, and their quotas' likewise, as
+// the way to the nodes below them.
 func (t *Tree) ways() map[string]bool {
-	ways := map[string]bool{}
+	ways := map[string]bool{wire.ZooKeeperPath: true, wire.QuotaPath: true, wire.ConfigPath: true, wire.ShardsPath: true}
 	for _, p := range t.shards.Partitioned {
-		for ; p != "/" && !ways[p]; p, _ = splitPath(p) {
-			ways[p] = true
+		for _, p := range []string{p, wire.QuotaPath + p} {
+			for ; p != "/" && !ways[p]; p, _ = splitPath(p) {
+				ways[p] = true
+			}
 		}
 	}
 	return ways

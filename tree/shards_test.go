@@ -192,6 +192,8 @@ func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
 	}
 	f.must(ephemeralTxn("/zoo/e", 7))
 	f.must(ephemeralTxn("/app/e", 7))
+	f.create("/zookeeper/quota/zoo", "")
+	f.create("/zookeeper/quota/zoo/zookeeper_limits", "count=-1,bytes=-1=;byteHardLimit=-1;countHardLimit=3")
 	m, err := shardmap.New().Partition("/locks")
 	if err == nil {
 		m, err = m.Partition("/svc/locks")
@@ -209,10 +211,11 @@ func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
 	seed := f.tr.Freeze() // what a split's new group is seeded with
 	defer seed.Release()
 
-	all := []string{"/app", "/app/x", "/app/e", "/locks", "/locks/a", "/svc", "/svc/other", "/svc/locks", "/svc/locks/k", "/zoo", "/zoo/e", wire.ConfigPath, wire.ShardsPath}
-	before := f.tr.Count()
-	if n := f.tr.Prune(); n != 3 || f.tr.Count() != before-3 {
-		t.Fatalf("the meta group's prune dropped %d nodes (count %d of %d), want /svc/other, /zoo and /zoo/e", n, f.tr.Count(), before)
+	all := []string{"/app", "/app/x", "/app/e", "/locks", "/locks/a", "/svc", "/svc/other", "/svc/locks", "/svc/locks/k", "/zoo", "/zoo/e",
+		wire.ConfigPath, wire.ShardsPath, "/zookeeper/quota/zoo/zookeeper_limits"}
+	before, sizeBefore := f.tr.Count(), f.tr.DataSize()
+	if n := f.tr.Prune(); n != 5 || f.tr.Count() != before-5 {
+		t.Fatalf("the meta group's prune dropped %d nodes (count %d of %d), want /svc/other, /zoo, /zoo/e and /zoo's quota's two", n, f.tr.Count(), before)
 	}
 	keep := map[string]bool{"/app": true, "/app/x": true, "/app/e": true, "/locks": true, "/locks/a": true, "/svc": true, "/svc/locks": true, "/svc/locks/k": true, wire.ConfigPath: true, wire.ShardsPath: true}
 	for _, p := range all {
@@ -238,7 +241,8 @@ func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
 	if n := one.Prune(); n != 5 {
 		t.Errorf("group 1's prune dropped %d nodes, want /app, /app/x, /app/e, /locks/a and /svc/locks/k", n)
 	}
-	keep = map[string]bool{"/locks": true, "/svc": true, "/svc/other": true, "/svc/locks": true, "/zoo": true, "/zoo/e": true, wire.ConfigPath: true, wire.ShardsPath: true}
+	keep = map[string]bool{"/locks": true, "/svc": true, "/svc/other": true, "/svc/locks": true, "/zoo": true, "/zoo/e": true,
+		wire.ConfigPath: true, wire.ShardsPath: true, "/zookeeper/quota/zoo/zookeeper_limits": true}
 	g1 := &fixture{t: t, tr: one, zxid: f.zxid}
 	for _, p := range all {
 		if got := g1.exists(p); got != keep[p] {
@@ -248,8 +252,11 @@ func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
 	if eph := one.Ephemerals(7); len(eph) != 1 || eph[0] != "/zoo/e" {
 		t.Errorf("the session's ephemerals in group 1: %v, want /zoo/e", eph)
 	}
-	if got := f.tr.Served() + one.Served(); got != before {
-		t.Errorf("the shards serve %d + %d nodes, want the %d of the tree before the split", f.tr.Served(), one.Served(), before)
+	metaNodes, metaSize := f.tr.Served()
+	oneNodes, oneSize := one.Served()
+	if metaNodes+oneNodes != before || metaSize+oneSize != sizeBefore {
+		t.Errorf("the shards serve %d + %d nodes of %d + %d bytes, want the %d nodes of %d bytes of the tree before the split",
+			metaNodes, oneNodes, metaSize, oneSize, before, sizeBefore)
 	}
 	for group, tr := range []*tree.Tree{f.tr, one} {
 		name := fmt.Sprintf("group %d", group)
@@ -261,4 +268,7 @@ func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
 			t.Errorf("%s restored: %d nodes, digest %x; want %d, %x, and nothing more to prune", name, again.Count(), again.Digest(), tr.Count(), tr.Digest())
 		}
 	}
+	// /zoo's quota came along, and counts there.
+	g1.must(createTxn("/zoo/f", "", wire.ModePersistent))
+	g1.mustFail(createTxn("/zoo/g", "", wire.ModePersistent), wire.ErrQuotaExceeded)
 }
