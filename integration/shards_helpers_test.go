@@ -33,7 +33,7 @@ func mapNode() int {
 var shardNames = []string{"t", "n", "g", "d", "q", "k", "w"}
 
 // shardAtStart splits the servers into *flagShards shards, if asked and
-// not done before they restarted, and waits until every member has a
+// not done before they restarted, and waits until every member has its
 // leader for each shard. It asks the servers themselves, not a client, so
 // that servers whose clients need TLS or the superuser are split too.
 func shardAtStart(t testing.TB, servers ...*server.Server) {
@@ -71,14 +71,15 @@ func shardAtStart(t testing.TB, servers ...*server.Server) {
 }
 
 // shardsLed says whether s runs n-1 groups besides the meta group, each
-// with a leader.
+// led by its preferred leader (leaderships are spread over the members):
+// as a cluster's tests start once it has its leader.
 func shardsLed(s *server.Server, n int) bool {
 	st := s.Status().Shards
 	if len(st) < n-1 {
 		return false
 	}
 	for _, g := range st {
-		if g.Leader == 0 {
+		if g.Leader == 0 || g.Preferred != 0 && g.Leader != g.Preferred {
 			return false
 		}
 	}

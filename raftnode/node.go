@@ -582,6 +582,10 @@ func (n *Node) MemoryHeld() (logCache, applyQueue int64) {
 // Leader is the id of the member this one believes leads, 0 if none.
 func (n *Node) Leader() uint64 { return n.leader.Load() }
 
+// PreferredLeader is Config.PreferredLeader: the member this group's
+// leadership goes to when it can, 0 for none.
+func (n *Node) PreferredLeader() uint64 { return n.cfg.PreferredLeader }
+
 // IsLeader reports whether this member leads.
 func (n *Node) IsLeader() bool { return n.leader.Load() == n.cfg.ID }
 

@@ -422,7 +422,7 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 			continue
 		}
 		var missing bool
-		s.fsm.read(func(t *tree.Tree) { _, err := t.Exists(path[:i]); missing = errors.Is(err, wire.ErrNoNode) })
+		s.readShardOf(path[:i], func(t *tree.Tree, _ *locks.Index) { _, err := t.Exists(path[:i]); missing = errors.Is(err, wire.ErrNoNode) })
 		if !missing {
 			continue
 		}
@@ -492,7 +492,7 @@ func (s *Server) createLockNode(ctx context.Context, path string, kind lockq.Kin
 // member's list of the queue at path, or leaves it as it is (at the end).
 func (s *Server) placeLockNode(path string, create wire.Request, base string, kind lockq.Kind, prio int) wire.Request {
 	var ops []wire.Request
-	s.fsm.read(func(t *tree.Tree) {
+	s.readShardOf(path, func(t *tree.Tree, _ *locks.Index) {
 		names, st, err := t.Children(path)
 		if err != nil {
 			return
@@ -572,7 +572,7 @@ func (s *Server) turnOfAll(nodes []queued) (waitsFor string, held bool, err erro
 // still waits for it.
 func (s *Server) turnOf(path string, node lockq.Entry) (held, waiting bool, err error) {
 	var names []string
-	s.fsm.read(func(t *tree.Tree) { names, _, err = t.Children(path) })
+	s.readShardOf(path, func(t *tree.Tree, _ *locks.Index) { names, _, err = t.Children(path) })
 	if err != nil {
 		return false, false, err
 	}
@@ -592,7 +592,7 @@ func (s *Server) turnOf(path string, node lockq.Entry) (held, waiting bool, err 
 // node, at the lock at path, was ended for a deadlock.
 func (s *Server) endedForDeadlock(path, node string) bool {
 	var ended bool
-	s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+	s.readShardOf(path, func(_ *tree.Tree, x *locks.Index) {
 		for _, ev := range x.History(path) {
 			ended = ended || ev.Kind == wire.LockDeadlock && ev.Lock == path && ev.Node == node
 		}
@@ -622,19 +622,14 @@ func (s *Server) closeLease(lease int64) {
 func (s *Server) heldAnswer(path string, lease int64, acquired bool) (heldResponse, error) {
 	var answer heldResponse
 	var found bool
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
-		info, ok := x.Info(t, path)
-		if !ok {
-			return
+	info, _ := s.lockInfo(path)
+	for _, h := range info.Holders {
+		if h.Lease == lease {
+			answer = heldResponse{Acquired: acquired, FencingToken: h.Token, LeaseID: leaseID(lease),
+				ExpiresAt: time.UnixMilli(h.Expires).UTC().Format(time.RFC3339Nano)}
+			found = true
 		}
-		for _, h := range info.Holders {
-			if h.Lease == lease {
-				answer = heldResponse{Acquired: acquired, FencingToken: h.Token, LeaseID: leaseID(lease),
-					ExpiresAt: time.UnixMilli(h.Expires).UTC().Format(time.RFC3339Nano)}
-				found = true
-			}
-		}
-	})
+	}
 	if !found {
 		return heldResponse{}, &apiError{http.StatusGone, "the lease no longer holds the lock"}
 	}
@@ -676,24 +671,17 @@ func (s *Server) holdOf(path string, req leaseRequest) (lease int64, held bool, 
 	if err != nil {
 		return 0, false, err
 	}
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
-		info, ok := x.Info(t, path)
-		if !ok {
-			return
+	info, _ := s.lockInfo(path)
+	for i, p := range append(info.Holders, info.Waiters...) {
+		// Only an HTTP client's lease (of no session): a session's lease
+		// is its own, and closing it would end its nodes elsewhere too.
+		match := p.Lease != 0 && p.Session == 0 &&
+			(p.Lease == want || want == 0 && p.Owner == req.ClientID && p.Token == req.FencingToken)
+		if match {
+			return p.Lease, i < len(info.Holders), nil
 		}
-		for i, p := range append(info.Holders, info.Waiters...) {
-			// Only an HTTP client's lease (of no session): a session's
-			// lease is its own, and closing it would end its nodes
-			// elsewhere too.
-			match := p.Lease != 0 && p.Session == 0 &&
-				(p.Lease == want || want == 0 && p.Owner == req.ClientID && p.Token == req.FencingToken)
-			if match {
-				lease, held = p.Lease, i < len(info.Holders)
-				return
-			}
-		}
-	})
-	return lease, held, nil
+	}
+	return 0, false, nil
 }
 
 // notHeld says that the hold req names no longer holds the lock at path,
@@ -703,7 +691,7 @@ func (s *Server) holdOf(path string, req leaseRequest) (lease int64, held bool, 
 func (s *Server) notHeld(path string, req leaseRequest) string {
 	lease, _ := req.lease()
 	var end *wire.LockEvent
-	s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
+	s.readShardOf(path, func(_ *tree.Tree, x *locks.Index) {
 		for _, ev := range x.History(path) {
 			mine := lease != 0 && ev.Lease == lease || lease == 0 && ev.Owner == req.ClientID && ev.Token == req.FencingToken
 			if mine && ev.Lock == path && ev.Kind != wire.LockAcquired {
@@ -729,27 +717,28 @@ func (s *Server) notHeld(path string, req leaseRequest) string {
 // partLost reports whether lease, a multi-lock's, has fewer nodes than
 // its locks: one was broken.
 func (s *Server) partLost(lease int64) bool {
-	var lost bool
-	s.fsm.read(func(t *tree.Tree) {
-		nodes := t.Ephemerals(lease)
-		if len(nodes) > 0 {
-			data, _, _ := t.Get(nodes[0])
-			lost = len(nodes) < lockq.DecodeRecord(data).Parts
-		}
-	})
-	return lost
+	var nodes []string
+	s.fsm.read(func(t *tree.Tree) { nodes = s.ephemerals(t, lease, "") })
+	if len(nodes) == 0 {
+		return false
+	}
+	var data []byte
+	s.readShardOf(nodes[0], func(t *tree.Tree, _ *locks.Index) { data, _, _ = t.Get(nodes[0]) })
+	return len(nodes) < lockq.DecodeRecord(data).Parts
 }
 
 // brokenLease says which lock of lease was broken, as the lock history
 // has it ("" if none).
 func (s *Server) brokenLease(lease int64) string {
 	var out string
-	s.fsm.readLocks(func(_ *tree.Tree, x *locks.Index) {
-		for _, ev := range x.History("/") {
-			if ev.Lease == lease && ev.Kind == wire.LockBroken {
-				out = fmt.Sprintf("%s was broken by %s (%q)", ev.Lock, ev.By, ev.Reason)
+	s.fsm.read(func(t *tree.Tree) {
+		s.eachShard(t, func(_ *tree.Tree, x *locks.Index, _ func(string) bool) {
+			for _, ev := range x.History("/") {
+				if ev.Lease == lease && ev.Kind == wire.LockBroken {
+					out = fmt.Sprintf("%s was broken by %s (%q)", ev.Lock, ev.By, ev.Reason)
+				}
 			}
-		}
+		})
 	})
 	return out
 }
@@ -957,7 +946,7 @@ func (s *Server) leaseBody(w http.ResponseWriter, r *http.Request) (string, leas
 func (s *Server) allowed(path string, r *http.Request, perm wire.Perms) error {
 	var err error
 	ids := s.HTTPIdentities(r)
-	s.fsm.read(func(t *tree.Tree) { err = t.Check(path, ids, perm) })
+	s.readShardOf(path, func(t *tree.Tree, _ *locks.Index) { err = t.Check(path, ids, perm) })
 	if errors.Is(err, wire.ErrNoNode) {
 		return &apiError{http.StatusNotFound, "no lock " + path}
 	}

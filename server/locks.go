@@ -14,6 +14,7 @@ import (
 
 	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/locks"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -47,8 +48,39 @@ func (s *Server) lockInfos(t *tree.Tree, prefix string, ids []wire.Identity) []w
 	s.eachShard(t, func(t *tree.Tree, x *locks.Index, serves func(string) bool) {
 		out = append(out, indexLockInfos(t, x, prefix, ids, serves)...)
 	})
+	for i := range out {
+		withLeases(t, &out[i])
+	}
 	slices.SortFunc(out, func(a, b wire.LockInfo) int { return strings.Compare(a.Path, b.Path) })
 	return out
+}
+
+// lockInfo is the lock at path as its shard's index shows it, if there is
+// one.
+func (s *Server) lockInfo(path string) (info wire.LockInfo, ok bool) {
+	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+		if g, err := s.groupOfPath(path); err == nil && g.id != shardmap.MetaGroup {
+			g.fsm.readLocks(func(gt *tree.Tree, gx *locks.Index) { info, ok = gx.Info(gt, path) })
+		} else {
+			info, ok = x.Info(t, path)
+		}
+		withLeases(t, &info)
+	})
+	return info, ok
+}
+
+// withLeases gives info's parties their leases as t, the meta group's
+// tree, has them: a shard's tree knows a lease only as the owner of its
+// nodes, and the meta group keeps its deadline and the session it is of.
+func withLeases(t *tree.Tree, info *wire.LockInfo) {
+	for _, parties := range [][]wire.LockParty{info.Holders, info.Waiters} {
+		for i := range parties {
+			p := &parties[i]
+			if l, ok := t.Lease(p.Session); ok && p.Lease == 0 {
+				p.Lease, p.Session, p.Expires = p.Session, l.Parent, l.Expires
+			}
+		}
+	}
 }
 
 // indexLockInfos is lockInfos of one group's index (t and x, under its

@@ -468,6 +468,18 @@ func (s *Server) existsRouted(t *tree.Tree, path string) (st wire.Stat, err erro
 	return st, err
 }
 
+// readShardOf runs fn on the tree and lock index of the group that serves
+// path, under its read lock: the meta group's if that group does not run
+// here (which then finds nothing of path), and returns the zxid they are
+// at. The caller holds no group's lock.
+func (s *Server) readShardOf(path string, fn func(t *tree.Tree, x *locks.Index)) int64 {
+	f := s.fsm
+	if g, err := s.groupOfPath(path); err == nil {
+		f = g.fsm
+	}
+	return f.readLocks(fn)
+}
+
 // inShardOf runs fn on the tree of the group that serves path: t, the
 // meta group's, whose read lock the caller holds, or another group's,
 // under its read lock. It fails if that group does not run here.

@@ -32,11 +32,12 @@ type Status struct {
 
 // GroupStatus is a member's view of one of its shards' groups.
 type GroupStatus struct {
-	Group   uint64 `json:"group"`
-	Leader  uint64 `json:"leader"`
-	Term    uint64 `json:"term"`
-	Applied uint64 `json:"applied"`
-	Zxid    int64  `json:"zxid"`
+	Group     uint64 `json:"group"`
+	Leader    uint64 `json:"leader"`
+	Preferred uint64 `json:"preferred_leader,omitempty"` // where the leadership goes when it can
+	Term      uint64 `json:"term"`
+	Applied   uint64 `json:"applied"`
+	Zxid      int64  `json:"zxid"`
 }
 
 // Status reports the member's state; the tree's fields are read together.
@@ -51,7 +52,7 @@ func (s *Server) Status() Status {
 	running := slices.Collect(maps.Values(s.groups.running))
 	s.groups.mu.Unlock()
 	for _, g := range running {
-		gs := GroupStatus{Group: g.id, Leader: g.node.Leader(), Term: g.node.Term(), Applied: g.node.Applied()}
+		gs := GroupStatus{Group: g.id, Leader: g.node.Leader(), Preferred: g.node.PreferredLeader(), Term: g.node.Term(), Applied: g.node.Applied()}
 		gs.Zxid = g.fsm.read(func(*tree.Tree) {})
 		st.Shards = append(st.Shards, gs)
 	}
