@@ -422,7 +422,10 @@ func (s *Server) makeLockDirs(ctx context.Context, path string, ids []wire.Ident
 			continue
 		}
 		var missing bool
-		s.readShardOf(path[:i], func(t *tree.Tree, _ *locks.Index) { _, err := t.Exists(path[:i]); missing = errors.Is(err, wire.ErrNoNode) })
+		s.readShardOf(path[:i], func(t *tree.Tree, _ *locks.Index) {
+			_, err := t.Exists(path[:i])
+			missing = errors.Is(err, wire.ErrNoNode)
+		})
 		if !missing {
 			continue
 		}
