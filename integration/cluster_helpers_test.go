@@ -184,7 +184,9 @@ func (c *cluster) converged() {
 			sts = append(sts, s.Status())
 		}
 		same := slices.IndexFunc(sts, func(st server.Status) bool {
-			return st.Applied != sts[0].Applied || st.Digest != sts[0].Digest
+			return st.Applied != sts[0].Applied || st.Digest != sts[0].Digest || !slices.EqualFunc(st.Shards, sts[0].Shards, func(a, b server.GroupStatus) bool {
+				return a.Group == b.Group && a.Applied == b.Applied && a.Digest == b.Digest
+			})
 		}) < 0
 		if same {
 			return

@@ -174,6 +174,9 @@ func (s *Server) changeMembersRaw(ctx context.Context, changes []raftnode.Member
 	if errors.Is(o.Err, raftnode.ErrConfChangeInProgress) {
 		return errChangeInProgress
 	}
+	if o.Err == nil {
+		s.leaveShards(ctx, changes)
+	}
 	return s.writeError(o.Err)
 }
 

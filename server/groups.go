@@ -38,9 +38,10 @@ type group struct {
 // groups are a member's running groups besides the meta group, and the
 // seeds of the splits applied and not yet started.
 type groups struct {
-	mu      sync.Mutex
-	running map[uint64]*group // mu guards running and seeds
-	seeds   []seed
+	mu       sync.Mutex
+	running  map[uint64]*group // mu guards running, seeds and restored
+	seeds    []seed
+	restored bool // a snapshot replaced the meta group's state: its map's groups may not run yet
 	wake    chan struct{} // a seed waits
 	sweep   chan struct{} // the meta group closed a session (sweepShardSessions)
 }
@@ -56,8 +57,18 @@ type seed struct {
 // for runGroups. It runs on that group's apply goroutine, which must not
 // wait on the member's other groups.
 func (s *Server) onSplit(sp shardmap.SplitSpec, index uint64, write func(io.Writer) error) {
+	s.tellGroups(func(g *groups) { g.seeds = append(g.seeds, seed{sp, index, write}) })
+}
+
+// mapRestored has runGroups start the groups of the map a snapshot brought.
+func (s *Server) mapRestored() {
+	s.tellGroups(func(g *groups) { g.restored = true })
+}
+
+// tellGroups records, with note, work for runGroups, and wakes it.
+func (s *Server) tellGroups(note func(*groups)) {
 	s.groups.mu.Lock()
-	s.groups.seeds = append(s.groups.seeds, seed{sp, index, write})
+	note(&s.groups)
 	s.groups.mu.Unlock()
 	select {
 	case s.groups.wake <- struct{}{}:
@@ -82,11 +93,17 @@ func (s *Server) runGroups() {
 	defer s.wg.Done()
 	for {
 		s.groups.mu.Lock()
-		seeds := s.groups.seeds
-		s.groups.seeds = nil
+		seeds, restored := s.groups.seeds, s.groups.restored
+		s.groups.seeds, s.groups.restored = nil, false
 		s.groups.mu.Unlock()
 		for _, sd := range seeds {
 			s.seedGroup(sd)
+		}
+		if restored {
+			// A member that joined, or fell behind past a split: the
+			// shards it learned of with the snapshot start empty, and
+			// their leaders send them their state.
+			s.startMapGroups()
 		}
 		select {
 		case <-s.stopc:

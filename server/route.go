@@ -413,6 +413,33 @@ func (s *Server) followMembers(ctx context.Context, g *group) {
 		zap.Bool("learner", change[0].Learner), zap.Bool("removed", change[0].Remove))
 }
 
+// leaveShards removes from every shard's group the members that changes,
+// applied by the meta group, removed, before the member op answers: the
+// groups follow the cluster's members a change a round (followMembers),
+// and one that still counted a removed member, stopped since, among its
+// voters could lose its quorum to the next member to go. It waits for as
+// long as ctx lets it; what is left then is followMembers' to finish.
+func (s *Server) leaveShards(ctx context.Context, changes []raftnode.MemberChange) {
+	for _, ch := range changes {
+		if !ch.Remove {
+			continue
+		}
+		for _, g := range s.runningGroups() {
+			for slices.ContainsFunc(g.node.Members(), func(m raftnode.Member) bool { return m.ID == ch.ID }) {
+				o := g.node.ChangeMembers(ctx, []raftnode.MemberChange{ch}, nil)
+				if ctx.Err() != nil {
+					s.log.Info("a shard's group has not removed a member the cluster removed yet; it follows later",
+						zap.Uint64("group", g.id), zap.Uint64("member", ch.ID), zap.Error(o.Err))
+					return
+				}
+				if o.Err != nil {
+					time.Sleep(20 * time.Millisecond) // another change under way, or a leader change
+				}
+			}
+		}
+	}
+}
+
 // reapIn deletes, in g, the containers and TTL nodes due (TxnReap), as the
 // meta group's leader does in its own (expiryLoop).
 func (s *Server) reapIn(ctx context.Context, g *group) {

@@ -144,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.onMapChanged = s.refreshRouting
 	s.fsm.onRestore = func() {
 		s.refreshRouting()
+		s.mapRestored()
 		s.dropAllConns(wire.CodeConnectionLoss)
 		s.lockWatch.changed(nil)
 		s.nodeWatch.changed(nil)

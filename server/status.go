@@ -38,6 +38,7 @@ type GroupStatus struct {
 	Term      uint64 `json:"term"`
 	Applied   uint64 `json:"applied"`
 	Zxid      int64  `json:"zxid"`
+	Digest    string `json:"digest"`
 }
 
 // Status reports the member's state; the tree's fields are read together.
@@ -53,7 +54,7 @@ func (s *Server) Status() Status {
 	s.groups.mu.Unlock()
 	for _, g := range running {
 		gs := GroupStatus{Group: g.id, Leader: g.node.Leader(), Preferred: g.node.PreferredLeader(), Term: g.node.Term(), Applied: g.node.Applied()}
-		gs.Zxid = g.fsm.read(func(*tree.Tree) {})
+		gs.Zxid = g.fsm.read(func(t *tree.Tree) { gs.Digest = fmt.Sprintf("%016x", t.Digest()) })
 		st.Shards = append(st.Shards, gs)
 	}
 	slices.SortFunc(st.Shards, func(a, b GroupStatus) int { return cmp.Compare(a.Group, b.Group) })
