@@ -41,9 +41,9 @@ type groups struct {
 	mu       sync.Mutex
 	running  map[uint64]*group // mu guards running, seeds and restored
 	seeds    []seed
-	restored bool // a snapshot replaced the meta group's state: its map's groups may not run yet
-	wake    chan struct{} // a seed waits
-	sweep   chan struct{} // the meta group closed a session (sweepShardSessions)
+	restored bool          // a snapshot replaced the meta group's state: its map's groups may not run yet
+	wake     chan struct{} // a seed waits
+	sweep    chan struct{} // the meta group closed a session (sweepShardSessions)
 }
 
 // seed is a new group to seed and start: a split applied at index.
