@@ -21,14 +21,22 @@ type preferState struct {
 // once an election timeout. A transfer stops the leader's proposals until
 // the transferee leads or an election timeout passes, so while this
 // member goes on leading (the transferee could not win), the wait after
-// each further transfer doubles, up to a minute.
+// each further transfer doubles, up to a minute. A member that has just
+// become leader waits two and a half election timeouts before its first
+// look.
 func (n *Node) preferLeader() {
 	want := n.cfg.PreferredLeader
 	if want == 0 || want == n.cfg.ID {
 		return
 	}
 	if st := n.rn.BasicStatus(); st.RaftState != raft.StateLeader {
-		n.prefer = preferState{}
+		// A new leader looks first after two and a half election
+		// timeouts: the preferred member may have just handed its
+		// leadership over because it stops, and shows recently active
+		// until the leader's next quorum check, within one. The half
+		// keeps the looks between those checks, each of which leaves no
+		// member recently active until it is heard from again.
+		n.prefer = preferState{wait: 2*n.cfg.ElectionTicks + n.cfg.ElectionTicks/2}
 		return
 	} else if st.LeadTransferee != raft.None {
 		return

@@ -101,6 +101,7 @@ type request struct {
 	req      wire.Request
 	err      error         // refused before execution
 	proposal pendingWrite  // for writes
+	group    *group        // the group a write went to; nil: the meta group
 	answered chan struct{} // for the others: closed once the reply is queued
 	outcome  error         // a write's raftnode outcome error
 	start    time.Time

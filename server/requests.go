@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -59,7 +60,7 @@ func (c *conn) propose(r *request) {
 		r.err = err
 		return
 	}
-	r.proposal = g.node.Propose(c.ctx, tree.AppendTxn(nil, &txn))
+	r.proposal, r.group = g.node.Propose(c.ctx, tree.AppendTxn(nil, &txn)), g
 }
 
 // pendingWrite is a write handed to raft, alone (*raftnode.Proposal) or
@@ -303,7 +304,7 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	o := r.proposal.Wait(ctx)
 	r.outcome = o.Err
 	if o.Err != nil {
-		reply.Err, reply.Zxid = wire.CodeOf(c.srv.writeError(o.Err)), c.srv.fsm.lastZxid()
+		reply.Err, reply.Zxid = wire.CodeOf(c.srv.writeErrorIn(cmp.Or(r.group, c.srv.metaGroup), o.Err)), c.srv.fsm.lastZxid()
 		return
 	}
 	res := o.Result.(*tree.Result)
@@ -329,8 +330,11 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 // writeError maps a raftnode or context error to the protocol error the
 // client sees. A write that timed out while this member knows no leader
 // could not reach a quorum.
-func (s *Server) writeError(err error) error {
-	noLeader := s.node.Leader() == 0
+func (s *Server) writeError(err error) error { return s.writeErrorIn(s.metaGroup, err) }
+
+// writeErrorIn is writeError of a write to group g.
+func (s *Server) writeErrorIn(g *group, err error) error {
+	noLeader := g.node.Leader() == 0
 	switch {
 	case err == nil:
 		return nil

@@ -439,19 +439,26 @@ func (s *Server) Close() error {
 	return err
 }
 
-// handOverLeadership hands this member's leadership, if it leads, to
-// another member before it stops, so that the cluster does not wait an
-// election timeout for a new leader (a planned restart, a rolling
-// upgrade). It waits two election timeouts at most.
+// handOverLeadership hands this member's leaderships, of the meta group
+// and of the shards' groups it leads, to other members before it stops,
+// so that the cluster does not wait an election timeout for new leaders
+// (a planned restart, a rolling upgrade). It waits two election timeouts
+// at most.
 func (s *Server) handOverLeadership() {
 	if s.transport == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Duration(s.cfg.ElectionTicks)*s.cfg.TickInterval)
 	defer cancel()
-	if to, err := s.node.TransferLeadership(ctx); to != 0 {
-		s.log.Info("handed the leadership over before stopping", zap.Uint64("to", to), zap.Error(err))
+	var wg sync.WaitGroup
+	for _, g := range append([]*group{s.metaGroup}, s.runningGroups()...) {
+		wg.Go(func() {
+			if to, err := g.node.TransferLeadership(ctx); to != 0 {
+				s.log.Info("handed the leadership over before stopping", zap.Uint64("group", g.id), zap.Uint64("to", to), zap.Error(err))
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // Run runs a server until ctx is done or the server fails.
@@ -718,7 +725,7 @@ func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error)
 	}
 	o := g.node.Propose(ctx, tree.AppendTxn(nil, txn)).Wait(ctx)
 	if o.Err != nil {
-		return nil, s.writeError(o.Err)
+		return nil, s.writeErrorIn(g, o.Err)
 	}
 	res := o.Result.(*tree.Result)
 	s.quotas.note(s.log, res.Quota, txn.Session)
