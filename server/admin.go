@@ -175,7 +175,7 @@ func (s *Server) changeMembersRaw(ctx context.Context, changes []raftnode.Member
 		return errChangeInProgress
 	}
 	if o.Err == nil {
-		s.leaveShards(ctx, changes)
+		s.changeInShards(ctx, changes)
 	}
 	return s.writeError(o.Err)
 }

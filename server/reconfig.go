@@ -137,7 +137,7 @@ func (s *Server) changeMembers(ctx context.Context, ch memberChange) (configRepl
 	case o.Err != nil:
 		return configReply{}, s.writeError(o.Err)
 	}
-	s.leaveShards(ctx, changes)
+	s.changeInShards(ctx, changes)
 	r, _ := o.Result.(configReply)
 	return r, nil
 }

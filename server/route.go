@@ -413,22 +413,28 @@ func (s *Server) followMembers(ctx context.Context, g *group) {
 		zap.Bool("learner", change[0].Learner), zap.Bool("removed", change[0].Remove))
 }
 
-// leaveShards removes from every shard's group the members that changes,
-// applied by the meta group, removed, before the member op answers: the
-// groups follow the cluster's members a change a round (followMembers),
-// and one that still counted a removed member, stopped since, among its
-// voters could lose its quorum to the next member to go. It waits for as
+// changeInShards makes in every shard's group the member changes the
+// meta group applied, before the member op answers: the groups would
+// follow the cluster's members a change a round (followMembers), and one
+// that still counted a removed member, stopped since, among its voters
+// could lose its quorum to the next member to go, while a member just
+// added would serve no shard until its groups took it. It waits for as
 // long as ctx lets it; what is left then is followMembers' to finish.
-func (s *Server) leaveShards(ctx context.Context, changes []raftnode.MemberChange) {
+func (s *Server) changeInShards(ctx context.Context, changes []raftnode.MemberChange) {
+	members := s.node.Members()
 	for _, ch := range changes {
-		if !ch.Remove {
-			continue
+		if i := slices.IndexFunc(members, func(m raftnode.Member) bool { return m.ID == ch.ID }); i >= 0 {
+			ch.Addr = members[i].Addr
+		}
+		done := func(g *group) bool {
+			i := slices.IndexFunc(g.node.Members(), func(m raftnode.Member) bool { return m.ID == ch.ID })
+			return ch.Remove && i < 0 || !ch.Remove && i >= 0 && g.node.Members()[i].Learner == ch.Learner
 		}
 		for _, g := range s.runningGroups() {
-			for slices.ContainsFunc(g.node.Members(), func(m raftnode.Member) bool { return m.ID == ch.ID }) {
+			for !done(g) {
 				o := g.node.ChangeMembers(ctx, []raftnode.MemberChange{ch}, nil)
 				if ctx.Err() != nil {
-					s.log.Info("a shard's group has not removed a member the cluster removed yet; it follows later",
+					s.log.Info("a shard's group has not followed a change of the cluster's members yet; it follows later",
 						zap.Uint64("group", g.id), zap.Uint64("member", ch.ID), zap.Error(o.Err))
 					return
 				}
