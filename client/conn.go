@@ -449,7 +449,7 @@ func (cn *conn) handleReply(xid int32, body []byte) error {
 		if rep.Err == wire.CodeOK {
 			r.watch.takeReplayed()
 		}
-		cn.c.watches.register(r.watch, r.req.Op, rep.Err)
+		cn.c.watches.register(r.watch, r.req.Op, rep.Err, rep.Zxid)
 	}
 	r.done <- result{reply: rep}
 	return nil

@@ -43,7 +43,7 @@ func TestALastingWatchSkipsWhatAReplayBringsAgain(t *testing.T) {
 			var tab watchTable
 			tab.init()
 			w := newLastingWatch("/p", WatchPersistent, 100)
-			tab.register(w, wire.OpAddWatch, wire.CodeOK)
+			tab.register(w, wire.OpAddWatch, wire.CodeOK, 0)
 			for _, e := range tc.live {
 				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{}, nil)
 			}
@@ -99,8 +99,8 @@ func TestARefusedRestoreEndsTheLastingWatches(t *testing.T) {
 	tab.init()
 	p := newLastingWatch("/p", WatchPersistent, 10)
 	r := newLastingWatch("/", WatchPersistentRecursive, 10)
-	tab.register(p, wire.OpAddWatch, wire.CodeOK)
-	tab.register(r, wire.OpAddWatch, wire.CodeOK)
+	tab.register(p, wire.OpAddWatch, wire.CodeOK, 0)
+	tab.register(r, wire.OpAddWatch, wire.CodeOK, 0)
 	tab.endLasting(9, wire.ErrQuotaExceeded)
 	for _, w := range []*watchReg{p, r} {
 		ev := <-w.ch

@@ -148,7 +148,7 @@ func (c *Client) expire(cause error) {
 // notifications until every frame is answered and then delivers them in
 // zxid order (conn.restoreIn).
 func (c *Client) restoreWatches(cn *conn) {
-	data, exist, child, persistent, recursive := c.watches.paths()
+	data, exist, child, persistent, recursive, since := c.watches.paths()
 	// The persistent and recursive watches go first: the server replays
 	// their missed events, which are older than the catch-up events of the
 	// one-shot watches, and events must arrive in zxid order.
@@ -172,6 +172,14 @@ func (c *Client) restoreWatches(cn *conn) {
 				lists[i] = lists[i][1:]
 			}
 		}
+		// Each watch with the zxid it has seen its path since, which is of
+		// its path's shard on a sharded cluster.
+		var zxids []int64
+		for _, b := range []struct{ batch, list int }{{2, listData}, {3, listExist}, {4, listChild}, {0, listPersistent}, {1, listRecursive}} {
+			for _, p := range batch[b.batch] {
+				zxids = append(zxids, since[watchAt{b.list, p}])
+			}
+		}
 		frames = append(frames, wire.Request{
 			Xid:               wire.XidSetWatches,
 			Op:                wire.OpSetWatches2,
@@ -181,6 +189,7 @@ func (c *Client) restoreWatches(cn *conn) {
 			DataWatches:       slices.Clip(batch[2]),
 			ExistWatches:      slices.Clip(batch[3]),
 			ChildWatches:      slices.Clip(batch[4]),
+			WatchZxids:        zxids,
 		})
 	}
 	if cn.version >= wire.ResumableWatches {

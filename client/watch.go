@@ -105,11 +105,21 @@ type watchReg struct {
 	// until its reply registers the watch. Only the reader touches it.
 	replayed []Event
 	// A lasting watch's place in the events (the table's mu guards them):
-	// seenZ is the zxid of the last event it got, atZ how many of that
-	// txn's events it got, skip how many of those a restore's replay
-	// brings again (fresh).
-	seenZ     int64
-	atZ, skip int
+	// setZ is the zxid of the reply that set it, seenZ that of the last
+	// event it got, atZ how many of that txn's events it got, skip how
+	// many of those a restore's replay brings again (fresh).
+	setZ, seenZ int64
+	atZ, skip   int
+}
+
+// resumeZxid is where a restore of lasting watch w resumes, on its own:
+// after the txn before the last it had an event of (fresh drops what it
+// had of that txn), or after the reply that set it.
+func (w *watchReg) resumeZxid() int64 {
+	if w.seenZ > w.setZ {
+		return w.seenZ - 1
+	}
+	return w.setZ
 }
 
 // fresh reports whether an event of the txn at zxid z is one lasting
@@ -196,7 +206,11 @@ type watchTable struct {
 	exist   map[string][]chan Event //
 	child   map[string][]chan Event //
 	lasting map[lastingKey][]*watchReg
-	over    *Event // set once the session is over: every watch gets *over
+	// setAt is, for each one-shot watch's channel, the zxid of the reply
+	// that set it: what its restore compares the node's Stat with on a
+	// sharded cluster (wire.Request.WatchZxids).
+	setAt map[chan Event]int64
+	over  *Event // set once the session is over: every watch gets *over
 }
 
 func (t *watchTable) init() {
@@ -204,11 +218,13 @@ func (t *watchTable) init() {
 	t.exist = make(map[string][]chan Event)
 	t.child = make(map[string][]chan Event)
 	t.lasting = make(map[lastingKey][]*watchReg)
+	t.setAt = make(map[chan Event]int64)
 }
 
-// register adds w after a reply of code to a watching op: a successful
-// getData, exists or getChildren, or an exists that found no node.
-func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
+// register adds w after a reply of code at zxid to a watching op: a
+// successful getData, exists or getChildren, or an exists that found no
+// node.
+func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code, zxid int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if op == wire.OpAddWatch {
@@ -218,6 +234,7 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
 			deliver(w.ch, *t.over)
 		default:
 			k := lastingKey{w.path, w.mode}
+			w.setZ = zxid
 			t.lasting[k] = append(t.lasting[k], w)
 		}
 		return
@@ -238,6 +255,7 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code) {
 		return
 	}
 	m[w.path] = append(m[w.path], w.ch)
+	t.setAt[w.ch] = zxid
 }
 
 // fire delivers a node event to the watches it triggers, removing the
@@ -263,6 +281,7 @@ func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, s
 	for _, m := range kinds {
 		for _, ch := range m[path] {
 			deliver(ch, ev)
+			delete(t.setAt, ch)
 		}
 		delete(m, path)
 	}
@@ -368,10 +387,35 @@ func parent(p string) string {
 	return "/"
 }
 
-// paths returns the watched paths by kind, sorted, for setWatches2.
-func (t *watchTable) paths() (data, exist, child, persistent, recursive []string) {
+// paths returns the watched paths by kind, sorted, for setWatches2, with
+// since, the zxid each path's watches have seen it since (the oldest of
+// its watches'): for a one-shot watch the zxid of the reply that set it,
+// for a lasting one where its restore resumes (watchReg.resumeZxid).
+func (t *watchTable) paths() (data, exist, child, persistent, recursive []string, since map[watchAt]int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	since = map[watchAt]int64{}
+	oldest := func(k watchAt, z int64) {
+		if cur, ok := since[k]; !ok || z < cur {
+			since[k] = z
+		}
+	}
+	for list, m := range []map[string][]chan Event{t.data, t.exist, t.child} {
+		for p, chans := range m {
+			for _, ch := range chans {
+				oldest(watchAt{list, p}, t.setAt[ch])
+			}
+		}
+	}
+	for k, ws := range t.lasting {
+		list := listPersistent
+		if k.mode == WatchPersistentRecursive {
+			list = listRecursive
+		}
+		for _, w := range ws {
+			oldest(watchAt{list, k.path}, w.resumeZxid())
+		}
+	}
 	for k := range t.lasting {
 		if k.mode == WatchPersistent {
 			persistent = append(persistent, k.path)
@@ -382,8 +426,23 @@ func (t *watchTable) paths() (data, exist, child, persistent, recursive []string
 	slices.Sort(persistent)
 	slices.Sort(recursive)
 	return slices.Sorted(maps.Keys(t.data)), slices.Sorted(maps.Keys(t.exist)), slices.Sorted(maps.Keys(t.child)),
-		persistent, recursive
+		persistent, recursive, since
 }
+
+// watchAt names a watched path by the list of setWatches2 it goes in.
+type watchAt struct {
+	list int // listData, listExist, listChild, listPersistent or listRecursive
+	path string
+}
+
+// The lists of a setWatches2, in the order WatchZxids follows.
+const (
+	listData = iota
+	listExist
+	listChild
+	listPersistent
+	listRecursive
+)
 
 // closeAll ends the table: every watch receives ev (a session event), and so
 // does every watch registered later. Only the first call counts.
@@ -394,6 +453,7 @@ func (t *watchTable) closeAll(ev Event) {
 		return
 	}
 	t.over = &ev
+	clear(t.setAt)
 	for _, m := range []map[string][]chan Event{t.data, t.exist, t.child} {
 		for path, chs := range m {
 			for _, ch := range chs {

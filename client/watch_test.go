@@ -44,7 +44,7 @@ func TestWatchTableFollowsZooKeepersRules(t *testing.T) {
 			var tab watchTable
 			tab.init()
 			w := newWatch("/n", true)
-			tab.register(w, tt.reg.op, tt.reg.code)
+			tab.register(w, tt.reg.op, tt.reg.code, 0)
 			tab.fire(tt.event, "/other", 1, nil, Stat{}, nil)
 			tab.fire(tt.event, "/n", 7, nil, Stat{}, nil)
 			select {
@@ -73,9 +73,9 @@ func TestWatchTableFollowsZooKeepersRules(t *testing.T) {
 func TestAFailedWatchingReadLeavesNoWatch(t *testing.T) {
 	var tab watchTable
 	tab.init()
-	tab.register(newWatch("/n", true), wire.OpGetData, wire.CodeNoNode)
-	tab.register(newWatch("/n", true), wire.OpGetChildren, wire.CodeNoNode)
-	tab.register(newWatch("/n", true), wire.OpExists, wire.CodeNoQuorum)
+	tab.register(newWatch("/n", true), wire.OpGetData, wire.CodeNoNode, 0)
+	tab.register(newWatch("/n", true), wire.OpGetChildren, wire.CodeNoNode, 0)
+	tab.register(newWatch("/n", true), wire.OpExists, wire.CodeNoQuorum, 0)
 	if n := countWatches(&tab); n != 0 {
 		t.Errorf("%d watches registered by failed reads, want 0", n)
 	}
@@ -195,7 +195,7 @@ func TestManyWatchesAreRestoredInSeveralFrames(t *testing.T) {
 	for i := range 300 {
 		path := long + string(rune('a'+i%26)) + string(rune('a'+i/26))
 		want = append(want, path)
-		c.watches.register(newWatch(path, true), wire.OpGetData, wire.CodeOK)
+		c.watches.register(newWatch(path, true), wire.OpGetData, wire.CodeOK, 0)
 	}
 	slices.Sort(want)
 	p.nc.Close()
@@ -249,7 +249,7 @@ func TestAWatchRegisteredAfterTheEndGetsTheSessionEvent(t *testing.T) {
 	tab.init()
 	tab.closeAll(Event{Type: EventSession, State: StateClosed, Err: ErrClosed})
 	w := newWatch("/n", true)
-	tab.register(w, wire.OpGetData, wire.CodeOK)
+	tab.register(w, wire.OpGetData, wire.CodeOK, 0)
 	if ev := wait(t, w.channel()); ev.State != StateClosed {
 		t.Errorf("got %v, want the closed session event", ev)
 	}
@@ -262,10 +262,10 @@ func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
 	recursive := newLastingWatch("/a", WatchPersistentRecursive, 2)
 	root := newLastingWatch("/", WatchPersistentRecursive, 8)
 	for _, w := range []*watchReg{persistent, recursive, root} {
-		table.register(w, wire.OpAddWatch, wire.CodeOK)
+		table.register(w, wire.OpAddWatch, wire.CodeOK, 0)
 	}
-	table.register(newLastingWatch("/b", WatchPersistent, 8), wire.OpAddWatch, wire.CodeNoAuth) // refused: not kept
-	if data, exist, child, p, r := table.paths(); len(data)+len(exist)+len(child) != 0 ||
+	table.register(newLastingWatch("/b", WatchPersistent, 8), wire.OpAddWatch, wire.CodeNoAuth, 0) // refused: not kept
+	if data, exist, child, p, r, _ := table.paths(); len(data)+len(exist)+len(child) != 0 ||
 		!slices.Equal(p, []string{"/a"}) || !slices.Equal(r, []string{"/", "/a"}) {
 		t.Fatalf("paths: %v %v %v %v %v", data, exist, child, p, r)
 	}
@@ -324,11 +324,11 @@ func TestEventsOfARestoreOverSeveralFramesArriveInZxidOrder(t *testing.T) {
 	for i := range 300 {
 		path := long + string(rune('a'+i%26)) + string(rune('a'+i/26))
 		paths = append(paths, path)
-		c.watches.register(newLastingWatch(path, WatchPersistent, 16), wire.OpAddWatch, wire.CodeOK)
+		c.watches.register(newLastingWatch(path, WatchPersistent, 16), wire.OpAddWatch, wire.CodeOK, 0)
 	}
 	slices.Sort(paths)
 	all := newLastingWatch("/", WatchPersistentRecursive, 16) // sees every event, in the order delivered
-	c.watches.register(all, wire.OpAddWatch, wire.CodeOK)
+	c.watches.register(all, wire.OpAddWatch, wire.CodeOK, 0)
 	p.nc.Close()
 	p2 := ps.accept()
 	p2.handshake(wire.ConnectResponse{})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -115,12 +116,34 @@ func (c *conn) restoreSoFar(req *wire.Request) *wire.Request {
 	}
 	r := *req
 	r.RelativeZxid = min(g.RelativeZxid, req.RelativeZxid)
+	r.WatchZxids = nil
+	if before, ok := watchZxids(g); ok {
+		if now, ok := watchZxids(req); ok {
+			for i := range before {
+				r.WatchZxids = append(append(r.WatchZxids, before[i]...), now[i]...)
+			}
+		}
+	}
 	r.DataWatches = append(slices.Clip(g.DataWatches), req.DataWatches...)
 	r.ExistWatches = append(slices.Clip(g.ExistWatches), req.ExistWatches...)
 	r.ChildWatches = append(slices.Clip(g.ChildWatches), req.ChildWatches...)
 	r.PersistentWatches = append(slices.Clip(g.PersistentWatches), req.PersistentWatches...)
 	r.RecursiveWatches = append(slices.Clip(g.RecursiveWatches), req.RecursiveWatches...)
 	return &r
+}
+
+// watchZxids splits the WatchZxids of a setWatches2 by the watch lists
+// they go with (data, exist, child, persistent, recursive), if it names
+// one for each watch.
+func watchZxids(r *wire.Request) (lists [5][]int64, ok bool) {
+	z := r.WatchZxids
+	if len(z) != watchCount(r) {
+		return lists, false
+	}
+	for i, l := range [][]string{r.DataWatches, r.ExistWatches, r.ChildWatches, r.PersistentWatches, r.RecursiveWatches} {
+		lists[i], z = z[:len(l):len(l)], z[len(l):]
+	}
+	return lists, true
 }
 
 // changesState reports whether op changes what the cluster holds, which a
@@ -494,34 +517,47 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	}
 	exists := t.Exists
 	sharded := c.srv.routingMap() != nil
+	since, perWatch := watchZxids(req)
 	if sharded {
 		// The client's zxid may be any shard's, and a shard's zxids are
-		// not comparable with another's: every data and child watch
+		// not comparable with another's. A watch whose client said the
+		// zxid of the reply that set it (an Arbor client: WatchZxids),
+		// which is of the shard of its path, is restored against that;
+		// otherwise (a ZooKeeper client) every data and child watch
 		// restored fires, so that the client reads again (a watch that
 		// fires without a change costs a read; one that misses a change
-		// would be a bug), and the lasting watches are ended with
+		// would be a bug). Likewise a lasting watch all of whose events
+		// are the meta group's, which keeps the history, is replayed from
+		// where its client says; the others are ended with
 		// HistoryCompacted, so that the client adds them again and reads
 		// (docs/scale-out.md, "Zxids across shards").
 		rel = -1
 		exists = func(p string) (wire.Stat, error) { return c.srv.existsRouted(t, p) }
 	}
+	relOf := func(zxids []int64, i int) int64 {
+		if sharded && perWatch {
+			return zxids[i]
+		}
+		return rel
+	}
 	// The replayed events are older than the catch-up events below, which
 	// carry zxid: they go first, so that events arrive in zxid order. What
 	// preReplay sent already is not sent again.
-	if err := c.replayed.err; sharded || err != nil {
-		if err != nil {
-			c.log.Error("replaying the watch history failed", zap.Error(err))
-		}
+	switch err := c.replayed.err; {
+	case err != nil:
+		c.log.Error("replaying the watch history failed", zap.Error(err))
 		c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), req.PersistentWatches, req.RecursiveWatches)
-	} else {
+	case sharded:
+		c.restoreLastingSharded(req, since, perWatch, zxid)
+	default:
 		c.srv.watches.restoreLasting(c, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
 	}
-	for _, p := range req.DataWatches {
+	for i, p := range req.DataWatches {
 		switch st, err := exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
 		case err != nil:
-		case st.Mzxid > rel:
+		case st.Mzxid > relOf(since[0], i):
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
 		default:
 			c.srv.watches.add(watchData, p, c)
@@ -535,18 +571,63 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 			c.srv.watches.add(watchData, p, c)
 		}
 	}
-	for _, p := range req.ChildWatches {
+	for i, p := range req.ChildWatches {
 		switch st, err := exists(p); {
 		case errors.Is(err, wire.ErrNoNode):
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
 		case err != nil:
-		case st.Pzxid > rel:
+		case st.Pzxid > relOf(since[2], i) || c.srv.isMergedListing(p):
+			// (The children of a path spread over the shards change in
+			// every shard, and its Stat is the meta group's.)
 			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
 		default:
 			c.srv.watches.add(watchChild, p, c)
 		}
 	}
 	return zxid, nil
+}
+
+// restoreLastingSharded restores the lasting watches of req on a sharded
+// cluster: each whose events are all the meta group's (historyHas) from
+// the zxid its client gave (since, if perWatch), the others ended with
+// HistoryCompacted.
+func (c *conn) restoreLastingSharded(req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
+	var lost [2][]string
+	for kind, paths := range [][]string{req.PersistentWatches, req.RecursiveWatches} {
+		recursive := kind == 1
+		for i, p := range paths {
+			if !perWatch || !c.srv.historyHas(p, recursive) {
+				lost[kind] = append(lost[kind], p)
+				continue
+			}
+			one := [2][]string{}
+			one[kind] = []string{p}
+			c.srv.watches.restoreLasting(c, since[3+kind][i], zxid, one[0], one[1])
+		}
+	}
+	c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), lost[0], lost[1])
+}
+
+// historyHas reports whether the watch history holds every event a
+// lasting watch of path sees (recursive: of path and below): all of them,
+// but on a sharded cluster only those of a path whose events are all the
+// meta group's, which keeps the history: one it serves that is not the
+// root, and that has no partitioned parent at or (recursive) below it,
+// whose children the shards share.
+func (s *Server) historyHas(path string, recursive bool) bool {
+	m := s.routingMap()
+	if m == nil {
+		return true
+	}
+	if path == "/" || !m.Serves(shardmap.MetaGroup, path, false) {
+		return false
+	}
+	for _, p := range m.Partitioned {
+		if p == path || recursive && strings.HasPrefix(p, path+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // watchCount is the number of watches a setWatches asks for.

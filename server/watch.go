@@ -518,10 +518,10 @@ func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) err
 		return wire.Errorf(wire.CodeBadArguments, "fromZxid %d is negative", req.FromZxid)
 	case req.FromZxid > s.fsm.zxid:
 		return wire.Errorf(wire.CodeNotCaughtUp, "fromZxid %d is ahead of this member's last applied zxid %d", req.FromZxid, s.fsm.zxid)
-	case s.routingMap() != nil:
+	case !s.historyHas(req.Path, kind == watchRecursive):
 		// The history is the meta group's, and a zxid says nothing of
 		// where a client was in another shard (docs/scale-out.md).
-		return wire.Errorf(wire.CodeHistoryCompacted, "a sharded cluster keeps no history to resume a watch from: read the state, and add the watch without fromZxid")
+		return wire.Errorf(wire.CodeHistoryCompacted, "on a sharded cluster, the history to resume a watch from is the meta group's, and this watch sees other shards' nodes: read the state, and add the watch without fromZxid")
 	}
 	if c.replayed.err != nil {
 		return c.replayed.err // preReplay could not read the history through

@@ -91,6 +91,13 @@ func (enc *encoder) strs(ss []string) {
 	}
 }
 
+func (enc *encoder) ints(vs []int64) {
+	enc.array(len(vs))
+	for _, v := range vs {
+		enc.int(v)
+	}
+}
+
 // decoder wraps a msgpack.Decoder over a byte slice and keeps the first
 // error; after an error every read returns a zero value.
 //
@@ -330,6 +337,18 @@ func (dec *decoder) bytes() []byte {
 		return nil
 	}
 	return append(make([]byte, 0, n), v...)
+}
+
+func (dec *decoder) ints() []int64 {
+	n := dec.array(0)
+	if n == 0 {
+		return nil
+	}
+	vs := make([]int64, 0, n)
+	for i := 0; i < n && dec.err == nil; i++ {
+		vs = append(vs, dec.int64())
+	}
+	return vs
 }
 
 func (dec *decoder) strs() []string {

@@ -176,7 +176,16 @@ type Request struct {
 	// frames of the same restore follow. The server keeps the watches of
 	// such frames and restores them all with the frame without it, in one
 	// step, so that the replay has no duplicate and no gap.
-	MoreWatches  bool
+	MoreWatches bool
+	// setWatches2 (optional): for each watch, in the order of DataWatches,
+	// ExistWatches, ChildWatches, PersistentWatches and then
+	// RecursiveWatches, the zxid the client has seen its path since: of
+	// the reply that set a one-shot watch, or where a lasting watch's
+	// replay resumes. On a sharded cluster, whose shards number their
+	// zxids each on its own, RelativeZxid does not say what the client saw
+	// of a path's shard, and this does (docs/scale-out.md, "Zxids across
+	// shards"). Empty: RelativeZxid for every watch.
+	WatchZxids   []int64
 	AddWatchMode AddWatchMode // addWatch
 	// addWatch (optional, protocol version ResumableWatches): replay every
 	// event after this zxid the watch sees, in zxid order, before the
@@ -369,7 +378,10 @@ func optionalFields(r *Request) int {
 		}
 		return 0
 	case OpSetWatches2:
-		if r.MoreWatches {
+		switch {
+		case len(r.WatchZxids) > 0:
+			return 2 // MoreWatches, then the zxids
+		case r.MoreWatches:
 			return 1
 		}
 		return 0
@@ -404,7 +416,11 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 		return 1
 	case OpSetWatches2:
 		r.MoreWatches = dec.bool()
-		return 1
+		if extra == 1 {
+			return 1
+		}
+		r.WatchZxids = dec.ints()
+		return 2
 	case OpCreate:
 		r.ACL = dec.acls()
 		if extra == 1 {
@@ -484,8 +500,11 @@ func (enc *encoder) requestBody(r *Request) {
 		if r.Op == OpSetWatches2 {
 			enc.strs(r.PersistentWatches)
 			enc.strs(r.RecursiveWatches)
-			if r.MoreWatches {
-				enc.bool(true)
+			if r.MoreWatches || len(r.WatchZxids) > 0 {
+				enc.bool(r.MoreWatches)
+			}
+			if len(r.WatchZxids) > 0 {
+				enc.ints(r.WatchZxids)
 			}
 		}
 	case OpAddWatch:

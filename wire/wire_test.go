@@ -262,6 +262,15 @@ var requests = []struct {
 		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
 		RecursiveWatches: []string{"/e"}, MoreWatches: true,
 	}},
+	{"a setWatches2 names the zxid each one-shot watch was set at", wire.Request{
+		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
+		DataWatches: []string{"/a"}, ExistWatches: []string{"/b"}, ChildWatches: []string{"/c"},
+		WatchZxids: []int64{5, 77, 1 << 40},
+	}},
+	{"and with more frames to come too", wire.Request{
+		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
+		DataWatches: []string{"/a"}, WatchZxids: []int64{5}, MoreWatches: true,
+	}},
 }
 
 var replies = []struct {
@@ -662,8 +671,14 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 			if tc.r.Op == wire.OpAddWatch && tc.r.FromZxid == 0 {
 				extra = []any{0, futureField}
 			}
-			if tc.r.Op == wire.OpSetWatches2 && !tc.r.MoreWatches {
-				extra = []any{false, futureField}
+			if tc.r.Op == wire.OpSetWatches2 {
+				switch {
+				case len(tc.r.WatchZxids) > 0:
+				case !tc.r.MoreWatches:
+					extra = []any{false, []any{}, futureField}
+				default:
+					extra = []any{[]any{}, futureField}
+				}
 			}
 			if tc.r.Op == wire.OpCreate && !tc.r.TellTurn {
 				extra = []any{false, futureField}
