@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -161,6 +162,15 @@ func (s *Server) startGroup(g uint64) {
 	cfg := &s.cfg
 	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
 	f.onSplit = s.onSplit
+	// Its watch history, of its own events and zxids: a store of its own
+	// beside the meta group's, for as long as shards are few.
+	var err error
+	if f.history, err = openHistory(filepath.Join(cfg.DataDir, "history-shards", fmt.Sprint(g)), historyLimits{
+		events: cfg.WatchHistoryEvents, age: cfg.WatchHistoryAge, bytes: cfg.WatchHistoryBytes,
+	}, s.log.Named(fmt.Sprint("history.g", g))); err != nil {
+		s.log.Error("cannot open a shard's watch history; its lasting watches cannot resume", zap.Uint64("group", g), zap.Error(err))
+		f.history = nil
+	}
 	rc := raftnode.Config{
 		// A single member seeds its groups itself, and leads them at once.
 		ID: cfg.ID, Store: s.node.Store(), Group: g, Join: s.transport != nil,
@@ -178,6 +188,7 @@ func (s *Server) startGroup(g uint64) {
 	n, err := raftnode.Start(rc, f)
 	if err != nil {
 		s.log.Error("cannot start a shard's group", zap.Uint64("group", g), zap.Error(err))
+		f.history.close()
 		return
 	}
 	if s.transport != nil {
@@ -223,7 +234,7 @@ func (s *Server) stopGroups() error {
 		if s.transport != nil {
 			s.transport.AttachGroup(g, nil)
 		}
-		errs = append(errs, gr.node.Stop())
+		errs = append(errs, gr.node.Stop(), gr.fsm.history.close())
 	}
 	return errors.Join(errs...)
 }

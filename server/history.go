@@ -360,6 +360,9 @@ func (h *watchHistory) stats() (count int, bytes, oldest int64) {
 
 // close closes the store; later calls do nothing.
 func (h *watchHistory) close() error {
+	if h == nil {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.db == nil {

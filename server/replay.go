@@ -58,11 +58,14 @@ func (c *conn) preReplay(r *request) {
 	default:
 		return
 	}
-	if c.srv.routingMap() != nil && (req.Op == wire.OpSetWatches2 || !c.srv.historyHas(req.Path, req.AddWatchMode == wire.AddWatchPersistentRecursive)) {
-		return // setWatches restores each from its own zxid, or refuses it
+	if c.srv.routingMap() != nil && req.Op == wire.OpSetWatches2 {
+		return // setWatches restores each from its own zxid
 	}
-	history := c.srv.watches.history
-	to := c.srv.fsm.lastZxid()
+	g, history := c.srv.historyOf(req.Path, req.AddWatchMode == wire.AddWatchPersistentRecursive)
+	if g == nil {
+		return
+	}
+	to := g.fsm.lastZxid()
 	if len(lasting) == 0 || history == nil || from < 0 || from >= to || from < history.oldestZxid() {
 		return
 	}

@@ -550,7 +550,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	case sharded:
 		c.restoreLastingSharded(req, since, perWatch, zxid)
 	default:
-		c.srv.watches.restoreLasting(c, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
+		c.srv.watches.restoreLasting(c, c.srv.fsm.history, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
 	}
 	for i, p := range req.DataWatches {
 		switch st, err := exists(p); {
@@ -588,46 +588,57 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 }
 
 // restoreLastingSharded restores the lasting watches of req on a sharded
-// cluster: each whose events are all the meta group's (historyHas) from
-// the zxid its client gave (since, if perWatch), the others ended with
-// HistoryCompacted.
+// cluster: each whose events are all one shard's (historyOf) from the
+// zxid its client gave (since, if perWatch), the others ended with
+// HistoryCompacted. The caller holds the meta group's read lock.
 func (c *conn) restoreLastingSharded(req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
 	var lost [2][]string
 	for kind, paths := range [][]string{req.PersistentWatches, req.RecursiveWatches} {
 		recursive := kind == 1
 		for i, p := range paths {
-			if !perWatch || !c.srv.historyHas(p, recursive) {
+			g, h := c.srv.historyOf(p, recursive)
+			if !perWatch || h == nil {
 				lost[kind] = append(lost[kind], p)
 				continue
 			}
 			one := [2][]string{}
 			one[kind] = []string{p}
-			c.srv.watches.restoreLasting(c, since[3+kind][i], zxid, one[0], one[1])
+			restore := func(*tree.Tree) { c.srv.watches.restoreLasting(c, h, since[3+kind][i], zxid, one[0], one[1]) }
+			if g == c.srv.metaGroup {
+				restore(nil) // its read lock is held
+			} else {
+				g.fsm.read(restore) // no event of its own between the replay and the registration
+			}
 		}
 	}
 	c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), lost[0], lost[1])
 }
 
-// historyHas reports whether the watch history holds every event a
-// lasting watch of path sees (recursive: of path and below): all of them,
-// but on a sharded cluster only those of a path whose events are all the
-// meta group's, which keeps the history: one it serves that is not the
-// root, and that has no partitioned parent at or (recursive) below it,
-// whose children the shards share.
-func (s *Server) historyHas(path string, recursive bool) bool {
+// historyOf is the group whose watch history holds every event a lasting
+// watch of path sees (recursive: of path and below), and that history:
+// the meta group's on a cluster of one shard, else the history of the
+// shard that serves path, if the watch sees no other shard's nodes (it
+// is not the root's, and has no partitioned parent at or, recursive, below
+// it, whose children the shards share). Its history is nil otherwise, or
+// if the group runs without one.
+func (s *Server) historyOf(path string, recursive bool) (*group, *watchHistory) {
 	m := s.routingMap()
 	if m == nil {
-		return true
+		return s.metaGroup, s.fsm.history
 	}
-	if path == "/" || !m.Serves(shardmap.MetaGroup, path, false) {
-		return false
+	if path == "/" {
+		return nil, nil
 	}
 	for _, p := range m.Partitioned {
 		if p == path || recursive && strings.HasPrefix(p, path+"/") {
-			return false
+			return nil, nil
 		}
 	}
-	return true
+	g, err := s.groupOfPath(path)
+	if err != nil || g.fsm.history == nil {
+		return nil, nil
+	}
+	return g, g.fsm.history
 }
 
 // watchCount is the number of watches a setWatches asks for.

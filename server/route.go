@@ -72,7 +72,7 @@ func routed(op wire.Op) bool {
 	switch op {
 	case wire.OpCreate, wire.OpDelete, wire.OpSetData, wire.OpSetACL, wire.OpCheck, wire.OpMulti,
 		wire.OpExists, wire.OpGetData, wire.OpGetChildren, wire.OpGetACL, wire.OpGetAllChildrenNumber, wire.OpSync,
-		wire.OpLockBreak:
+		wire.OpLockBreak, wire.OpAddWatch:
 		return true
 	}
 	return false

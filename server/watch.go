@@ -356,14 +356,14 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64, holds func(dir,
 // HistoryCompacted, naming the oldest zxid kept), and registers nothing:
 // the client must read the state again. The caller holds the fsm's read
 // lock, so no event can come between the replay and the registration.
-func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, recursive []string) {
+func (w *watchRegistry) restoreLasting(c *conn, h *watchHistory, rel, zxid int64, persistent, recursive []string) {
 	if len(persistent)+len(recursive) == 0 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	removeAll := func(oldest int64) { w.lostLocked(c, zxid, oldest, persistent, recursive) }
-	if oldest := w.history.oldestZxid(); rel < oldest {
+	if oldest := h.oldestZxid(); rel < oldest {
 		removeAll(oldest)
 		return
 	}
@@ -381,7 +381,7 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 		}
 		lasting[watchKey{p, watchRecursive}] = true
 	}
-	err := w.history.since(rel, func(z int64, ev tree.Event) {
+	err := h.since(rel, func(z int64, ev tree.Event) {
 		if sees(lasting, ev) && mayRead(c, ev) {
 			w.notify(c, z, ev, nil)
 		}
@@ -393,7 +393,7 @@ func (w *watchRegistry) restoreLasting(c *conn, rel, zxid int64, persistent, rec
 		for _, k := range added {
 			w.removeLocked(k.kind, k.path, c)
 		}
-		removeAll(w.history.oldestZxid())
+		removeAll(h.oldestZxid())
 	}
 }
 
@@ -421,10 +421,10 @@ func (w *watchRegistry) lostLocked(c *conn, zxid, oldest int64, persistent, recu
 // them all. The caller holds the fsm's read lock, so no event comes
 // between the replay and the registration. It reports false, having sent
 // and left nothing, when c holds as many watches as it may.
-func (w *watchRegistry) addFrom(kind watchKind, path string, c *conn, from int64, send func(zxid int64, ev tree.Event)) (bool, error) {
+func (w *watchRegistry) addFrom(kind watchKind, path string, c *conn, h *watchHistory, from int64, send func(zxid int64, ev tree.Event)) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if oldest := w.history.oldestZxid(); from < oldest {
+	if oldest := h.oldestZxid(); from < oldest {
 		return true, &historyCompactedError{oldest: oldest, from: from}
 	}
 	_, had := w.tables[kind][path][c]
@@ -432,7 +432,7 @@ func (w *watchRegistry) addFrom(kind watchKind, path string, c *conn, from int64
 		return false, nil
 	}
 	lasting := map[watchKey]bool{{path, kind}: true}
-	err := w.history.since(from, func(z int64, ev tree.Event) {
+	err := h.since(from, func(z int64, ev tree.Event) {
 		if sees(lasting, ev) && mayRead(c, ev) {
 			send(z, ev)
 		}
@@ -516,18 +516,21 @@ func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) err
 		return s.addWatch(kind, req.Path, c)
 	case req.FromZxid < 0:
 		return wire.Errorf(wire.CodeBadArguments, "fromZxid %d is negative", req.FromZxid)
-	case req.FromZxid > s.fsm.zxid:
-		return wire.Errorf(wire.CodeNotCaughtUp, "fromZxid %d is ahead of this member's last applied zxid %d", req.FromZxid, s.fsm.zxid)
-	case !s.historyHas(req.Path, kind == watchRecursive):
-		// The history is the meta group's, and a zxid says nothing of
-		// where a client was in another shard (docs/scale-out.md).
-		return wire.Errorf(wire.CodeHistoryCompacted, "on a sharded cluster, the history to resume a watch from is the meta group's, and this watch sees other shards' nodes: read the state, and add the watch without fromZxid")
+	}
+	g, h := s.historyOf(req.Path, kind == watchRecursive)
+	switch {
+	case h == nil:
+		// Each shard keeps the history of its own events, whose zxids are
+		// its own (docs/scale-out.md).
+		return wire.Errorf(wire.CodeHistoryCompacted, "the watch sees the nodes of several shards, and no one history has its events: read the state, and add the watch without fromZxid")
+	case req.FromZxid > g.fsm.zxid: // the caller holds g's read lock
+		return wire.Errorf(wire.CodeNotCaughtUp, "fromZxid %d is ahead of this member's last applied zxid %d", req.FromZxid, g.fsm.zxid)
 	}
 	if c.replayed.err != nil {
 		return c.replayed.err // preReplay could not read the history through
 	}
 	// What preReplay sent already, the replay here does not send again.
-	ok, err := s.watches.addFrom(kind, req.Path, c, max(req.FromZxid, c.replayed.to), replaySender(c, req))
+	ok, err := s.watches.addFrom(kind, req.Path, c, h, max(req.FromZxid, c.replayed.to), replaySender(c, req))
 	if !ok {
 		return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,
 			"the connection holds %d watches, as many as it may", s.cfg.MaxWatches)

@@ -136,7 +136,7 @@ func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
 	applyEvents(w, 7, tree.Event{Type: wire.EventNodeDeleted, Path: "/other"})
 	applyEvents(w, 8, tree.Event{Type: wire.EventNodeCreated, Path: "/cfg"})
 	c := &conn{}
-	w.restoreLasting(c, 5, 9, []string{"/svc"}, []string{"/svc", "/cfg"})
+	w.restoreLasting(c, w.history, 5, 9, []string{"/svc"}, []string{"/svc", "/cfg"})
 	want := []notification{
 		{c, 6, wire.EventNodeDataChanged, "/svc/a"},
 		{c, 6, wire.EventNodeChildrenChanged, "/svc"},
@@ -157,13 +157,13 @@ func TestRestoringLastingWatchesReplaysWhatTheyMissed(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &conn{}
-	w.restoreLasting(d, 50, 100, []string{"/svc"}, []string{"/cfg"})
+	w.restoreLasting(d, w.history, 50, 100, []string{"/svc"}, []string{"/cfg"})
 	want = []notification{{d, 100, wire.EventPersistentWatchRemoved, "/svc"}, {d, 100, wire.EventPersistentWatchRemoved, "/cfg"}}
 	if !slices.Equal(*got, want) || len(w.byConn[d]) != 0 {
 		t.Errorf("after a gap: %v, watches %v; want %v and none registered", *got, w.byConn[d], want)
 	}
 	*got = nil
-	w.restoreLasting(d, 100, 100, []string{"/svc"}, nil)
+	w.restoreLasting(d, w.history, 100, 100, []string{"/svc"}, nil)
 	if len(*got) != 0 || len(w.byConn[d]) != 1 {
 		t.Errorf("no gap: %v, watches %v", *got, w.byConn[d])
 	}
@@ -180,7 +180,7 @@ func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
 	c := &conn{}
 	var replayed []string
 	send := func(z int64, ev tree.Event) { replayed = append(replayed, fmt.Sprint(z, " ", ev.Type, " ", ev.Path)) }
-	if ok, err := w.addFrom(watchRecursive, "/svc", c, 5, send); !ok || err != nil {
+	if ok, err := w.addFrom(watchRecursive, "/svc", c, w.history, 5, send); !ok || err != nil {
 		t.Fatalf("addFrom: %v %v", ok, err)
 	}
 	want := []string{"6 NodeDataChanged /svc/a", "8 NodeDeleted /svc"}
@@ -188,7 +188,7 @@ func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
 		t.Errorf("recursive from 5 replayed %q, want %q", replayed, want)
 	}
 	replayed = nil
-	if ok, err := w.addFrom(watchPersistent, "/svc", c, 0, send); !ok || err != nil {
+	if ok, err := w.addFrom(watchPersistent, "/svc", c, w.history, 0, send); !ok || err != nil {
 		t.Fatalf("addFrom: %v %v", ok, err)
 	}
 	want = []string{"6 NodeChildrenChanged /svc", "8 NodeDeleted /svc"}
@@ -200,7 +200,7 @@ func TestAWatchFromAPastZxidGetsItsOwnEventsAfterIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &conn{}
-	_, err := w.addFrom(watchPersistent, "/svc", d, 19, send)
+	_, err := w.addFrom(watchPersistent, "/svc", d, w.history, 19, send)
 	var hc *historyCompactedError
 	if !errors.Is(err, wire.ErrHistoryCompacted) || !errors.As(err, &hc) || hc.oldest != 20 || len(w.byConn[d]) != 0 {
 		t.Errorf("from 19 after a restore at 20: %v, %+v; watches %v", err, hc, w.byConn[d])
@@ -265,7 +265,7 @@ func TestLastingWatchesNeedReadOnTheEventsNode(t *testing.T) {
 	// A reconnecting stranger's replay skips the secret event too.
 	*got = nil
 	late := connAs(wire.Identity{Scheme: "ip", ID: "127.0.0.1"})
-	w.restoreLasting(late, 4, 6, nil, []string{"/"})
+	w.restoreLasting(late, w.history, 4, 6, nil, []string{"/"})
 	if len(*got) != 1 || (*got)[0] != (notification{late, 6, wire.EventNodeCreated, "/open"}) {
 		t.Fatalf("replay to a stranger: %v", *got)
 	}
