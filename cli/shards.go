@@ -23,7 +23,8 @@ func (e *env) shardsCommand() *cobra.Command {
 			"change (see arbor member) and every member of a version that knows maps.",
 		Example: "  arbor shards list\n" +
 			"  arbor shards partition /locks\n" +
-			"  arbor shards split --parent /locks",
+			"  arbor shards split --parent /locks\n" +
+			"  arbor shards lead 1 --on 3",
 		Args: usageArgs(cobra.NoArgs), // an unknown subcommand
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -81,7 +82,31 @@ func (e *env) shardsCommand() *cobra.Command {
 	}
 	split.Flags().StringVar(&parent, "parent", "", "split the hashes of this partitioned parent's children")
 	split.Flags().StringVar(&at, "at", "", "the first key of the new shard: a top-level name, or with --parent a hash (16 hex digits)")
-	cmd.AddCommand(list, partition, split)
+	var on uint64
+	lead := &cobra.Command{
+		Use:   "lead GROUP --on MEMBER",
+		Short: "Move a shard's leadership to a member, and keep it there",
+		Long: "Make MEMBER, a voter, the preferred leader of shard GROUP in the map: the\n" +
+			"group's leader hands it the leadership, and it takes it back whenever it can\n" +
+			"(after a restart, say). --on 0 gives the shard back to the cluster, which\n" +
+			"spreads the shards' leaderships over its voters in turn.",
+		Example: "  arbor shards lead 2 --on 3\n  arbor shards lead 2 --on 0",
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return usagef("GROUP %q is not a shard's group number", args[0])
+			}
+			if !cmd.Flags().Changed("on") {
+				return usagef("lead needs --on MEMBER (0: none of its own)")
+			}
+			return e.showShards(cmd, func(c *client.Client, ctx context.Context) (*shardmap.Map, error) {
+				return c.LeadShards(ctx, group, on)
+			})
+		},
+	}
+	lead.Flags().Uint64Var(&on, "on", 0, "the member to lead the shard (0: wherever the cluster spreads it)")
+	cmd.AddCommand(list, partition, split, lead)
 	return cmd
 }
 
@@ -106,21 +131,24 @@ func (e *env) showShards(cmd *cobra.Command, call func(c *client.Client, ctx con
 		}
 		fmt.Fprintln(e.stdout)
 		w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "GROUP\tSPACE\tFROM\tTO\tREPLICAS\tEPOCH")
+		fmt.Fprintln(w, "GROUP\tSPACE\tFROM\tTO\tREPLICAS\tEPOCH\tLEADER")
 		for _, s := range v.Shards {
-			replicas := "all"
+			replicas, leader := "all", "(any)"
 			if len(s.Replicas) > 0 {
 				replicas = strings.Trim(fmt.Sprint(s.Replicas), "[]")
+			}
+			if s.Leader != 0 {
+				leader = fmt.Sprint(s.Leader)
 			}
 			for i, r := range s.Ranges {
 				if i > 0 {
 					fmt.Fprintf(w, "\t%s\t%s\t%s\t\t\n", r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"))
 					continue
 				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d.%d\n", s.Group, r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"), replicas, s.Epoch[0], s.Epoch[1])
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d.%d\t%s\n", s.Group, r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"), replicas, s.Epoch[0], s.Epoch[1], leader)
 			}
 			if len(s.Ranges) == 0 {
-				fmt.Fprintf(w, "%d\t(none)\t\t\t%s\t%d.%d\n", s.Group, replicas, s.Epoch[0], s.Epoch[1])
+				fmt.Fprintf(w, "%d\t(none)\t\t\t%s\t%d.%d\t%s\n", s.Group, replicas, s.Epoch[0], s.Epoch[1], leader)
 			}
 		}
 		return w.Flush()

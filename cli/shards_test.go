@@ -11,12 +11,12 @@ func TestShardsListAndPartition(t *testing.T) {
 	t.Parallel()
 	addr, _ := startServer(t)
 	before := lines(must(t, addr, "shards", "list"))
-	if len(before) != 3 || before[0] != "version 0" || strings.Join(strings.Fields(before[2]), " ") != "0 / (start) (end) all 0.0" {
+	if len(before) != 3 || before[0] != "version 0" || strings.Join(strings.Fields(before[2]), " ") != "0 / (start) (end) all 0.0 (any)" {
 		t.Errorf("shards list of a cluster never sharded:\n%s", strings.Join(before, "\n"))
 	}
 	after := lines(must(t, addr, "shards", "partition", "/locks"))
 	if len(after) != 4 || !strings.HasSuffix(after[0], "; partitioned: /locks") ||
-		strings.Join(strings.Fields(after[2]), " ") != "0 / (start) (end) all 1.0" ||
+		strings.Join(strings.Fields(after[2]), " ") != "0 / (start) (end) all 1.0 (any)" ||
 		strings.Join(strings.Fields(after[3]), " ") != "/locks (start) (end)" {
 		t.Errorf("shards partition /locks:\n%s", strings.Join(after, "\n"))
 	}
@@ -50,7 +50,7 @@ func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
 	must(t, addr, "shards", "partition", "/locks")
 	must(t, addr, "create", "/locks")
 	byName := lines(must(t, addr, "shards", "split", "--at", "m"))
-	if len(byName) != 5 || strings.Join(strings.Fields(byName[4]), " ") != "1 / m (end) all 2.0" {
+	if len(byName) != 5 || strings.Join(strings.Fields(byName[4]), " ") != "1 / m (end) all 2.0 (any)" {
 		t.Errorf("shards split --at m:\n%s", strings.Join(byName, "\n"))
 	}
 	byHash := decode[shardmap.View](t, must(t, addr, "shards", "split", "--parent", "/locks", "-o", "json"))
@@ -70,6 +70,13 @@ func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
 	if got := lines(must(t, addr, "ls", "/locks")); strings.Join(got, " ") != "a b" {
 		t.Errorf("ls /locks = %q", got)
 	}
+	// A shard's leader, named and given back.
+	if led := lines(must(t, addr, "shards", "lead", "1", "--on", "1")); len(led) != 6 || strings.Join(strings.Fields(led[4]), " ") != "1 / m (end) all 2.0 1" {
+		t.Errorf("shards lead 1 --on 1:\n%s", strings.Join(led, "\n"))
+	}
+	if back := lines(must(t, addr, "shards", "lead", "1", "--on", "0")); len(back) != 6 || strings.Join(strings.Fields(back[4]), " ") != "1 / m (end) all 2.0 (any)" {
+		t.Errorf("shards lead 1 --on 0:\n%s", strings.Join(back, "\n"))
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -79,6 +86,10 @@ func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
 		{[]string{"shards", "split", "--at", "m"}, 1, "does not hold"},
 		{[]string{"shards", "split", "--parent", "/zoo"}, 1, "not partitioned"},
 		{[]string{"shards", "split", "--parent", "/locks", "--at", "xyz"}, 2, "16 hex digits"},
+		{[]string{"shards", "lead", "1"}, 2, "needs --on MEMBER"},
+		{[]string{"shards", "lead", "one", "--on", "1"}, 2, "not a shard's group number"},
+		{[]string{"shards", "lead", "1", "--on", "4"}, 1, "not a voter"},
+		{[]string{"shards", "lead", "7", "--on", "1"}, 1, "no shard 7"},
 	} {
 		if r := arbor(t, addr, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("arbor %v: %v, want exit %d saying %q", tc.args, r, tc.code, tc.want)

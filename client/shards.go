@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/wire"
@@ -61,6 +62,37 @@ func shardMapOf(data []byte, st Stat) (*shardmap.Map, error) {
 	}
 	m.Version = uint64(st.Mzxid)
 	return m, nil
+}
+
+// LeadShards makes member the preferred leader of shard group (0: none of
+// its own; the cluster spreads the shards' leaderships over its voters),
+// which then takes the group's leadership while it can: a move of the
+// leadership an operator asks for, which stays (docs/scale-out.md). It
+// needs the rights of a membership change, and returns the new map.
+func (c *Client) LeadShards(ctx context.Context, group, member uint64) (*shardmap.Map, error) {
+	// What the server would refuse, said here in words (a refusal carries
+	// only its code).
+	cur, err := c.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cur.Lead(group, member); err != nil {
+		return nil, opError("lead", fmt.Sprint(group), fmt.Errorf("%w: %v", ErrBadArguments, err))
+	}
+	if member != 0 {
+		members, err := c.Members(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(members, func(m Member) bool { return uint64(m.ID) == member && !m.Learner }) {
+			return nil, opError("lead", fmt.Sprint(group), fmt.Errorf("%w: member %d is not a voter of the cluster", ErrBadArguments, member))
+		}
+	}
+	rep, err := c.do(ctx, "lead", fmt.Sprint(group), wire.Request{Op: wire.OpShardLead, Shard: group, Member: wire.Member{ID: int64(member)}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return shardMapOf(rep.Data, rep.Stat)
 }
 
 // SplitShards moves the meta group's keys from at on, in the range that

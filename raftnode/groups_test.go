@@ -290,7 +290,8 @@ func TestGroupsShareAMembersTransportOnTheMemoryNetwork(t *testing.T) {
 // TestEachGroupsLeadershipGoesToItsPreferredMember spreads three groups'
 // leaderships over three members, one each, and checks that a group's
 // leadership leaves its preferred member while it is down and comes back
-// once it has caught up.
+// once it has caught up, and goes to another member once that one is
+// preferred.
 func TestEachGroupsLeadershipGoesToItsPreferredMember(t *testing.T) {
 	t.Parallel()
 	groups := []uint64{0, 1, 2}
@@ -324,6 +325,17 @@ func TestEachGroupsLeadershipGoesToItsPreferredMember(t *testing.T) {
 	members[2] = startGroupMember(t, 2, dir2, listen(t, 2, addrs[2]), addrs, groups, groupOptions{prefer: prefer})
 	for id := range members {
 		leads(2, id, "2 again", func(l uint64) bool { return l == 2 })
+	}
+
+	// An operator's move of the leadership (arbor shards lead): every
+	// member prefers 3 now, and the leadership goes there at once.
+	for _, m := range members {
+		if err := m.nodes[2].SetPreferredLeader(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := range members {
+		leads(2, id, "3, preferred now", func(l uint64) bool { return l == 3 })
 	}
 }
 

@@ -25,7 +25,7 @@ type preferState struct {
 // become leader waits two and a half election timeouts before its first
 // look.
 func (n *Node) preferLeader() {
-	want := n.cfg.PreferredLeader
+	want := n.preferred.Load()
 	if want == 0 || want == n.cfg.ID {
 		return
 	}

@@ -221,8 +221,11 @@ type Node struct {
 	livec   chan struct{} // the transport's liveness judged a peer dead (livenessChanged)
 	quiet   bool          // raft goroutine only: the group is quiescent on this member
 	prefer  preferState   // raft goroutine only
-	stopc   chan struct{}
-	donec   chan struct{}
+	// preferred is the member this group's leadership goes to
+	// (Config.PreferredLeader, or SetPreferredLeader's since).
+	preferred atomic.Uint64
+	stopc     chan struct{}
+	donec     chan struct{}
 
 	applyc     chan applyTask // the apply goroutine's work, in log order
 	applyBytes *quota.Pool    // bounds the bytes of the entries in applyc
@@ -337,6 +340,7 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{}, seen: seenIDs{window: cfg.ResendWindow},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{}, lastPersisted: closedChan,
 	}
+	n.preferred.Store(cfg.PreferredLeader)
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	n.reqIDs.Store(binary.BigEndian.Uint64(seed[:]) &^ copyBit) // room below copyBit for 2^62 ids at least
@@ -582,9 +586,26 @@ func (n *Node) MemoryHeld() (logCache, applyQueue int64) {
 // Leader is the id of the member this one believes leads, 0 if none.
 func (n *Node) Leader() uint64 { return n.leader.Load() }
 
-// PreferredLeader is Config.PreferredLeader: the member this group's
-// leadership goes to when it can, 0 for none.
-func (n *Node) PreferredLeader() uint64 { return n.cfg.PreferredLeader }
+// PreferredLeader is the member this group's leadership goes to when it
+// can, 0 for none: Config.PreferredLeader, or what SetPreferredLeader set.
+func (n *Node) PreferredLeader() uint64 { return n.preferred.Load() }
+
+// SetPreferredLeader makes id the member this group's leadership goes to
+// (0: none). A leader on this member hands it over at its next look,
+// without the wait of a new leader (preferLeader).
+func (n *Node) SetPreferredLeader(ctx context.Context, id uint64) error {
+	if n.preferred.Swap(id) == id {
+		return nil
+	}
+	select {
+	case n.callc <- func() { n.prefer = preferState{} }:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.donec:
+		return n.stopErr()
+	}
+}
 
 // IsLeader reports whether this member leads.
 func (n *Node) IsLeader() bool { return n.leader.Load() == n.cfg.ID }

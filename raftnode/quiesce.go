@@ -54,7 +54,7 @@ func (n *Node) maybeQuiesce() bool {
 	if err != nil || st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None || st.Commit != last || st.Applied != last {
 		return false
 	}
-	if want := n.cfg.PreferredLeader; want != 0 && want != n.cfg.ID && lt.peerAlive(want) {
+	if want := n.preferred.Load(); want != 0 && want != n.cfg.ID && lt.peerAlive(want) {
 		return false // preferLeader hands the leadership over first
 	}
 	msgs := make([]raftpb.Message, 0, len(st.Progress))

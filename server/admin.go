@@ -42,7 +42,7 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 			switch req.Op {
 			case wire.OpSnapshot:
 				what = "backup refused"
-			case wire.OpShardPartition, wire.OpShardSplit:
+			case wire.OpShardPartition, wire.OpShardSplit, wire.OpShardLead:
 				what = "shard map change refused"
 			}
 			c.log.Info(what, zap.Stringer("op", req.Op), zap.Int64("member", m.ID),
@@ -91,6 +91,10 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		return
 	case wire.OpShardSplit:
 		reply.Data, reply.Stat, err = s.splitShards(ctx, req.Path, req.Data)
+		reply.Err = wire.CodeOf(err)
+		return
+	case wire.OpShardLead:
+		reply.Data, reply.Stat, err = s.leadShard(ctx, req.Shard, uint64(req.Member.ID))
 		reply.Err = wire.CodeOf(err)
 		return
 	case wire.OpMembers:
@@ -230,7 +234,7 @@ func (s *Server) mayAdminister(c *conn, op wire.Op) error {
 	switch op {
 	case wire.OpSnapshot:
 		return memberRights(&s.cfg, "backups", c.nc.RemoteAddr(), c.identities())
-	case wire.OpShardPartition, wire.OpShardSplit:
+	case wire.OpShardPartition, wire.OpShardSplit, wire.OpShardLead:
 		return memberRights(&s.cfg, "changes of the shard map", c.nc.RemoteAddr(), c.identities())
 	}
 	return s.mayChangeMembers(c)

@@ -40,9 +40,10 @@ type group struct {
 // seeds of the splits applied and not yet started.
 type groups struct {
 	mu       sync.Mutex
-	running  map[uint64]*group // mu guards running, seeds and restored
+	running  map[uint64]*group // mu guards running, seeds, restored and leaders
 	seeds    []seed
 	restored bool          // a snapshot replaced the meta group's state: its map's groups may not run yet
+	leaders  bool          // the map changed: so may the groups' preferred leaders
 	wake     chan struct{} // a seed waits
 	sweep    chan struct{} // the meta group closed a session (sweepShardSessions)
 }
@@ -94,8 +95,8 @@ func (s *Server) runGroups() {
 	defer s.wg.Done()
 	for {
 		s.groups.mu.Lock()
-		seeds, restored := s.groups.seeds, s.groups.restored
-		s.groups.seeds, s.groups.restored = nil, false
+		seeds, restored, leaders := s.groups.seeds, s.groups.restored, s.groups.leaders
+		s.groups.seeds, s.groups.restored, s.groups.leaders = nil, false, false
 		s.groups.mu.Unlock()
 		for _, sd := range seeds {
 			s.seedGroup(sd)
@@ -105,6 +106,9 @@ func (s *Server) runGroups() {
 			// shards it learned of with the snapshot start empty, and
 			// their leaders send them their state.
 			s.startMapGroups()
+		}
+		if leaders || restored {
+			s.preferLeaders()
 		}
 		select {
 		case <-s.stopc:
@@ -183,7 +187,7 @@ func (s *Server) startGroup(g uint64) {
 	s.memory.raftConfig(&rc)
 	if s.transport != nil {
 		rc.Peers, rc.Transport = cfg.Peers, s.transport.Group(g)
-		rc.PreferredLeader = spreadLeader(g, s.node.Members())
+		rc.PreferredLeader = s.preferredLeader(g)
 	}
 	n, err := raftnode.Start(rc, f)
 	if err != nil {

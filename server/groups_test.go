@@ -42,8 +42,8 @@ func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[ui
 // TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember splits the
 // meta group of three members at "m": every member seeds and starts group
 // 1 from the state the split left, the group elects its spread leader and
-// takes writes of its keys, the meta group refuses them, a backup is
-// refused, a member restarted runs the group again from its store, and a
+// takes writes of its keys, the meta group refuses them, an operator
+// moves the group's leadership and gives it back, a backup is refused, a member restarted runs the group again from its store, and a
 // member added, promoted and removed is added, promoted and removed in
 // group 1 too.
 func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) {
@@ -96,6 +96,26 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 		}
 	}
 	c.must(wire.Request{Op: wire.OpCreate, Path: "/app/x"})
+
+	// An operator moves group 1's leadership to member 3, where it stays
+	// (the map says so), and then gives it back to the spread.
+	if r := c.answer(wire.Request{Op: wire.OpShardLead, Shard: 1, Member: wire.Member{ID: 9}}); r.Err != wire.CodeBadArguments {
+		t.Errorf("group 1 led by member 9, of no cluster: %s, want BadArguments", r.Err)
+	}
+	for _, lead := range []uint64{3, 2} {
+		want := lead
+		if lead == 2 {
+			lead = 0 // back to where the cluster spreads it: member 2
+		}
+		c.must(wire.Request{Op: wire.OpShardLead, Shard: 1, Member: wire.Member{ID: int64(lead)}})
+		for _, s := range members {
+			waitFor(t, fmt.Sprintf("group 1 led by member %d", want), func() bool {
+				g := s.group(1)
+				m, _ := s.ShardMap()
+				return g != nil && g.node.Leader() == want && g.node.PreferredLeader() == want && m.Group(1).Leader == lead
+			})
+		}
+	}
 	if r := c.answer(wire.Request{Op: wire.OpSnapshot}); r.Err != wire.CodeBadArguments {
 		t.Errorf("a backup of a sharded cluster: %s, want BadArguments", r.Err)
 	}

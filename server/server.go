@@ -141,7 +141,10 @@ func New(cfg Config) (*Server, error) {
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory, shardmap.MetaGroup)
 	s.fsm.onClose = s.sessionClosed
 	s.fsm.onSplit = s.onSplit
-	s.fsm.onMapChanged = s.refreshRouting
+	s.fsm.onMapChanged = func() {
+		s.refreshRouting()
+		s.tellGroups(func(g *groups) { g.leaders = true })
+	}
 	s.fsm.onRestore = func() {
 		s.refreshRouting()
 		s.mapRestored()
@@ -227,6 +230,7 @@ func New(cfg Config) (*Server, error) {
 	s.memory.node = s.node
 	s.refreshRouting()
 	s.startMapGroups()
+	s.groups.leaders = true // the meta group's, if the map names one
 	s.wg.Add(7)
 	go s.runGroups()
 	go s.sweepShardSessions()

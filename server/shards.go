@@ -11,6 +11,7 @@ import (
 	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
 )
 
 // The partition map (docs/scale-out.md) lives in the meta group as the
@@ -144,6 +145,66 @@ func (s *Server) handleShardsAPI(mux *http.ServeMux) {
 		return s.shardView(s.splitShards(ctx, cmp.Or(body.Parent, "/"), at))
 	}))
 	mux.HandleFunc("/api/v1/shards/split", methodNotAllowed("POST"))
+	mux.HandleFunc("POST /api/v1/shards/lead", answering(func(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
+		var body struct {
+			Group  *uint64 `json:"group"`
+			Member uint64  `json:"member"` // 0: back to where the cluster spreads leaderships
+		}
+		if err := decodeBody(w, r, &body); err != nil {
+			return nil, err
+		}
+		if body.Group == nil {
+			return nil, badRequest("group is required")
+		}
+		if !super(s.HTTPIdentities(r)) {
+			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+		}
+		return s.shardView(s.leadShard(ctx, *body.Group, body.Member))
+	}))
+	mux.HandleFunc("/api/v1/shards/lead", methodNotAllowed("POST"))
+}
+
+// leadShard makes member the preferred leader of shard group in the map
+// (0: none of its own), and returns the map's node as the change left it.
+// Every member then prefers it for the group (runGroups), and the group's
+// leader hands it the leadership: a move an operator makes stays, as the
+// map says where the leadership goes.
+func (s *Server) leadShard(ctx context.Context, group, member uint64) ([]byte, wire.Stat, error) {
+	if member != 0 && !slices.Contains(voters(s.node.Members()), member) {
+		return nil, wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "member %d is not a voter of the cluster: it cannot lead", member)
+	}
+	return s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Lead(group, member) })
+}
+
+// preferredLeader is the member that group's leadership goes to: the
+// map's choice, while it is a voter, else for a shard the one the
+// cluster's voters take in turn (spreadLeader), and none for the meta
+// group.
+func (s *Server) preferredLeader(group uint64) uint64 {
+	members := s.node.Members()
+	if m := s.routingMap(); m != nil {
+		if sh := m.Group(group); sh != nil && sh.Leader != 0 && slices.Contains(voters(members), sh.Leader) {
+			return sh.Leader
+		}
+	} else if m, _ := s.ShardMap(); m.Group(group) != nil && m.Group(group).Leader != 0 {
+		return m.Group(group).Leader // a cluster of one shard: the meta group's
+	}
+	if group == shardmap.MetaGroup || s.transport == nil {
+		return 0
+	}
+	return spreadLeader(group, members)
+}
+
+// preferLeaders gives each of the member's groups its preferred leader,
+// after the map changed.
+func (s *Server) preferLeaders() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	for _, g := range append([]*group{s.metaGroup}, s.runningGroups()...) {
+		if err := g.node.SetPreferredLeader(ctx, s.preferredLeader(g.id)); err != nil {
+			s.log.Info("could not set a group's preferred leader", zap.Uint64("group", g.id), zap.Error(err))
+		}
+	}
 }
 
 // shardView answers a change of the map with the map's node as it left it.

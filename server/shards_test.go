@@ -35,7 +35,7 @@ func TestTheMapChangesOnlyOnceEveryMemberSaysItKnowsMaps(t *testing.T) {
 // TestTheHTTPAPISplitsTheMetaGroupForTheSuperuser: POST
 // /api/v1/shards/split by name and by hash, refused to anyone else and for
 // bad input.
-func TestTheHTTPAPISplitsTheMetaGroupForTheSuperuser(t *testing.T) {
+func TestTheHTTPAPISplitsTheMetaGroupAndNamesLeadersForTheSuperuser(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.SuperDigest = rootDigest })
 	for _, tc := range []struct {
@@ -58,6 +58,29 @@ func TestTheHTTPAPISplitsTheMetaGroupForTheSuperuser(t *testing.T) {
 		}
 		if status != tc.status || !strings.Contains(got, tc.want) {
 			t.Errorf("POST %s: %d %v, want %d with %q", tc.body, status, out, tc.status, tc.want)
+		}
+	}
+	// And it names a shard's leader: a voter of the cluster, or 0.
+	for _, tc := range []struct {
+		body   string
+		auth   []string
+		status int
+		want   string // in the error, or shard 1's leader
+	}{
+		{`{"group": 1, "member": 1}`, nil, http.StatusForbidden, "superuser"},
+		{`{"group": 1, "member": 1}`, []string{"root", "rootpw"}, http.StatusOK, "1"},
+		{`{"group": 1, "member": 0}`, []string{"root", "rootpw"}, http.StatusOK, "<nil>"},
+		{`{"group": 1, "member": 7}`, []string{"root", "rootpw"}, http.StatusBadRequest, "not a voter"},
+		{`{"group": 5, "member": 1}`, []string{"root", "rootpw"}, http.StatusBadRequest, "no shard 5"},
+		{`{"member": 1}`, []string{"root", "rootpw"}, http.StatusBadRequest, "group is required"},
+	} {
+		status, out := api(t, s, http.MethodPost, "/api/v1/shards/lead", tc.body, tc.auth...)
+		got := fmt.Sprint(out["error"])
+		if status == http.StatusOK {
+			got = fmt.Sprint(out["shards"].([]any)[1].(map[string]any)["leader"])
+		}
+		if status != tc.status || !strings.Contains(got, tc.want) {
+			t.Errorf("POST lead %s: %d %v, want %d with %q", tc.body, status, out, tc.status, tc.want)
 		}
 	}
 }

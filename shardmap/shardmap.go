@@ -214,6 +214,19 @@ func (m *Map) Clone() *Map {
 	return c
 }
 
+// Lead is m with member the preferred leader of shard group: the member
+// its leadership goes to while it can (0: back to where the cluster
+// spreads leaderships). Whether member is a voter is the caller's to
+// check; the map does not list the cluster's members.
+func (m *Map) Lead(group, member uint64) (*Map, error) {
+	if m.Group(group) == nil {
+		return nil, fmt.Errorf("shardmap: there is no shard %d", group)
+	}
+	next := m.Clone()
+	next.Group(group).Leader = member
+	return next, next.Validate()
+}
+
 // Partition is m with parent partitioned: its children then route by the
 // hash of their names, and its whole hash space starts with the shard
 // that serves parent's subtree now, so that nothing moves. parent must be

@@ -342,3 +342,17 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestLeadNamesAShardsPreferredLeader(t *testing.T) {
+	m := sharded(t)
+	led, err := m.Lead(1, 3)
+	if err != nil || led.Group(1).Leader != 3 || m.Group(1).Leader != 0 || led.Group(0).Leader != m.Group(0).Leader {
+		t.Fatalf("Lead(1, 3) = %+v, %v; the original %+v", led, err, m)
+	}
+	if back, err := led.Lead(1, 0); err != nil || back.Group(1).Leader != 0 {
+		t.Errorf("Lead(1, 0) = %+v, %v; want no preferred leader", back, err)
+	}
+	if _, err := m.Lead(9, 1); err == nil {
+		t.Error("Lead of a shard the map lacks succeeded")
+	}
+}

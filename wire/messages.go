@@ -193,9 +193,12 @@ type Request struct {
 	FromZxid    int64
 	WatcherType WatcherType // removeWatches
 
-	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove and
-	// memberPromote: ID.
+	// memberAdd: ID, Addr (its peer address) and Learner; memberRemove,
+	// memberPromote and shardLead: ID.
 	Member Member
+	// shardLead: the shard's group, whose preferred leader becomes
+	// Member.ID (0: its leadership spread as the cluster's are).
+	Shard uint64
 	// reconfig: the change, in ZooKeeper's terms.
 	Reconfig Reconfig
 
@@ -331,7 +334,7 @@ func requestFields(op Op) int {
 		return 1
 	case OpSetACL:
 		return 3
-	case OpAuth, OpLockBreak, OpShardSplit:
+	case OpAuth, OpLockBreak, OpShardSplit, OpShardLead:
 		return 2
 	case OpPing, OpClose, OpMembers, OpStatus, OpWhoAmI, OpDeadlocks:
 		return 0
@@ -484,6 +487,9 @@ func (enc *encoder) requestBody(r *Request) {
 	case OpShardSplit:
 		enc.str(r.Path)
 		enc.bytes(r.Data)
+	case OpShardLead:
+		enc.int(int64(r.Shard))
+		enc.int(r.Member.ID)
 	case OpMulti:
 		enc.array(len(r.Ops))
 		for i := range r.Ops {
@@ -583,6 +589,9 @@ func (dec *decoder) requestBody(r *Request) {
 	case OpShardSplit:
 		r.Path = dec.str()
 		r.Data = dec.bytes()
+	case OpShardLead:
+		r.Shard = uint64(dec.int64())
+		r.Member.ID = dec.int64()
 	case OpMulti:
 		n := dec.array(0)
 		if n > 0 {
@@ -718,7 +727,7 @@ type OpResult struct {
 // replyFields is the number of body fields in a successful reply to op.
 func replyFields(op Op) int {
 	switch op {
-	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig, OpShardPartition, OpShardSplit:
+	case OpCreate, OpGetData, OpGetChildren, OpGetACL, OpReconfig, OpShardPartition, OpShardSplit, OpShardLead:
 		return 2
 	case OpSetData, OpExists, OpSync, OpMulti, OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote, OpStatus,
 		OpGetEphemerals, OpGetAllChildrenNumber, OpSetACL, OpWhoAmI, OpLeaseCreate, OpLeaseRenew, OpLocks, OpDeadlocks, OpLockBreak, OpLockHistory,
@@ -843,7 +852,7 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 		enc.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		enc.stat(&r.Stat)
-	case OpGetData, OpReconfig, OpShardPartition, OpShardSplit:
+	case OpGetData, OpReconfig, OpShardPartition, OpShardSplit, OpShardLead:
 		enc.bytes(r.Data)
 		enc.stat(&r.Stat)
 	case OpGetACL:
@@ -1028,7 +1037,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 		dec.stat(&r.Stat)
 	case OpSetData, OpExists, OpSetACL:
 		dec.stat(&r.Stat)
-	case OpGetData, OpReconfig, OpShardPartition, OpShardSplit:
+	case OpGetData, OpReconfig, OpShardPartition, OpShardSplit, OpShardLead:
 		r.Data = dec.bytes()
 		dec.stat(&r.Stat)
 	case OpGetACL:

@@ -73,6 +73,7 @@ const (
 	// map's new node, as getData would.
 	OpShardPartition Op = 220 // route the children of a parent by the hash of their names
 	OpShardSplit     Op = 221 // move the meta group's keys from a key on to a new shard
+	OpShardLead      Op = 222 // make a member a shard's preferred leader, and hand it the leadership
 )
 
 // OpClass is the kind of request an op is. It decides how a server runs
@@ -215,6 +216,7 @@ var ops = map[Op]opInfo{
 	// A change of the partition map is a txn of the meta group.
 	OpShardPartition: {name: "shardPartition", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 	OpShardSplit:     {name: "shardSplit", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
+	OpShardLead:      {name: "shardLead", class: ClassAdmin, logged: true, leader: true, admin: true, limits: LimitOutstanding},
 }
 
 // Known reports whether op is one of this package's ops.

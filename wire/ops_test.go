@@ -83,6 +83,7 @@ var opRows = []opRow{
 	{op: wire.OpSnapshot, name: "snapshot", class: wire.ClassAdmin, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpShardPartition, name: "shardPartition", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 	{op: wire.OpShardSplit, name: "shardSplit", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
+	{op: wire.OpShardLead, name: "shardLead", class: wire.ClassAdmin, logged: true, leader: true, admin: true, limits: []wire.Limit{outstanding}},
 }
 
 // definedOps reads the package's source for its constants of type Op, so

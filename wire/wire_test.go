@@ -220,6 +220,7 @@ var requests = []struct {
 	{"a lockBreak carries the path and the reason", wire.Request{Xid: 66, Op: wire.OpLockBreak, Path: "/locks/a", Reason: "stuck since noon"}},
 	{"a shardPartition carries the parent", wire.Request{Xid: 69, Op: wire.OpShardPartition, Path: "/locks"}},
 	{"a shardSplit carries the space and the key", wire.Request{Xid: 70, Op: wire.OpShardSplit, Path: "/locks", Data: []byte{0x80, 0, 0, 0, 0, 0, 0, 0}}},
+	{"a shardLead carries the shard and the member", wire.Request{Xid: 71, Op: wire.OpShardLead, Shard: 3, Member: wire.Member{ID: 2}}},
 	{"a create of a lease's ephemeral carries the lease", wire.Request{Xid: 63, Op: wire.OpCreate, Path: "/locks/a/n-", Mode: wire.ModeEphemeralSequential, Lease: 0x0123_4567_89ab_cdef}},
 	{"a getEphemerals carries the path prefix", wire.Request{Xid: 35, Op: wire.OpGetEphemerals, Path: "/app/lock-"}},
 	{"a getEphemerals of every ephemeral carries the root", wire.Request{Xid: 36, Op: wire.OpGetEphemerals, Path: "/"}},
@@ -383,6 +384,7 @@ var replies = []struct {
 		{Path: "/locks/b"},
 	}}},
 	{"a shardSplit reply carries the map's node", wire.OpShardSplit, wire.Reply{Xid: 70, Zxid: 16, Data: []byte{0x83, 0xa2}, Stat: wire.Stat{Czxid: 12, Mzxid: 16, Version: 2}}},
+	{"a shardLead reply carries the map's node", wire.OpShardLead, wire.Reply{Xid: 71, Zxid: 17, Data: []byte{0x83, 0xa2}, Stat: wire.Stat{Czxid: 12, Mzxid: 17, Version: 3}}},
 	{"a shardPartition reply carries the map's node", wire.OpShardPartition, wire.Reply{Xid: 69, Zxid: 15, Data: []byte{0x83, 0xa1}, Stat: wire.Stat{Czxid: 12, Mzxid: 15, Version: 1}}},
 	{"a lockBreak reply carries the nodes deleted", wire.OpLockBreak, wire.Reply{Xid: 66, Zxid: 14, Children: []string{"_c_ab-lock-0000000001"}}},
 	{"a lockHistory reply carries its events", wire.OpLockHistory, wire.Reply{Xid: 66, Zxid: 14, LockHistory: []wire.LockEvent{
