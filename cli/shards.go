@@ -142,7 +142,7 @@ func (e *env) showShards(cmd *cobra.Command, call func(c *client.Client, ctx con
 			}
 			for i, r := range s.Ranges {
 				if i > 0 {
-					fmt.Fprintf(w, "\t%s\t%s\t%s\t\t\n", r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"))
+					fmt.Fprintf(w, "\t%s\t%s\t%s\t\t\t\n", r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"))
 					continue
 				}
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d.%d\t%s\n", s.Group, r.Space, shown(r.Start, "(start)"), shown(r.End, "(end)"), replicas, s.Epoch[0], s.Epoch[1], leader)
