@@ -26,6 +26,9 @@ type snapshotJSON struct {
 	Sessions int64        `json:"sessions"`
 	Members  []memberJSON `json:"members"` // the cluster's membership then
 	Created  string       `json:"created"` // RFC 3339, by the CLI's clock
+	// Shards are a sharded cluster's other groups; the fields above are
+	// then the meta group's (Size: the whole state's).
+	Shards []snapfile.Shard `json:"shards,omitempty"`
 }
 
 func (e *env) snapshotCommand() *cobra.Command {
@@ -128,6 +131,9 @@ func (e *env) saveSnapshot(ctx context.Context, c *client.Client, path string) (
 	for _, m := range info.Members {
 		h.Members = append(h.Members, snapfile.Member{ID: uint64(m.ID), Peer: m.Addr, Learner: m.Learner})
 	}
+	for _, s := range info.Shards {
+		h.Shards = append(h.Shards, snapfile.Shard{Group: uint64(s.Group), Index: uint64(s.Index), Znodes: s.Znodes, Size: s.Size})
+	}
 	err = writeAtomically(path, func(f *os.File) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		w, err := snapfile.NewWriter(bw, h)
@@ -188,7 +194,7 @@ func writeAtomically(path string, write func(f *os.File) error) (err error) {
 
 func snapshotOf(file string, h snapfile.Header) snapshotJSON {
 	out := snapshotJSON{File: file, Member: h.Member, Zxid: h.Index, Size: h.Size, Znodes: h.Znodes, Sessions: h.Sessions,
-		Members: []memberJSON{}, Created: h.Created}
+		Members: []memberJSON{}, Created: h.Created, Shards: h.Shards}
 	for _, m := range h.Members {
 		role := "voter"
 		if m.Learner {
@@ -209,5 +215,10 @@ func (e *env) printSnapshot(s snapshotJSON) error {
 	}
 	_, err := fmt.Fprintf(e.stdout, "file = %s\nmember = %d\nzxid = %#x\nsize = %d\nznodes = %d\nsessions = %d\nmembers = %s\ncreated = %s\n",
 		s.File, s.Member, s.Zxid, s.Size, s.Znodes, s.Sessions, strings.Join(members, ", "), s.Created)
+	for _, sh := range s.Shards {
+		if err == nil {
+			_, err = fmt.Fprintf(e.stdout, "shard %d = zxid %#x, %d znodes, %d bytes\n", sh.Group, sh.Index, sh.Znodes, sh.Size)
+		}
+	}
 	return err
 }

@@ -21,7 +21,14 @@ type SnapshotInfo struct {
 	Znodes   int64    // in the tree, the root included
 	Sessions int64    // sessions and leases
 	Members  []Member // the cluster's membership as that member knew it
+	// Shards are a sharded cluster's groups besides the meta group, whose
+	// states follow the meta group's, in this order (docs/scale-out.md);
+	// Index, Znodes and Sessions are then the meta group's.
+	Shards []SnapshotShard
 }
+
+// SnapshotShard is one shard's state in a snapshot of a sharded cluster.
+type SnapshotShard = wire.SnapshotShard
 
 // ErrSnapshotDamaged is a snapshot whose bytes do not match the checksum
 // the member sent with them.
@@ -57,6 +64,7 @@ func (c *Client) OpenSnapshot(ctx context.Context) (*Snapshot, error) {
 	ch := &rep.Snapshot
 	s := &Snapshot{c: c, id: ch.ID, sum: sha256.New(), info: SnapshotInfo{
 		Member: uint64(ch.Member), Index: ch.Index, Size: ch.Size, Sum: ch.Sum, Znodes: ch.Znodes, Sessions: ch.Sessions, Members: ch.Members,
+		Shards: ch.Shards,
 	}}
 	if err := s.check(ch); err != nil {
 		s.Close(ctx)

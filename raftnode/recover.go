@@ -226,11 +226,12 @@ func forceNewCluster(storage *Storage, id uint64, log *zap.Logger) error {
 // state machine's Snapshot wrote, and the log begins after index. Every
 // member in peers (id -> peer address) is a voter. Each member of the new
 // group is made from the same data and peers; or one is, alone, and the
-// others join it, as members added later do.
+// others join it, as members added later do. groups, if any, are seeded
+// so too, each at its own index (Store.SeedGroup), in the same store.
 //
 // The store is written in a new directory beside dir, synced, and renamed
 // to dir only once whole: a failure leaves dir as it was.
-func RestoreStore(dir string, index uint64, peers map[uint64]string, data io.Reader) error {
+func RestoreStore(dir string, index uint64, peers map[uint64]string, data io.Reader, groups ...RestoredGroup) error {
 	if index == 0 {
 		return errors.New("raftnode: restore at index 0")
 	}
@@ -255,7 +256,7 @@ func RestoreStore(dir string, index uint64, peers map[uint64]string, data io.Rea
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := writeRestoredStore(tmp, index, peers, data); err != nil {
+	if err := writeRestoredStore(tmp, index, peers, data, groups); err != nil {
 		return err
 	}
 	// An empty dir is replaced (os.Remove removes only an empty one).
@@ -294,18 +295,39 @@ func checkEmptyDir(dir string) error {
 }
 
 // writeRestoredStore writes the store of RestoreStore into dir.
-func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data io.Reader) error {
+func writeRestoredStore(dir string, index uint64, peers map[uint64]string, data io.Reader, groups []RestoredGroup) error {
 	s, err := openStorage(dir, 0, zap.NewNop())
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	return s.seed(index, keys(peers), peers, func(w io.Writer) error {
-		if _, err := io.Copy(w, data); err != nil {
-			return fmt.Errorf("write the state: %w", err)
+	copyOf := func(r io.Reader) func(io.Writer) error {
+		return func(w io.Writer) error {
+			if _, err := io.Copy(w, r); err != nil {
+				return fmt.Errorf("write the state: %w", err)
+			}
+			return nil
 		}
-		return nil
-	})
+	}
+	if err := s.seed(index, keys(peers), peers, copyOf(data)); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if g.Group == 0 || g.Index == 0 {
+			return fmt.Errorf("raftnode: restore group %d at index %d", g.Group, g.Index)
+		}
+		if err := s.store.SeedGroup(g.Group, g.Index, keys(peers), copyOf(g.Data)); err != nil {
+			return fmt.Errorf("restore group %d: %w", g.Group, err)
+		}
+	}
+	return nil
+}
+
+// RestoredGroup is a group besides group 0 that RestoreStore seeds: a
+// shard of a sharded cluster's backup, with its state at its own index.
+type RestoredGroup struct {
+	Group, Index uint64
+	Data         io.Reader
 }
 
 // ErrGroupHoldsLog refuses to seed a group a store holds a log of.

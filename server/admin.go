@@ -76,13 +76,6 @@ func (s *Server) admin(c *conn, req *wire.Request, reply *wire.Reply) {
 		}
 		return
 	case wire.OpSnapshot:
-		if s.routingMap() != nil {
-			// A backup holds one group's state: of a sharded cluster it
-			// would miss the others' without saying so.
-			reply.Err = wire.CodeBadArguments
-			c.log.Info("backup refused: the cluster has shards, and a backup holds the meta group's state only")
-			return
-		}
 		s.snapshot(c, &req.Snapshot, reply)
 		return
 	case wire.OpShardPartition:

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
 )
@@ -163,14 +165,11 @@ func (s *Server) takeBackup(c *conn) (wire.SnapshotChunk, error) {
 
 // writeBackup writes the member's state into a new unlinked file, once it
 // caught up with the leader: the state then holds every write acknowledged
-// before the request.
+// before the request. Of a sharded cluster, it writes the meta group's
+// state and then each shard's, each caught up with its own leader first:
+// each shard's state is whole, and the cut across them is not one moment
+// (as a listing across shards is not).
 func (s *Server) writeBackup(c *conn) (*backup, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, s.cfg.RequestTimeout)
-	err := s.node.ReadIndex(ctx)
-	cancel()
-	if err != nil {
-		return nil, s.writeError(err)
-	}
 	f, err := os.CreateTemp(s.cfg.DataDir, "backup-*.tmp")
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
@@ -180,19 +179,30 @@ func (s *Server) writeBackup(c *conn) (*backup, error) {
 	sum := sha256.New()
 	w := &countingWriter{w: io.MultiWriter(f, sum)}
 	bw := bufio.NewWriterSize(w, 256<<10)
-	var write func(io.Writer) error
-	err = s.node.WithApplied(c.ctx, func(index uint64) error {
-		// The apply goroutine: the only writer of the tree, idle now.
-		b.desc.Index, b.desc.Znodes, b.desc.Sessions = int64(index), int64(s.fsm.tree.Count()), int64(s.fsm.tree.SessionCount())
-		var err error
-		write, err = s.fsm.Snapshot()
-		return err
+	err = s.writeGroupState(c.ctx, s.metaGroup, bw, func(index uint64, t *tree.Tree) {
+		b.desc.Index, b.desc.Znodes, b.desc.Sessions = int64(index), int64(t.Count()), int64(t.SessionCount())
 	})
-	if err == nil { // write is set: fn ran, and did not fail
-		// Txns are applied meanwhile: write writes the tree as it was.
-		if err = write(bw); err == nil {
-			err = bw.Flush()
+	if m := s.routingMap(); m != nil {
+		for _, sh := range m.Shards {
+			if err == nil && sh.Group != shardmap.MetaGroup && s.group(sh.Group) == nil {
+				err = wire.Errorf(wire.CodeNoQuorum, "shard %d does not run on this member yet: take the backup on another", sh.Group)
+			}
 		}
+		for _, g := range s.runningGroups() {
+			if err != nil {
+				break
+			}
+			before := w.n + int64(bw.Buffered())
+			shard := wire.SnapshotShard{Group: int64(g.id)}
+			err = s.writeGroupState(c.ctx, g, bw, func(index uint64, t *tree.Tree) {
+				shard.Index, shard.Znodes = int64(index), int64(t.Count())
+			})
+			shard.Size = w.n + int64(bw.Buffered()) - before
+			b.desc.Shards = append(b.desc.Shards, shard)
+		}
+	}
+	if err == nil {
+		err = bw.Flush()
 	}
 	if err != nil {
 		f.Close()
@@ -209,6 +219,30 @@ func (s *Server) writeBackup(c *conn) (*backup, error) {
 		b.desc.Members = append(b.desc.Members, wire.Member{ID: int64(m.ID), Addr: m.Addr, Learner: m.Learner})
 	}
 	return b, nil
+}
+
+// writeGroupState writes the state of group g, once it caught up with its
+// leader, to w, and tells took its index and tree as it writes them.
+func (s *Server) writeGroupState(ctx context.Context, g *group, w io.Writer, took func(index uint64, t *tree.Tree)) error {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	err := g.node.ReadIndex(rctx)
+	cancel()
+	if err != nil {
+		return s.writeErrorIn(g, err)
+	}
+	var write func(io.Writer) error
+	err = g.node.WithApplied(ctx, func(index uint64) error {
+		// The apply goroutine: the only writer of the tree, idle now.
+		took(index, g.fsm.tree)
+		var err error
+		write, err = g.fsm.Snapshot()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// Txns are applied meanwhile: write writes the tree as it was.
+	return write(w)
 }
 
 // backupChunk answers a request for a chunk of a backup; the last chunk

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/arbor-coord/arbor/raftnode"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/snapfile"
 	"github.com/arbor-coord/arbor/tree"
 )
@@ -56,13 +58,39 @@ func Restore(path string, bump uint64, cfg Config) (snapfile.Header, error) {
 	if err != nil {
 		return h, err
 	}
-	h, state, err := snapfile.Read(f, fi.Size())
+	h, whole, err := snapfile.Read(f, fi.Size())
 	if err != nil {
 		return h, fmt.Errorf("%s: %w", path, err)
 	}
-	_, snap, err := tree.RestoreWith(state, tree.WithMaxDataSize(cfg.MaxDataSize))
+	// A sharded cluster's: the meta group's state, then each shard's.
+	state := io.NewSectionReader(whole, 0, h.MetaSize())
+	var groups []raftnode.RestoredGroup
+	at := h.MetaSize()
+	for _, sh := range h.Shards {
+		data := io.NewSectionReader(whole, at, sh.Size)
+		at += sh.Size
+		_, snap, err := tree.RestoreWith(data, tree.WithMaxDataSize(cfg.MaxDataSize), tree.WithGroup(sh.Group))
+		if err != nil {
+			return h, fmt.Errorf("%s: the checksum matches, but shard %d's state does not read: %w", path, sh.Group, err)
+		}
+		if int64(snap.Znodes) != sh.Znodes {
+			return h, fmt.Errorf("%s: the header counts %d znodes in shard %d, its state holds %d", path, sh.Znodes, sh.Group, snap.Znodes)
+		}
+		if h.Index+bump < h.Index || sh.Index+bump < sh.Index {
+			return h, fmt.Errorf("a bump of %d past zxid %d overflows", bump, max(h.Index, sh.Index))
+		}
+		groups = append(groups, raftnode.RestoredGroup{Group: sh.Group, Index: sh.Index + bump, Data: io.NewSectionReader(whole, at-sh.Size, sh.Size)})
+	}
+	t, snap, err := tree.RestoreWith(state, tree.WithMaxDataSize(cfg.MaxDataSize))
 	if err != nil {
 		return h, fmt.Errorf("%s: the checksum matches, but the state does not read: %w", path, err)
+	}
+	if m, ok := t.ShardMap(); ok {
+		for _, sh := range m.Shards {
+			if sh.Group != shardmap.MetaGroup && !slices.ContainsFunc(h.Shards, func(s snapfile.Shard) bool { return s.Group == sh.Group }) {
+				return h, fmt.Errorf("%s: its map names shard %d, whose state it does not hold", path, sh.Group)
+			}
+		}
 	}
 	// The header counts what the state held when it was written: a
 	// backup from before the system nodes gains them at restore.
@@ -75,7 +103,7 @@ func Restore(path string, bump uint64, cfg Config) (snapfile.Header, error) {
 	if h.Index+bump < h.Index {
 		return h, fmt.Errorf("a bump of %d past zxid %d overflows", bump, h.Index)
 	}
-	if err := raftnode.RestoreStore(cfg.DataDir, h.Index+bump, peers, state); err != nil {
+	if err := raftnode.RestoreStore(cfg.DataDir, h.Index+bump, peers, state, groups...); err != nil {
 		return h, fmt.Errorf("restore into %s: %w", cfg.DataDir, err)
 	}
 	return h, nil

@@ -19,8 +19,12 @@ import (
 func backupFile(t *testing.T, c *client.Client, dir string) string {
 	t.Helper()
 	info, data := takeBackup(t, c)
-	return writeBackupFile(t, dir, snapfile.Header{Member: info.Member, Index: uint64(info.Index),
-		Znodes: info.Znodes, Sessions: info.Sessions, Size: info.Size, Created: time.Now().UTC().Format(time.RFC3339)}, data)
+	h := snapfile.Header{Member: info.Member, Index: uint64(info.Index),
+		Znodes: info.Znodes, Sessions: info.Sessions, Size: info.Size, Created: time.Now().UTC().Format(time.RFC3339)}
+	for _, s := range info.Shards {
+		h.Shards = append(h.Shards, snapfile.Shard{Group: uint64(s.Group), Index: uint64(s.Index), Znodes: s.Znodes, Size: s.Size})
+	}
+	return writeBackupFile(t, dir, h, data)
 }
 
 func writeBackupFile(t *testing.T, dir string, h snapfile.Header, data []byte) string {
@@ -95,6 +99,69 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 	bc := dialClient(t, b)
 	if _, st, err := bc.CreateStat(ctx, "/new", nil, client.Persistent); err != nil || st.Czxid <= int64(h.Index)+bump {
 		t.Fatalf("a write to the bumped cluster: %+v, %v; want a zxid past %d", st, err, int64(h.Index)+bump)
+	}
+}
+
+// TestABackupOfAShardedClusterRestoresEveryShard backs up a member whose
+// meta group was split at "m": the backup holds both groups' states, and
+// a member restored from it serves both shards as they were, the map
+// included, and takes writes in each.
+func TestABackupOfAShardedClusterRestoresEveryShard(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	c := dialClient(t, s, client.WithSessionTimeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.SplitShards(ctx, "/", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "shard 1 led", func() bool { return len(s.Status().Shards) == 1 && s.Status().Shards[0].Leader == 1 })
+	for _, p := range []string{"/app", "/app/a", "/zoo", "/zoo/x"} {
+		if _, err := c.Create(ctx, p, []byte(p), client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Create(ctx, "/zoo/eph", nil, client.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	path := backupFile(t, c, t.TempDir())
+	before := s.Status()
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	h, err := Restore(path, 0, Config{ID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Shards) != 1 || h.Shards[0].Group != 1 || h.Shards[0].Index != before.Shards[0].Applied {
+		t.Fatalf("restored %+v; the member was at %+v", h, before)
+	}
+	r := startServer(t, dir)
+	waitFor(t, "the restored member's shard", func() bool { return len(r.Status().Shards) == 1 && r.Status().Shards[0].Leader == 1 })
+	after := r.Status()
+	if after.Digest != before.Digest || after.Znodes != before.Znodes || after.Shards[0].Digest != before.Shards[0].Digest {
+		t.Fatalf("the restored member: %+v; the backed up one: %+v", after, before)
+	}
+	rc := dialClient(t, r)
+	for _, p := range []string{"/app/a", "/zoo/x"} {
+		if data, _, err := rc.Get(ctx, p); err != nil || string(data) != p {
+			t.Errorf("%s after the restore: %q, %v", p, data, err)
+		}
+	}
+	if _, st, err := rc.Get(ctx, "/zoo/eph"); err != nil || st.EphemeralOwner == 0 {
+		t.Errorf("the ephemeral in the shard: %+v, %v", st, err)
+	}
+	for _, p := range []string{"/app/new", "/zoo/new"} {
+		if _, err := rc.Create(ctx, p, nil, client.Persistent); err != nil {
+			t.Errorf("a write of %s to the restored cluster: %v", p, err)
+		}
+	}
+
+	// A file whose map names a shard it does not hold is refused.
+	info, data := takeBackup(t, c)
+	short := writeBackupFile(t, t.TempDir(), snapfile.Header{Member: 1, Index: uint64(info.Index), Znodes: info.Znodes,
+		Sessions: info.Sessions, Size: info.Size - info.Shards[0].Size}, data[:info.Size-info.Shards[0].Size])
+	if _, err := Restore(short, 0, Config{ID: 1, DataDir: filepath.Join(t.TempDir(), "short")}); err == nil || !strings.Contains(err.Error(), "names shard 1") {
+		t.Errorf("a backup without its shard's state: %v", err)
 	}
 }
 

@@ -14,16 +14,19 @@
 // Integers are big-endian:
 //
 //	magic    8 bytes   "ARBORSNP"
-//	version  4 bytes   1
+//	version  4 bytes   1, or 2 for a sharded cluster's
 //	hlen     4 bytes   the header's length, at most MaxHeader
 //	header   hlen bytes, JSON: Header, exactly as json.Marshal writes it
 //	data     Header.Size bytes: the state
 //	sum      32 bytes  SHA-256 of everything before it
 //
-// A file of another version is refused with ErrVersion, before anything
-// else of it is read; any other damage (a file cut short, bytes changed,
-// a header that is not exactly the JSON this package writes) with
-// ErrCorrupt.
+// The state of a sharded cluster's backup (version 2, Header.Shards) is
+// the meta group's state, then each shard's in the header's order; a
+// reader of version 1 refuses it rather than take the meta group's state
+// for the whole. A file of a version this build does not read is refused
+// with ErrVersion, before anything else of it is read; any other damage
+// (a file cut short, bytes changed, a header that is not exactly the JSON
+// this package writes) with ErrCorrupt.
 package snapfile
 
 import (
@@ -40,8 +43,9 @@ import (
 // Magic starts every backup file.
 const Magic = "ARBORSNP"
 
-// Version is the layout this package writes and reads.
-const Version = 1
+// Version is the newest layout this package writes and reads: 2, whose
+// state may hold several shards' (it writes 1 for a state without).
+const Version = 2
 
 // MaxHeader bounds a header's length, so that a damaged length cannot
 // make a reader allocate much.
@@ -70,6 +74,36 @@ type Header struct {
 	Sessions int64    `json:"sessions"` // sessions and leases
 	Size     int64    `json:"size"`     // bytes of state that follow the header
 	Created  string   `json:"created"`  // when it was taken, RFC 3339, by the taker's clock
+	// Shards are a sharded cluster's groups besides the meta group, whose
+	// states follow the meta group's in the data, in this order. Index,
+	// Znodes and Sessions above are then the meta group's.
+	Shards []Shard `json:"shards,omitempty"`
+}
+
+// Shard is one shard's state in a backup of a sharded cluster.
+type Shard struct {
+	Group  uint64 `json:"group"`
+	Index  uint64 `json:"index"`  // of its own log
+	Znodes int64  `json:"znodes"` // in its tree, the root and the ways to its own included
+	Size   int64  `json:"size"`   // bytes of its state
+}
+
+// MetaSize is the bytes of the meta group's state: the whole state, but
+// for the shards'.
+func (h *Header) MetaSize() int64 {
+	size := h.Size
+	for _, s := range h.Shards {
+		size -= s.Size
+	}
+	return size
+}
+
+// version is the layout of a file with h.
+func (h *Header) version() uint32 {
+	if len(h.Shards) > 0 {
+		return 2
+	}
+	return 1
 }
 
 // Member is a member of the cluster a backup was taken from.
@@ -88,6 +122,19 @@ func (h *Header) check() error {
 		return errors.New("no index")
 	case h.Size <= 0:
 		return fmt.Errorf("a state of %d bytes", h.Size)
+	}
+	seen := map[uint64]bool{}
+	for _, s := range h.Shards {
+		switch {
+		case s.Group == 0 || seen[s.Group]:
+			return fmt.Errorf("shard %d listed as a group besides the meta group twice, or as group 0", s.Group)
+		case s.Index == 0 || s.Size <= 0:
+			return fmt.Errorf("shard %d at index %d, of %d bytes", s.Group, s.Index, s.Size)
+		}
+		seen[s.Group] = true
+	}
+	if h.MetaSize() <= 0 {
+		return fmt.Errorf("the shards' states take %d bytes of the %d", h.Size-h.MetaSize(), h.Size)
 	}
 	return nil
 }
@@ -126,7 +173,7 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	sw := &Writer{w: w, sum: sha256.New(), left: h.Size}
 	start := make([]byte, 0, prefixLen+len(hb))
 	start = append(start, Magic...)
-	start = binary.BigEndian.AppendUint32(start, Version)
+	start = binary.BigEndian.AppendUint32(start, h.version())
 	start = binary.BigEndian.AppendUint32(start, uint32(len(hb)))
 	start = append(start, hb...)
 	if _, err := sw.write(start); err != nil {
@@ -185,8 +232,9 @@ func Read(r io.ReaderAt, size int64) (Header, *io.SectionReader, error) {
 	if string(prefix[:len(Magic)]) != Magic {
 		return h, nil, fmt.Errorf("%w: it starts with %q, not %q", ErrCorrupt, prefix[:len(Magic)], Magic)
 	}
-	if v := binary.BigEndian.Uint32(prefix[len(Magic):]); v != Version {
-		return h, nil, fmt.Errorf("%w: version %d (this build reads version %d)", ErrVersion, v, Version)
+	v := binary.BigEndian.Uint32(prefix[len(Magic):])
+	if v == 0 || v > Version {
+		return h, nil, fmt.Errorf("%w: version %d (this build reads versions 1 to %d)", ErrVersion, v, Version)
 	}
 	hlen := int64(binary.BigEndian.Uint32(prefix[len(Magic)+4:]))
 	if hlen == 0 || hlen > MaxHeader || int64(prefixLen)+hlen > size {
@@ -198,6 +246,9 @@ func Read(r io.ReaderAt, size int64) (Header, *io.SectionReader, error) {
 	}
 	if err := decodeHeader(hb, &h); err != nil {
 		return Header{}, nil, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
+	}
+	if h.version() != v {
+		return Header{}, nil, fmt.Errorf("%w: a version %d file with a header of version %d", ErrCorrupt, v, h.version())
 	}
 	dataAt := int64(prefixLen) + hlen
 	if h.Size > size {

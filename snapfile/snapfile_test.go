@@ -15,6 +15,10 @@ var headers = []Header{
 	{Member: 3, Index: 1 << 40, Members: []Member{{ID: 1, Peer: "10.0.0.1:2381"}, {ID: 3, Peer: "10.0.0.3:2381"}, {ID: 4, Peer: "10.0.0.4:2381", Learner: true}},
 		Znodes: 1_000_000, Sessions: 5000, Size: 1, Created: "2025-06-30T23:59:59.123456789Z"},
 	{Member: 7, Index: 1, Size: 300},
+	// A sharded cluster's: the meta group's state (100 bytes), then two
+	// shards'; a file of version 2.
+	{Member: 2, Index: 90, Znodes: 5, Size: 300, Created: "2026-11-29T08:00:00Z",
+		Shards: []Shard{{Group: 1, Index: 70, Znodes: 9, Size: 150}, {Group: 3, Index: 12, Znodes: 6, Size: 50}}},
 }
 
 // file writes a backup file of h with a state of h.Size bytes.
@@ -100,10 +104,14 @@ func TestAWriterHoldsTheStateToItsAnnouncedSize(t *testing.T) {
 
 func TestAWriterRefusesAHeaderThatDescribesNoState(t *testing.T) {
 	for name, h := range map[string]Header{
-		"no member":       {Index: 1, Size: 1},
-		"no index":        {Member: 1, Size: 1},
-		"an empty state":  {Member: 1, Index: 1},
-		"a negative size": {Member: 1, Index: 1, Size: -1},
+		"no member":                        {Index: 1, Size: 1},
+		"no index":                         {Member: 1, Size: 1},
+		"an empty state":                   {Member: 1, Index: 1},
+		"a negative size":                  {Member: 1, Index: 1, Size: -1},
+		"shards that take the whole state": {Member: 1, Index: 1, Size: 10, Shards: []Shard{{Group: 1, Index: 1, Size: 10}}},
+		"a shard of group 0":               {Member: 1, Index: 1, Size: 10, Shards: []Shard{{Group: 0, Index: 1, Size: 1}}},
+		"a shard twice":                    {Member: 1, Index: 1, Size: 10, Shards: []Shard{{Group: 1, Index: 1, Size: 1}, {Group: 1, Index: 2, Size: 1}}},
+		"a shard at index 0":               {Member: 1, Index: 1, Size: 10, Shards: []Shard{{Group: 1, Size: 1}}},
 	} {
 		if _, err := NewWriter(io.Discard, h); err == nil {
 			t.Errorf("NewWriter with %s succeeded", name)
@@ -132,7 +140,8 @@ func TestADamagedFileIsRefused(t *testing.T) {
 		{"an empty file", nil, ErrCorrupt},
 		{"a file of the magic alone", []byte(Magic), ErrCorrupt},
 		{"another kind of file", append([]byte("SQLite format 3\x00"), good[16:]...), ErrCorrupt},
-		{"a file of a later version", setUint32(good, 8, 2), ErrVersion},
+		{"a file of a later version", setUint32(good, 8, Version+1), ErrVersion},
+		{"a file of one shard that says version 2", setUint32(good, 8, 2), ErrCorrupt},
 		{"a file of version 0", setUint32(good, 8, 0), ErrVersion},
 		{"a header longer than the file", setUint32(good, 12, uint32(len(good))), ErrCorrupt},
 		{"a header longer than any", setUint32(good, 12, MaxHeader+1), ErrCorrupt},
@@ -220,4 +229,23 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("Read accepted %q, which writes back as %q", b, again.Bytes())
 		}
 	})
+}
+
+// TestAShardedClustersFileIsOfVersion2: a reader of version 1 refuses it
+// rather than take the meta group's state for the whole, and one that says
+// version 1 with shards in its header is refused as damaged.
+func TestAShardedClustersFileIsOfVersion2(t *testing.T) {
+	plain, sharded := file(t, headers[0]), file(t, headers[3])
+	if v := binary.BigEndian.Uint32(plain[8:]); v != 1 {
+		t.Errorf("a one-group file is of version %d, want 1", v)
+	}
+	if v := binary.BigEndian.Uint32(sharded[8:]); v != 2 {
+		t.Errorf("a sharded file is of version %d, want 2", v)
+	}
+	if h, _, err := read(sharded); err != nil || h.MetaSize() != 100 {
+		t.Errorf("Read of the sharded file: meta group's state of %d bytes, %v; want 100", h.MetaSize(), err)
+	}
+	if _, _, err := read(setUint32(sharded, 8, 1)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a sharded file that says version 1: %v, want ErrCorrupt", err)
+	}
 }

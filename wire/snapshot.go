@@ -30,6 +30,18 @@ type SnapshotChunk struct {
 	Members  []Member // the cluster's membership as the member knew it then
 	Offset   int64    // where Data begins in the snapshot
 	Data     []byte   // at most the chunk size; empty past the end
+	// Shards (optional) are a sharded cluster's groups besides the meta
+	// group, whose states follow the meta group's in the snapshot, in
+	// this order; Index, Znodes and Sessions are then the meta group's.
+	Shards []SnapshotShard
+}
+
+// SnapshotShard is one shard's state in a snapshot of a sharded cluster.
+type SnapshotShard struct {
+	Group  int64
+	Index  int64 // of its own log
+	Znodes int64
+	Size   int64 // bytes of its state
 }
 
 const (
@@ -52,7 +64,11 @@ func (dec *decoder) snapshotRequest() SnapshotRequest {
 }
 
 func (enc *encoder) snapshotChunk(c *SnapshotChunk) {
-	enc.array(snapshotChunkFields)
+	if len(c.Shards) > 0 {
+		enc.array(snapshotChunkFields + 1)
+	} else {
+		enc.array(snapshotChunkFields)
+	}
 	enc.int(c.ID)
 	enc.int(c.Member)
 	enc.int(c.Index)
@@ -69,6 +85,16 @@ func (enc *encoder) snapshotChunk(c *SnapshotChunk) {
 	}
 	enc.int(c.Offset)
 	enc.bytes(c.Data)
+	if len(c.Shards) > 0 {
+		enc.array(len(c.Shards))
+		for _, s := range c.Shards {
+			enc.array(4)
+			enc.int(s.Group)
+			enc.int(s.Index)
+			enc.int(s.Znodes)
+			enc.int(s.Size)
+		}
+	}
 }
 
 func (dec *decoder) snapshotChunk() SnapshotChunk {
@@ -82,6 +108,16 @@ func (dec *decoder) snapshotChunk() SnapshotChunk {
 		dec.skip(m - 3)
 	}
 	c.Offset, c.Data = dec.int64(), dec.bytes()
-	dec.skip(n - snapshotChunkFields)
+	read := snapshotChunkFields
+	if n > read && dec.err == nil {
+		shards := dec.array(0)
+		for i := 0; i < shards && dec.err == nil; i++ {
+			m := dec.array(4)
+			c.Shards = append(c.Shards, SnapshotShard{Group: dec.int64(), Index: dec.int64(), Znodes: dec.int64(), Size: dec.int64()})
+			dec.skip(m - 4)
+		}
+		read++
+	}
+	dec.skip(n - read)
 	return c
 }

@@ -405,6 +405,10 @@ var replies = []struct {
 	{"a snapshot reply past the end carries no data", wire.OpSnapshot, wire.Reply{Xid: 37, Zxid: 11, Snapshot: wire.SnapshotChunk{
 		ID: 9, Member: 1, Index: 7, Size: 100, Sum: make([]byte, 32), Znodes: 1, Members: []wire.Member{{ID: 1}}, Offset: 100,
 	}}},
+	{"a sharded cluster's snapshot lists its shards", wire.OpSnapshot, wire.Reply{Xid: 39, Zxid: 11, Snapshot: wire.SnapshotChunk{
+		ID: 9, Member: 1, Index: 7, Size: 100, Sum: make([]byte, 32), Znodes: 1, Members: []wire.Member{{ID: 1}}, Offset: 0, Data: []byte("meta"),
+		Shards: []wire.SnapshotShard{{Group: 1, Index: 40, Znodes: 6, Size: 30}, {Group: 2, Index: 9, Znodes: 4, Size: 20}},
+	}}},
 	{"a refused snapshot has no body", wire.OpSnapshot, wire.Reply{Xid: 38, Zxid: 11, Err: wire.CodeNoAuth}},
 	{"a status reply carries the full digest", wire.OpStatus, wire.Reply{
 		Xid: 34, Zxid: 11, Status: wire.Status{ID: 2, Leader: 1, Term: 3, Applied: 12, Zxid: 11, Digest: math.MaxUint64 - 5, Sessions: 4, Znodes: 100},
