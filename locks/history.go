@@ -121,8 +121,8 @@ func (x *Index) Save() []byte {
 	})
 	for _, p := range slices.Sorted(maps.Keys(x.locks)) {
 		l := x.locks[p]
-		for _, id := range slices.Sorted(maps.Keys(l.holds)) {
-			out.Holds = append(out.Holds, l.holds[id])
+		for _, h := range l.holds {
+			out.Holds = append(out.Holds, h.ev)
 		}
 	}
 	for i := range x.recent {

@@ -10,7 +10,6 @@ package locks
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"strings"
 
@@ -31,8 +30,43 @@ type Node struct {
 // lock is one lock's queue and what the index remembers of it.
 type lock struct {
 	nodes    []Node                    // in queue order (lockq.Compare)
-	holds    map[string]wire.LockEvent // acquisition id -> its acquired event: who, since when (Time)
+	holds    holdSet // by acquisition id: its acquired event, who and since when (Time)
 	modified int64                     // the zxid of its last change (0 after a rebuild: unknown)
+}
+
+// holdSet is a lock's holds, sorted by acquisition id: most locks have
+// one holder or none, which a slice keeps in far less memory than a map.
+type holdSet []hold
+
+type hold struct {
+	id string
+	ev wire.LockEvent
+}
+
+func (s holdSet) find(id string) (int, bool) {
+	return slices.BinarySearchFunc(s, id, func(h hold, id string) int { return strings.Compare(h.id, id) })
+}
+
+func (s holdSet) get(id string) (wire.LockEvent, bool) {
+	if i, ok := s.find(id); ok {
+		return s[i].ev, true
+	}
+	return wire.LockEvent{}, false
+}
+
+func (s *holdSet) set(id string, ev wire.LockEvent) {
+	i, ok := s.find(id)
+	if ok {
+		(*s)[i].ev = ev
+		return
+	}
+	*s = slices.Insert(*s, i, hold{id, ev})
+}
+
+func (s *holdSet) del(id string) {
+	if i, ok := s.find(id); ok {
+		*s = slices.Delete(*s, i, i+1)
+	}
 }
 
 // holds is how many recent hold times an Index keeps, for the estimated
@@ -183,7 +217,7 @@ func (x *Index) add(p string, data []byte, st wire.Stat) (string, bool) {
 	}
 	l := x.locks[dir]
 	if l == nil {
-		l = &lock{holds: map[string]wire.LockEvent{}}
+		l = &lock{}
 		x.locks[dir] = l
 	}
 	n := Node{Entry: e, Session: st.EphemeralOwner, Token: st.Czxid, Created: st.Ctime, Record: lockq.DecodeRecord(data)}
@@ -211,7 +245,7 @@ func (x *Index) remove(t *tree.Tree, p string, c change, rejoined map[string]boo
 	}
 	gone := l.nodes[i]
 	l.nodes = slices.Delete(l.nodes, i, i+1)
-	_, holding := l.holds[e.ID]
+	_, holding := l.holds.get(e.ID)
 	last := !slices.ContainsFunc(l.nodes, func(n Node) bool { return n.Entry.ID == e.ID })
 	if holding || !last || rejoined[lockq.Base(e.ID)] {
 		return dir, true
@@ -251,13 +285,13 @@ func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 		holding[a.First.ID] = true
 	}
 	// The ends first, then the holds they let begin.
-	for _, id := range slices.Sorted(maps.Keys(l.holds)) { // sorted: every member records ends in one order
-		if !holding[id] {
-			x.ended(l, id, c)
+	for _, h := range slices.Clone(l.holds) { // by id: every member records ends in one order
+		if !holding[h.id] {
+			x.ended(l, h.id, c)
 		}
 	}
 	for _, a := range holders {
-		if _, ok := l.holds[a.First.ID]; ok {
+		if _, ok := l.holds.get(a.First.ID); ok {
 			continue
 		}
 		n := l.nodes[slices.IndexFunc(l.nodes, func(n Node) bool { return n.Entry.ID == a.First.ID })]
@@ -269,11 +303,11 @@ func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 			} else {
 				ev.Zxid, ev.Time = n.Token, n.Created
 			}
-			l.holds[a.First.ID] = ev
+			l.holds.set(a.First.ID, ev)
 			continue
 		}
 		ev.Zxid, ev.Time, ev.WaitedMs = c.zxid, c.time, c.time-n.Created
-		l.holds[a.First.ID] = ev
+		l.holds.set(a.First.ID, ev)
 		x.history.add(ev)
 		if x.Observe.Acquired != nil {
 			x.Observe.Acquired(ev.WaitedMs)
@@ -286,8 +320,8 @@ func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 
 // ended records the end of the hold of acquisition id of l by change c.
 func (x *Index) ended(l *lock, id string, c change) {
-	ev := l.holds[id]
-	delete(l.holds, id)
+	ev, _ := l.holds.get(id)
+	l.holds.del(id)
 	if c.zxid < 0 {
 		return
 	}
@@ -399,9 +433,9 @@ func (x *Index) OldestHold(keep func(lock string) bool) (int64, bool) {
 		if keep != nil && !keep(p) {
 			continue
 		}
-		for _, ev := range l.holds {
-			if !found || ev.Time < oldest {
-				oldest, found = ev.Time, true
+		for _, h := range l.holds {
+			if !found || h.ev.Time < oldest {
+				oldest, found = h.ev.Time, true
 			}
 		}
 	}
@@ -417,8 +451,8 @@ func (x *Index) HolderNodes(p string) []string {
 		return nil
 	}
 	var out []string
-	for _, id := range slices.Sorted(maps.Keys(l.holds)) {
-		out = append(out, l.acquisitionNodes(id)...)
+	for _, h := range l.holds {
+		out = append(out, l.acquisitionNodes(h.id)...)
 	}
 	return out
 }
@@ -456,7 +490,7 @@ func (x *Index) Holds(p, name string) bool {
 	if !ok {
 		return false
 	}
-	ev, ok := l.holds[e.ID]
+	ev, ok := l.holds.get(e.ID)
 	return ok && ev.Node == name
 }
 
