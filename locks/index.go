@@ -29,9 +29,9 @@ type Node struct {
 
 // lock is one lock's queue and what the index remembers of it.
 type lock struct {
-	nodes    []Node                    // in queue order (lockq.Compare)
+	nodes    []Node  // in queue order (lockq.Compare)
 	holds    holdSet // by acquisition id: its acquired event, who and since when (Time)
-	modified int64                     // the zxid of its last change (0 after a rebuild: unknown)
+	modified int64   // the zxid of its last change (0 after a rebuild: unknown)
 }
 
 // holdSet is a lock's holds, sorted by acquisition id: most locks have
