@@ -70,11 +70,23 @@ func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
 	if got := lines(must(t, addr, "ls", "/locks")); strings.Join(got, " ") != "a b" {
 		t.Errorf("ls /locks = %q", got)
 	}
+	// A split of shard 1 itself: /zulu moves to shard 3, /zoo stays.
+	off := decode[shardmap.View](t, must(t, addr, "shards", "split", "--at", "zp", "-o", "json"))
+	if len(off.Shards) != 4 || off.Shards[3].Group != 3 || off.Shards[3].SplitFrom != 0 || off.Shards[3].Ranges[0] != (shardmap.RangeView{Space: "/", Start: "zp"}) {
+		t.Errorf("shards split --at zp: %+v", off)
+	}
+	must(t, addr, "create", "/zulu/x", "in shard 3")
+	if got := must(t, addr, "get", "/zulu/x"); got != "in shard 3\n" {
+		t.Errorf("get /zulu/x = %q", got)
+	}
+	if got := lines(must(t, addr, "ls", "/")); strings.Join(got, " ") != "locks zoo zookeeper zulu" {
+		t.Errorf("ls / after the split of shard 1 = %q", got)
+	}
 	// A shard's leader, named and given back.
-	if led := lines(must(t, addr, "shards", "lead", "1", "--on", "1")); len(led) != 6 || strings.Join(strings.Fields(led[4]), " ") != "1 / m (end) all 2.0 1" {
+	if led := lines(must(t, addr, "shards", "lead", "1", "--on", "1")); len(led) != 7 || strings.Join(strings.Fields(led[4]), " ") != "1 / m zp all 3.0 1" {
 		t.Errorf("shards lead 1 --on 1:\n%s", strings.Join(led, "\n"))
 	}
-	if back := lines(must(t, addr, "shards", "lead", "1", "--on", "0")); len(back) != 6 || strings.Join(strings.Fields(back[4]), " ") != "1 / m (end) all 2.0 (any)" {
+	if back := lines(must(t, addr, "shards", "lead", "1", "--on", "0")); len(back) != 7 || strings.Join(strings.Fields(back[4]), " ") != "1 / m zp all 3.0 (any)" {
 		t.Errorf("shards lead 1 --on 0:\n%s", strings.Join(back, "\n"))
 	}
 	for _, tc := range []struct {
@@ -83,7 +95,7 @@ func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
 		want string
 	}{
 		{[]string{"shards", "split"}, 2, "needs --at NAME"},
-		{[]string{"shards", "split", "--at", "m"}, 1, "does not hold"},
+		{[]string{"shards", "split", "--at", "m"}, 1, "starts a range of shard 1"},
 		{[]string{"shards", "split", "--parent", "/zoo"}, 1, "not partitioned"},
 		{[]string{"shards", "split", "--parent", "/locks", "--at", "xyz"}, 2, "16 hex digits"},
 		{[]string{"shards", "lead", "1"}, 2, "needs --on MEMBER"},

@@ -95,21 +95,22 @@ func (c *Client) LeadShards(ctx context.Context, group, member uint64) (*shardma
 	return shardMapOf(rep.Data, rep.Stat)
 }
 
-// SplitShards moves the meta group's keys from at on, in the range that
-// holds at, to a new shard, whose raft group every member then runs
-// (docs/scale-out.md): at is a top-level name (Space ""), or a hash of a
-// partitioned parent's children (Space the parent, Key its 8 bytes,
-// shardmap.HashKey), whose empty Key splits at the middle of the meta
-// group's hashes there. It needs the rights of a membership change, and
+// SplitShards moves the keys of the shard that holds at, from at on, in
+// the range that holds at, to a new shard, whose raft group every member
+// then runs (docs/scale-out.md): at is a top-level name (Space ""), or a
+// hash of a partitioned parent's children (Space the parent, Key its 8
+// bytes, shardmap.HashKey), whose empty Key splits at the middle of the
+// meta group's hashes there. It needs the rights of a membership change, and
 // every member of a version that knows maps. It returns the new map.
 func (c *Client) SplitShards(ctx context.Context, at shardmap.Key) (*shardmap.Map, error) {
 	cur, err := c.Shards(ctx)
 	if err != nil {
 		return nil, err
 	}
-	key, err := cur.SplitKey(shardmap.MetaGroup, at.Space, at.Key)
+	group := cur.SplitGroup(at)
+	key, err := cur.SplitKey(group, at.Space, at.Key)
 	if err == nil {
-		_, err = cur.Split(shardmap.MetaGroup, key, cur.Shards[len(cur.Shards)-1].Group+1)
+		_, err = cur.Split(group, key, cur.Shards[len(cur.Shards)-1].Group+1)
 	}
 	if err != nil {
 		return nil, opError("split", cmp.Or(at.Space, at.Key), fmt.Errorf("%w: %v", ErrBadArguments, err))

@@ -109,6 +109,17 @@ func openStoreOn(fs vfs.FS, dir string, log *zap.Logger) (*Store, error) {
 	return st, nil
 }
 
+// HoldsGroup reports whether the store holds a log or a snapshot of
+// group, which must not be open: it was seeded, or has run.
+func (st *Store) HoldsGroup(group uint64) (bool, error) {
+	s, err := st.Group(group, 0)
+	if err != nil {
+		return false, err
+	}
+	defer s.Close()
+	return !s.IsEmpty() || s.snapshotIndex() > 0, nil
+}
+
 // Group opens the Storage of group and indexes its log, keeping the newest
 // entries up to cacheBytes in memory. A group has one Storage open at a
 // time; closing it lets the group be opened again.

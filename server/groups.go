@@ -83,9 +83,17 @@ func (s *Server) tellGroups(note func(*groups)) {
 func (s *Server) startMapGroups() {
 	m, _ := s.ShardMap()
 	for _, sh := range m.Shards {
-		if sh.Group != shardmap.MetaGroup {
-			s.startGroup(sh.Group)
+		if sh.Group == shardmap.MetaGroup || s.group(sh.Group) != nil {
+			continue
 		}
+		if sh.SplitFrom != 0 {
+			// Being split off: its group starts from the seed its split
+			// leaves, not empty, unless it was seeded already.
+			if held, err := s.node.Store().HoldsGroup(sh.Group); err != nil || !held {
+				continue
+			}
+		}
+		s.startGroup(sh.Group)
 	}
 }
 
@@ -166,6 +174,7 @@ func (s *Server) startGroup(g uint64) {
 	cfg := &s.cfg
 	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
 	f.onSplit = s.onSplit
+	f.onRestore = s.mapRestored // it may have passed a split of its own: the new shard starts, empty
 	// Its watch history, of its own events and zxids: a store of its own
 	// beside the meta group's, for as long as shards are few.
 	var err error
@@ -275,20 +284,56 @@ func (s *Server) splitShards(ctx context.Context, space string, at []byte) ([]by
 		space = ""
 	}
 	m, _ := s.ShardMap()
-	key, err := m.SplitKey(shardmap.MetaGroup, space, string(at))
+	group := m.SplitGroup(shardmap.Key{Space: space, Key: string(at)})
+	key, err := m.SplitKey(group, space, string(at))
 	if err != nil {
 		return nil, wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
 	}
-	if _, err := s.splitMeta(ctx, key); err != nil {
-		if errors.Is(err, wire.ErrWrongShard) {
-			err = wire.Errorf(wire.CodeBadArguments, "the meta group does not hold %s", key)
-		}
+	var into uint64
+	if group != shardmap.MetaGroup {
+		into, err = s.splitOff(ctx, group, key)
+	} else if into, err = s.splitMeta(ctx, key); errors.Is(err, wire.ErrWrongShard) {
+		err = wire.Errorf(wire.CodeBadArguments, "the meta group does not hold %s", key)
+	}
+	if err != nil {
 		return nil, wire.Stat{}, err
+	}
+	// Done once the map says so and the new shard runs here, led: the
+	// next request for its keys finds it.
+	for {
+		m, _ := s.ShardMap()
+		g := s.group(into)
+		if sh := m.Group(into); sh != nil && sh.SplitFrom == 0 && g != nil && g.node.Leader() != 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, wire.Stat{}, wire.Errorf(wire.CodeOperationTimeout, "shard %d is split off shard %d, and does not run here yet: arbor shards list says when", into, group)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	var data []byte
 	var stat wire.Stat
 	s.fsm.read(func(t *tree.Tree) { data, stat, err = t.Get(wire.ShardsPath) })
 	return data, stat, err
+}
+
+// splitOff splits the keys of shard group, not the meta group, from at
+// on into a new shard, whose group it returns: the meta group's map
+// records the split first (shardmap.SplitOff: group goes on serving the
+// keys), and group's leader then splits its own log (splitIn), seeding the
+// new group on every member, and marks the split done.
+func (s *Server) splitOff(ctx context.Context, group uint64, at shardmap.Key) (uint64, error) {
+	var into uint64
+	_, _, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) {
+		into = m.Shards[len(m.Shards)-1].Group + 1
+		return m.SplitOff(group, at, into)
+	})
+	select {
+	case s.groups.sweep <- struct{}{}: // if this member leads group, it splits it now
+	default:
+	}
+	return into, err
 }
 
 // splitMeta splits the meta group's keys from at on into a new shard,

@@ -180,3 +180,65 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 	c.must(wire.Request{Op: wire.OpMemberRemove, Member: wire.Member{ID: 4}})
 	waitFor(t, "member 4 out of group 1", func() bool { g := members[1].group(1); return g != nil && len(g.node.Members()) == 3 })
 }
+
+// TestASplitOfAShardOtherThanTheMetaGroup splits the meta group of three
+// members at "m" (shard 1) and then shard 1 at "t" (shard 2): the map
+// records the split first, shard 1 goes on serving its keys until its own
+// log splits, every member seeds shard 2 from shard 1's state, the map
+// says the split is done, each side holds only its own keys, both take
+// writes, and a restarted member runs shard 2 again from its store.
+func TestASplitOfAShardOtherThanTheMetaGroup(t *testing.T) {
+	t.Parallel()
+	dirs := map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}
+	members, _ := startTrio(t, dirs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := members[1].SplitShards(ctx, "/", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range members {
+		waitFor(t, "shard 1 on every member", func() bool { g := s.group(1); return g != nil && g.node.Leader() != 0 })
+	}
+	c := authedSession(t, members[2])
+	for _, p := range []string{"/n", "/n/a", "/x", "/x/b"} {
+		c.must(wire.Request{Op: wire.OpCreate, Path: p, Data: []byte(p)})
+	}
+
+	m, err := members[3].SplitShards(ctx, "/", []byte("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := m.Group(2); sh == nil || sh.SplitFrom != 0 || !m.Serves(2, "/x", false) || !m.Serves(1, "/n", false) {
+		t.Fatalf("the map after shard 1's split: %+v", m)
+	}
+	for id, s := range members {
+		waitFor(t, fmt.Sprintf("shard 2 on member %d", id), func() bool { g := s.group(2); return g != nil && g.node.Leader() != 0 })
+		var x, n error
+		var data []byte
+		s.group(2).fsm.read(func(t *tree.Tree) { data, _, x = t.Get("/x/b"); _, n = t.Exists("/n") })
+		if x != nil || string(data) != "/x/b" || !errors.Is(n, wire.ErrNoNode) {
+			t.Errorf("member %d's shard 2: /x/b = %q, %v; /n: %v (want /x/b only)", id, data, x, n)
+		}
+		s.group(1).fsm.read(func(t *tree.Tree) { _, x = t.Exists("/x"); _, n = t.Exists("/n/a") })
+		if !errors.Is(x, wire.ErrNoNode) || n != nil {
+			t.Errorf("member %d's shard 1 after its split: /x: %v, /n/a: %v (want /n/a only)", id, x, n)
+		}
+	}
+	c.must(wire.Request{Op: wire.OpCreate, Path: "/x/c"})
+	c.must(wire.Request{Op: wire.OpCreate, Path: "/n/c"})
+	if r := c.answer(wire.Request{Op: wire.OpGetChildren, Path: "/"}); r.Err != wire.CodeOK || fmt.Sprint(r.Children) != "[n x zookeeper]" {
+		t.Errorf("ls / after the split: %v %v", r.Err, r.Children)
+	}
+
+	members[1].Close()
+	members[1] = startServer(t, dirs[1], func(cfg *Config) { *cfg = members[1].cfg; cfg.DataDir = dirs[1] })
+	waitFor(t, "shard 2 back on member 1, with /x/c", func() bool {
+		g := members[1].group(2)
+		if g == nil {
+			return false
+		}
+		var err error
+		g.fsm.read(func(t *tree.Tree) { _, err = t.Exists("/x/c") })
+		return err == nil
+	})
+}

@@ -55,7 +55,7 @@ func (s *Server) routeOf(req *wire.Request) (uint64, error) {
 	for p := range req.Paths {
 		g := shardmap.MetaGroup
 		if sh := m.Shard(p); sh != nil {
-			g = sh.Group
+			g = sh.Server()
 		}
 		if !first && g != group {
 			err = wire.Errorf(wire.CodeCrossShard, "%s is in shard %d, and the request's other paths in shard %d", p, g, group)
@@ -370,6 +370,7 @@ func (s *Server) sweepShardSessions() {
 		for _, g := range leading {
 			s.reapIn(ctx, g)
 			s.followMembers(ctx, g)
+			s.splitIn(ctx, g)
 		}
 		cancel()
 	}
@@ -441,6 +442,48 @@ func (s *Server) changeInShards(ctx context.Context, changes []raftnode.MemberCh
 				if o.Err != nil {
 					time.Sleep(20 * time.Millisecond) // another change under way, or a leader change
 				}
+			}
+		}
+	}
+}
+
+// splitIn carries out, in g, a group this member leads, the splits of g
+// the meta group's map records (shardmap.SplitOff): it proposes in g the
+// split of each shard being split off it that g's own map does not know
+// yet (every replica of g then seeds the new group at the same index, as
+// a split of the meta group does), and once the new group runs here with
+// a leader, it tells the meta group's map the split is done. A proposer
+// that stopped half-way leaves nothing undone: the next round does it.
+func (s *Server) splitIn(ctx context.Context, g *group) {
+	m := s.routingMap()
+	if m == nil {
+		return
+	}
+	for _, sh := range m.Shards {
+		if sh.SplitFrom != g.id || len(sh.Ranges) == 0 {
+			continue
+		}
+		var known bool
+		g.fsm.read(func(t *tree.Tree) {
+			own, _ := t.ShardMap()
+			known = own != nil && own.Group(sh.Group) != nil
+		})
+		if !known {
+			at := shardmap.Key{Space: sh.Ranges[0].Space, Key: sh.Ranges[0].Start}
+			data, err := shardmap.SplitSpec{Group: g.id, At: at, Into: sh.Group, Voters: voters(s.node.Members())}.Encode()
+			if err == nil {
+				err = g.proposeAsLeader(ctx, &tree.Txn{Type: tree.TxnSplit, Data: data, Time: time.Now().UnixMilli()})
+			}
+			if err != nil {
+				s.log.Info("could not split a shard as the map says yet; the next round tries again",
+					zap.Uint64("group", g.id), zap.Uint64("into", sh.Group), zap.Error(err))
+			}
+			continue
+		}
+		if ng := s.group(sh.Group); ng != nil && ng.node.Leader() != 0 {
+			group := sh.Group
+			if _, _, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.SplitDone(group) }); err != nil {
+				s.log.Info("could not record a split as done yet; the next round tries again", zap.Uint64("group", group), zap.Error(err))
 			}
 		}
 	}

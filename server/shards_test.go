@@ -46,7 +46,7 @@ func TestTheHTTPAPISplitsTheMetaGroupAndNamesLeadersForTheSuperuser(t *testing.T
 	}{
 		{`{"at": "m"}`, nil, http.StatusForbidden, "superuser"},
 		{`{"at": "m"}`, []string{"root", "rootpw"}, http.StatusOK, "2"},
-		{`{"at": "m"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "does not hold"},
+		{`{"at": "m"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "starts a range of shard 1"},
 		{`{"parent": "/locks"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "not partitioned"},
 		{`{"parent": "/locks", "at": "xyz"}`, []string{"root", "rootpw"}, http.StatusBadRequest, "16 hex digits"},
 		{`{"at": "m", "extra": 1}`, []string{"root", "rootpw"}, http.StatusBadRequest, "unknown field"},

@@ -70,6 +70,19 @@ type Shard struct {
 	// Leader is the member that should lead the group (raftnode's
 	// PreferredLeader); 0 for wherever elections put it.
 	Leader uint64 `msgpack:"leader,omitempty"`
+	// SplitFrom is, while the shard is being split off another shard than
+	// the meta group (SplitOff), that shard's group, which serves the
+	// keys until its own split applies and the new group runs; 0 after.
+	SplitFrom uint64 `msgpack:"split_from,omitempty"`
+}
+
+// Server is the group that serves s's keys now: its own, or while it is
+// being split off another shard, that shard's.
+func (s *Shard) Server() uint64 {
+	if s.SplitFrom != 0 {
+		return s.SplitFrom
+	}
+	return s.Group
 }
 
 // Holds reports whether one of s's ranges holds k.
@@ -168,8 +181,29 @@ func (m *Map) Serves(group uint64, path string, sequential bool) bool {
 	if sequential && k.Space != "" && path[:strings.LastIndexByte(path, '/')] == k.Space {
 		return false
 	}
-	s := m.Group(group)
-	return s != nil && s.Holds(k)
+	if s := m.Group(group); s != nil && s.Holds(k) {
+		return s.SplitFrom == 0
+	}
+	for i := range m.Shards { // a shard being split off group: group's still
+		if s := &m.Shards[i]; s.SplitFrom != 0 && s.SplitFrom == group && s.Holds(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitGroup is the group a split at key k splits: the shard whose ranges
+// hold k, or, for an empty key (the middle of a partitioned parent's
+// hashes), the meta group.
+func (m *Map) SplitGroup(k Key) uint64 {
+	if k.Key != "" {
+		for _, s := range m.Shards {
+			if s.Holds(k) {
+				return s.Group
+			}
+		}
+	}
+	return MetaGroup
 }
 
 // Route is the group of the shard every one of paths is in (at least
@@ -181,10 +215,10 @@ func (m *Map) Route(paths ...string) (uint64, error) {
 		if s == nil {
 			return 0, fmt.Errorf("shardmap: no shard serves %s", p) // an invalid map
 		}
-		if i > 0 && s.Group != group {
+		if i > 0 && s.Server() != group {
 			return 0, ErrCrossShard
 		}
-		group = s.Group
+		group = s.Server()
 	}
 	return group, nil
 }
@@ -298,6 +332,35 @@ func (m *Map) Split(group uint64, at Key, next uint64) (*Map, error) {
 	return n, n.Validate()
 }
 
+// SplitOff is Split of a shard other than the meta group, as the meta
+// group's map records it first: the new shard is marked as being split
+// off group (SplitFrom), which serves its keys until the split applies in
+// group's own log and the new group runs; SplitDone then ends the mark.
+func (m *Map) SplitOff(group uint64, at Key, next uint64) (*Map, error) {
+	if group == MetaGroup {
+		return nil, errors.New("shardmap: the meta group splits in one txn of its own (Split)")
+	}
+	if s := m.Group(group); s != nil && s.SplitFrom != 0 {
+		return nil, fmt.Errorf("shardmap: shard %d is being split off shard %d still", group, s.SplitFrom)
+	}
+	n, err := m.Split(group, at, next)
+	if err != nil {
+		return nil, err
+	}
+	n.Group(next).SplitFrom = group
+	return n, n.Validate()
+}
+
+// SplitDone is m with shard group's split done: its group serves its keys.
+func (m *Map) SplitDone(group uint64) (*Map, error) {
+	if s := m.Group(group); s == nil || s.SplitFrom == 0 {
+		return nil, fmt.Errorf("shardmap: shard %d is not being split off", group)
+	}
+	n := m.Clone()
+	n.Group(group).SplitFrom = 0
+	return n, n.Validate()
+}
+
 // SplitSpec is a split as a shard's txn carries it: the keys of shard
 // Group from At on, in the range that holds At, go to the new shard Into
 // (Map.Split), whose group starts with Voters, decided by the proposer so
@@ -393,6 +456,9 @@ func (m *Map) Validate() error {
 		}
 		if slices.Contains(s.Replicas, 0) || !isSortedSet(s.Replicas) {
 			return fmt.Errorf("shardmap: shard %d's replicas %v are not a sorted set of member ids", s.Group, s.Replicas)
+		}
+		if from := m.Group(s.SplitFrom); s.SplitFrom != 0 && (from == nil || from.SplitFrom != 0 || s.SplitFrom == MetaGroup) {
+			return fmt.Errorf("shardmap: shard %d is split off shard %d, which is no shard of its own", s.Group, s.SplitFrom)
 		}
 		for _, r := range s.Ranges {
 			rs, ok := spaces[r.Space]

@@ -356,3 +356,50 @@ func TestLeadNamesAShardsPreferredLeader(t *testing.T) {
 		t.Error("Lead of a shard the map lacks succeeded")
 	}
 }
+
+func TestSplitOffKeepsTheKeysWithTheirShardUntilItIsDone(t *testing.T) {
+	m, err := New().Split(MetaGroup, Key{Key: "m"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SplitOff(MetaGroup, Key{Key: "g"}, 2); err == nil {
+		t.Error("SplitOff of the meta group succeeded")
+	}
+	off, err := m.SplitOff(1, Key{Key: "t"}, 2)
+	if err != nil || off.Group(2).SplitFrom != 1 {
+		t.Fatalf("SplitOff(1, t, 2) = %+v, %v", off, err)
+	}
+	for _, tc := range []struct {
+		m      *Map
+		path   string
+		group  uint64
+		served bool
+	}{
+		{off, "/zoo", 1, true},
+		{off, "/zoo", 2, false},
+		{off, "/n", 1, true},
+		{off, "/a", 1, false},
+		{off, "/a", 0, true},
+		{off, "/zoo", 0, false}, // no shard is split off the meta group
+	} {
+		if got := tc.m.Serves(tc.group, tc.path, false); got != tc.served {
+			t.Errorf("while split off: Serves(%d, %s) = %v, want %v", tc.group, tc.path, got, tc.served)
+		}
+	}
+	if g, err := off.Route("/zoo"); err != nil || g != 1 {
+		t.Errorf("while split off, /zoo routes to %d, %v; want 1 still", g, err)
+	}
+	if _, err := off.SplitOff(2, Key{Key: "w"}, 3); err == nil {
+		t.Error("a split of a shard being split off succeeded")
+	}
+	done, err := off.SplitDone(2)
+	if err != nil || done.Serves(1, "/zoo", false) || !done.Serves(2, "/zoo", false) || !done.Serves(1, "/n", false) {
+		t.Fatalf("SplitDone(2) = %+v, %v: /zoo should be 2's and /n 1's", done, err)
+	}
+	if g, _ := done.Route("/zoo"); g != 2 {
+		t.Errorf("once done, /zoo routes to %d, want 2", g)
+	}
+	if _, err := done.SplitDone(2); err == nil {
+		t.Error("SplitDone of a shard not being split off succeeded")
+	}
+}

@@ -17,6 +17,8 @@ type ShardView struct {
 	Replicas []uint64    `json:"replicas"` // empty: every member
 	Epoch    [2]uint64   `json:"epoch"`    // range, replicas
 	Leader   uint64      `json:"leader,omitempty"`
+	// SplitFrom is the group the shard is being split off, until it runs.
+	SplitFrom uint64 `json:"split_from,omitempty"`
 }
 
 // RangeView is a range: of top-level names ("space": "/"), or of the
@@ -33,7 +35,7 @@ func (m *Map) View() View {
 	v := View{Version: m.Version, Partitioned: append([]string{}, m.Partitioned...), Shards: []ShardView{}}
 	for _, s := range m.Shards {
 		sv := ShardView{Group: s.Group, Ranges: []RangeView{}, Replicas: append([]uint64{}, s.Replicas...),
-			Epoch: [2]uint64{s.Epoch.Range, s.Epoch.Replicas}, Leader: s.Leader}
+			Epoch: [2]uint64{s.Epoch.Range, s.Epoch.Replicas}, Leader: s.Leader, SplitFrom: s.SplitFrom}
 		for _, r := range s.Ranges {
 			sv.Ranges = append(sv.Ranges, viewRange(r))
 		}
