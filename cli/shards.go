@@ -53,9 +53,10 @@ func (e *env) shardsCommand() *cobra.Command {
 	var parent, at string
 	split := &cobra.Command{
 		Use:   "split (--at NAME | --parent PARENT [--at HASH])",
-		Short: "Move the meta group's keys from a key on to a new shard",
-		Long: "Move the meta group's keys, from a key on in the range that holds it, to a new\n" +
-			"shard: a raft group that every member then runs, led by one of them in turn.\n" +
+		Short: "Move a shard's keys from a key on to a new shard",
+		Long: "Move the keys of the shard that holds a key, from that key on in the range that\n" +
+			"holds it, to a new shard: a raft group that every member then runs, led by one\n" +
+			"of them in turn. It returns once the new shard serves them.\n" +
 			"--at NAME splits the top-level names (a subtree moves whole); --parent\n" +
 			"PARENT splits the hashes of a partitioned parent's children, at --at HASH (16\n" +
 			"hex digits) or, without it, at the middle of the meta group's hashes there.\n" +
