@@ -264,9 +264,10 @@ func (s *Server) group(g uint64) *group {
 }
 
 // SplitShards is `arbor shards split` for a program that runs the server:
-// the meta group's keys of space ("/" for the top-level names, else a
-// partitioned parent) from at on (at empty: the middle of the parent's
-// hashes) move to a new shard. It returns the map as the split left it.
+// the keys of space ("/" for the top-level names, else a partitioned
+// parent) of the shard that holds at, from at on (at empty: the middle of
+// the meta group's hashes of the parent), move to a new shard. It returns
+// the map as the split left it, once the new shard runs on this member.
 func (s *Server) SplitShards(ctx context.Context, space string, at []byte) (*shardmap.Map, error) {
 	if _, _, err := s.splitShards(ctx, space, at); err != nil {
 		return nil, err
@@ -275,10 +276,11 @@ func (s *Server) SplitShards(ctx context.Context, space string, at []byte) (*sha
 	return m, nil
 }
 
-// splitShards makes the meta group's keys of space ("/" for the top-level
-// names, else a partitioned parent) from at on a new shard (at empty: the
-// middle of the meta group's hashes of the parent), and returns the map's
-// node as the split left it.
+// splitShards makes the keys of space ("/" for the top-level names, else
+// a partitioned parent) of the shard that holds at, from at on, a new
+// shard (at empty: the middle of the meta group's hashes of the parent),
+// and returns the map's node as the split left it, once the new shard
+// runs here.
 func (s *Server) splitShards(ctx context.Context, space string, at []byte) ([]byte, wire.Stat, error) {
 	if space == "/" {
 		space = ""
