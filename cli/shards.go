@@ -85,12 +85,14 @@ func (e *env) shardsCommand() *cobra.Command {
 	split.Flags().StringVar(&at, "at", "", "the first key of the new shard: a top-level name, or with --parent a hash (16 hex digits)")
 	var on uint64
 	lead := &cobra.Command{
-		Use:   "lead GROUP --on MEMBER",
-		Short: "Move a shard's leadership to a member, and keep it there",
+		Use:     "lead GROUP --on MEMBER",
+		Aliases: []string{"move"},
+		Short:   "Move a shard's leadership to a member, and keep it there",
 		Long: "Make MEMBER, a voter, the preferred leader of shard GROUP in the map: the\n" +
 			"group's leader hands it the leadership, and it takes it back whenever it can\n" +
 			"(after a restart, say). --on 0 gives the shard back to the cluster, which\n" +
-			"spreads the shards' leaderships over its voters in turn.",
+			"spreads the shards' leaderships over its voters in turn. Every member carries\n" +
+			"every shard, so moving a shard (arbor shards move) is moving its leadership.",
 		Example: "  arbor shards lead 2 --on 3\n  arbor shards lead 2 --on 0",
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {

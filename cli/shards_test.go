@@ -99,6 +99,7 @@ func TestShardsSplitMovesKeysToANewShardThatServesThem(t *testing.T) {
 		{[]string{"shards", "split", "--parent", "/zoo"}, 1, "not partitioned"},
 		{[]string{"shards", "split", "--parent", "/locks", "--at", "xyz"}, 2, "16 hex digits"},
 		{[]string{"shards", "lead", "1"}, 2, "needs --on MEMBER"},
+		{[]string{"shards", "move", "1"}, 2, "needs --on MEMBER"},
 		{[]string{"shards", "lead", "one", "--on", "1"}, 2, "not a shard's group number"},
 		{[]string{"shards", "lead", "1", "--on", "4"}, 1, "not a voter"},
 		{[]string{"shards", "lead", "7", "--on", "1"}, 1, "no shard 7"},
