@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -175,12 +174,10 @@ func (s *Server) startGroup(g uint64) {
 	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
 	f.onSplit = s.onSplit
 	f.onRestore = s.mapRestored // it may have passed a split of its own: the new shard starts, empty
-	// Its watch history, of its own events and zxids: a store of its own
-	// beside the meta group's, for as long as shards are few.
+	// Its watch history, of its own events and zxids, in the meta group's
+	// history's store.
 	var err error
-	if f.history, err = openHistory(filepath.Join(cfg.DataDir, "history-shards", fmt.Sprint(g)), historyLimits{
-		events: cfg.WatchHistoryEvents, age: cfg.WatchHistoryAge, bytes: cfg.WatchHistoryBytes,
-	}, s.log.Named(fmt.Sprint("history.g", g))); err != nil {
+	if f.history, err = s.fsm.history.shard(g, s.log.Named(fmt.Sprint("history.g", g))); err != nil {
 		s.log.Error("cannot open a shard's watch history; its lasting watches cannot resume", zap.Uint64("group", g), zap.Error(err))
 		f.history = nil
 	}

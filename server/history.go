@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -44,10 +45,13 @@ type historyLimits struct {
 // per entry, perms, scheme and id (uvarints and length-prefixed strings),
 // and the node is a NodeCreated's or NodeDataChanged's, as a lasting
 // watch's live notification carries it.
-// The one other key, 'm', holds floor and applied (8 bytes each).
+// The one other key, 'm', holds floor and applied (8 bytes each). A
+// shard's history (docs/scale-out.md) has the same keys behind a prefix,
+// 'G' and its group (8 bytes), in the same store.
 const (
 	historyEventKey = 'e'
 	historyMetaKey  = 'm'
+	historyShardKey = 'G' // a shard's history: G, its group (8 bytes), then its own keys
 )
 
 // watchHistory is this member's durable, bounded record of the events its
@@ -78,6 +82,11 @@ type watchHistory struct {
 	db     *pebble.DB
 	log    *zap.Logger
 	limits historyLimits
+	// prefix starts every key of this history: none for the meta group's,
+	// which owns the store (owner), and G + be64(group) for a shard's,
+	// which shares it (shard).
+	prefix []byte
+	owner  bool
 
 	mu      sync.Mutex
 	floor   int64 // the events of every txn from floor on are kept
@@ -99,18 +108,39 @@ func openHistory(dir string, limits historyLimits, log *zap.Logger) (*watchHisto
 	if err != nil {
 		return nil, fmt.Errorf("open the watch history: %w", err)
 	}
-	h := &watchHistory{db: db, log: log, limits: limits, floor: 1}
+	h := &watchHistory{db: db, log: log, limits: limits, floor: 1, owner: true}
+	if err := h.start(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// shard opens the history of shard group g in h's store, under a prefix of
+// its own: a shard's events and zxids are its own (docs/scale-out.md), and
+// one store serves every shard however many there are. It is closed
+// before h.
+func (h *watchHistory) shard(g uint64, log *zap.Logger) (*watchHistory, error) {
+	sh := &watchHistory{db: h.db, log: log, limits: h.limits, floor: 1,
+		prefix: binary.BigEndian.AppendUint64([]byte{historyShardKey}, g)}
+	if err := sh.start(); err != nil {
+		return nil, err
+	}
+	return sh, nil
+}
+
+// start reads back what the history holds.
+func (h *watchHistory) start() error {
 	if err := h.load(); err != nil {
 		// The history is derived from the log: a damaged one is started
 		// afresh rather than keep the member from starting. Watches can
 		// resume from the first txn it records.
-		log.Warn("the watch history is damaged: starting it afresh", zap.Error(err))
+		h.log.Warn("the watch history is damaged: starting it afresh", zap.Error(err))
 		if err := h.wipe(); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("start the watch history afresh: %w", err)
+			return fmt.Errorf("start the watch history afresh: %w", err)
 		}
 	}
-	return h, nil
+	return nil
 }
 
 // wipe empties the history: nothing is kept until the next txn recorded,
@@ -118,8 +148,8 @@ func openHistory(dir string, limits historyLimits, log *zap.Logger) (*watchHisto
 func (h *watchHistory) wipe() error {
 	b := h.db.NewBatch()
 	defer b.Close()
-	if err := errors.Join(b.DeleteRange(eventKey(0, 0), eventKey(math.MaxInt64, 0), nil),
-		b.Delete([]byte{historyMetaKey}, nil)); err != nil {
+	if err := errors.Join(b.DeleteRange(h.eventKey(0, 0), h.eventKey(math.MaxInt64, 0), nil),
+		b.Delete(h.metaKey(), nil)); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -136,7 +166,7 @@ const wipedFloor = math.MaxInt64
 
 // load reads the meta key and counts the events kept.
 func (h *watchHistory) load() error {
-	v, closer, err := h.db.Get([]byte{historyMetaKey})
+	v, closer, err := h.db.Get(h.metaKey())
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
@@ -148,13 +178,13 @@ func (h *watchHistory) load() error {
 		}
 		closer.Close()
 	}
-	it, err := h.db.NewIter(eventBounds())
+	it, err := h.db.NewIter(h.eventBounds())
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		zxid, _, ok := decodeEventKey(it.Key())
+		zxid, _, ok := h.decodeEventKey(it.Key())
 		_, t, err := decodeEventValue(it.Value())
 		if !ok || err != nil {
 			return fmt.Errorf("event % x: %w", it.Key(), errors.Join(err, errors.New("malformed")))
@@ -190,7 +220,7 @@ func (h *watchHistory) record(zxid, timeMs int64, events []tree.Event) {
 	defer b.Close()
 	var n int64
 	for i, ev := range events {
-		k, v := eventKey(zxid, uint32(i)), appendEventValue(nil, ev, h.newest)
+		k, v := h.eventKey(zxid, uint32(i)), appendEventValue(nil, ev, h.newest)
 		n += int64(len(k) + len(v))
 		if err := b.Set(k, v, nil); err != nil {
 			h.lostLocked(zxid, err)
@@ -220,7 +250,7 @@ func (h *watchHistory) lostLocked(zxid int64, err error) {
 	// Durably at once: after a crash, the txns recorded past the gap would
 	// set applied beyond it, the replayed log would skip it, and a floor
 	// left below it would hide the gap.
-	if err := h.db.Set([]byte{historyMetaKey}, metaValue(h.floor, zxid), pebble.Sync); err != nil {
+	if err := h.db.Set(h.metaKey(), metaValue(h.floor, zxid), pebble.Sync); err != nil {
 		h.log.Error("writing the watch history's floor failed: starting it afresh", zap.Error(err))
 		if err := h.wipe(); err != nil {
 			h.log.Error("starting the watch history afresh failed", zap.Error(err))
@@ -242,14 +272,14 @@ func (h *watchHistory) trimLocked() error {
 	if !h.over(h.count, h.bytes, h.oldest, 1, 1) {
 		return nil
 	}
-	it, err := h.db.NewIter(eventBounds())
+	it, err := h.db.NewIter(h.eventBounds())
 	if err != nil {
 		return err
 	}
 	count, bytes, oldest := h.count, h.bytes, h.oldest
 	cut := int64(-1) // the last zxid dropped
 	for ok := it.First(); ok; ok = it.Next() {
-		zxid, _, _ := decodeEventKey(it.Key())
+		zxid, _, _ := h.decodeEventKey(it.Key())
 		_, t, _ := decodeEventValue(it.Value())
 		if zxid != cut && !h.over(count, bytes, t, 9, 10) {
 			oldest = t
@@ -268,8 +298,8 @@ func (h *watchHistory) trimLocked() error {
 	b := h.db.NewBatch()
 	defer b.Close()
 	floor := max(h.floor, cut+1)
-	if err := errors.Join(b.DeleteRange(eventKey(0, 0), eventKey(cut+1, 0), nil),
-		b.Set([]byte{historyMetaKey}, metaValue(floor, h.applied), nil)); err != nil {
+	if err := errors.Join(b.DeleteRange(h.eventKey(0, 0), h.eventKey(cut+1, 0), nil),
+		b.Set(h.metaKey(), metaValue(floor, h.applied), nil)); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
@@ -292,8 +322,8 @@ func (h *watchHistory) restored(index int64) error {
 	}
 	b := h.db.NewBatch()
 	defer b.Close()
-	if err := errors.Join(b.DeleteRange(eventKey(0, 0), eventKey(index+1, 0), nil),
-		b.Set([]byte{historyMetaKey}, metaValue(index+1, index), nil)); err != nil {
+	if err := errors.Join(b.DeleteRange(h.eventKey(0, 0), h.eventKey(index+1, 0), nil),
+		b.Set(h.metaKey(), metaValue(index+1, index), nil)); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -309,7 +339,7 @@ func (h *watchHistory) sync() error {
 	h.mu.Lock()
 	v := metaValue(h.floor, h.applied)
 	h.mu.Unlock()
-	return h.db.Set([]byte{historyMetaKey}, v, pebble.Sync)
+	return h.db.Set(h.metaKey(), v, pebble.Sync)
 }
 
 // oldestZxid is the oldest zxid a watch can resume from: every event after
@@ -332,14 +362,14 @@ func (h *watchHistory) between(from, to int64, fn func(zxid int64, ev tree.Event
 	if oldest := h.oldestZxid(); from < oldest {
 		return &historyCompactedError{oldest: oldest, from: from}
 	}
-	opts := eventBounds()
-	opts.LowerBound, opts.UpperBound = eventKey(from+1, 0), eventKey(to+1, 0)
+	opts := h.eventBounds()
+	opts.LowerBound, opts.UpperBound = h.eventKey(from+1, 0), h.eventKey(to+1, 0)
 	it, err := h.db.NewIter(opts)
 	if err != nil {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		zxid, _, ok := decodeEventKey(it.Key())
+		zxid, _, ok := h.decodeEventKey(it.Key())
 		ev, _, err := decodeEventValue(it.Value())
 		if !ok || err != nil {
 			it.Close()
@@ -370,6 +400,9 @@ func (h *watchHistory) close() error {
 	}
 	db := h.db
 	h.db = nil
+	if !h.owner {
+		return nil // a shard's: the store is the meta group's history's
+	}
 	return db.Close()
 }
 
@@ -385,8 +418,25 @@ func (e *historyCompactedError) Error() string {
 
 func (e *historyCompactedError) Unwrap() error { return wire.ErrHistoryCompacted }
 
-func eventBounds() *pebble.IterOptions {
-	return &pebble.IterOptions{LowerBound: []byte{historyEventKey}, UpperBound: []byte{historyEventKey + 1}}
+func (h *watchHistory) eventBounds() *pebble.IterOptions {
+	return &pebble.IterOptions{LowerBound: h.key(historyEventKey), UpperBound: h.key(historyEventKey + 1)}
+}
+
+// key is h's key of the one byte b (a kind of key).
+func (h *watchHistory) key(b byte) []byte { return append(slices.Clip(h.prefix), b) }
+
+func (h *watchHistory) metaKey() []byte { return h.key(historyMetaKey) }
+
+func (h *watchHistory) eventKey(zxid int64, i uint32) []byte {
+	return append(slices.Clip(h.prefix), eventKey(zxid, i)...)
+}
+
+func (h *watchHistory) decodeEventKey(k []byte) (zxid int64, i uint32, ok bool) {
+	rest, found := bytes.CutPrefix(k, h.prefix)
+	if !found {
+		return 0, 0, false
+	}
+	return decodeEventKey(rest)
 }
 
 func eventKey(zxid int64, i uint32) []byte {

@@ -325,3 +325,68 @@ func TestARestoreRefusedInOneFrameIsRefusedWhole(t *testing.T) {
 		t.Fatalf("%d watches held, want the last restore's one", n)
 	}
 }
+
+// TestShardsHistoriesKeepToThemselvesInOneStore: the meta group's history
+// and two shards' share one store, each with its own zxids: what one
+// records, trims, restores over or wipes, the others do not see, and each
+// reads its own back after a restart.
+func TestShardsHistoriesKeepToThemselvesInOneStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	limits := historyLimits{events: 3}
+	open := func() (meta, one, two *watchHistory) {
+		meta = reopenHistory(t, dir, limits)
+		var err error
+		if one, err = meta.shard(1, zaptest.NewLogger(t)); err == nil {
+			two, err = meta.shard(2, zaptest.NewLogger(t))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta, one, two
+	}
+	meta, one, two := open()
+	created := func(p string) []tree.Event { return []tree.Event{{Type: wire.EventNodeCreated, Path: p}} }
+	for z := int64(1); z <= 5; z++ { // past the limit of 3 events: the oldest go
+		meta.record(z, z, created("/m"))
+	}
+	one.record(7, 7, created("/one"))
+	two.record(7, 7, created("/two"))
+	two.record(8, 8, created("/two/a"))
+	if err := one.restored(20); err != nil { // a snapshot past what shard 1 had
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for name, tc := range map[string]struct {
+			h    *watchHistory
+			from int64
+			want string
+		}{
+			"meta": {meta, 2, "[3 4 5]"},
+			"one":  {one, 20, "[]"},
+			"two":  {two, 0, "[7 8]"},
+		} {
+			zs, err := zxidsSince(tc.h, tc.from)
+			if err != nil || fmt.Sprint(zs) != tc.want && !(tc.want == "[]" && len(zs) == 0) {
+				t.Errorf("%s: %s's events after %d: %v, %v; want %s", when, name, tc.from, zs, err, tc.want)
+			}
+		}
+		if _, err := zxidsSince(one, 7); !errors.Is(err, wire.ErrHistoryCompacted) {
+			t.Errorf("%s: shard 1's events after 7, restored over: %v, want HistoryCompacted", when, err)
+		}
+	}
+	check("before a restart")
+	for _, h := range []*watchHistory{one, two} {
+		if err := h.sync(); err != nil {
+			t.Fatal(err)
+		}
+		h.close()
+	}
+	if err := meta.sync(); err != nil {
+		t.Fatal(err)
+	}
+	meta.close()
+	meta, one, two = open()
+	check("after a restart")
+}
