@@ -527,7 +527,7 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		// restored fires, so that the client reads again (a watch that
 		// fires without a change costs a read; one that misses a change
 		// would be a bug). Likewise a lasting watch all of whose events
-		// are the meta group's, which keeps the history, is replayed from
+		// are one shard's is replayed from that shard's history, from
 		// where its client says; the others are ended with
 		// HistoryCompacted, so that the client adds them again and reads
 		// (docs/scale-out.md, "Zxids across shards").
