@@ -890,13 +890,7 @@ func (enc *encoder) replyBody(op Op, r *Reply) {
 			}
 		}
 	case OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote:
-		enc.array(len(r.Members))
-		for _, m := range r.Members {
-			enc.array(3)
-			enc.int(m.ID)
-			enc.str(m.Addr)
-			enc.bool(m.Learner)
-		}
+		enc.members(r.Members)
 	case OpLockBreak:
 		enc.strs(r.Children)
 	case OpLocks:
@@ -1085,12 +1079,7 @@ func (dec *decoder) replyBody(op Op, r *Reply) {
 			r.Results = append(r.Results, res)
 		}
 	case OpMembers, OpMemberAdd, OpMemberRemove, OpMemberPromote:
-		n := dec.array(0)
-		for i := 0; i < n && dec.err == nil; i++ {
-			m := dec.array(3)
-			r.Members = append(r.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
-			dec.skip(m - 3)
-		}
+		r.Members = dec.members()
 	case OpLockBreak:
 		r.Children = dec.strs()
 	case OpLocks:

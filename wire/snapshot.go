@@ -76,13 +76,7 @@ func (enc *encoder) snapshotChunk(c *SnapshotChunk) {
 	enc.bytes(c.Sum)
 	enc.int(c.Znodes)
 	enc.int(c.Sessions)
-	enc.array(len(c.Members))
-	for _, m := range c.Members {
-		enc.array(3)
-		enc.int(m.ID)
-		enc.str(m.Addr)
-		enc.bool(m.Learner)
-	}
+	enc.members(c.Members)
 	enc.int(c.Offset)
 	enc.bytes(c.Data)
 	if len(c.Shards) > 0 {
@@ -97,16 +91,33 @@ func (enc *encoder) snapshotChunk(c *SnapshotChunk) {
 	}
 }
 
+// members are a list of members, each [id, peerAddr, learner].
+func (enc *encoder) members(ms []Member) {
+	enc.array(len(ms))
+	for _, m := range ms {
+		enc.array(3)
+		enc.int(m.ID)
+		enc.str(m.Addr)
+		enc.bool(m.Learner)
+	}
+}
+
+func (dec *decoder) members() []Member {
+	var ms []Member
+	n := dec.array(0)
+	for i := 0; i < n && dec.err == nil; i++ {
+		m := dec.array(3)
+		ms = append(ms, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
+		dec.skip(m - 3)
+	}
+	return ms
+}
+
 func (dec *decoder) snapshotChunk() SnapshotChunk {
 	n := dec.array(snapshotChunkFields)
 	c := SnapshotChunk{ID: dec.int64(), Member: dec.int64(), Index: dec.int64(), Size: dec.int64(), Sum: dec.bytes(),
 		Znodes: dec.int64(), Sessions: dec.int64()}
-	members := dec.array(0)
-	for i := 0; i < members && dec.err == nil; i++ {
-		m := dec.array(3)
-		c.Members = append(c.Members, Member{ID: dec.int64(), Addr: dec.str(), Learner: dec.bool()})
-		dec.skip(m - 3)
-	}
+	c.Members = dec.members()
 	c.Offset, c.Data = dec.int64(), dec.bytes()
 	read := snapshotChunkFields
 	if n > read && dec.err == nil {
