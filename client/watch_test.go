@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -355,5 +356,33 @@ func TestEventsOfARestoreOverSeveralFramesArriveInZxidOrder(t *testing.T) {
 	first, second := wait(t, all.ch), wait(t, all.ch)
 	if first.Zxid != 15 || second.Zxid != 20 {
 		t.Errorf("the recursive watch got zxid %d then %d, want 15 then 20", first.Zxid, second.Zxid)
+	}
+}
+
+// TestEachWatchSaysSinceWhenItHasSeenItsPath: what a restore sends with
+// each path (setWatches2's WatchZxids): a one-shot watch's the zxid of the
+// reply that set it, the oldest of a path's; a lasting watch's where its
+// replay resumes, after the txn before its last event, or after the reply
+// that set it. A watch that fires leaves no zxid behind.
+func TestEachWatchSaysSinceWhenItHasSeenItsPath(t *testing.T) {
+	var table watchTable
+	table.init()
+	table.register(newWatch("/d", true), wire.OpGetData, wire.CodeOK, 9)
+	table.register(newWatch("/d", true), wire.OpGetData, wire.CodeOK, 5)
+	table.register(newWatch("/e", true), wire.OpExists, wire.CodeNoNode, 6)
+	table.register(newWatch("/c", true), wire.OpGetChildren, wire.CodeOK, 7)
+	table.register(newWatch("/gone", true), wire.OpGetData, wire.CodeOK, 8)
+	quiet, busy := newLastingWatch("/p", WatchPersistent, 8), newLastingWatch("/r", WatchPersistentRecursive, 8)
+	table.register(quiet, wire.OpAddWatch, wire.CodeOK, 10)
+	table.register(busy, wire.OpAddWatch, wire.CodeOK, 11)
+	table.fire(EventNodeCreated, "/r/x", 14, nil, Stat{}, nil)
+	table.fire(EventNodeDeleted, "/gone", 15, nil, Stat{}, nil)
+	_, _, _, _, _, since := table.paths()
+	want := map[watchAt]int64{
+		{listData, "/d"}: 5, {listExist, "/e"}: 6, {listChild, "/c"}: 7,
+		{listPersistent, "/p"}: 10, {listRecursive, "/r"}: 13,
+	}
+	if !maps.Equal(since, want) {
+		t.Errorf("since = %v, want %v", since, want)
 	}
 }
