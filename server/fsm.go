@@ -121,11 +121,13 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.nodeChanged(events)
 	}
 
-	if (txn.Type == tree.TxnSplit || txn.Type == tree.TxnSetShardMap) && res.Err == nil && f.onMapChanged != nil {
-		f.onMapChanged()
-	}
+	// The seed first: whoever hears of the map's change hears of the
+	// new group's seed too, and starts the group from it, not empty.
 	if txn.Type == tree.TxnSplit && res.Err == nil && f.onSplit != nil {
 		f.split(&txn, index, seed, seedErr)
+	}
+	if (txn.Type == tree.TxnSplit || txn.Type == tree.TxnSetShardMap) && res.Err == nil && f.onMapChanged != nil {
+		f.onMapChanged()
 	}
 
 	switch {

@@ -39,10 +39,12 @@ type group struct {
 // seeds of the splits applied and not yet started.
 type groups struct {
 	mu       sync.Mutex
-	running  map[uint64]*group // mu guards running, seeds, restored and leaders
+	running  map[uint64]*group // mu guards running, seeds and mapChanged
 	seeds    []seed
-	restored bool          // a snapshot replaced the meta group's state: its map's groups may not run yet
-	leaders  bool          // the map changed: so may the groups' preferred leaders
+	// mapChanged says that the meta group's map changed, or a snapshot
+	// replaced a group's state: the map may name groups that do not run
+	// here yet, and other preferred leaders.
+	mapChanged bool
 	wake     chan struct{} // a seed waits
 	sweep    chan struct{} // the meta group closed a session (sweepShardSessions)
 }
@@ -61,9 +63,13 @@ func (s *Server) onSplit(sp shardmap.SplitSpec, index uint64, write func(io.Writ
 	s.tellGroups(func(g *groups) { g.seeds = append(g.seeds, seed{sp, index, write}) })
 }
 
-// mapRestored has runGroups start the groups of the map a snapshot brought.
-func (s *Server) mapRestored() {
-	s.tellGroups(func(g *groups) { g.restored = true })
+// mapChanged has runGroups start the groups of the map that do not run
+// here, and give each group its preferred leader: after the meta group's
+// map changed, or a snapshot replaced a group's state (this member
+// joined, or fell behind past a split, and holds no seed of the new
+// groups: they start empty, and their leaders send them their state).
+func (s *Server) mapChanged() {
+	s.tellGroups(func(g *groups) { g.mapChanged = true })
 }
 
 // tellGroups records, with note, work for runGroups, and wakes it.
@@ -77,8 +83,9 @@ func (s *Server) tellGroups(note func(*groups)) {
 	}
 }
 
-// startMapGroups starts the groups of the map the member has, before it
-// takes clients: a request to a shard finds its group running.
+// startMapGroups starts the groups of the map the member has that do not
+// run here: before it takes clients, so that a request to a shard finds
+// its group running, and after the map changes.
 func (s *Server) startMapGroups() {
 	m, _ := s.ShardMap()
 	for _, sh := range m.Shards {
@@ -102,19 +109,14 @@ func (s *Server) runGroups() {
 	defer s.wg.Done()
 	for {
 		s.groups.mu.Lock()
-		seeds, restored, leaders := s.groups.seeds, s.groups.restored, s.groups.leaders
-		s.groups.seeds, s.groups.restored, s.groups.leaders = nil, false, false
+		seeds, changed := s.groups.seeds, s.groups.mapChanged
+		s.groups.seeds, s.groups.mapChanged = nil, false
 		s.groups.mu.Unlock()
-		for _, sd := range seeds {
+		for _, sd := range seeds { // first: a split's seed comes before its map's change (fsm.apply)
 			s.seedGroup(sd)
 		}
-		if restored {
-			// A member that joined, or fell behind past a split: the
-			// shards it learned of with the snapshot start empty, and
-			// their leaders send them their state.
+		if changed {
 			s.startMapGroups()
-		}
-		if leaders || restored {
 			s.preferLeaders()
 		}
 		select {
@@ -173,7 +175,7 @@ func (s *Server) startGroup(g uint64) {
 	cfg := &s.cfg
 	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
 	f.onSplit = s.onSplit
-	f.onRestore = s.mapRestored // it may have passed a split of its own: the new shard starts, empty
+	f.onRestore = s.mapChanged // it may have passed a split of its own
 	// Its watch history, of its own events and zxids, in the meta group's
 	// history's store.
 	var err error

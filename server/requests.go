@@ -178,7 +178,7 @@ func (c *conn) linearized(r *request) bool {
 		return true
 	}
 	if err := <-r.linearized; err != nil {
-		r.err = c.srv.writeError(err)
+		r.err = err
 		return false
 	}
 	return true
@@ -305,7 +305,7 @@ func (c *conn) answerSession(r *request, reply *wire.Reply) {
 		ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.RequestTimeout)
 		err := c.srv.readIndexOf(ctx, req)
 		cancel()
-		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(c.srv.writeError(err)), c.srv.fsm.lastZxid(), req.Path
+		reply.Err, reply.Zxid, reply.Path = wire.CodeOf(err), c.srv.fsm.lastZxid(), req.Path
 	case wire.OpClose:
 		c.closingSession.Store(true)
 		if c.readOnly.Load() {

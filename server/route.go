@@ -215,7 +215,7 @@ func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
 		reg := tree.Txn{Type: tree.TxnCreateSession, Session: id, TimeoutMs: ses.TimeoutMs, Password: ses.Password, Time: time.Now().UnixMilli()}
 		o := g.node.Propose(ctx, tree.AppendTxn(nil, &reg)).Wait(ctx)
 		if o.Err != nil {
-			return s.writeError(o.Err)
+			return s.writeErrorIn(g, o.Err)
 		}
 		// BadArguments: registered meanwhile (a session id in use).
 		if err := o.Result.(*tree.Result).Err; err != nil && !errors.Is(err, wire.ErrBadArguments) {
@@ -292,7 +292,7 @@ func (s *Server) stubParents(ctx context.Context, g *group, txn *tree.Txn) error
 	}
 	o := g.node.Propose(ctx, tree.AppendTxn(nil, &stub)).Wait(ctx)
 	if o.Err != nil {
-		return s.writeError(o.Err)
+		return s.writeErrorIn(g, o.Err)
 	}
 	return o.Result.(*tree.Result).Err
 }
@@ -622,8 +622,10 @@ func (s *Server) counts() treeCounts {
 // eachShard runs fn on the meta group's tree and lock index (t, whose
 // read lock the caller holds) and, on a sharded cluster, on each other
 // group's, under its read lock, with serves, which says which paths the
-// group serves (nil: all). A group's tree and index hold, besides its
-// own, what it held before a split moved it away. Locks nest in this
+// group serves (nil: all). A group's tree holds, besides its own, the
+// nodes on the way to them (the root, the system nodes, partitioned
+// parents' stubs), and a shard being split off is its parent's to serve
+// until it runs (shardmap's SplitFrom). Locks nest in this
 // order only, the meta group's and then a shard's, never the other way
 // round: a writer waiting between would stall both.
 func (s *Server) eachShard(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, serves func(path string) bool)) {
@@ -641,11 +643,12 @@ func (s *Server) eachShard(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, s
 	}
 }
 
-// readIndexOf is the linearizable read of req's group: its node's.
+// readIndexOf is the linearizable read of req's group, through its node,
+// with a failure answered as a write to that group's is (writeErrorIn).
 func (s *Server) readIndexOf(ctx context.Context, req *wire.Request) error {
 	g, err := s.groupFor(req)
 	if err != nil {
 		return err
 	}
-	return g.node.ReadIndex(ctx)
+	return s.writeErrorIn(g, g.node.ReadIndex(ctx))
 }

@@ -143,11 +143,11 @@ func New(cfg Config) (*Server, error) {
 	s.fsm.onSplit = s.onSplit
 	s.fsm.onMapChanged = func() {
 		s.refreshRouting()
-		s.tellGroups(func(g *groups) { g.leaders = true })
+		s.mapChanged()
 	}
 	s.fsm.onRestore = func() {
 		s.refreshRouting()
-		s.mapRestored()
+		s.mapChanged()
 		s.dropAllConns(wire.CodeConnectionLoss)
 		s.lockWatch.changed(nil)
 		s.nodeWatch.changed(nil)
@@ -230,7 +230,7 @@ func New(cfg Config) (*Server, error) {
 	s.memory.node = s.node
 	s.refreshRouting()
 	s.startMapGroups()
-	s.groups.leaders = true // the meta group's, if the map names one
+	s.groups.mapChanged = true // for the meta group's preferred leader, if the map names one
 	s.wg.Add(7)
 	go s.runGroups()
 	go s.sweepShardSessions()
