@@ -38,15 +38,15 @@ type group struct {
 // groups are a member's running groups besides the meta group, and the
 // seeds of the splits applied and not yet started.
 type groups struct {
-	mu       sync.Mutex
-	running  map[uint64]*group // mu guards running, seeds and mapChanged
-	seeds    []seed
+	mu      sync.Mutex
+	running map[uint64]*group // mu guards running, seeds and mapChanged
+	seeds   []seed
 	// mapChanged says that the meta group's map changed, or a snapshot
 	// replaced a group's state: the map may name groups that do not run
 	// here yet, and other preferred leaders.
 	mapChanged bool
-	wake     chan struct{} // a seed waits
-	sweep    chan struct{} // the meta group closed a session (sweepShardSessions)
+	wake       chan struct{} // a seed waits
+	sweep      chan struct{} // the meta group closed a session (sweepShardSessions)
 }
 
 // seed is a new group to seed and start: a split applied at index.
