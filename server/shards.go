@@ -102,8 +102,9 @@ func (s *Server) everyMemberKnows(feature string) error {
 }
 
 // handleShardsAPI registers GET /api/v1/shards (open to every client, as
-// the map's node is readable by anyone) and POST /api/v1/shards/partition
-// {"parent": PATH}, which needs the superuser: an operator's act.
+// the map's node is readable by anyone) and the changes of the map, POST
+// /api/v1/shards/partition, split and lead, which need the superuser: an
+// operator's acts.
 func (s *Server) handleShardsAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/shards", answering(func(context.Context, http.ResponseWriter, *http.Request) (any, error) {
 		m, _ := s.ShardMap()
@@ -117,8 +118,8 @@ func (s *Server) handleShardsAPI(mux *http.ServeMux) {
 		if err := decodeBody(w, r, &body); err != nil {
 			return nil, err
 		}
-		if !super(s.HTTPIdentities(r)) {
-			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+		if err := s.mayChangeShardsOverHTTP(r); err != nil {
+			return nil, err
 		}
 		return s.shardView(s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(body.Parent) }))
 	}))
@@ -131,8 +132,8 @@ func (s *Server) handleShardsAPI(mux *http.ServeMux) {
 		if err := decodeBody(w, r, &body); err != nil {
 			return nil, err
 		}
-		if !super(s.HTTPIdentities(r)) {
-			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+		if err := s.mayChangeShardsOverHTTP(r); err != nil {
+			return nil, err
 		}
 		at := []byte(body.At)
 		if body.Parent != "" && body.Parent != "/" && body.At != "" {
@@ -156,12 +157,21 @@ func (s *Server) handleShardsAPI(mux *http.ServeMux) {
 		if body.Group == nil {
 			return nil, badRequest("group is required")
 		}
-		if !super(s.HTTPIdentities(r)) {
-			return nil, &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+		if err := s.mayChangeShardsOverHTTP(r); err != nil {
+			return nil, err
 		}
 		return s.shardView(s.leadShard(ctx, *body.Group, body.Member))
 	}))
 	mux.HandleFunc("/api/v1/shards/lead", methodNotAllowed("POST"))
+}
+
+// mayChangeShardsOverHTTP refuses a change of the map to any HTTP client
+// but the superuser.
+func (s *Server) mayChangeShardsOverHTTP(r *http.Request) error {
+	if !super(s.HTTPIdentities(r)) {
+		return &apiError{http.StatusForbidden, "changing the shard map over HTTP needs the superuser (--super-digest), logged in or by basic auth"}
+	}
+	return nil
 }
 
 // leadShard makes member the preferred leader of shard group in the map
@@ -182,12 +192,9 @@ func (s *Server) leadShard(ctx context.Context, group, member uint64) ([]byte, w
 // group.
 func (s *Server) preferredLeader(group uint64) uint64 {
 	members := s.node.Members()
-	if m := s.routingMap(); m != nil {
-		if sh := m.Group(group); sh != nil && sh.Leader != 0 && slices.Contains(voters(members), sh.Leader) {
-			return sh.Leader
-		}
-	} else if m, _ := s.ShardMap(); m.Group(group) != nil && m.Group(group).Leader != 0 {
-		return m.Group(group).Leader // a cluster of one shard: the meta group's
+	m, _ := s.ShardMap()
+	if sh := m.Group(group); sh != nil && sh.Leader != 0 && slices.Contains(voters(members), sh.Leader) {
+		return sh.Leader
 	}
 	if group == shardmap.MetaGroup || s.transport == nil {
 		return 0
