@@ -144,8 +144,8 @@ func (t *Tree) Serves(path string, sequential bool) bool {
 // the group's clients should see: an event of a path the group serves, or
 // a change of the children of a path of no shard ("/", a partitioned
 // parent), whose children the shards share. An event of a node the tree
-// holds only as a split left it, which another shard serves now (its
-// session closed, or a reap), is not: that shard sends its own.
+// holds only on the way to its own (a partitioned parent's stub, made or
+// gone) is not: the shard that serves the node sends its own.
 func (t *Tree) ServesEvent(ev Event) bool {
 	if t.Serves(ev.Path, false) {
 		return true
@@ -169,17 +169,20 @@ func (t *Tree) checkWrite(txn *Txn) error {
 	if txn.Type != wire.OpCheck && (txn.Path == wire.ShardsPath || strings.HasPrefix(txn.Path, wire.ShardsPath+"/")) {
 		return wire.Errorf(wire.CodeBadArguments, "%s is the cluster's partition map: change it with arbor shards", wire.ShardsPath)
 	}
+	if t.shards == nil {
+		return nil // a tree of a cluster never sharded serves every path
+	}
 	sequential := txn.Type == wire.OpCreate && txn.Mode.IsSequential()
 	if wire.ValidatePath(txn.Path, sequential) != nil {
 		return nil // the op refuses it, as it would on any tree
 	}
-	if parent, _ := splitPath(txn.Path); sequential && t.shards != nil && t.shards.IsPartitioned(parent) {
+	if parent, _ := splitPath(txn.Path); sequential && t.shards.IsPartitioned(parent) {
 		return wire.Errorf(wire.CodeBadArguments, "%s is partitioned: the name of a sequential node, and so its shard, is known only once it is made; make the sequential nodes one level down", parent)
 	}
 	if !t.Serves(txn.Path, sequential) {
 		return wire.Errorf(wire.CodeWrongShard, "shard %d does not serve %s", t.group, txn.Path)
 	}
-	if (txn.Type == wire.OpSetACL || txn.Type == wire.OpDelete) && t.shards != nil && len(t.shards.Shards) > 1 && t.shards.IsPartitioned(txn.Path) {
+	if (txn.Type == wire.OpSetACL || txn.Type == wire.OpDelete) && len(t.shards.Shards) > 1 && t.shards.IsPartitioned(txn.Path) {
 		// Its children are spread over the shards, each of which holds
 		// the parent's ACL as of its first child there (TxnStub).
 		return wire.Errorf(wire.CodeBadArguments, "%s is a partitioned parent of a sharded cluster: its ACL stays, and it stays", txn.Path)
@@ -191,9 +194,10 @@ func (t *Tree) checkWrite(txn *Txn) error {
 // which a split leaves behind: in the group split, what moved to the new
 // shard; in the new shard, seeded with the whole state, everything else.
 // It keeps the ways (the system nodes, and the nodes on the way to each
-// partitioned parent), whose children it looks at instead. Nothing fires and no Stat
-// of what stays moves: to the cluster's clients nothing changed, as the
-// other shard serves what goes. It returns how many nodes went.
+// partitioned parent), whose children it looks at instead. Nothing fires,
+// and no Stat of what stays moves: to the cluster's clients nothing
+// changed, as the other shard serves what goes. It returns how many nodes
+// went.
 func (t *Tree) Prune() int {
 	if t.shards == nil || len(t.shards.Shards) < 2 {
 		return 0
