@@ -259,7 +259,7 @@ func (c *Client) dialFirst(ctx context.Context) (*conn, error) {
 			if ctx.Err() != nil {
 				break // cut short by ctx: keep the last server's own error
 			}
-			last = err
+			last = tellingerError(last, err)
 			c.log.Info("arbor: connect failed", zap.String("server", addr), zap.Error(err))
 		}
 		if err := clock.Sleep(ctx, c.clock, b.next()); err != nil {
@@ -269,6 +269,19 @@ func (c *Client) dialFirst(ctx context.Context) (*conn, error) {
 			return nil, fmt.Errorf("dial: %w (last error: %w)", err, last)
 		}
 	}
+}
+
+// tellingerError is the error to report of a dial that failed with last
+// and then err: err, unless err is a try that timed out and last says
+// more (a server's refusal of a certificate, say), which a loaded
+// machine's slow last try must not hide.
+func tellingerError(last, err error) error {
+	var ne net.Error
+	timeout := func(err error) bool { return errors.As(err, &ne) && ne.Timeout() }
+	if last != nil && timeout(err) && !timeout(last) {
+		return last
+	}
+	return err
 }
 
 // SessionID returns the id of the session.
