@@ -122,7 +122,7 @@ func (x *Index) Save() []byte {
 	for _, p := range slices.Sorted(maps.Keys(x.locks)) {
 		l := x.locks[p]
 		for _, h := range l.holds {
-			out.Holds = append(out.Holds, h.ev)
+			out.Holds = append(out.Holds, h.event(p))
 		}
 	}
 	for i := range x.recent {

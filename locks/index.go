@@ -38,29 +38,45 @@ type lock struct {
 // one holder or none, which a slice keeps in far less memory than a map.
 type holdSet []hold
 
+// hold is an acquisition's hold: its acquired event less what every
+// acquired event of its lock says alike (the lock's path, the kind), which
+// a lock service holding a million locks keeps a million of.
 type hold struct {
-	id string
-	ev wire.LockEvent
+	id                        string
+	node, mode, owner, holder string
+	session, lease, token     int64
+	zxid, timeMs, waitedMs    int64
+}
+
+func holdOf(id string, ev wire.LockEvent) hold {
+	return hold{id: id, node: ev.Node, mode: ev.Mode, owner: ev.Owner, holder: ev.Holder,
+		session: ev.Session, lease: ev.Lease, token: ev.Token, zxid: ev.Zxid, timeMs: ev.Time, waitedMs: ev.WaitedMs}
+}
+
+// event is h's acquired event, of the lock at path lock.
+func (h hold) event(lock string) wire.LockEvent {
+	return wire.LockEvent{Zxid: h.zxid, Time: h.timeMs, Lock: lock, Kind: wire.LockAcquired, Node: h.node, Mode: h.mode,
+		Owner: h.owner, Holder: h.holder, Session: h.session, Lease: h.lease, Token: h.token, WaitedMs: h.waitedMs}
 }
 
 func (s holdSet) find(id string) (int, bool) {
 	return slices.BinarySearchFunc(s, id, func(h hold, id string) int { return strings.Compare(h.id, id) })
 }
 
-func (s holdSet) get(id string) (wire.LockEvent, bool) {
+func (s holdSet) get(id string) (hold, bool) {
 	if i, ok := s.find(id); ok {
-		return s[i].ev, true
+		return s[i], true
 	}
-	return wire.LockEvent{}, false
+	return hold{}, false
 }
 
 func (s *holdSet) set(id string, ev wire.LockEvent) {
 	i, ok := s.find(id)
 	if ok {
-		(*s)[i].ev = ev
+		(*s)[i] = holdOf(id, ev)
 		return
 	}
-	*s = slices.Insert(*s, i, hold{id, ev})
+	*s = slices.Insert(*s, i, holdOf(id, ev))
 }
 
 func (s *holdSet) del(id string) {
@@ -287,7 +303,7 @@ func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 	// The ends first, then the holds they let begin.
 	for _, h := range slices.Clone(l.holds) { // by id: every member records ends in one order
 		if !holding[h.id] {
-			x.ended(l, h.id, c)
+			x.ended(dir, l, h.id, c)
 		}
 	}
 	for _, a := range holders {
@@ -318,10 +334,12 @@ func (x *Index) settle(t *tree.Tree, dir string, l *lock, c change) {
 	}
 }
 
-// ended records the end of the hold of acquisition id of l by change c.
-func (x *Index) ended(l *lock, id string, c change) {
-	ev, _ := l.holds.get(id)
+// ended records the end of the hold of acquisition id of l, the lock at
+// dir, by change c.
+func (x *Index) ended(dir string, l *lock, id string, c change) {
+	h, _ := l.holds.get(id)
 	l.holds.del(id)
+	ev := h.event(dir)
 	if c.zxid < 0 {
 		return
 	}
@@ -434,8 +452,8 @@ func (x *Index) OldestHold(keep func(lock string) bool) (int64, bool) {
 			continue
 		}
 		for _, h := range l.holds {
-			if !found || h.ev.Time < oldest {
-				oldest, found = h.ev.Time, true
+			if !found || h.timeMs < oldest {
+				oldest, found = h.timeMs, true
 			}
 		}
 	}
@@ -490,8 +508,8 @@ func (x *Index) Holds(p, name string) bool {
 	if !ok {
 		return false
 	}
-	ev, ok := l.holds.get(e.ID)
-	return ok && ev.Node == name
+	h, ok := l.holds.get(e.ID)
+	return ok && h.node == name
 }
 
 // acquisitionNodes returns the names of every node of acquisition id, its

@@ -33,8 +33,8 @@ func (x *Index) Info(t *tree.Tree, p string) (wire.LockInfo, bool) {
 		if l, ok := t.Lease(n.Session); ok {
 			party.Lease, party.Session, party.Expires = n.Session, l.Parent, l.Expires
 		}
-		if ev, ok := l.holds.get(a.First.ID); ok {
-			party.Since = ev.Time
+		if h, ok := l.holds.get(a.First.ID); ok {
+			party.Since = h.timeMs
 			info.Holders = append(info.Holders, party)
 		} else {
 			info.Waiters = append(info.Waiters, party)

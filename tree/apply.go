@@ -115,8 +115,8 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 	}
 	path := txn.Path
 	if mode.IsSequential() {
-		name = sequenceName(name, parent.cversion)
 		path = sequenceName(path, parent.cversion)
+		name = path[strings.LastIndexByte(path, '/')+1:]
 	}
 	if parent.children.get(name) != nil {
 		return "", wire.Stat{}, wire.ErrNodeExists
@@ -140,9 +140,7 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 		return "", wire.Stat{}, err
 	}
 	n := &node{
-		// The name is cloned: as a slice of the path it would keep the
-		// whole path alive for as long as the node lives.
-		name: strings.Clone(name), data: data, dataHash: hashData(data), acl: ref,
+		data: data, dataHash: hashData(data), acl: ref,
 		czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: txn.Time, mtime: txn.Time,
 	}
 	var owner int64
@@ -154,6 +152,7 @@ func (t *Tree) create(zxid int64, txn *Txn, ids []wire.Identity) (string, wire.S
 	case mode.IsTTL():
 		n.kind = kindTTL
 	}
+	n.name = keptName(n.kind, name)
 	t.link(zxid, parent, parentPath, n, path, txn.TTL, owner)
 	return path, t.stat(n), nil
 }
@@ -284,7 +283,7 @@ func (t *Tree) index(n *node, path string, ttl, owner int64) {
 	switch n.kind {
 	case kindEphemeral:
 		t.owners[n] = owner
-		t.sessions[owner].ephemerals[path] = struct{}{}
+		t.sessions[owner].ephemerals.add(path)
 	case kindContainer:
 		t.containers[path] = struct{}{}
 	case kindTTL:
@@ -296,7 +295,7 @@ func (t *Tree) unindex(n *node, path string) {
 	switch n.kind {
 	case kindEphemeral:
 		if s, ok := t.sessions[t.owners[n]]; ok {
-			delete(s.ephemerals, path)
+			s.ephemerals.remove(path)
 		}
 		delete(t.owners, n)
 	case kindContainer:
@@ -480,7 +479,7 @@ func (t *Tree) createSession(txn *Txn) (Lease, error) {
 	if _, ok := t.sessions[txn.Session]; ok {
 		return Lease{}, wire.Errorf(wire.CodeBadArguments, "session id %#x is in use", txn.Session)
 	}
-	s := &session{timeoutMs: txn.TimeoutMs, password: txn.Password, ephemerals: map[string]struct{}{}}
+	s := &session{timeoutMs: txn.TimeoutMs, password: txn.Password}
 	if txn.LeaseTTL > 0 {
 		if p := txn.LeaseParent; p != 0 && (t.sessions[p] == nil || t.sessions[p].lease != nil) {
 			return Lease{}, wire.ErrSessionExpired // its session is gone (or is a lease)
@@ -563,7 +562,7 @@ func (t *Tree) closeSession(zxid int64, id int64, version int64) ([]int64, error
 	for _, lease := range leases {
 		_, _ = t.closeSession(zxid, lease, 0)
 	}
-	for _, path := range sortedKeys(s.ephemerals) {
+	for _, path := range s.ephemerals.sorted() {
 		t.unlinkPath(zxid, path)
 	}
 	delete(t.sessions, id)

@@ -1,6 +1,11 @@
 package tree
 
-import "github.com/arbor-coord/arbor/quotas"
+import (
+	"maps"
+	"slices"
+
+	"github.com/arbor-coord/arbor/quotas"
+)
 
 // Test hooks: what the tests of package tree_test need to see that the
 // package does not export.
@@ -20,7 +25,7 @@ type Quota struct {
 // Quotas returns the quotas set, by path.
 func (t *Tree) Quotas() []Quota {
 	out := make([]Quota, 0, len(t.quotas))
-	for _, p := range sortedKeys(t.quotas) {
+	for _, p := range slices.Sorted(maps.Keys(t.quotas)) {
 		q := t.quotas[p]
 		out = append(out, Quota{Path: p, Limits: q.limits, UsedCount: q.count, UsedBytes: q.bytes})
 	}

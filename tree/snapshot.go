@@ -368,7 +368,7 @@ func (t *Tree) restoreNode(dec *msgpack.Decoder, fields int, acls [][]wire.ACL, 
 			return fmt.Errorf("%q: owner %#x is not a session", path, owner)
 		}
 	}
-	n.name = strings.Clone(name) // not a slice of the path, which would stay alive with it
+	n.name = keptName(n.kind, name)
 	addChild(parent, n)
 	t.count++
 	t.dataSize += nodeSize(path, n)
@@ -402,7 +402,7 @@ func (t *Tree) restoreSession(dec *msgpack.Decoder, version int64) error {
 		return fmt.Errorf("array of %d", n)
 	}
 	var id, timeout int64
-	s := &session{ephemerals: map[string]struct{}{}}
+	s := &session{}
 	if err := decodeFields(dec, &id, &timeout, &s.password); err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func (t *Tree) owner(n *node) int64 {
 type session struct {
 	timeoutMs  int32
 	password   []byte
-	ephemerals map[string]struct{}
+	ephemerals pathSet
 	lease      *Lease // nil for a client's session
 }
 
@@ -327,14 +327,14 @@ func (t *Tree) Ephemerals(id int64) []string {
 	if !ok {
 		return nil
 	}
-	return sortedKeys(s.ephemerals)
+	return s.ephemerals.sorted()
 }
 
 // EphemeralCount is the number of ephemeral nodes of all sessions.
 func (t *Tree) EphemeralCount() int {
 	n := 0
 	for _, s := range t.sessions {
-		n += len(s.ephemerals)
+		n += s.ephemerals.len()
 	}
 	return n
 }
@@ -347,9 +347,9 @@ func (t *Tree) SessionEphemeralCount(id int64) int {
 	if !ok {
 		return 0
 	}
-	n := len(s.ephemerals)
+	n := s.ephemerals.len()
 	for lease := range t.leases[id] {
-		n += 1 + len(t.sessions[lease].ephemerals)
+		n += 1 + t.sessions[lease].ephemerals.len()
 	}
 	return n
 }
@@ -364,7 +364,7 @@ func (t *Tree) EphemeralsWithPrefix(id int64, prefix string) []string {
 		return nil
 	}
 	var out []string
-	for p := range s.ephemerals {
+	for p := range s.ephemerals.all() {
 		if strings.HasPrefix(p, prefix) {
 			out = append(out, p)
 		}
@@ -399,13 +399,16 @@ func (t *Tree) Descendants(path string) (int, error) {
 	return count, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// keptName is what a node of kind keeps as its name, the last segment of
+// the path it is created at: for a kind the indexes keep that path for as
+// long as the node lives (an ephemeral, a container, a TTL node), a slice
+// of it, which costs nothing more; for any other a clone, since as a slice
+// it would keep the whole path alive.
+func keptName(kind uint8, name string) string {
+	if kind == kindPersistent {
+		return strings.Clone(name)
 	}
-	slices.Sort(keys)
-	return keys
+	return name
 }
 
 // sequenceName is ZooKeeper's sequential suffix: the parent's cversion,
