@@ -24,7 +24,10 @@ type childSet struct {
 // it, and nothing depends on that order.
 var childSeed = maphash.MakeSeed()
 
-const minChildSlots = 8
+// minChildSlots is the smallest table: two slots, so that the one child
+// of a lock's container (most of a lock service's nodes with children)
+// costs 18 bytes of table, not 72.
+const minChildSlots = 2
 
 func childHash(name string) uint64 { return maphash.String(childSeed, name) }
 
@@ -104,8 +107,12 @@ func (s *childSet) remove(name string) {
 	}
 	s.slots[i], s.tags[i] = nil, 0
 	s.n--
-	if len(s.slots) > minChildSlots && s.n*8 < len(s.slots) {
-		s.resize(len(s.slots) / 2)
+	size := len(s.slots)
+	for size > minChildSlots && s.n*8 < size {
+		size /= 2
+	}
+	if size < len(s.slots) {
+		s.resize(size)
 	}
 }
 
