@@ -60,21 +60,24 @@ type TCPTransport struct {
 	ln  net.Listener
 	tls peerTLS // zero: plaintext
 
-	mu      sync.Mutex
-	peers   map[uint64]*peer // mu guards peers, node, groups, touch, card, filter, conns, refused
-	node    *Node
-	groups  map[uint64]*Node // the nodes of the groups other than 0 (AttachGroup)
-	touch   func(ids []int64)
-	acks    touchAcks
-	card    func(from uint64, card []byte)
-	filter  Filter
-	delay   time.Duration // added before each write, for tests
-	conns   map[net.Conn]struct{}
-	refused map[string]string // remote host -> the last TLS handshake failure logged for it
-	stopped bool
-	live    liveness
-	closing chan struct{} // closed by Close
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	peers  map[uint64]*peer // mu guards peers, node, groups, touch, card, filter, groupFilter, conns, refused
+	node   *Node
+	groups map[uint64]*Node // the nodes of the groups other than 0 (AttachGroup)
+	touch  func(ids []int64)
+	acks   touchAcks
+	card   func(from uint64, card []byte)
+	filter Filter
+	// groupFilter, for tests, drops the raft messages of a group that come
+	// in from a peer, while the peer's other frames keep it alive.
+	groupFilter func(group, from, to uint64) bool
+	delay       time.Duration // added before each write, for tests
+	conns       map[net.Conn]struct{}
+	refused     map[string]string // remote host -> the last TLS handshake failure logged for it
+	stopped     bool
+	live        liveness
+	closing     chan struct{} // closed by Close
+	wg          sync.WaitGroup
 }
 
 // outFrame is an encoded frame waiting for its peer.
@@ -288,6 +291,17 @@ func (t *TCPTransport) SetFilter(f Filter) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.filter = f
+}
+
+// SetGroupFilter installs f on the raft messages that come in (nil removes
+// it): a message of group g from a peer is taken only if f(g, from, to) is
+// true. The peer's other frames still count as heard from it, so that a
+// test can hold one group of a member back while its other groups and its
+// liveness go on.
+func (t *TCPTransport) SetGroupFilter(f func(group, from, to uint64) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groupFilter = f
 }
 
 // SetDelay holds every outgoing batch of frames for d before writing it,
@@ -620,7 +634,7 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 	}
 	t.mu.Lock()
 	n, wait := t.nodeLocked(group)
-	touch, card, filter := t.touch, t.card, t.filter
+	touch, card, filter, groupFilter := t.touch, t.card, t.filter, t.groupFilter
 	t.mu.Unlock()
 	switch kind {
 	case frameRaft, frameGroupRaft:
@@ -632,7 +646,7 @@ func (t *TCPTransport) deliver(kind byte, body []byte) error {
 			return nil
 		}
 		t.live.heardFrom(m.From, time.Now())
-		if n == nil {
+		if n == nil || groupFilter != nil && !groupFilter(group, m.From, t.id) {
 			return nil
 		}
 		if err := n.stepWithin(m, wait); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -83,7 +83,9 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 // read-write member. When this member can vouch again, it drops its
 // read-only clients (expiryLoop) so that they move to one.
 func (c *conn) readOnlySession(req *wire.ConnectRequest, resp *wire.ConnectResponse) error {
-	if !c.caughtUp(req.LastZxidSeen) {
+	// (Without a quorum a sharded member cannot catch its shards up, as
+	// caughtUp does: the zxid is held to the weaker rule of appliedSeen.)
+	if !c.appliedSeen(req.LastZxidSeen) {
 		return wire.ErrNotCaughtUp
 	}
 	timeout := c.srv.sessions.Negotiate(time.Duration(req.TimeoutMs) * time.Millisecond)
@@ -130,19 +132,35 @@ func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectRespons
 	return nil
 }
 
-// caughtUp reports whether this member has applied lastZxidSeen, the
-// highest zxid the client has seen. A member behind it waits a little for
-// its log to catch up; if it does not, the client is sent elsewhere.
+// caughtUp reports whether this member has applied everything the client
+// has seen, lastZxidSeen being the highest zxid it saw. A member of one
+// shard compares it with its own (appliedSeen). On a sharded cluster the
+// zxid is one shard's, and says nothing of where the client was in the
+// others (docs/scale-out.md, "Zxids across shards"): the member catches
+// every group it runs up with its leader, a read index each and all at
+// once, so that it holds everything any shard committed before the
+// handshake, which is all that the client can have seen. A member behind
+// waits a little to catch up; if it does not, the client is sent
+// elsewhere.
 func (c *conn) caughtUp(lastZxidSeen int64) bool {
+	if lastZxidSeen <= 0 || c.srv.routingMap() == nil {
+		return c.appliedSeen(lastZxidSeen)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	defer cancel()
+	return c.srv.readIndexAll(ctx) == nil && lastZxidSeen <= c.srv.maxZxid()
+}
+
+// appliedSeen reports whether this member has applied lastZxidSeen, after
+// a short wait for its log to catch up. On a sharded cluster the zxid may
+// be any shard's: the member's largest over its shards must reach it.
+func (c *conn) appliedSeen(lastZxidSeen int64) bool {
 	if lastZxidSeen <= c.srv.maxZxid() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 	err := c.srv.node.WaitApplied(ctx, uint64(lastZxidSeen))
 	cancel()
-	// On a sharded cluster the zxid may be another shard's, which the
-	// meta group never reaches: the member's largest over its shards
-	// must (docs/scale-out.md, "Zxids across shards").
 	return err == nil && lastZxidSeen <= c.srv.fsm.lastZxid() || lastZxidSeen <= c.srv.maxZxid()
 }
 

@@ -242,3 +242,70 @@ func TestASplitOfAShardOtherThanTheMetaGroup(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestAReattachedSessionNeverGoesBackInAShard reattaches a session, whose
+// last zxid is of group 1, to a member that is behind in group 1 alone.
+// The meta group there is far ahead of that zxid, so a member that judged
+// the zxid by its largest over the groups would take the session and
+// serve a read from before the client's own write. It must catch group
+// 1 up first, or send the client elsewhere.
+func TestAReattachedSessionNeverGoesBackInAShard(t *testing.T) {
+	t.Parallel()
+	members, _ := startTrio(t, map[uint64]string{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := members[1].splitMeta(ctx, shardmap.Key{Key: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "group 1 led on every member", func() bool {
+		for _, s := range members {
+			if g := s.group(1); g == nil || g.node.Leader() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// The lagging member follows in group 1; the writer is another.
+	lag := uint64(1)
+	if members[lag].group(1).node.IsLeader() {
+		lag = 2
+	}
+	writer := members[lag%3+1]
+	members[lag].transport.(*raftnode.TCPTransport).SetGroupFilter(func(g, _, _ uint64) bool { return g != 1 })
+	defer members[lag].transport.(*raftnode.TCPTransport).SetGroupFilter(nil)
+
+	w := dialRaw(t, writer)
+	made := w.connect(wire.ConnectRequest{})
+	if made.Err != wire.CodeOK {
+		t.Fatalf("session: %v", made.Err)
+	}
+	seen := w.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/zoo"})
+	if seen.Err != wire.CodeOK {
+		t.Fatalf("create /zoo: %v", seen.Err)
+	}
+	for i := range 40 { // the meta group's zxids pass group 1's
+		if r := w.call(wire.Request{Xid: int32(2 + i), Op: wire.OpCreate, Path: fmt.Sprint("/a", i)}); r.Err != wire.CodeOK {
+			t.Fatalf("create /a%d: %v", i, r.Err)
+		}
+	}
+	waitFor(t, "the lagging member past the zxid in the meta group", func() bool { return members[lag].maxZxid() >= seen.Zxid })
+
+	reattach := func() (*rawConn, wire.ConnectResponse) {
+		r := dialRaw(t, members[lag])
+		return r, r.connect(wire.ConnectRequest{SessionID: made.SessionID, Password: made.Password, LastZxidSeen: seen.Zxid})
+	}
+	if r, got := reattach(); got.Err != wire.CodeNotCaughtUp {
+		read := r.call(wire.Request{Xid: 100, Op: wire.OpExists, Path: "/zoo"})
+		t.Fatalf("reattached to a member behind in group 1: %v, and /zoo there: %v; want NotCaughtUp", got.Err, read.Err)
+	}
+	members[lag].transport.(*raftnode.TCPTransport).SetGroupFilter(nil)
+	var r *rawConn
+	waitFor(t, "the member, caught up, taking the session", func() bool {
+		var got wire.ConnectResponse
+		r, got = reattach()
+		return got.Err == wire.CodeOK
+	})
+	if read := r.call(wire.Request{Xid: 100, Op: wire.OpExists, Path: "/zoo"}); read.Err != wire.CodeOK {
+		t.Errorf("/zoo after the reattach: %v", read.Err)
+	}
+}

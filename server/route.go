@@ -643,6 +643,26 @@ func (s *Server) eachShard(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, s
 	}
 }
 
+// readIndexAll catches every group this member runs up with its leader: a
+// read index of each, all at once. It returns the first failure.
+func (s *Server) readIndexAll(ctx context.Context) error {
+	nodes := []*raftnode.Node{s.node}
+	for _, g := range s.runningGroups() {
+		nodes = append(nodes, g.node)
+	}
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() { errs <- n.ReadIndex(ctx) }()
+	}
+	var first error
+	for range nodes {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // readIndexOf is the linearizable read of req's group, through its node,
 // with a failure answered as a write to that group's is (writeErrorIn).
 func (s *Server) readIndexOf(ctx context.Context, req *wire.Request) error {
