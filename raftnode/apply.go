@@ -18,7 +18,7 @@ import (
 // another leader, and every write waits (etcd's server splits its work
 // the same way).
 //
-// The raft goroutine hands it work through applyc, in log order:
+// The raft goroutine hands it work through applyq, in log order:
 //
 //   - the committed entries of a Ready, with a channel closed once that
 //     Ready is durable here;
@@ -83,12 +83,19 @@ func (n *Node) runApply() {
 			n.log.Warn("the last snapshot failed", zap.Error(err))
 		}
 	}()
+	var tasks []applyTask
 	for {
 		var err error
 		select {
-		case t := <-n.applyc:
-			err = n.do(t)
-			n.applyBytes.Give(t.bytes)
+		case <-n.applyq.ready:
+			tasks = n.applyq.take(tasks, applyQueue)
+			for _, t := range tasks {
+				if err == nil {
+					err = n.do(t)
+				}
+				n.applyBytes.Give(t.bytes)
+			}
+			clear(tasks) // not to hold their entries until the next
 		case <-n.snapping.finished():
 			err = n.finishSnapshot()
 			if err == nil && n.snapAgain {
@@ -158,13 +165,11 @@ func (n *Node) handOver(t applyTask) error {
 	if !n.applyBytes.Take(t.bytes, n.applyDone) {
 		return n.stopErr()
 	}
-	select {
-	case n.applyc <- t:
-		return nil
-	case <-n.applyDone:
+	if !n.applyq.pushWait(t, n.applyDone, nil) {
 		n.applyBytes.Give(t.bytes)
 		return n.stopErr()
 	}
+	return nil
 }
 
 // waitIdle waits until the apply goroutine has done everything handed to

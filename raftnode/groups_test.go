@@ -409,7 +409,7 @@ func TestAGroupsBusyNodeHoldsUpNoOtherGroupsMessages(t *testing.T) {
 	t.Parallel()
 	// A node whose raft goroutine stands still: nothing takes from its
 	// queue, which holds nothing more.
-	stuck := &Node{recvc: make(chan raftpb.Message), donec: make(chan struct{})}
+	stuck := &Node{inbox: newQueue[raftpb.Message](0), donec: make(chan struct{})}
 	if err := stuck.stepWithin(raftpb.Message{}, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a full node took a message, or said %v", err)
 	}

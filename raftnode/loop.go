@@ -35,10 +35,10 @@ func (n *Node) loop() error {
 				n.rn.Tick()
 				n.preferLeader()
 			}
-		case p := <-n.propc:
-			n.propose(p)
-		case m := <-n.recvc:
-			n.step(m)
+		case <-n.props.ready:
+			n.takeProposals()
+		case <-n.inbox.ready:
+			n.takeMessages()
 		case id := <-n.readc:
 			n.readIndex(id)
 		case f := <-n.callc:
@@ -78,19 +78,29 @@ func untilTick(now time.Time, every time.Duration) time.Duration {
 	return every - time.Duration(now.UnixNano()%int64(every))
 }
 
-// drain takes the proposals and messages already waiting, up to MaxBatch,
-// so that one Ready, and one fsync, covers all of them.
+// drain takes the proposals and messages already waiting, up to MaxBatch
+// of each, so that one Ready, and one fsync, covers all of them.
 func (n *Node) drain() {
-	for i := 0; i < n.cfg.MaxBatch; i++ {
-		select {
-		case p := <-n.propc:
-			n.propose(p)
-		case m := <-n.recvc:
-			n.step(m)
-		default:
-			return
-		}
+	n.takeProposals()
+	n.takeMessages()
+}
+
+// takeProposals proposes up to MaxBatch of the proposals waiting.
+func (n *Node) takeProposals() {
+	n.propBuf = n.props.take(n.propBuf, n.cfg.MaxBatch)
+	for _, p := range n.propBuf {
+		n.propose(p)
 	}
+	clear(n.propBuf) // not to hold their payloads until the next
+}
+
+// takeMessages steps raft with up to MaxBatch of the messages waiting.
+func (n *Node) takeMessages() {
+	n.msgBuf = n.inbox.take(n.msgBuf, n.cfg.MaxBatch)
+	for _, m := range n.msgBuf {
+		n.step(m)
+	}
+	clear(n.msgBuf)
 }
 
 func (n *Node) step(m raftpb.Message) {

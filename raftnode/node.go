@@ -78,6 +78,10 @@ var (
 // goroutine before the raft goroutine waits for it in turn.
 const applyQueue = 1024
 
+// inboxLimit is how many messages from peers may wait for the raft
+// goroutine; past it they are dropped, as if lost, and raft sends again.
+const inboxLimit = 4096
+
 // Config configures a Node.
 type Config struct {
 	ID    uint64            // this member's id, not zero
@@ -213,24 +217,26 @@ type Node struct {
 	storage *Storage
 	rn      *raft.RawNode
 
-	propc   chan proposal
+	props   *queue[proposal] // this member's proposals, for the raft goroutine
 	readc   chan uint64
-	callc   chan func() // run on the raft goroutine
-	recvc   chan raftpb.Message
+	callc   chan func()            // run on the raft goroutine
+	inbox   *queue[raftpb.Message] // the messages from peers, for the raft goroutine
 	reportc chan report
-	livec   chan struct{} // the transport's liveness judged a peer dead (livenessChanged)
-	quiet   bool          // raft goroutine only: the group is quiescent on this member
-	prefer  preferState   // raft goroutine only
+	livec   chan struct{}    // the transport's liveness judged a peer dead (livenessChanged)
+	quiet   bool             // raft goroutine only: the group is quiescent on this member
+	propBuf []proposal       // raft goroutine only: the proposals being taken
+	msgBuf  []raftpb.Message // raft goroutine only: the messages being taken
+	prefer  preferState      // raft goroutine only
 	// preferred is the member this group's leadership goes to
 	// (Config.PreferredLeader, or SetPreferredLeader's since).
 	preferred atomic.Uint64
 	stopc     chan struct{}
 	donec     chan struct{}
 
-	applyc     chan applyTask // the apply goroutine's work, in log order
-	applyBytes *quota.Pool    // bounds the bytes of the entries in applyc
-	applyStop  chan struct{}  // closed by the raft goroutine when it ends
-	applyDone  chan struct{}  // closed when the apply goroutine ends
+	applyq     *queue[applyTask] // the apply goroutine's work, in log order
+	applyBytes *quota.Pool       // bounds the bytes of the entries in applyq
+	applyStop  chan struct{}     // closed by the raft goroutine when it ends
+	applyDone  chan struct{}     // closed when the apply goroutine ends
 	stop       sync.Once
 	reqIDs     atomic.Uint64
 	quiescent  atomic.Bool // quiet, for other goroutines
@@ -333,10 +339,10 @@ func Start(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, sm: sm, storage: storage,
-		propc: make(chan proposal, cfg.MaxBatch), readc: make(chan uint64, 64), callc: make(chan func()),
-		recvc: make(chan raftpb.Message, 1024), reportc: make(chan report, 256), livec: make(chan struct{}, 1),
+		props: newQueue[proposal](cfg.MaxBatch), readc: make(chan uint64, 64), callc: make(chan func()),
+		inbox: newQueue[raftpb.Message](inboxLimit), reportc: make(chan report, 256), livec: make(chan struct{}, 1),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
-		applyc: make(chan applyTask, applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
+		applyq: newQueue[applyTask](applyQueue), applyBytes: quota.New(cfg.ApplyQueueBytes), applyStop: make(chan struct{}), applyDone: make(chan struct{}),
 		waiters: map[uint64]*pending{}, reads: map[uint64]*pending{}, seen: seenIDs{window: cfg.ResendWindow},
 		appliedCh: make(chan struct{}), addrs: map[uint64]string{}, lastPersisted: closedChan,
 	}
@@ -503,12 +509,12 @@ func (n *Node) propose1(ctx context.Context, p1 proposal) *Proposal {
 	p.w.epoch = n.epoch
 	n.waiters[id] = &p.w
 	n.mu.Unlock()
-	select {
-	case n.propc <- p1:
-	case <-ctx.Done():
-		n.deliver(id, Outcome{Err: ctx.Err()})
-	case <-n.donec:
-		n.deliver(id, Outcome{Err: n.stopErr()})
+	if !n.props.pushWait(p1, ctx.Done(), n.donec) {
+		if err := ctx.Err(); err != nil {
+			n.deliver(id, Outcome{Err: err})
+		} else {
+			n.deliver(id, Outcome{Err: n.stopErr()})
+		}
 	}
 	return p
 }
@@ -624,13 +630,17 @@ func (n *Node) Store() *Store { return n.storage.store }
 // Step hands the node a message from another member.
 func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
 	select {
-	case n.recvc <- m:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	case <-n.donec:
 		return n.stopErr()
+	default:
 	}
+	if n.inbox.pushWait(m, ctx.Done(), n.donec) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return n.stopErr()
 }
 
 // stepWithin hands m to the node as Step does, waiting at most d while the
@@ -639,25 +649,19 @@ func (n *Node) Step(ctx context.Context, m raftpb.Message) error {
 // transport calls it for every message a peer sends.
 func (n *Node) stepWithin(m raftpb.Message, d time.Duration) error {
 	select {
-	case n.recvc <- m:
-		return nil
 	case <-n.donec:
 		return n.stopErr()
 	default:
 	}
+	if n.inbox.push(m) {
+		return nil
+	}
 	if d <= 0 {
 		return context.DeadlineExceeded
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case n.recvc <- m:
-		return nil
-	case <-timer.C:
-		return context.DeadlineExceeded
-	case <-n.donec:
-		return n.stopErr()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return n.Step(ctx, m)
 }
 
 // Stop stops the node, fails what is pending with ErrStopped, and closes

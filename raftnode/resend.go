@@ -189,8 +189,5 @@ func (n *Node) resend(p proposal) {
 		return
 	}
 	p.resend = true
-	select {
-	case n.propc <- p:
-	default: // busy: the next retry
-	}
+	n.props.push(p) // or, when full, the next retry
 }
