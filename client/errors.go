@@ -68,6 +68,9 @@ var (
 	ErrNotCaughtUp        error = wire.ErrNotCaughtUp
 	ErrLeaseExpired       error = wire.ErrLeaseExpired
 	ErrNoWatcher          error = wire.ErrNoWatcher
+	// ErrCrossShard: a multi's paths are in different shards of a sharded
+	// cluster (docs/scale-out.md), and nothing of it was done.
+	ErrCrossShard error = wire.ErrCrossShard
 	// ErrHistoryCompacted: a watch was to resume from a zxid the server's
 	// change history no longer goes back to. errors.As finds a
 	// *HistoryCompactedError, with the oldest zxid a watch can resume

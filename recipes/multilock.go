@@ -63,7 +63,9 @@ func HierarchyParts(root, path string, read bool) ([]LockPart, error) {
 // every queue, so neither can hold a lock the other waits for, whatever
 // order their parts were given in: they never deadlock each other. It
 // waits as one waiter, with one timeout (Lock's ctx), and a wait that
-// ends leaves no node in any queue. Each part is the same lock as a Mutex
+// ends leaves no node in any queue. On a sharded cluster, whose writes
+// stay in one shard, it joins one shard's queues at a time and holds them
+// before the next's (shardSegments). Each part is the same lock as a Mutex
 // or an RWMutex on its path: they exclude each other.
 //
 // A MultiLock value is one holder (one vertex of the wait-for graph, one
@@ -167,13 +169,29 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (bool, error) {
 		}
 		return false, m.failFrom(ctx, ps, 0, nil, err)
 	}
-	ts, err := joinAll(ctx, m.parts, ps, m.data)
-	if err != nil {
-		return false, m.failFrom(ctx, ps, 0, ts, err) // ts: the nodes it found, if any
-	}
-	for i := range ts {
-		if err := m.holds[i].q.wait(ps[i].waitCtx, &ts[i], wait, nil); err != nil {
-			return false, m.failFrom(ctx, ps, 0, ts, err)
+	ts := make([]ticket, len(ps))
+	segs := [][]int{seq(len(ps))} // every queue at once, unless they are in several shards
+	for s, bySharding := 0, false; s < len(segs); s++ {
+		seg := segs[s]
+		got, err := joinAll(ctx, pick(m.parts, seg), pick(ps, seg), m.data)
+		for j, i := range seg[:len(got)] {
+			ts[i] = got[j]
+		}
+		if errors.Is(err, client.ErrCrossShard) && !bySharding {
+			// The locks are in several shards: one shard's at a time.
+			bySharding = true
+			if segs, err = shardSegments(ctx, ps[0].h.q.c, m.parts); err == nil {
+				s = -1
+				continue
+			}
+		}
+		if err != nil {
+			return false, m.failFrom(ctx, ps, 0, ts, err) // ts: the nodes it found, if any
+		}
+		for _, i := range seg {
+			if err := m.holds[i].q.wait(ps[i].waitCtx, &ts[i], wait, nil); err != nil {
+				return false, m.failFrom(ctx, ps, 0, ts, err)
+			}
 		}
 	}
 	for i, p := range ps {
@@ -216,6 +234,46 @@ func (m *MultiLock) failFrom(ctx context.Context, ps []*pending, from int, ts []
 // A multi whose answer was lost is found again by the nodes' names: it
 // applied in every queue or in none. On an error, the tickets it returns
 // name the nodes it found, for the caller to give up.
+// shardSegments groups the indexes of parts by the shard of a sharded
+// cluster (docs/scale-out.md) that serves each lock, in the order of the
+// shards' groups, each shard's in path order. A MultiLock joins one
+// shard's queues at once, in one txn, and holds them before it joins the
+// next shard's: any two MultiLocks go through the shards in the same
+// order, so a cycle of them waiting for each other would have to lie in
+// one shard, where their joins are ordered by their txns, the same in
+// every queue; they still never deadlock each other. (A lock whose shard
+// a split changes between two MultiLocks' joins can make such a cycle,
+// which deadlock detection ends.)
+func shardSegments(ctx context.Context, c *client.Client, parts []LockPart) ([][]int, error) {
+	m, err := c.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(parts))
+	for i, p := range parts {
+		paths[i] = p.Path
+	}
+	return m.ByShard(paths), nil
+}
+
+// seq is 0, 1, ... n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// pick is the elements of s at the indexes at.
+func pick[T any](s []T, at []int) []T {
+	out := make([]T, len(at))
+	for j, i := range at {
+		out[j] = s[i]
+	}
+	return out
+}
+
 func joinAll(ctx context.Context, parts []LockPart, ps []*pending, data []byte) ([]ticket, error) {
 	id := randomID()
 	ts := make([]ticket, len(parts))

@@ -16,17 +16,18 @@ import (
 	"github.com/arbor-coord/arbor/wire"
 )
 
-// startTrio runs three members over TCP on loopback, in dirs, and waits
-// until they agree on a leader and have heard each other's cards.
-func startTrio(t *testing.T, dirs map[uint64]string) (map[uint64]*Server, map[uint64]string) {
+// startTrio runs three members over TCP on loopback, in dirs, each changed
+// by mod, and waits until they agree on a leader and have heard each
+// other's cards.
+func startTrio(t *testing.T, dirs map[uint64]string, mod ...func(*Config)) (map[uint64]*Server, map[uint64]string) {
 	t.Helper()
 	peers := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	members := map[uint64]*Server{}
 	for id := uint64(1); id <= 3; id++ {
-		members[id] = startServer(t, dirs[id], func(c *Config) {
+		members[id] = startServer(t, dirs[id], append([]func(*Config){func(c *Config) {
 			c.ID, c.Peers, c.HTTP = id, peers, "-"
 			c.TickInterval = 20 * time.Millisecond
-		})
+		}}, mod...)...)
 	}
 	waitFor(t, "a leader every member knows, and every member's card", func() bool {
 		for _, s := range members {

@@ -343,8 +343,12 @@ const maxMultiLock = 64
 // holds them all, or never (the lease ends, and every node with it). Two
 // multi-locks over shared locks joined their queues in the order their
 // txns were applied, the same in every queue, so neither can hold a lock
-// the other waits for: they never deadlock each other. The multi-lock is
-// renewed and released by its lease, through any of its locks.
+// the other waits for: they never deadlock each other. On a sharded
+// cluster, whose txns stay in one shard, it joins one shard's queues at
+// a time, in the order of the shards' groups, and holds them before it
+// joins the next's, as the Go MultiLock does (recipes.shardSegments says
+// why that keeps the promise). The multi-lock is renewed and released by
+// its lease, through any of its locks.
 func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *http.Request) (any, error) {
 	var req multiAcquireRequest
 	if err := decodeBody(w, r, &req); err != nil {
@@ -375,28 +379,18 @@ func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	a.rec.Parts = len(paths)
 	id, data := randomHex(16), a.rec.Encode()
-	multi := wire.Request{Op: wire.OpMulti}
-	for i, path := range paths {
-		multi.Ops = append(multi.Ops, wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(id, kinds[i]),
-			Mode: wire.ModeEphemeralSequential, Data: data})
-	}
-	if err := s.resolveACLs(&multi, a.ids); err != nil {
-		s.closeLease(a.lease)
-		return nil, err
-	}
-	txn := tree.TxnFromRequest(&multi, a.lease, time.Now().UnixMilli(), a.ids)
-	res, err := s.write(ctx, &txn)
-	if err != nil {
-		s.closeLease(a.lease)
-		return nil, err
-	}
-	nodes := make([]queued, len(paths))
-	for i, path := range paths {
-		nodes[i].path = path
-		nodes[i].node, _ = lockq.Parse(res.Multi[i].Path[len(path)+1:])
-	}
-	if err := s.awaitHeld(ctx, &req.acquireRequest, a, nodes); err != nil {
-		return nil, err
+	until := time.Now().Add(time.Duration(req.WaitTimeoutMs) * time.Millisecond)
+	for _, seg := range s.routingMap().ByShard(paths) {
+		nodes, err := s.joinQueues(ctx, a, id, data, pick(paths, seg), pick(kinds, seg))
+		if err != nil {
+			s.closeLease(a.lease)
+			return nil, err
+		}
+		within := req.acquireRequest // the wait left of the whole
+		within.WaitTimeoutMs = max(0, time.Until(until).Milliseconds())
+		if err := s.awaitHeld(ctx, &within, a, nodes); err != nil {
+			return nil, err
+		}
 	}
 	answer := map[string]any{"acquired": true, "lease_id": leaseID(a.lease)}
 	var locks []map[string]any
@@ -411,6 +405,52 @@ func (s *Server) acquireMulti(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	answer["locks"] = locks
 	return answer, nil
+}
+
+// joinQueues joins the queues of the locks at paths (all in one shard),
+// each with a node of its kind, acquisition id and data, bound to a's
+// lease, in one txn. A lock's directory is a container, which the reaper
+// takes once its last node is gone: it is made again, as
+// createLockNode does, if the txn finds one missing.
+func (s *Server) joinQueues(ctx context.Context, a acquisition, id string, data []byte, paths []string, kinds []lockq.Kind) ([]queued, error) {
+	multi := wire.Request{Op: wire.OpMulti}
+	for i, path := range paths {
+		multi.Ops = append(multi.Ops, wire.Request{Op: wire.OpCreate, Path: path + "/" + lockq.Prefix(id, kinds[i]),
+			Mode: wire.ModeEphemeralSequential, Data: data})
+	}
+	if err := s.resolveACLs(&multi, a.ids); err != nil {
+		return nil, err
+	}
+	for remade := 0; ; remade++ {
+		txn := tree.TxnFromRequest(&multi, a.lease, time.Now().UnixMilli(), a.ids)
+		res, err := s.write(ctx, &txn)
+		if errors.Is(err, wire.ErrNoNode) && remade < 3 {
+			for _, path := range paths {
+				if err := s.makeLockDirs(ctx, path, a.ids); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		nodes := make([]queued, len(paths))
+		for i, path := range paths {
+			nodes[i].path = path
+			nodes[i].node, _ = lockq.Parse(res.Multi[i].Path[len(path)+1:])
+		}
+		return nodes, nil
+	}
+}
+
+// pick is the elements of s at the indexes at.
+func pick[T any](s []T, at []int) []T {
+	out := make([]T, len(at))
+	for j, i := range at {
+		out[j] = s[i]
+	}
+	return out
 }
 
 // makeLockDirs creates the lock's path and its missing ancestors as
@@ -1006,13 +1046,10 @@ const (
 // holds or waits, or r may not read it) and the zxid of its last change.
 func (s *Server) lockState(r *http.Request, path string) (l LockView, ok bool) {
 	ids := s.HTTPIdentities(r)
-	g, err := s.groupOfPath(path)
-	if err != nil {
-		return l, false
-	}
-	g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+	s.readLock(path, func(meta, t *tree.Tree, x *locks.Index) {
 		infos := indexLockInfos(t, x, path, ids, nil)
 		if ok = len(infos) > 0 && infos[0].Path == path; ok {
+			withLeases(meta, &infos[0])
 			l = apiLock(infos[0])
 			l.Index = x.Modified(path)
 		}

@@ -58,15 +58,25 @@ func (s *Server) lockInfos(t *tree.Tree, prefix string, ids []wire.Identity) []w
 // lockInfo is the lock at path as its shard's index shows it, if there is
 // one.
 func (s *Server) lockInfo(path string) (info wire.LockInfo, ok bool) {
-	s.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
-		if g, err := s.groupOfPath(path); err == nil && g.id != shardmap.MetaGroup {
-			g.fsm.readLocks(func(gt *tree.Tree, gx *locks.Index) { info, ok = gx.Info(gt, path) })
-		} else {
-			info, ok = x.Info(t, path)
-		}
-		withLeases(t, &info)
+	s.readLock(path, func(meta, t *tree.Tree, x *locks.Index) {
+		info, ok = x.Info(t, path)
+		withLeases(meta, &info)
 	})
 	return info, ok
+}
+
+// readLock runs fn on the tree and lock index of the group that serves the
+// lock at path (the meta group's if that group does not run here), under
+// its read lock, with the meta group's tree, which knows the leases, under
+// its own. The caller holds no group's lock.
+func (s *Server) readLock(path string, fn func(meta, t *tree.Tree, x *locks.Index)) {
+	s.fsm.readLocks(func(meta *tree.Tree, x *locks.Index) {
+		if g, err := s.groupOfPath(path); err == nil && g.id != shardmap.MetaGroup {
+			g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { fn(meta, t, x) })
+		} else {
+			fn(meta, meta, x)
+		}
+	})
 }
 
 // withLeases gives info's parties their leases as t, the meta group's

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 
@@ -221,6 +222,31 @@ func (m *Map) Route(paths ...string) (uint64, error) {
 		group = s.Server()
 	}
 	return group, nil
+}
+
+// ByShard groups the indexes of paths by the group of the shard that
+// serves each (the meta group for a path no shard serves), in the order
+// of the groups, each group's indexes in order: the txns, one a shard, of
+// what touches paths in several shards. A nil map (a cluster of one
+// shard) has them all in one.
+func (m *Map) ByShard(paths []string) [][]int {
+	byGroup := map[uint64][]int{}
+	for i, p := range paths {
+		var s *Shard
+		if m != nil {
+			s = m.Shard(p)
+		}
+		g := MetaGroup
+		if s != nil {
+			g = s.Server()
+		}
+		byGroup[g] = append(byGroup[g], i)
+	}
+	var out [][]int
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+		out = append(out, byGroup[g])
+	}
+	return out
 }
 
 // Group is the shard of group g, nil if there is none.

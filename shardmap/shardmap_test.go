@@ -403,3 +403,25 @@ func TestSplitOffKeepsTheKeysWithTheirShardUntilItIsDone(t *testing.T) {
 		t.Error("SplitDone of a shard not being split off succeeded")
 	}
 }
+
+// ByShard groups paths by the shard that serves each, in the order of the
+// shards' groups; a nil map (a cluster of one shard) keeps them together.
+func TestByShardGroupsPathsInTheOrderOfTheGroups(t *testing.T) {
+	m, err := New().Split(MetaGroup, Key{Key: "m"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/zoo/a", "/app", "/x", "/b/c", "/zookeeper/quota"}
+	for _, tc := range []struct {
+		m    *Map
+		want [][]int
+	}{
+		{nil, [][]int{{0, 1, 2, 3, 4}}},
+		{New(), [][]int{{0, 1, 2, 3, 4}}},
+		{m, [][]int{{1, 3, 4}, {0, 2}}},
+	} {
+		if got := tc.m.ByShard(paths); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.m, got, tc.want)
+		}
+	}
+}
