@@ -3,10 +3,14 @@ package recipes
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"flag"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +50,47 @@ func startServer(t *testing.T, mod ...func(*server.Config)) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	shardLocks(t, s)
 	return &testServer{addr: s.Addr().String(), metrics: "http://" + s.HTTPAddr().String() + "/metrics"}
+}
+
+// flagShards runs the recipes against a server whose locks are spread
+// over shards (docs/scale-out.md): the children of /locks, where nearly
+// every test's locks are, by the hash of their names over this many
+// shards, so that a test's locks, and a MultiLock's parts, are in several:
+// go test ./recipes -recipes.shards=4.
+var flagShards = flag.Int("recipes.shards", 0, "spread the children of /locks over this many shards by hash")
+
+// shardLocks partitions /locks and splits its hashes into *flagShards
+// equal ranges, if asked, and waits until every shard has its leader.
+func shardLocks(t *testing.T, s *server.Server) {
+	t.Helper()
+	n := *flagShards
+	if n < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{s.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.PartitionShards(ctx, "/locks"); err != nil {
+		t.Fatal(err)
+	}
+	for k := uint64(n - 1); k >= 1; k-- {
+		if _, err := s.SplitShards(ctx, "/locks", binary.BigEndian.AppendUint64(nil, k*(math.MaxUint64/uint64(n)))); err != nil {
+			t.Fatalf("split of /locks' hashes: %v", err)
+		}
+	}
+	leaderless := func(g server.GroupStatus) bool { return g.Leader == 0 }
+	for st := s.Status().Shards; len(st) < n-1 || slices.ContainsFunc(st, leaderless); st = s.Status().Shards {
+		if ctx.Err() != nil {
+			t.Fatalf("shards not led: %+v", s.Status().Shards)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (s *testServer) dial(t *testing.T, opts ...client.Option) *client.Client {

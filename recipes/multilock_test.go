@@ -213,7 +213,7 @@ func TestAHierarchicalLockCoversItsSubtree(t *testing.T) {
 	ctx := ctxWait(t)
 	lock := func(path string, read bool) *MultiLock {
 		t.Helper()
-		parts, err := HierarchyParts("/locks", path, read)
+		parts, err := HierarchyParts("/res", path, read)
 		must(t, err)
 		m, err := NewMultiLock(s.dial(t), parts)
 		must(t, err)
@@ -225,15 +225,15 @@ func TestAHierarchicalLockCoversItsSubtree(t *testing.T) {
 		must(t, err)
 		return ok
 	}
-	leaf1, leaf2 := lock("/locks/orders/1", false), lock("/locks/orders/2", false)
+	leaf1, leaf2 := lock("/res/orders/1", false), lock("/res/orders/2", false)
 	if !try(leaf1) || !try(leaf2) {
 		t.Fatal("two writers of different orders do not share /locks/orders")
 	}
-	orders := lock("/locks/orders", false)
+	orders := lock("/res/orders", false)
 	if try(orders) {
 		t.Fatal("a writer of /locks/orders holds beside writers of orders below it")
 	}
-	if try(lock("/locks/orders", true)) {
+	if try(lock("/res/orders", true)) {
 		t.Error("a reader of /locks/orders holds beside writers below it")
 	}
 	must(t, leaf1.Unlock(ctx))
@@ -241,15 +241,15 @@ func TestAHierarchicalLockCoversItsSubtree(t *testing.T) {
 	if !try(orders) {
 		t.Fatal("a writer of /locks/orders, alone")
 	}
-	if try(lock("/locks/orders/3", false)) || try(lock("/locks/orders/3", true)) {
+	if try(lock("/res/orders/3", false)) || try(lock("/res/orders/3", true)) {
 		t.Error("a writer or a reader below /locks/orders holds beside its writer")
 	}
-	if !try(lock("/locks/invoices/9", false)) {
+	if !try(lock("/res/invoices/9", false)) {
 		t.Error("a writer of another subtree does not share /locks")
 	}
 	must(t, orders.Unlock(ctx))
-	reader := lock("/locks/orders", true)
-	if !try(reader) || !try(lock("/locks/orders/5", true)) {
+	reader := lock("/res/orders", true)
+	if !try(reader) || !try(lock("/res/orders/5", true)) {
 		t.Error("a reader of /locks/orders and a reader below it do not share")
 	}
 }
@@ -261,7 +261,7 @@ func TestADeadlockThroughAnIntentionLockIsFound(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxWait(t)
 	c := s.dial(t)
-	parts, err := HierarchyParts("/locks", "/locks/orders/1", false)
+	parts, err := HierarchyParts("/res", "/res/orders/1", false)
 	must(t, err)
 	order, err := NewMultiLock(c, parts, WithOwner("order-1"), WithHolder("order-1"))
 	must(t, err)
@@ -270,7 +270,7 @@ func TestADeadlockThroughAnIntentionLockIsFound(t *testing.T) {
 	must(t, NewMutex(audit, "/locks/ledger", WithOwner("audit"), WithHolder("audit")).Lock(ctx))
 	// audit, holding the ledger, waits for every order; order-1, holding
 	// an order, waits for the ledger.
-	parts, err = HierarchyParts("/locks", "/locks/orders", false)
+	parts, err = HierarchyParts("/res", "/res/orders", false)
 	must(t, err)
 	all, err := NewMultiLock(audit, parts, WithOwner("audit"), WithHolder("audit"))
 	must(t, err)

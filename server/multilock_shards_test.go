@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,19 @@ func TestMultiLocksOverSeveralShardsHoldAllAndNeverDeadlock(t *testing.T) {
 	low, high := lockName(false), lockName(true)
 	if m := members[1].routingMap(); m.Shard("/locks/"+low).Server() == m.Shard("/locks/"+high).Server() {
 		t.Fatalf("%s and %s in one shard", low, high)
+	}
+
+	// A lock at the partitioned parent itself cannot be: its nodes would
+	// be children of it, which the shards share by the hash of their
+	// names, and a sequential node's name is known only once it is made.
+	for _, parts := range [][]recipes.LockPart{{{Path: "/locks"}}, {{Path: "/locks"}, {Path: "/locks/" + low}}} {
+		l, err := recipes.NewMultiLock(c1, parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Lock(ctx); !errors.Is(err, client.ErrBadArguments) {
+			t.Errorf("a lock at /locks, partitioned: %v, want BadArguments", err)
+		}
 	}
 
 	var inside atomic.Int32

@@ -52,7 +52,12 @@ func (s *Server) routeOf(req *wire.Request) (uint64, error) {
 	var group uint64
 	first := true
 	var err error
-	for p := range req.Paths {
+	for p, sequential := range req.Paths {
+		if sequential {
+			if err := m.CheckSequential(p); err != nil {
+				return 0, err // never served: said before a shard is picked by the prefix's hash
+			}
+		}
 		g := shardmap.MetaGroup
 		if sh := m.Shard(p); sh != nil {
 			g = sh.Server()

@@ -264,6 +264,16 @@ func (m *Map) IsPartitioned(path string) bool {
 	return ok
 }
 
+// CheckSequential refuses (BadArguments) a sequential create of path
+// directly under a partitioned parent: the name it gets, and so its shard,
+// is known only once it is made.
+func (m *Map) CheckSequential(path string) error {
+	if parent := path[:max(0, strings.LastIndexByte(path, '/'))]; m.IsPartitioned(parent) {
+		return wire.Errorf(wire.CodeBadArguments, "%s is partitioned: the name of a sequential node, and so its shard, is known only once it is made; make the sequential nodes one level down", parent)
+	}
+	return nil
+}
+
 // Clone is a deep copy of m.
 func (m *Map) Clone() *Map {
 	c := &Map{Version: m.Version, Partitioned: slices.Clone(m.Partitioned), Shards: slices.Clone(m.Shards)}

@@ -176,8 +176,10 @@ func (t *Tree) checkWrite(txn *Txn) error {
 	if wire.ValidatePath(txn.Path, sequential) != nil {
 		return nil // the op refuses it, as it would on any tree
 	}
-	if parent, _ := splitPath(txn.Path); sequential && t.shards.IsPartitioned(parent) {
-		return wire.Errorf(wire.CodeBadArguments, "%s is partitioned: the name of a sequential node, and so its shard, is known only once it is made; make the sequential nodes one level down", parent)
+	if sequential {
+		if err := t.shards.CheckSequential(txn.Path); err != nil {
+			return err
+		}
 	}
 	if !t.Serves(txn.Path, sequential) {
 		return wire.Errorf(wire.CodeWrongShard, "shard %d does not serve %s", t.group, txn.Path)
