@@ -468,13 +468,15 @@ func (s *Server) splitIn(ctx context.Context, g *group) {
 		if sh.SplitFrom != g.id || len(sh.Ranges) == 0 {
 			continue
 		}
+		// Done in g's own log once g's map no longer holds the split's
+		// key (a shard's tree keeps only its own part of the map).
+		at := shardmap.Key{Space: sh.Ranges[0].Space, Key: sh.Ranges[0].Start}
 		var known bool
 		g.fsm.read(func(t *tree.Tree) {
 			own, _ := t.ShardMap()
-			known = own != nil && own.Group(sh.Group) != nil
+			known = own != nil && (own.Group(g.id) == nil || !own.Group(g.id).Holds(at))
 		})
 		if !known {
-			at := shardmap.Key{Space: sh.Ranges[0].Space, Key: sh.Ranges[0].Start}
 			data, err := shardmap.SplitSpec{Group: g.id, At: at, Into: sh.Group, Voters: voters(s.node.Members())}.Encode()
 			if err == nil {
 				err = g.proposeAsLeader(ctx, &tree.Txn{Type: tree.TxnSplit, Data: data, Time: time.Now().UnixMilli()})

@@ -264,6 +264,42 @@ func (m *Map) IsPartitioned(path string) bool {
 	return ok
 }
 
+// For is m as the tree of group, a shard other than the meta group, keeps
+// it: group's shard as it is, and every other key in the meta group's.
+// What a shard's replicas decide by their map (which writes they take,
+// what a prune drops) depends on their own keys alone, and a member of a
+// thousand shards would otherwise keep in its trees a thousand copies of
+// a map of a thousand shards. It is m itself for the meta group, whose
+// tree keeps the whole map, and for a shard being split off another.
+func (m *Map) For(group uint64) *Map {
+	own, meta := m.Group(group), m.Group(MetaGroup)
+	if group == MetaGroup || own == nil || meta == nil || own.SplitFrom != 0 || len(m.Shards) <= 2 {
+		return m
+	}
+	rest := *meta
+	rest.Ranges, rest.SplitFrom = nil, 0
+	mine := *own
+	mine.Ranges = slices.Clone(own.Ranges)
+	sortRanges(mine.Ranges)
+	for _, space := range append([]string{""}, m.Partitioned...) {
+		from, whole := "", true // the start of the next key not group's; whole: none of the space is
+		for _, r := range mine.Ranges {
+			if r.Space != space {
+				continue
+			}
+			whole = false
+			if r.Start != from {
+				rest.Ranges = append(rest.Ranges, Range{Space: space, Start: from, End: r.Start})
+			}
+			from = r.End
+		}
+		if whole || from != "" {
+			rest.Ranges = append(rest.Ranges, Range{Space: space, Start: from})
+		}
+	}
+	return &Map{Version: m.Version, Partitioned: slices.Clone(m.Partitioned), Shards: []Shard{rest, mine}}
+}
+
 // CheckSequential refuses (BadArguments) a sequential create of path
 // directly under a partitioned parent: the name it gets, and so its shard,
 // is known only once it is made.

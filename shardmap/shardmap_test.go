@@ -425,3 +425,43 @@ func TestByShardGroupsPathsInTheOrderOfTheGroups(t *testing.T) {
 		}
 	}
 }
+
+// A shard's tree keeps the map For its group: its own shard as it is and
+// every other key in the meta group's, a valid map that routes the
+// group's keys, and no other's, as the whole map does.
+func TestAShardsMapKeepsItsOwnKeysAndGivesTheRestToTheMetaGroup(t *testing.T) {
+	m, err := New().Partition("/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(1)
+	split := func(group uint64, at Key) {
+		t.Helper()
+		if m, err = m.Split(group, at, next); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	split(MetaGroup, Key{Key: "m"})                               // 1: top-level names from m
+	split(MetaGroup, Key{Space: "/locks", Key: HashKey(1 << 62)}) // 2: /locks' hashes from 2^62
+	split(2, Key{Space: "/locks", Key: HashKey(3 << 62)})         // 3: from 3 * 2^62
+	split(1, Key{Key: "t"})                                       // 4: names from t
+	paths := []string{"/a", "/m", "/n/x", "/t", "/zz", "/locks", "/zookeeper/quota"}
+	for i := range 64 {
+		paths = append(paths, fmt.Sprintf("/locks/l%d/n", i))
+	}
+	if f := m.For(MetaGroup); f != m {
+		t.Error("the meta group's map is not the whole map")
+	}
+	for g := uint64(1); g < next; g++ {
+		f := m.For(g)
+		if err := f.Validate(); err != nil || len(f.Shards) != 2 || f.Shards[0].Group != MetaGroup || f.Shards[1].Group != g {
+			t.Fatalf("group %d: %+v, %v", g, f, err)
+		}
+		for _, p := range paths {
+			if mine, got := m.Serves(g, p, false), f.Serves(g, p, false); mine != got {
+				t.Errorf("group %d, %s: served %v by its own map, %v by the whole", g, p, got, mine)
+			}
+		}
+	}
+}

@@ -194,7 +194,8 @@ func (t *Tree) checkWrite(txn *Txn) error {
 
 // Prune drops the subtrees the tree holds but its group does not serve,
 // which a split leaves behind: in the group split, what moved to the new
-// shard; in the new shard, seeded with the whole state, everything else.
+// shard; in the new shard, seeded with the whole state, everything else;
+// and a shard's tree keeps only its part of the map (keepOwnMap).
 // It keeps the ways (the system nodes, and the nodes on the way to each
 // partitioned parent), whose children it looks at instead. Nothing fires,
 // and no Stat of what stays moves: to the cluster's clients nothing
@@ -207,7 +208,30 @@ func (t *Tree) Prune() int {
 	ways := t.ways()
 	before := t.count
 	t.pruneUnder("/", ways)
+	t.keepOwnMap()
 	return before - t.count
+}
+
+// keepOwnMap makes the map of a shard's tree the part of it the shard's
+// group needs (shardmap's For), in its node's data too, silently, as the
+// prune itself is: the node is the meta group's to serve.
+func (t *Tree) keepOwnMap() {
+	own := t.shards.For(t.group)
+	n := t.lookup(wire.ShardsPath)
+	if own == t.shards || n == nil {
+		return
+	}
+	data, err := own.Encode()
+	if err != nil {
+		return // a map encodes, or it could not have been decoded
+	}
+	n = t.own(wire.ShardsPath, n)
+	t.digest -= t.nodeDigest(wire.ShardsPath, n)
+	t.dataSize -= nodeSize(wire.ShardsPath, n)
+	n.data, n.dataHash = data, hashData(data)
+	t.digest += t.nodeDigest(wire.ShardsPath, n)
+	t.dataSize += nodeSize(wire.ShardsPath, n)
+	t.shards = own
 }
 
 // pruneUnder prunes the children of the node at path.

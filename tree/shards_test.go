@@ -272,3 +272,69 @@ func TestPruneDropsWhatAnotherShardServes(t *testing.T) {
 	g1.must(createTxn("/zoo/f", "", wire.ModePersistent))
 	g1.mustFail(createTxn("/zoo/g", "", wire.ModePersistent), wire.ErrQuotaExceeded)
 }
+
+// A shard's tree keeps only its part of the map once pruned (shardmap's
+// For): after the meta group split three times, the last new shard's
+// tree holds a map of two shards, its own and the meta group's with every
+// other key, in its node too, takes the writes of its keys and refuses
+// the others, and a snapshot of it restores to the same digest with
+// nothing more to prune. Its own split, in turn, seeds a tree that keeps
+// its own part likewise.
+func TestAShardsTreeKeepsOnlyItsPartOfTheMap(t *testing.T) {
+	f := newFixture(t)
+	for _, at := range []struct {
+		key  string
+		into uint64
+	}{{"m", 1}, {"f", 2}, {"c", 3}} {
+		f.must(splitTxn(t, 0, shardmap.Key{Key: at.key}, at.into))
+	}
+	seed := snapshotBytes(t, f.tr)
+	three, err := tree.Restore(bytes.NewReader(seed), tree.WithGroup(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	three.Prune()
+	m, _ := three.ShardMap()
+	if len(m.Shards) != 2 || m.Group(3) == nil || m.Validate() != nil {
+		t.Fatalf("group 3's map after its prune: %+v (%v)", m, m.Validate())
+	}
+	g3 := &fixture{t: t, tr: three, zxid: f.zxid}
+	if data, _, err := three.Get(wire.ShardsPath); err != nil || !bytes.Equal(data, mustEncode(t, m)) {
+		t.Errorf("group 3's map node holds %d bytes, not its own part of the map", len(data))
+	}
+	g3.must(createTxn("/d", "", wire.ModePersistent))
+	g3.mustFail(createTxn("/g", "", wire.ModePersistent), wire.ErrWrongShard)
+	g3.mustFail(createTxn("/b", "", wire.ModePersistent), wire.ErrWrongShard)
+	again, err := tree.Restore(bytes.NewReader(snapshotBytes(t, three)), tree.WithGroup(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Digest() != three.Digest() || again.Prune() != 0 || again.Digest() != three.Digest() {
+		t.Errorf("group 3 restored: digest %x, want %x and nothing to prune", again.Digest(), three.Digest())
+	}
+
+	g3.must(splitTxn(t, 3, shardmap.Key{Key: "e"}, 4))
+	four, err := tree.Restore(bytes.NewReader(snapshotBytes(t, g3.tr)), tree.WithGroup(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	four.Prune()
+	three.Prune()
+	for g, tr := range map[uint64]*tree.Tree{3: three, 4: four} {
+		if m, _ := tr.ShardMap(); len(m.Shards) != 2 || m.Group(g) == nil {
+			t.Errorf("group %d's map after group 3's split: %+v", g, m)
+		}
+	}
+	if m, _ := three.ShardMap(); m.Group(3).Holds(shardmap.Key{Key: "e"}) || !m.Group(3).Holds(shardmap.Key{Key: "d"}) {
+		t.Errorf("group 3 after its split holds %+v, want [c, e)", m.Group(3).Ranges)
+	}
+}
+
+func mustEncode(t *testing.T, m *shardmap.Map) []byte {
+	t.Helper()
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
