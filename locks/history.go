@@ -189,9 +189,16 @@ func CauseOf(t *tree.Tree, txn *tree.Txn) Cause {
 		return Cause{End: wire.LockDeadlock, By: who(txn.Identities)}
 	case txn.Type == tree.TxnReap: // a lock-delay's time is up
 		return Cause{End: wire.LockExpired}
+	case txn.Cause == tree.CauseShardEnd:
+		return Cause{End: txn.Reason}
 	case txn.Cause == tree.CauseLockDelay:
 		// The holds end here, where the delays go ahead of them, as the
 		// close that comes next will say: a lease expired, or a session.
+		// (In a shard, which does not know the session as a lease, the
+		// delays' txn says it: Reason.)
+		if txn.Reason != "" {
+			return Cause{End: txn.Reason}
+		}
 		if _, ok := t.Lease(txn.Session); ok {
 			return Cause{End: wire.LockExpired}
 		}

@@ -84,7 +84,8 @@ func (s *Server) expiryLoop() {
 					continue // tried again at the next tick
 				}
 				s.log.Info("session expired", zap.Int64("session", id), zap.Bool("lease", lease))
-				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, LeaseVersion: version, Time: now.UnixMilli()}, term)
+				s.proposeAsync(&tree.Txn{Type: tree.TxnCloseSession, Session: id, LeaseVersion: version, Time: now.UnixMilli(),
+					Cause: tree.CauseExpiry}, term)
 				at = now
 			}
 			live[id] = at

@@ -31,9 +31,10 @@ type fsm struct {
 	// historyLimit is how many events the lock history keeps.
 	historyLimit int
 
-	// onClose is told, outside mu, of each session whose close was applied,
+	// onClose is told, outside mu, of each session whose close was applied
+	// (how its holds ended, and whether it expired),
 	// so the server can drop its connection.
-	onClose func(id int64)
+	onClose func(id int64, how closeHow)
 	// onRestore is told, outside mu, that a snapshot replaced the tree.
 	onRestore func()
 	// onLeaseExpired is told, outside mu, of each lease its expiry closed.
@@ -150,7 +151,11 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 			f.sessions.Remove(l)
 		}
 		if res.Err == nil && f.onClose != nil {
-			f.onClose(txn.Session)
+			how := closeHow{end: cause.End, expired: txn.Cause == tree.CauseExpiry}
+			f.onClose(txn.Session, how)
+			for _, l := range res.Closed {
+				f.onClose(l, how) // with it: as its holds end
+			}
 		}
 		if res.Err == nil && txn.LeaseVersion != 0 && f.onLeaseExpired != nil {
 			f.onLeaseExpired() // only the leader's expiry closes at a version

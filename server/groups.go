@@ -175,7 +175,16 @@ func (s *Server) startGroup(g uint64) {
 	cfg := &s.cfg
 	f := newFSM(s.log.Named(fmt.Sprint("g", g)), s.watches, session.NewTable(cfg.MinSessionTimeout, cfg.MaxSessionTimeout), cfg.MaxDataSize, cfg.LockHistory, g)
 	f.onSplit = s.onSplit
-	f.onRestore = s.mapChanged // it may have passed a split of its own
+	// What waits on a lock's queue or on nodes (the HTTP lock API's waits,
+	// long polls and streams, the tree API's) wakes as this shard's change
+	// too, and its locks count in the lock metrics.
+	f.lockChanged, f.nodeChanged = s.lockWatch.changed, s.nodeWatch.changedBy
+	f.locks.Observe = s.lockMetrics.observer()
+	f.onRestore = func() {
+		s.mapChanged() // it may have passed a split of its own
+		s.lockWatch.changed(nil)
+		s.nodeWatch.changed(nil)
+	}
 	// Its watch history, of its own events and zxids, in the meta group's
 	// history's store.
 	var err error

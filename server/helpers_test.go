@@ -2,10 +2,15 @@ package server
 
 import (
 	"bufio"
+	"context"
+	"encoding/binary"
+	"flag"
+	"math"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap/zaptest"
 )
@@ -31,7 +36,37 @@ func startServer(t *testing.T, dir string, mod ...func(*Config)) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if len(cfg.Peers) == 0 && cfg.PeerNetwork == nil {
+		shardLocks(t, s)
+	}
 	return s
+}
+
+// flagShards runs the tests' single servers with their lock root's
+// children (the HTTP lock API's locks) spread over this many shards by
+// hash (docs/scale-out.md): go test ./server -server.shards=4.
+var flagShards = flag.Int("server.shards", 0, "spread the children of the lock root over this many shards by hash on every single server")
+
+// shardLocks partitions s's lock root and splits its hashes into
+// *flagShards equal ranges, if asked, and waits until every shard runs,
+// led.
+func shardLocks(t *testing.T, s *Server) {
+	t.Helper()
+	n := *flagShards
+	if n < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	root := s.cfg.LockRoot
+	if _, _, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(root) }); err != nil {
+		t.Fatalf("partition %s: %v", root, err)
+	}
+	for k := uint64(n - 1); k >= 1; k-- {
+		if _, err := s.SplitShards(ctx, root, binary.BigEndian.AppendUint64(nil, k*(math.MaxUint64/uint64(n)))); err != nil {
+			t.Fatalf("split of %s's hashes: %v", root, err)
+		}
+	}
 }
 
 // rawConn speaks the wire protocol by hand, for tests of what a misbehaving

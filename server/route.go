@@ -525,12 +525,18 @@ func (g *group) proposeAsLeader(ctx context.Context, txn *tree.Txn) error {
 func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 	for _, id := range ended {
 		now := time.Now().UnixMilli()
+		how, ok := s.closed.get(id)
+		if !ok {
+			how = closeHow{end: wire.LockSessionEnded, expired: true} // closed before this member started: as lost
+		}
 		// The lock-delays its holds there asked for go first, as in the
-		// meta group (delayBeforeClose).
+		// meta group (delayBeforeClose), if it expired.
 		var delays []tree.Txn
-		g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { delays = s.lockDelays(t, x, t.Ephemerals(id), now) })
+		if how.expired {
+			g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { delays = s.lockDelays(t, x, t.Ephemerals(id), now) })
+		}
 		if len(delays) > 0 {
-			txn := tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay}
+			txn := tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay, Reason: how.end}
 			if err := g.proposeAsLeader(ctx, &txn); err != nil {
 				s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(err))
 				return
@@ -538,7 +544,7 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 		}
 		// A close that fails (ended there already, or a lost leadership)
 		// is the next sweep's, if there is anything left of it.
-		_ = g.proposeAsLeader(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: now})
+		_ = g.proposeAsLeader(ctx, &tree.Txn{Type: tree.TxnCloseSession, Session: id, Time: now, Cause: tree.CauseShardEnd, Reason: how.end})
 	}
 }
 

@@ -52,6 +52,7 @@ type Server struct {
 	nodeWatch   *pathWatch                   // node paths, woken by their events (the tree API's event stream)
 	backups     backups                      // snapshots taken for clients and not yet fetched whole (backup.go)
 	groups      groups                       // the shards' raft groups besides the meta group (groups.go)
+	closed      closedSessions               // how the meta group closed its last sessions, for the shards
 	metaGroup   *group                       // the meta group: its node and fsm
 	routing     atomic.Pointer[shardmap.Map] // the map requests are routed by; nil: one shard (route.go)
 	renewals    *renewals                    // lease renewals gathered into batches (renewals.go)
@@ -653,8 +654,9 @@ func (s *Server) bindSession(c *conn) {
 
 // sessionClosed is called after a session's close was applied: its
 // connection, if it is here and did not ask for the close itself, is told
-// and closed.
-func (s *Server) sessionClosed(id int64) {
+// and closed, and the shards' sweeps will end it as it ended here (how).
+func (s *Server) sessionClosed(id int64, how closeHow) {
+	s.closed.put(id, how)
 	select {
 	case s.groups.sweep <- struct{}{}: // its ephemerals in the shards go too
 	default:
@@ -733,7 +735,28 @@ func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error)
 	}
 	res := o.Result.(*tree.Result)
 	s.quotas.note(s.log, res.Quota, txn.Session)
+	if txn.Type == tree.TxnCloseSession && res.Err == nil {
+		s.awaitEndedInShards(ctx, append([]int64{txn.Session}, res.Closed...))
+	}
 	return res, res.Err
+}
+
+// awaitEndedInShards waits, on a sharded cluster, until every other group
+// this member runs has ended the sessions ids the meta group closed (each
+// shard's leader does, at once: sweepShardSessions), so that a close's
+// answer comes once their ephemerals, a lease's lock nodes, are gone
+// everywhere, as on a cluster of one group. It gives up when ctx ends: the
+// shards end them all the same.
+func (s *Server) awaitEndedInShards(ctx context.Context, ids []int64) {
+	for _, g := range s.runningGroups() {
+		for len(g.fsm.missingSessions(ids)) < len(ids) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // lastZxid is the zxid of the last txn applied.

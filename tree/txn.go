@@ -105,6 +105,13 @@ const (
 	CauseBreak           // an admin broke the lock (its holders' nodes)
 	CauseDeadlock        // the member ended the youngest wait of a deadlock
 	CauseLockDelay       // the leader put lock-delays ahead of the holds of Session, whose close comes next
+	// CauseExpiry: the leader closes Session as expired, its holds lost
+	// rather than given up (what a shard that ends it too needs to know).
+	CauseExpiry
+	// CauseShardEnd: a shard ends Session, which the meta group closed;
+	// Reason is how its holds end there, a wire.LockEvent kind, as the
+	// meta group's close said it (docs/scale-out.md).
+	CauseShardEnd
 )
 
 // quotaExempt reports whether a txn of cause c goes through hard quota
