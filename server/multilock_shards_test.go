@@ -20,6 +20,8 @@ import (
 // hold at once nor wait for each other for good; an HTTP multi-lock holds
 // both locks, the next one waits for its release, and none is a deadlock.
 // A multi cannot span shards: each joins one shard's queues at a time.
+// Last, an HTTP waiter for a lock in a shard other than the meta group's
+// is woken by its holder's release.
 func TestMultiLocksOverSeveralShardsHoldAllAndNeverDeadlock(t *testing.T) {
 	t.Parallel()
 	members, _ := startTrio(t, map[uint64]string{}, func(c *Config) { c.HTTP = "127.0.0.1:0" })
@@ -134,5 +136,39 @@ func TestMultiLocksOverSeveralShardsHoldAllAndNeverDeadlock(t *testing.T) {
 		if hs := v["holders"].([]any); len(hs) != 1 || hs[0].(map[string]any)["lease_id"] != m2["lease_id"] {
 			t.Errorf("%s is not held by the multi-lock that got both: %v", name, v)
 		}
+	}
+
+	// A waiter for a lock of a shard other than the meta group's is woken
+	// by the release, as the queue changes there.
+	name := low
+	if members[3].routingMap().Shard("/locks/"+name).Server() == shardmap.MetaGroup {
+		name = high
+	}
+	if code, v := api(t, s, "POST", "/api/v1/locks/"+name+"/release", map[string]any{"lease_id": m2["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("release of the second multi-lock: %d %v", code, v)
+	}
+	code, a := api(t, s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "a", "ttl_ms": 30_000})
+	if code != http.StatusOK {
+		t.Fatalf("acquire by a: %d %v", code, a)
+	}
+	go func() {
+		_, v, _ := tryAPI(s, "POST", "/api/v1/locks/"+name+"/acquire", map[string]any{"client_id": "b", "ttl_ms": 60_000, "wait_timeout_ms": 30_000})
+		got <- v
+	}()
+	waitFor(t, "b to wait", func() bool {
+		_, v := api(t, s, "GET", "/api/v1/locks/"+name, nil)
+		ws, _ := v["waiters"].([]any)
+		return len(ws) == 1
+	})
+	if code, v := api(t, s, "POST", "/api/v1/locks/"+name+"/release", map[string]any{"lease_id": a["lease_id"]}); code != http.StatusOK {
+		t.Fatalf("release by a: %d %v", code, v)
+	}
+	select {
+	case b := <-got:
+		if b["acquired"] != true || b["fencing_token"].(float64) <= a["fencing_token"].(float64) {
+			t.Errorf("b after a's release: %v (a had %v)", b, a["fencing_token"])
+		}
+	case <-time.After(10 * time.Second): // its wait looks again as it renews its lease, every 20 s
+		t.Fatalf("b still waits 10 s after a released %s", name)
 	}
 }
