@@ -211,3 +211,43 @@ func TestABackoffDoublesUpToItsBoundAndWaitsWithinIt(t *testing.T) {
 		}
 	}
 }
+
+// A run whose locks an operator spread over shards (its locks' parent
+// partitioned, and split) cleans up all it made but that parent and the
+// way to it, which a sharded cluster keeps, and is no error.
+func TestARunOverShardedLocksCleansUpAllButThePartitionedParent(t *testing.T) {
+	s, err := server.New(server.Config{
+		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(),
+		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{s.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const run, parent = "/bench/locks-0000000000", "/bench/locks-0000000000/locks" // the first run's
+	if _, err := c.PartitionShards(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SplitShards(ctx, parent, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(s.Addr().String(), "locks")
+	cfg.Locks = 16
+	rep, err := Run(ctx, cfg)
+	if err != nil || rep.Ops == 0 {
+		t.Fatalf("a run over sharded locks: %v, %+v", err, rep)
+	}
+	if kids, _, err := c.Children(ctx, run); err != nil || len(kids) != 1 || kids[0] != "locks" {
+		t.Errorf("left under the run: %v, %v; want only locks, the partitioned parent", kids, err)
+	}
+	if kids, _, err := c.Children(ctx, parent); err != nil || len(kids) != 0 {
+		t.Errorf("left under the locks' parent: %v, %v; want nothing", kids, err)
+	}
+}

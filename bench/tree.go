@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
@@ -119,18 +120,30 @@ func removeOnce(ctx context.Context, pool []*client.Client, root string, timeout
 		}
 		levels = append(levels, next)
 	}
+	var kept []string
 	for i := len(levels) - 1; i >= 0; i-- {
-		if err := deleteAll(ctx, pool, levels[i], timeout); err != nil {
+		// The ancestors of a node that stays stay too.
+		paths := slices.DeleteFunc(levels[i], func(p string) bool {
+			return slices.ContainsFunc(kept, func(k string) bool { return strings.HasPrefix(k, p+"/") })
+		})
+		stays, err := deleteAll(ctx, pool, paths, timeout)
+		if err != nil {
 			return err
 		}
+		kept = append(kept, stays...)
 	}
 	return nil
 }
 
-// deleteAll deletes the nodes of paths, which have no children.
-func deleteAll(ctx context.Context, pool []*client.Client, paths []string, timeout time.Duration) error {
+// deleteAll deletes the nodes of paths, which have no children, and
+// returns those that stay: a partitioned parent of a sharded cluster,
+// which the cluster keeps (BadArguments, docs/scale-out.md), as a run's
+// locks' parent is when an operator spread its locks over shards.
+func deleteAll(ctx context.Context, pool []*client.Client, paths []string, timeout time.Duration) ([]string, error) {
 	const per = 500
-	return inParallel(pool, (len(paths)+per-1)/per, func(c *client.Client, i int) error {
+	var mu sync.Mutex
+	var stays []string
+	err := inParallel(pool, (len(paths)+per-1)/per, func(c *client.Client, i int) error {
 		batch := paths[i*per : min((i+1)*per, len(paths))]
 		ops := make([]client.Op, len(batch))
 		for j, p := range batch {
@@ -147,10 +160,16 @@ func deleteAll(ctx context.Context, pool []*client.Client, paths []string, timeo
 			rctx, cancel := context.WithTimeout(ctx, timeout)
 			err := c.Delete(rctx, p, -1)
 			cancel()
-			if err != nil && !errors.Is(err, client.ErrNoNode) {
+			switch {
+			case errors.Is(err, client.ErrBadArguments):
+				mu.Lock()
+				stays = append(stays, p)
+				mu.Unlock()
+			case err != nil && !errors.Is(err, client.ErrNoNode):
 				return err
 			}
 		}
 		return nil
 	})
+	return stays, err
 }
