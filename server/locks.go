@@ -80,14 +80,19 @@ func (s *Server) readLock(path string, fn func(meta, t *tree.Tree, x *locks.Inde
 }
 
 // withLeases gives info's parties their leases as t, the meta group's
-// tree, has them: a shard's tree knows a lease only as the owner of its
-// nodes, and the meta group keeps its deadline and the session it is of.
+// tree, has them: the meta group keeps a lease's deadline, which its
+// renewals move; a shard's tree has its first (or knows a lease only as
+// the owner of its nodes, if registered there by an older member).
 func withLeases(t *tree.Tree, info *wire.LockInfo) {
 	for _, parties := range [][]wire.LockParty{info.Holders, info.Waiters} {
 		for i := range parties {
 			p := &parties[i]
-			if l, ok := t.Lease(p.Session); ok && p.Lease == 0 {
-				p.Lease, p.Session, p.Expires = p.Session, l.Parent, l.Expires
+			id := p.Lease
+			if id == 0 {
+				id = p.Session
+			}
+			if l, ok := t.Lease(id); ok {
+				p.Lease, p.Session, p.Expires = id, l.Parent, l.Expires
 			}
 		}
 	}

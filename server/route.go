@@ -208,9 +208,20 @@ func (s *Server) isMergedListing(path string) bool {
 // own the ephemerals txn creates, proposing their registration first: a
 // shard's tree takes an ephemeral only of a session it knows. The meta
 // group keeps the sessions; a shard's copy only owns its ephemerals, and
-// goes when the meta group's does (sweepShardSessions).
+// goes when the meta group's does (sweepShardSessions). A lease is one
+// there too, after its session if it has one, so that its holds there
+// are a lease's (in the lock views and history); its deadline there is
+// its first, and the meta group's is the one that counts (withLeases).
 func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
-	for _, id := range g.fsm.missingSessions(ephemeralOwners(txn)) {
+	owners := ephemeralOwners(txn)
+	s.fsm.read(func(t *tree.Tree) {
+		for _, id := range slices.Clone(owners) {
+			if l, ok := t.Lease(id); ok && l.Parent != 0 {
+				owners = append([]int64{l.Parent}, owners...)
+			}
+		}
+	})
+	for _, id := range g.fsm.missingSessions(owners) {
 		var ses tree.Session
 		var ok bool
 		s.fsm.read(func(t *tree.Tree) { ses, ok = t.Session(id) })
@@ -218,6 +229,9 @@ func (s *Server) register(ctx context.Context, g *group, txn *tree.Txn) error {
 			return wire.ErrSessionExpired
 		}
 		reg := tree.Txn{Type: tree.TxnCreateSession, Session: id, TimeoutMs: ses.TimeoutMs, Password: ses.Password, Time: time.Now().UnixMilli()}
+		if l := ses.Lease; l != nil {
+			reg.LeaseTTL, reg.LeaseParent, reg.LeaseOwner = l.TTLMs, l.Parent, l.Owner
+		}
 		o := g.node.Propose(ctx, tree.AppendTxn(nil, &reg)).Wait(ctx)
 		if o.Err != nil {
 			return s.writeErrorIn(g, o.Err)
