@@ -95,7 +95,7 @@ func (n *Node) runApply() {
 				}
 				n.applyBytes.Give(t.bytes)
 			}
-			clear(tasks) // not to hold their entries until the next
+			tasks = reuse(tasks) // not to hold their entries until the next
 		case <-n.snapping.finished():
 			err = n.finishSnapshot()
 			if err == nil && n.snapAgain {

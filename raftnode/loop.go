@@ -91,7 +91,7 @@ func (n *Node) takeProposals() {
 	for _, p := range n.propBuf {
 		n.propose(p)
 	}
-	clear(n.propBuf) // not to hold their payloads until the next
+	n.propBuf = reuse(n.propBuf) // not to hold their payloads until the next
 }
 
 // takeMessages steps raft with up to MaxBatch of the messages waiting.
@@ -100,7 +100,7 @@ func (n *Node) takeMessages() {
 	for _, m := range n.msgBuf {
 		n.step(m)
 	}
-	clear(n.msgBuf)
+	n.msgBuf = reuse(n.msgBuf)
 }
 
 func (n *Node) step(m raftpb.Message) {

@@ -94,6 +94,17 @@ func (q *queue[T]) take(dst []T, max int) []T {
 	return dst
 }
 
+// reuse readies a consumer's buffer of taken items for the next take: it
+// holds nothing of them, and a buffer a burst made large goes, as an
+// emptied queue's array does.
+func reuse[T any](buf []T) []T {
+	if cap(buf) > shrinkAt {
+		return nil
+	}
+	clear(buf)
+	return buf[:0]
+}
+
 // len is the number of items waiting.
 func (q *queue[T]) len() int {
 	q.mu.Lock()

@@ -22,16 +22,19 @@ type closedSessions struct {
 
 const closedKept = 16384
 
-func (c *closedSessions) put(id int64, how closeHow) {
+// put records how the sessions ids end.
+func (c *closedSessions) put(ids []int64, how closeHow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.how == nil {
 		c.how = map[int64]closeHow{}
 	}
-	if _, ok := c.how[id]; !ok {
-		c.order = append(c.order, id)
+	for _, id := range ids {
+		if _, ok := c.how[id]; !ok {
+			c.order = append(c.order, id)
+		}
+		c.how[id] = how
 	}
-	c.how[id] = how
 	if len(c.order) >= 2*closedKept {
 		for _, old := range c.order[:closedKept] {
 			delete(c.how, old)

@@ -31,10 +31,13 @@ type fsm struct {
 	// historyLimit is how many events the lock history keeps.
 	historyLimit int
 
-	// onClose is told, outside mu, of each session whose close was applied
-	// (how its holds ended, and whether it expired),
+	// onClosing is told, under mu, before a session's close applies, of
+	// the session and its leases and how their holds end (a shard ends
+	// them after this tree shows them gone, as it says).
+	onClosing func(ids []int64, how closeHow)
+	// onClose is told, outside mu, of each session whose close was applied,
 	// so the server can drop its connection.
-	onClose func(id int64, how closeHow)
+	onClose func(id int64)
 	// onRestore is told, outside mu, that a snapshot replaced the tree.
 	onRestore func()
 	// onLeaseExpired is told, outside mu, of each lease its expiry closed.
@@ -94,6 +97,11 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		}
 	}
 	cause := locks.CauseOf(f.tree, &txn)
+	if txn.Type == tree.TxnCloseSession && f.onClosing != nil {
+		// Before the close is seen (a shard's sweep reads this tree).
+		how := closeHow{end: cause.End, expired: txn.Cause == tree.CauseExpiry}
+		f.onClosing(append([]int64{txn.Session}, f.tree.Leases(txn.Session)...), how)
+	}
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
 	changed := f.locks.Apply(f.tree, zxid, txn.Time, cause, events)
@@ -151,11 +159,7 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 			f.sessions.Remove(l)
 		}
 		if res.Err == nil && f.onClose != nil {
-			how := closeHow{end: cause.End, expired: txn.Cause == tree.CauseExpiry}
-			f.onClose(txn.Session, how)
-			for _, l := range res.Closed {
-				f.onClose(l, how) // with it: as its holds end
-			}
+			f.onClose(txn.Session)
 		}
 		if res.Err == nil && txn.LeaseVersion != 0 && f.onLeaseExpired != nil {
 			f.onLeaseExpired() // only the leader's expiry closes at a version

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/arbor-coord/arbor/locks"
@@ -543,11 +544,18 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 		if !ok {
 			how = closeHow{end: wire.LockSessionEnded, expired: true} // closed before this member started: as lost
 		}
-		// The lock-delays its holds there asked for go first, as in the
-		// meta group (delayBeforeClose), if it expired.
+		// The lock-delays its holds there asked for, and its leases'
+		// (which its close ends there too), go first, as in the meta
+		// group (delayBeforeClose), if it expired.
 		var delays []tree.Txn
 		if how.expired {
-			g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) { delays = s.lockDelays(t, x, t.Ephemerals(id), now) })
+			g.fsm.readLocks(func(t *tree.Tree, x *locks.Index) {
+				nodes := t.Ephemerals(id)
+				for _, lease := range t.Leases(id) {
+					nodes = append(nodes, t.Ephemerals(lease)...)
+				}
+				delays = s.lockDelays(t, x, nodes, now)
+			})
 		}
 		if len(delays) > 0 {
 			txn := tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay, Reason: how.end}
@@ -670,25 +678,43 @@ func (s *Server) eachShard(t *tree.Tree, fn func(t *tree.Tree, x *locks.Index, s
 	}
 }
 
-// readIndexAll catches every group this member runs up with its leader: a
-// read index of each, all at once. It returns the first failure.
+// readIndexAll catches every group this member runs up with its leader, a
+// read index of each, catchUpWorkers at a time (concurrent callers share
+// each group's rounds), and returns the first failure. A shard this
+// member knows no leader of fails it: this member may be the one cut off
+// from that shard's leader, and its replica behind. (A shard without a
+// leader anywhere has lost a majority of its members, which every shard
+// shares with the meta group: no member takes a session then anyway.)
 func (s *Server) readIndexAll(ctx context.Context) error {
 	nodes := []*raftnode.Node{s.node}
 	for _, g := range s.runningGroups() {
 		nodes = append(nodes, g.node)
 	}
-	errs := make(chan error, len(nodes))
-	for _, n := range nodes {
-		go func() { errs <- n.ReadIndex(ctx) }()
-	}
+	work := make(chan *raftnode.Node)
+	var mu sync.Mutex
 	var first error
-	for range nodes {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
+	var wg sync.WaitGroup
+	for range min(catchUpWorkers, len(nodes)) {
+		wg.Go(func() {
+			for n := range work {
+				if err := n.ReadIndex(ctx); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			}
+		})
 	}
+	for _, n := range nodes {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
 	return first
 }
+
+// catchUpWorkers bounds the read indexes one reconnect waits for at once.
+const catchUpWorkers = 16
 
 // readIndexOf is the linearizable read of req's group, through its node,
 // with a failure answered as a write to that group's is (writeErrorIn).

@@ -141,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	s.watches.maxPerConn = cfg.MaxWatches
 	s.fsm = newFSM(s.log, s.watches, s.sessions, cfg.MaxDataSize, cfg.LockHistory, shardmap.MetaGroup)
 	s.fsm.onClose = s.sessionClosed
+	s.fsm.onClosing = s.closed.put
 	s.fsm.onSplit = s.onSplit
 	s.fsm.onMapChanged = func() {
 		s.refreshRouting()
@@ -654,9 +655,8 @@ func (s *Server) bindSession(c *conn) {
 
 // sessionClosed is called after a session's close was applied: its
 // connection, if it is here and did not ask for the close itself, is told
-// and closed, and the shards' sweeps will end it as it ended here (how).
-func (s *Server) sessionClosed(id int64, how closeHow) {
-	s.closed.put(id, how)
+// and closed.
+func (s *Server) sessionClosed(id int64) {
 	select {
 	case s.groups.sweep <- struct{}{}: // its ephemerals in the shards go too
 	default:
