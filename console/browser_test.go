@@ -2,20 +2,19 @@ package console_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/console"
+	"github.com/arbor-coord/arbor/internal/shardtest"
 	"github.com/arbor-coord/arbor/raftnode"
 	"github.com/arbor-coord/arbor/recipes"
 	"github.com/arbor-coord/arbor/server"
@@ -151,12 +150,10 @@ func startCluster(t *testing.T) ([]*server.Server, *raftnode.MemNetwork) {
 // go test ./console -console.shards=4.
 var flagShards = flag.Int("console.shards", 0, "spread the children of /locks over this many shards by hash")
 
-// shardLocks partitions /locks and splits its hashes over *flagShards
-// shards, if asked, and waits until every member runs them, led.
+// shardLocks spreads /locks' children over *flagShards shards, if asked.
 func shardLocks(t *testing.T, members []*server.Server) {
 	t.Helper()
-	n := *flagShards
-	if n < 2 {
+	if *flagShards < 2 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
@@ -167,26 +164,7 @@ func shardLocks(t *testing.T, members []*server.Server) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for _, err := c.PartitionShards(ctx, "/locks"); err != nil; _, err = c.PartitionShards(ctx, "/locks") {
-		if !errors.Is(err, client.ErrBadArguments) || ctx.Err() != nil {
-			t.Fatalf("partition /locks: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the members' cards: a map changes once every member knows maps
-	}
-	for range n - 1 {
-		if _, err := members[0].SplitShards(ctx, "/locks", nil); err != nil {
-			t.Fatalf("split of /locks' hashes: %v", err)
-		}
-	}
-	waitFor(t, "every member running the shards, led", func() bool {
-		for _, s := range members {
-			st := s.Status().Shards
-			if len(st) < n-1 || slices.ContainsFunc(st, func(g server.GroupStatus) bool { return g.Leader == 0 }) {
-				return false
-			}
-		}
-		return true
-	})
+	shardtest.Spread(t, c, members, "/locks", *flagShards, patience)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -3,14 +3,11 @@ package recipes
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/internal/shardtest"
 	"github.com/arbor-coord/arbor/lockq"
 	"github.com/arbor-coord/arbor/server"
 )
@@ -61,12 +59,10 @@ func startServer(t *testing.T, mod ...func(*server.Config)) *testServer {
 // go test ./recipes -recipes.shards=4.
 var flagShards = flag.Int("recipes.shards", 0, "spread the children of /locks over this many shards by hash")
 
-// shardLocks partitions /locks and splits its hashes into *flagShards
-// equal ranges, if asked, and waits until every shard has its leader.
+// shardLocks spreads /locks' children over *flagShards shards, if asked.
 func shardLocks(t *testing.T, s *server.Server) {
 	t.Helper()
-	n := *flagShards
-	if n < 2 {
+	if *flagShards < 2 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
@@ -76,21 +72,7 @@ func shardLocks(t *testing.T, s *server.Server) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.PartitionShards(ctx, "/locks"); err != nil {
-		t.Fatal(err)
-	}
-	for k := uint64(n - 1); k >= 1; k-- {
-		if _, err := s.SplitShards(ctx, "/locks", binary.BigEndian.AppendUint64(nil, k*(math.MaxUint64/uint64(n)))); err != nil {
-			t.Fatalf("split of /locks' hashes: %v", err)
-		}
-	}
-	leaderless := func(g server.GroupStatus) bool { return g.Leader == 0 }
-	for st := s.Status().Shards; len(st) < n-1 || slices.ContainsFunc(st, leaderless); st = s.Status().Shards {
-		if ctx.Err() != nil {
-			t.Fatalf("shards not led: %+v", s.Status().Shards)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	shardtest.Spread(t, c, []*server.Server{s}, "/locks", *flagShards, testWait)
 }
 
 func (s *testServer) dial(t *testing.T, opts ...client.Option) *client.Client {
