@@ -427,16 +427,21 @@ func TestAReleaseOrRenewalAfterTheLockMovedOnSaysSo(t *testing.T) {
 // times show.
 func TestALockDelayKeepsTheLockAfterTheHolderIsLost(t *testing.T) {
 	t.Parallel()
+	cut := func(t *testing.T, k *cutter, _ *client.Client, _ string) { k.cut() }
 	for _, tc := range []struct {
-		name string
-		end  string
-		lose func(t *testing.T, k *cutter, admin *client.Client, path string)
+		name  string
+		end   string
+		lose  func(t *testing.T, k *cutter, admin *client.Client, path string)
+		lease time.Duration // of the session, which the hold is bound to
 	}{
-		{"session ends", client.LockSessionEnded, func(t *testing.T, k *cutter, _ *client.Client, _ string) { k.cut() }},
+		{"session ends", client.LockSessionEnded, cut, 0},
+		// (On a sharded cluster, the lease ends in the lock's shard with
+		// the session, whose close there must put the delay first.)
+		{"session of its lease ends", client.LockSessionEnded, cut, 30 * time.Second},
 		{"break", client.LockBroken, func(t *testing.T, _ *cutter, admin *client.Client, path string) {
 			_, err := admin.BreakLock(ctxWait(t), path, "a test")
 			must(t, err)
-		}},
+		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServer(t)
@@ -445,7 +450,11 @@ func TestALockDelayKeepsTheLockAfterTheHolderIsLost(t *testing.T) {
 			next := s.dial(t)
 			const delay = 1500 * time.Millisecond
 			path := "/locks/delayed"
-			held := NewMutex(dead, path, WithOwner("dead"), WithLockDelay(delay))
+			opts := []Option{WithOwner("dead"), WithLockDelay(delay)}
+			if tc.lease > 0 {
+				opts = append(opts, WithLease(tc.lease))
+			}
+			held := NewMutex(dead, path, opts...)
 			must(t, held.Lock(ctxWait(t)))
 			waiter := NewMutex(next, path, WithOwner("next"))
 			acquired := make(chan error, 1)
