@@ -12,7 +12,8 @@ type queue[T any] struct {
 	ready chan struct{} // a slot: something may wait (set by push, taken by the consumer)
 
 	mu    sync.Mutex
-	items []T
+	items []T // items[head:] wait; take moves head on, push moves them back to the front before the array grows
+	head  int
 	limit int
 	room  chan struct{} // closed when take makes room: the pushers waiting for it look again
 }
@@ -27,9 +28,14 @@ const shrinkAt = 64
 // push adds v unless the queue is full, and reports whether it did.
 func (q *queue[T]) push(v T) bool {
 	q.mu.Lock()
-	if len(q.items) >= q.limit {
+	if len(q.items)-q.head >= q.limit {
 		q.mu.Unlock()
 		return false
+	}
+	if q.head > 0 && len(q.items) == cap(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
 	}
 	q.items = append(q.items, v)
 	q.mu.Unlock()
@@ -48,7 +54,7 @@ func (q *queue[T]) pushWait(v T, a, b <-chan struct{}) bool {
 			return true
 		}
 		q.mu.Lock()
-		if len(q.items) < q.limit {
+		if len(q.items)-q.head < q.limit {
 			q.mu.Unlock()
 			continue // made room since
 		}
@@ -72,15 +78,18 @@ func (q *queue[T]) pushWait(v T, a, b <-chan struct{}) bool {
 func (q *queue[T]) take(dst []T, max int) []T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := min(max, len(q.items))
-	dst = append(dst[:0], q.items[:k]...)
-	n := copy(q.items, q.items[k:])
-	clear(q.items[n:])
-	q.items = q.items[:n]
-	if n == 0 && cap(q.items) > shrinkAt {
-		q.items = nil
+	k := min(max, len(q.items)-q.head)
+	dst = append(dst[:0], q.items[q.head:q.head+k]...)
+	clear(q.items[q.head : q.head+k])
+	q.head += k
+	left := len(q.items) - q.head
+	if left == 0 {
+		q.items, q.head = q.items[:0], 0
+		if cap(q.items) > shrinkAt {
+			q.items = nil
+		}
 	}
-	if n > 0 {
+	if left > 0 {
 		// What is left is the consumer's next round's.
 		select {
 		case q.ready <- struct{}{}:
@@ -109,5 +118,5 @@ func reuse[T any](buf []T) []T {
 func (q *queue[T]) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items)
+	return len(q.items) - q.head
 }

@@ -76,3 +76,25 @@ func seq(from, to int) []int {
 	}
 	return out
 }
+
+// A queue that is taken from in part and pushed to again keeps its order,
+// moving what waits to the front rather than growing its array.
+func TestAQueueTakenInPartKeepsItsOrder(t *testing.T) {
+	q := newQueue[int](4)
+	for i := range 4 {
+		q.push(i)
+	}
+	if got := q.take(nil, 2); !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("took %v", got)
+	}
+	before := cap(q.items)
+	if !q.push(4) || !q.push(5) || q.push(6) {
+		t.Fatal("a queue with two taken of four took other than two more")
+	}
+	if cap(q.items) != before {
+		t.Errorf("the array grew from %d to %d with room at its front", before, cap(q.items))
+	}
+	if got := q.take(nil, 10); !slices.Equal(got, []int{2, 3, 4, 5}) || q.len() != 0 {
+		t.Errorf("took %v, %d left; want 2-5 and none", got, q.len())
+	}
+}
