@@ -137,9 +137,9 @@ func (c *conn) createSession(req *wire.ConnectRequest, resp *wire.ConnectRespons
 // shard compares it with its own (appliedSeen). On a sharded cluster the
 // zxid is one shard's, and says nothing of where the client was in the
 // others (docs/scale-out.md, "Zxids across shards"): the member catches
-// every group it runs up with its leader, a read index each and all at
-// once, so that it holds everything any shard committed before the
-// handshake, which is all that the client can have seen. A member behind
+// every group it runs up with its leader (readIndexAll), so that it holds
+// everything any shard committed before the handshake, which is all that
+// the client can have seen. A member behind
 // waits a little to catch up; if it does not, the client is sent
 // elsewhere.
 func (c *conn) caughtUp(lastZxidSeen int64) bool {
