@@ -16,6 +16,11 @@ import (
 
 // startServer runs a server on a loopback port and returns its address.
 func startServer(t *testing.T, maxData int) string {
+	return startMember(t, maxData).Addr().String()
+}
+
+// startMember runs a single-node server on loopback.
+func startMember(t *testing.T, maxData int) *server.Server {
 	t.Helper()
 	s, err := server.New(server.Config{
 		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(), MaxDataSize: maxData,
@@ -25,7 +30,7 @@ func startServer(t *testing.T, maxData int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s.Addr().String()
+	return s
 }
 
 func config(addr, workload string) Config {
@@ -216,14 +221,7 @@ func TestABackoffDoublesUpToItsBoundAndWaitsWithinIt(t *testing.T) {
 // partitioned, and split) cleans up all it made but that parent and the
 // way to it, which a sharded cluster keeps, and is no error.
 func TestARunOverShardedLocksCleansUpAllButThePartitionedParent(t *testing.T) {
-	s, err := server.New(server.Config{
-		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(),
-		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := startMember(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, []string{s.Addr().String()})

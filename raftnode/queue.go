@@ -113,10 +113,3 @@ func reuse[T any](buf []T) []T {
 	clear(buf)
 	return buf[:0]
 }
-
-// len is the number of items waiting.
-func (q *queue[T]) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.items) - q.head
-}

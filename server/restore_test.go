@@ -59,11 +59,7 @@ func TestARestoredMemberServesTheBackupsStateAsANewCluster(t *testing.T) {
 	path := backupFile(t, c, t.TempDir())
 	before := s.Status()
 
-	dir := filepath.Join(t.TempDir(), "restored")
-	h, err := Restore(path, 0, Config{ID: 1, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dir := restoreMember(t, path)
 	if h.Index != before.Applied || h.Znodes != 26 {
 		t.Fatalf("restored %+v; the member was at %d with 26 znodes", h, before.Applied)
 	}
@@ -127,11 +123,7 @@ func TestABackupOfAShardedClusterRestoresEveryShard(t *testing.T) {
 	path := backupFile(t, c, t.TempDir())
 	before := s.Status()
 
-	dir := filepath.Join(t.TempDir(), "restored")
-	h, err := Restore(path, 0, Config{ID: 1, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dir := restoreMember(t, path)
 	if len(h.Shards) != 1 || h.Shards[0].Group != 1 || h.Shards[0].Index != before.Shards[0].Applied {
 		t.Fatalf("restored %+v; the member was at %+v", h, before)
 	}
@@ -172,11 +164,7 @@ func TestABackupOfAShardedClusterRestoresEveryShard(t *testing.T) {
 // saved it. Its header counts the 4 znodes it held.
 func TestABackupFromBeforeTheSystemNodesRestores(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "restored")
-	h, err := Restore("testdata/backup-before-system-nodes.arbor", 0, Config{ID: 1, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, dir := restoreMember(t, "testdata/backup-before-system-nodes.arbor")
 	if h.Znodes != 4 || h.Index != 0xe {
 		t.Fatalf("header %+v, want 4 znodes at zxid 0xe", h)
 	}
@@ -274,4 +262,17 @@ func flipped(b []byte, i int) []byte {
 	b = bytes.Clone(b)
 	b[i] ^= 0x10
 	return b
+}
+
+// restoreMember restores the backup at path into a new data directory of
+// member 1, as arbord --restore does, and returns the backup's header and
+// the directory.
+func restoreMember(t *testing.T, path string) (snapfile.Header, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "restored")
+	h, err := Restore(path, 0, Config{ID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, dir
 }
