@@ -99,14 +99,19 @@ type replayedPart struct {
 // request is one decoded request on its way through the pipeline.
 type request struct {
 	req      wire.Request
-	err      error         // refused before execution
-	proposal pendingWrite  // for writes
-	group    *group        // the group a write went to; nil: the meta group
-	answered chan struct{} // for the others: closed once the reply is queued
-	outcome  error         // a write's raftnode outcome error
-	start    time.Time
-	size     int // the frame's length, held against the connection's budget until the reply
-	pooled   int // the frame's length, held in the member's request memory until the reply
+	err      error        // refused before execution
+	proposal pendingWrite // for writes
+	// group is the group a write went to, or whose tree answered a read:
+	// the reply's zxid is its (nil: the meta group's).
+	group *group
+	// mixedZxid marks a reply whose zxid is the largest of several
+	// groups' (a batch of reads on a sharded cluster).
+	mixedZxid bool
+	answered  chan struct{} // for the others: closed once the reply is queued
+	outcome   error         // a write's raftnode outcome error
+	start     time.Time
+	size      int // the frame's length, held against the connection's budget until the reply
+	pooled    int // the frame's length, held in the member's request memory until the reply
 	// ephemerals is the number of ephemeral creates of a write, counted
 	// against its session's limit until the reply.
 	ephemerals int

@@ -216,7 +216,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 	case r.err != nil:
 		return false
 	case r.batch && c.srv.routingMap() != nil:
-		reply.Zxid = c.srv.maxZxid()
+		reply.Zxid, r.mixedZxid = c.srv.maxZxid(), true
 		r.batchReplies = c.readRoutedBatch(req.Ops)
 		c.reply(r, reply)
 	case r.batch:
@@ -245,6 +245,7 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			c.reply(r, reply)
 			return true
 		}
+		r.group = g
 		g.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = g.fsm.zxid
 			c.srv.read(t, c, req, reply)
@@ -327,7 +328,8 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	o := r.proposal.Wait(ctx)
 	r.outcome = o.Err
 	if o.Err != nil {
-		reply.Err, reply.Zxid = wire.CodeOf(c.srv.writeErrorIn(cmp.Or(r.group, c.srv.metaGroup), o.Err)), c.srv.fsm.lastZxid()
+		g := cmp.Or(r.group, c.srv.metaGroup)
+		reply.Err, reply.Zxid = wire.CodeOf(c.srv.writeErrorIn(g, o.Err)), g.fsm.lastZxid()
 		return
 	}
 	res := o.Result.(*tree.Result)
@@ -515,7 +517,6 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	if err := c.srv.roomForWatches(c, watchCount(req)); err != nil {
 		return zxid, err
 	}
-	exists := t.Exists
 	sharded := c.srv.routingMap() != nil
 	since, perWatch := watchZxids(req)
 	if sharded {
@@ -532,7 +533,6 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		// HistoryCompacted, so that the client adds them again and reads
 		// (docs/scale-out.md, "Zxids across shards").
 		rel = -1
-		exists = func(p string) (wire.Stat, error) { return c.srv.existsRouted(t, p) }
 	}
 	relOf := func(zxids []int64, i int) int64 {
 		if sharded && perWatch {
@@ -552,37 +552,54 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	default:
 		c.srv.watches.restoreLasting(c, c.srv.fsm.history, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
 	}
-	for i, p := range req.DataWatches {
-		switch st, err := exists(p); {
-		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
-		case err != nil:
-		case st.Mzxid > relOf(since[0], i):
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
-		default:
-			c.srv.watches.add(watchData, p, c)
+	// Each one-shot watch is looked at and left under the read lock of
+	// its path's group, so that no change of its node comes between. One
+	// whose shard does not run here fires, and its client reads again.
+	inShard := func(p string, miss wire.EventType, fn func(t *tree.Tree)) {
+		switch {
+		case !sharded:
+			fn(t)
+		case c.srv.inShardOf(t, p, fn) != nil:
+			c.srv.notify(c, zxid, tree.Event{Type: miss, Path: p}, nil)
 		}
+	}
+	for i, p := range req.DataWatches {
+		inShard(p, wire.EventNodeDataChanged, func(t *tree.Tree) {
+			switch st, err := t.Exists(p); {
+			case errors.Is(err, wire.ErrNoNode):
+				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+			case err != nil:
+			case st.Mzxid > relOf(since[0], i):
+				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
+			default:
+				c.srv.watches.add(watchData, p, c)
+			}
+		})
 	}
 	for _, p := range req.ExistWatches {
-		switch _, err := exists(p); {
-		case err == nil:
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
-		case errors.Is(err, wire.ErrNoNode):
-			c.srv.watches.add(watchData, p, c)
-		}
+		inShard(p, wire.EventNodeCreated, func(t *tree.Tree) {
+			switch _, err := t.Exists(p); {
+			case err == nil:
+				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
+			case errors.Is(err, wire.ErrNoNode):
+				c.srv.watches.add(watchData, p, c)
+			}
+		})
 	}
 	for i, p := range req.ChildWatches {
-		switch st, err := exists(p); {
-		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
-		case err != nil:
-		case st.Pzxid > relOf(since[2], i) || c.srv.isMergedListing(p):
-			// (The children of a path spread over the shards change in
-			// every shard, and its Stat is the meta group's.)
-			c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
-		default:
-			c.srv.watches.add(watchChild, p, c)
-		}
+		inShard(p, wire.EventNodeChildrenChanged, func(t *tree.Tree) {
+			switch st, err := t.Exists(p); {
+			case errors.Is(err, wire.ErrNoNode):
+				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+			case err != nil:
+			case st.Pzxid > relOf(since[2], i) || c.srv.isMergedListing(p):
+				// (The children of a path spread over the shards change in
+				// every shard, and its Stat is the meta group's.)
+				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
+			default:
+				c.srv.watches.add(watchChild, p, c)
+			}
+		})
 	}
 	return zxid, nil
 }

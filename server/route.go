@@ -570,15 +570,6 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 	}
 }
 
-// existsRouted is the Stat of path in the tree of the shard that serves
-// it; t is the meta group's, whose read lock the caller holds.
-func (s *Server) existsRouted(t *tree.Tree, path string) (st wire.Stat, err error) {
-	if e := s.inShardOf(t, path, func(t *tree.Tree) { st, err = t.Exists(path) }); e != nil {
-		return wire.Stat{}, e
-	}
-	return st, err
-}
-
 // readShardOf runs fn on the tree and lock index of the group that serves
 // path, under its read lock: the meta group's if that group does not run
 // here (which then finds nothing of path), and returns the zxid they are

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/arbor-coord/arbor/zkwire"
 	"go.uber.org/zap"
@@ -56,7 +57,77 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 		return wire.ConnectRequest{}, false
 	}
 	z.hasReadOnly, z.readOnly = m.HasReadOnly, m.ReadOnly
-	return zkwire.ConnectRequestToWire(&m), true
+	req := zkwire.ConnectRequestToWire(&m)
+	_, req.LastZxidSeen = zkPlace(m.LastZxidSeen)
+	return req, true
+}
+
+// A ZooKeeper client keeps one zxid, the one its last reply carried, and
+// gives it back as it reconnects: as the last zxid it has seen, and as
+// the relative zxid of the setWatches that restores its watches. On a
+// sharded cluster a reply's zxid is its shard's, and two shards' zxids are
+// not comparable (docs/scale-out.md, "Zxids across shards"), so a reply
+// header carries a position instead: the group of the shard in the top
+// bits, its zxid below. A cluster of one shard has only the meta group,
+// group 0, whose positions are its zxids: nothing changes there. Clients
+// only keep the number and give it back (ZooKeeper's Java client, kazoo
+// and go-zookeeper take each reply's as it comes, with no comparison).
+
+// zkGroupShift is where a position's group starts; shardmap.MaxGroup
+// keeps it within the 15 bits above.
+const zkGroupShift = 48
+
+// zkPosition is the position of zxid in group's shard.
+func zkPosition(group uint64, zxid int64) int64 { return int64(group)<<zkGroupShift | zxid }
+
+// zkPlace is the group and zxid of position pos.
+func zkPlace(pos int64) (group uint64, zxid int64) {
+	return uint64(pos) >> zkGroupShift, pos & (1<<zkGroupShift - 1)
+}
+
+// replyPosition is the position r's reply carries for its zxid. A batch
+// of reads over several shards carries 0, which a client does not take
+// (ZooKeeper's clients keep only a zxid above 0): it keeps the position it
+// had. A restore of watches echoes the client's own, which still says
+// where it was in the shard of its last reply; the watches of that shard
+// were restored from it, the others as if it had seen nothing.
+func (z *zkCodec) replyPosition(r *request, zxid int64) int64 {
+	switch {
+	case r.mixedZxid:
+		return 0
+	case (r.req.Op == wire.OpSetWatches || r.req.Op == wire.OpSetWatches2) && z.c.srv.routingMap() != nil:
+		return r.req.RelativeZxid
+	case r.group != nil:
+		return zkPosition(r.group.id, zxid)
+	}
+	return zkPosition(shardmap.MetaGroup, zxid)
+}
+
+// placeWatches gives each watch of req, a ZooKeeper client's restore on a
+// sharded cluster, the zxid it is restored from (wire.Request.WatchZxids,
+// as an Arbor client sends them): the zxid of the client's position for a
+// watch of that position's shard; for any other, -1, as if the client had
+// seen nothing of its shard: a data or child watch fires, a lasting watch
+// ends with HistoryCompacted. A watch fires without a change at most,
+// which costs its client a read; none misses one.
+func (s *Server) placeWatches(req *wire.Request) {
+	seen, zxid := zkPlace(req.RelativeZxid)
+	req.WatchZxids = make([]int64, 0, watchCount(req))
+	for kind, paths := range [][]string{req.DataWatches, req.ExistWatches, req.ChildWatches, req.PersistentWatches, req.RecursiveWatches} {
+		for _, p := range paths {
+			var g *group
+			if kind >= 3 { // persistent, recursive
+				g, _ = s.historyOf(p, kind == 4)
+			} else {
+				g, _ = s.groupOfPath(p)
+			}
+			from := int64(-1)
+			if g != nil && g.id == seen {
+				from = zxid
+			}
+			req.WatchZxids = append(req.WatchZxids, from)
+		}
+	}
 }
 
 func (z *zkCodec) appendConnectResponse(dst []byte, resp *wire.ConnectResponse) []byte {
@@ -104,6 +175,9 @@ func (z *zkCodec) decode(body []byte, r *request) error {
 		r.batch = zr.Op == zkwire.OpMultiRead
 		r.keepWatches = zr.Op == zkwire.OpCheckWatches
 		r.sasl = zr.Op == zkwire.OpSASL
+		if (zr.Op == zkwire.OpSetWatches || zr.Op == zkwire.OpSetWatches2) && z.c.srv.routingMap() != nil {
+			z.c.srv.placeWatches(&r.req)
+		}
 	}
 	if r.err == nil {
 		r.err = z.checkPaths(&zr, &r.req)
@@ -159,5 +233,6 @@ func (z *zkCodec) appendReply(dst []byte, r *request, reply wire.Reply) []byte {
 	}
 	zr := r.zk.request()
 	out := zkwire.ReplyFromWire(&zr, &reply, r.batchReplies)
+	out.Zxid = z.replyPosition(r, reply.Zxid)
 	return zkwire.AppendReply(dst, zr.Op, &out)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/arbor-coord/arbor/zkwire"
@@ -565,4 +567,112 @@ func askWord(t *testing.T, s *Server, w string) string {
 		t.Fatalf("%s: %v", w, err)
 	}
 	return string(b)
+}
+
+// callEvents is call, with the notifications that came before the reply,
+// as "type path".
+func (c *zkConn) callEvents(t *testing.T, r zkwire.Request) (zkwire.Reply, []string) {
+	t.Helper()
+	c.xid++
+	if r.Xid == 0 {
+		r.Xid = c.xid
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.nc.Write(zkwire.AppendRequest(nil, &r)); err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for {
+		body, err := wire.ReadFrame(c.br, nil, 64<<20)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Op, err)
+		}
+		xid, err := zkwire.PeekXid(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := r.Op
+		if xid == zkwire.XidNotification {
+			op = zkwire.OpNotification
+		}
+		var reply zkwire.Reply
+		if err := zkwire.DecodeReply(body, op, &reply); err != nil {
+			t.Fatal(err)
+		}
+		if xid != zkwire.XidNotification {
+			return reply, events
+		}
+		events = append(events, fmt.Sprintf("%d %s", reply.EventType, reply.Path))
+	}
+}
+
+// TestAZooKeeperClientsZxidSaysWhichShardItWasIn: on a sharded member, a
+// ZooKeeper reply's zxid names the shard of its zxid (zkPosition), so that
+// a client's restore of its watches, which gives back one zxid, keeps the
+// watches of that shard that saw no change, as ZooKeeper would, and fires
+// the others, whose shard it says nothing of, at once. A batch of reads
+// over several shards says nothing (0), and a restore's reply gives the
+// client its position back.
+func TestAZooKeeperClientsZxidSaysWhichShardItWasIn(t *testing.T) {
+	t.Parallel()
+	s := startZKServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.SplitShards(ctx, "/", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "shard 1 led", func() bool { return len(s.Status().Shards) == 1 && s.Status().Shards[0].Leader == 1 })
+	zc := sessionZK(t, s)
+	for _, p := range []string{"/app", "/zoo"} { // the meta group's, shard 1's
+		if r := zc.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: p, ACL: zkwire.OpenACL}); r.Err != 0 {
+			t.Fatalf("create %s: %+v", p, r)
+		}
+	}
+	read := func(p string) int64 {
+		t.Helper()
+		r := zc.call(t, zkwire.Request{Op: zkwire.OpGetData, Path: p})
+		if r.Err != 0 {
+			t.Fatalf("getData %s: %+v", p, r)
+		}
+		return r.Zxid
+	}
+	inZoo, inApp := read("/zoo"), read("/app")
+	if g, z := zkPlace(inZoo); g != 1 || z != s.group(1).fsm.lastZxid() {
+		t.Fatalf("a read of shard 1 carries %#x: group %d, zxid %d; shard 1 is at %d", inZoo, g, z, s.group(1).fsm.lastZxid())
+	}
+	if g, z := zkPlace(inApp); g != shardmap.MetaGroup || z != s.fsm.lastZxid() {
+		t.Fatalf("a read of the meta group carries %#x: group %d, zxid %d", inApp, g, z)
+	}
+	if r := zc.call(t, zkwire.Request{Op: zkwire.OpMultiRead, Ops: []zkwire.Request{
+		{Op: zkwire.OpGetData, Path: "/app"}, {Op: zkwire.OpGetData, Path: "/zoo"}}}); r.Zxid != 0 {
+		t.Fatalf("a batch of reads over two shards carries %#x, want 0", r.Zxid)
+	}
+
+	restore := func(rel int64) []string {
+		t.Helper()
+		r, events := zc.callEvents(t, zkwire.Request{Xid: zkwire.XidSetWatches, Op: zkwire.OpSetWatches, RelativeZxid: rel,
+			DataWatches: []string{"/app", "/zoo"}})
+		if r.Err != 0 || r.Zxid != rel {
+			t.Fatalf("setWatches from %#x: %+v, want its position back", rel, r)
+		}
+		return events
+	}
+	const changed = "3 " // NodeDataChanged
+	if got := restore(inZoo); !slices.Equal(got, []string{changed + "/app"}) {
+		t.Errorf("restored from shard 1's zxid: fired %v, want only /app's (the meta group's, which it says nothing of)", got)
+	}
+	if got := restore(inApp); !slices.Equal(got, []string{changed + "/zoo"}) {
+		t.Errorf("restored from the meta group's zxid: fired %v, want only /zoo's", got)
+	}
+	// (Each restore left a watch that did not fire; a change fires it once.)
+	r, events := zc.callEvents(t, zkwire.Request{Op: zkwire.OpSetData, Path: "/zoo", Data: []byte("1"), Version: -1})
+	if g, _ := zkPlace(r.Zxid); r.Err != 0 || g != 1 {
+		t.Fatalf("setData of /zoo: %+v, its zxid not shard 1's", r)
+	}
+	if !slices.Equal(events, []string{changed + "/zoo"}) {
+		t.Errorf("after a change of /zoo: %v", events)
+	}
+	if got := restore(inZoo); !slices.Equal(got, []string{changed + "/app", changed + "/zoo"}) {
+		t.Errorf("restored from before /zoo changed: fired %v, want both", got)
+	}
 }

@@ -26,6 +26,11 @@ import (
 // Until the first split it is also the one shard, owning every key.
 const MetaGroup uint64 = 0
 
+// MaxGroup is the largest group a shard may have: a ZooKeeper client keeps
+// one zxid, and a sharded member hands it the group of each reply's zxid
+// in that number's top bits (the server's zkPosition), 15 of them.
+const MaxGroup uint64 = 1<<15 - 1
+
 // ErrCrossShard refuses what spans shards (a multi whose ops route to
 // different shards): nothing of it is done.
 var ErrCrossShard = errors.New("shardmap: the paths are in different shards")
@@ -381,6 +386,9 @@ func (m *Map) Partition(parent string) (*Map, error) {
 func (m *Map) Split(group uint64, at Key, next uint64) (*Map, error) {
 	if m.Group(next) != nil || next == MetaGroup {
 		return nil, fmt.Errorf("shardmap: group %d exists", next)
+	}
+	if next > MaxGroup {
+		return nil, fmt.Errorf("shardmap: group %d is past the last a cluster may have, %d", next, MaxGroup)
 	}
 	s := m.Group(group)
 	if s == nil {

@@ -177,6 +177,7 @@ func TestChangesThatWouldLeaveAKeyWithNoShardOrTwoAreRefused(t *testing.T) {
 		{"split into a group that exists", func() (*Map, error) { return m.Split(0, Key{Key: "b"}, 1) }, "exists"},
 		{"split into the meta group", func() (*Map, error) { return m.Split(1, Key{Key: "x"}, 0) }, "exists"},
 		{"split a group with no shard", func() (*Map, error) { return m.Split(9, Key{Key: "x"}, 10) }, "no shard"},
+		{"split into a group past the last", func() (*Map, error) { return m.Split(0, Key{Key: "b"}, MaxGroup+1) }, "past the last"},
 		{"split at a key another shard holds", func() (*Map, error) { return m.Split(0, Key{Key: "x"}, 3) }, "does not hold"},
 		{"split at a range's start", func() (*Map, error) { return m.Split(1, Key{Key: "m"}, 3) }, "starts a range"},
 		{"split at hash 0", func() (*Map, error) { return m.Split(0, Key{"/locks", HashKey(0)}, 3) }, "starts a range"},
