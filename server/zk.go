@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/wire"
 	"github.com/arbor-coord/arbor/zkwire"
 	"go.uber.org/zap"
@@ -58,7 +57,7 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 	}
 	z.hasReadOnly, z.readOnly = m.HasReadOnly, m.ReadOnly
 	req := zkwire.ConnectRequestToWire(&m)
-	_, req.LastZxidSeen = zkPlace(m.LastZxidSeen)
+	_, req.LastZxidSeen = wire.PositionOf(m.LastZxidSeen)
 	return req, true
 }
 
@@ -67,23 +66,11 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 // the relative zxid of the setWatches that restores its watches. On a
 // sharded cluster a reply's zxid is its shard's, and two shards' zxids are
 // not comparable (docs/scale-out.md, "Zxids across shards"), so a reply
-// header carries a position instead: the group of the shard in the top
-// bits, its zxid below. A cluster of one shard has only the meta group,
-// group 0, whose positions are its zxids: nothing changes there. Clients
-// only keep the number and give it back (ZooKeeper's Java client, kazoo
-// and go-zookeeper take each reply's as it comes, with no comparison).
-
-// zkGroupShift is where a position's group starts; shardmap.MaxGroup
-// keeps it within the 15 bits above.
-const zkGroupShift = 48
-
-// zkPosition is the position of zxid in group's shard.
-func zkPosition(group uint64, zxid int64) int64 { return int64(group)<<zkGroupShift | zxid }
-
-// zkPlace is the group and zxid of position pos.
-func zkPlace(pos int64) (group uint64, zxid int64) {
-	return uint64(pos) >> zkGroupShift, pos & (1<<zkGroupShift - 1)
-}
+// header carries a position instead (wire.Position), which names the
+// shard. A cluster of one shard has only the meta group, whose positions
+// are its zxids: nothing changes there. Clients only keep the number and
+// give it back (ZooKeeper's Java client, kazoo and go-zookeeper take each
+// reply's as it comes, with no comparison).
 
 // replyPosition is the position r's reply carries for its zxid. A batch
 // of reads over several shards carries 0, which a client does not take
@@ -98,9 +85,9 @@ func (z *zkCodec) replyPosition(r *request, zxid int64) int64 {
 	case (r.req.Op == wire.OpSetWatches || r.req.Op == wire.OpSetWatches2) && z.c.srv.routingMap() != nil:
 		return r.req.RelativeZxid
 	case r.group != nil:
-		return zkPosition(r.group.id, zxid)
+		return wire.Position(r.group.id, zxid)
 	}
-	return zkPosition(shardmap.MetaGroup, zxid)
+	return zxid // the meta group's: its position
 }
 
 // placeWatches gives each watch of req, a ZooKeeper client's restore on a
@@ -111,7 +98,7 @@ func (z *zkCodec) replyPosition(r *request, zxid int64) int64 {
 // ends with HistoryCompacted. A watch fires without a change at most,
 // which costs its client a read; none misses one.
 func (s *Server) placeWatches(req *wire.Request) {
-	seen, zxid := zkPlace(req.RelativeZxid)
+	seen, zxid := wire.PositionOf(req.RelativeZxid)
 	req.WatchZxids = make([]int64, 0, watchCount(req))
 	for kind, paths := range [][]string{req.DataWatches, req.ExistWatches, req.ChildWatches, req.PersistentWatches, req.RecursiveWatches} {
 		for _, p := range paths {

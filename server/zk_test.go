@@ -607,7 +607,7 @@ func (c *zkConn) callEvents(t *testing.T, r zkwire.Request) (zkwire.Reply, []str
 }
 
 // TestAZooKeeperClientsZxidSaysWhichShardItWasIn: on a sharded member, a
-// ZooKeeper reply's zxid names the shard of its zxid (zkPosition), so that
+// ZooKeeper reply's zxid names the shard of its zxid (wire.Position), so that
 // a client's restore of its watches, which gives back one zxid, keeps the
 // watches of that shard that saw no change, as ZooKeeper would, and fires
 // the others, whose shard it says nothing of, at once. A batch of reads
@@ -637,10 +637,10 @@ func TestAZooKeeperClientsZxidSaysWhichShardItWasIn(t *testing.T) {
 		return r.Zxid
 	}
 	inZoo, inApp := read("/zoo"), read("/app")
-	if g, z := zkPlace(inZoo); g != 1 || z != s.group(1).fsm.lastZxid() {
+	if g, z := wire.PositionOf(inZoo); g != 1 || z != s.group(1).fsm.lastZxid() {
 		t.Fatalf("a read of shard 1 carries %#x: group %d, zxid %d; shard 1 is at %d", inZoo, g, z, s.group(1).fsm.lastZxid())
 	}
-	if g, z := zkPlace(inApp); g != shardmap.MetaGroup || z != s.fsm.lastZxid() {
+	if g, z := wire.PositionOf(inApp); g != shardmap.MetaGroup || z != s.fsm.lastZxid() {
 		t.Fatalf("a read of the meta group carries %#x: group %d, zxid %d", inApp, g, z)
 	}
 	if r := zc.call(t, zkwire.Request{Op: zkwire.OpMultiRead, Ops: []zkwire.Request{
@@ -666,7 +666,7 @@ func TestAZooKeeperClientsZxidSaysWhichShardItWasIn(t *testing.T) {
 	}
 	// (Each restore left a watch that did not fire; a change fires it once.)
 	r, events := zc.callEvents(t, zkwire.Request{Op: zkwire.OpSetData, Path: "/zoo", Data: []byte("1"), Version: -1})
-	if g, _ := zkPlace(r.Zxid); r.Err != 0 || g != 1 {
+	if g, _ := wire.PositionOf(r.Zxid); r.Err != 0 || g != 1 {
 		t.Fatalf("setData of /zoo: %+v, its zxid not shard 1's", r)
 	}
 	if !slices.Equal(events, []string{changed + "/zoo"}) {

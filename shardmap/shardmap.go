@@ -26,10 +26,10 @@ import (
 // Until the first split it is also the one shard, owning every key.
 const MetaGroup uint64 = 0
 
-// MaxGroup is the largest group a shard may have: a ZooKeeper client keeps
-// one zxid, and a sharded member hands it the group of each reply's zxid
-// in that number's top bits (the server's zkPosition), 15 of them.
-const MaxGroup uint64 = 1<<15 - 1
+// MaxGroup is the largest group a shard may have: the largest a position
+// can name (wire.Position), as clients are told where they are in each
+// shard.
+const MaxGroup = wire.MaxPositionGroup
 
 // ErrCrossShard refuses what spans shards (a multi whose ops route to
 // different shards): nothing of it is done.

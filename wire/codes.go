@@ -29,7 +29,7 @@ func RequestXidAllowed(xid int32, op Op) bool {
 // ProtocolVersion is the version this package speaks in the handshake.
 // A server answers with the lower of the client's version and its own, and
 // both sides then speak that version on the connection.
-const ProtocolVersion int32 = ResumableWatches
+const ProtocolVersion int32 = ShardedWatches
 
 // Protocol versions, each with what it added.
 const (
@@ -41,6 +41,13 @@ const (
 	// watch live, leaving a gap: send it only on a connection of version
 	// ResumableWatches or later.
 	ResumableWatches int32 = 3
+	// ShardedWatches (4): on a sharded cluster a notification's zxid (and
+	// a replayed event's) is a position, which names its shard; the reply
+	// to an addWatch whose events come from several shards carries
+	// Reply.Positions; setWatches2 carries Request.WatchPositions. A
+	// client of an older version gets plain zxids, and its watches that
+	// span shards are not restored after a reconnect.
+	ShardedWatches int32 = 4
 )
 
 // DefaultMaxFrame is the server's default limit on a request frame's length:

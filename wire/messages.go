@@ -185,8 +185,13 @@ type Request struct {
 	// zxids each on its own, RelativeZxid does not say what the client saw
 	// of a path's shard, and this does (docs/scale-out.md, "Zxids across
 	// shards"). Empty: RelativeZxid for every watch.
-	WatchZxids   []int64
-	AddWatchMode AddWatchMode // addWatch
+	WatchZxids []int64
+	// setWatches2 (optional, protocol version ShardedWatches): for each
+	// persistent and then each recursive watch, the positions (Position)
+	// where its replay resumes in each shard it has seen events of, for a
+	// watch whose events come from several shards.
+	WatchPositions [][]int64
+	AddWatchMode   AddWatchMode // addWatch
 	// addWatch (optional, protocol version ResumableWatches): replay every
 	// event after this zxid the watch sees, in zxid order, before the
 	// reply (XidReplay notifications); 0: live events only.
@@ -382,6 +387,8 @@ func optionalFields(r *Request) int {
 		return 0
 	case OpSetWatches2:
 		switch {
+		case len(r.WatchPositions) > 0:
+			return 3 // MoreWatches, the zxids, then the positions
 		case len(r.WatchZxids) > 0:
 			return 2 // MoreWatches, then the zxids
 		case r.MoreWatches:
@@ -423,7 +430,14 @@ func (dec *decoder) optionalFields(r *Request, extra int) int {
 			return 1
 		}
 		r.WatchZxids = dec.ints()
-		return 2
+		if extra == 2 {
+			return 2
+		}
+		n := dec.array(0)
+		for i := 0; i < n && dec.err == nil; i++ {
+			r.WatchPositions = append(r.WatchPositions, dec.ints())
+		}
+		return 3
 	case OpCreate:
 		r.ACL = dec.acls()
 		if extra == 1 {
@@ -506,11 +520,17 @@ func (enc *encoder) requestBody(r *Request) {
 		if r.Op == OpSetWatches2 {
 			enc.strs(r.PersistentWatches)
 			enc.strs(r.RecursiveWatches)
-			if r.MoreWatches || len(r.WatchZxids) > 0 {
+			if r.MoreWatches || len(r.WatchZxids) > 0 || len(r.WatchPositions) > 0 {
 				enc.bool(r.MoreWatches)
 			}
-			if len(r.WatchZxids) > 0 {
+			if len(r.WatchZxids) > 0 || len(r.WatchPositions) > 0 {
 				enc.ints(r.WatchZxids)
+			}
+			if len(r.WatchPositions) > 0 {
+				enc.array(len(r.WatchPositions))
+				for _, ps := range r.WatchPositions {
+					enc.ints(ps)
+				}
 			}
 		}
 	case OpAddWatch:
@@ -695,6 +715,10 @@ type Reply struct {
 	// oldest zxid a watch can resume from now: every event after it is
 	// kept.
 	OldestZxid int64
+	// Positions is, in the reply to an addWatch whose events come from
+	// several shards (protocol version ShardedWatches), the position of
+	// each shard the watch is set at: it sees the events after them.
+	Positions []int64
 }
 
 // LockTurn is, in the reply to a create that asked (Request.TellTurn), the
@@ -816,7 +840,8 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 		enc.int(int64(r.Err))
 	default:
 		turn := op == OpCreate && r.Turn.Known
-		if turn {
+		positions := op == OpAddWatch && len(r.Positions) > 0
+		if turn || positions {
 			enc.array(3 + replyFields(op) + 1)
 		} else {
 			enc.array(3 + replyFields(op))
@@ -825,6 +850,9 @@ func AppendReply(dst []byte, op Op, r *Reply) []byte {
 		enc.int(r.Zxid)
 		enc.int(int64(r.Err))
 		enc.replyBody(op, r)
+		if positions {
+			enc.ints(r.Positions)
+		}
 		if turn {
 			enc.array(lockTurnFields)
 			enc.bool(r.Turn.Holds)
@@ -1018,6 +1046,10 @@ func DecodeReply(body []byte, op Op, r *Reply) error {
 			r.Turn = LockTurn{Holds: dec.bool(), Blocker: dec.str(), Zxid: dec.int64()}
 			r.Turn.Known = r.Turn.Holds || r.Turn.Blocker != "" // an empty turn says nothing
 			dec.skip(m - lockTurnFields)
+		}
+		if op == OpAddWatch && n-3 > want && dec.err == nil {
+			want++
+			r.Positions = dec.ints()
 		}
 	}
 	dec.skip(n - 3 - want)

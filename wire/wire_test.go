@@ -272,6 +272,11 @@ var requests = []struct {
 		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
 		DataWatches: []string{"/a"}, WatchZxids: []int64{5}, MoreWatches: true,
 	}},
+	{"a setWatches2 names where each lasting watch over shards resumes in each", wire.Request{
+		Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: 77,
+		PersistentWatches: []string{"/a"}, RecursiveWatches: []string{"/"}, WatchZxids: []int64{5, 9},
+		WatchPositions: [][]int64{nil, {9, wire.Position(2, 40), wire.Position(3, 7)}},
+	}},
 }
 
 var replies = []struct {
@@ -442,6 +447,8 @@ var replies = []struct {
 		Xid: wire.XidSetWatches, Zxid: 99,
 	}},
 	{"an addWatch reply has no body", wire.OpAddWatch, wire.Reply{Xid: 40, Zxid: 99}},
+	{"an addWatch over shards names where it is set in each", wire.OpAddWatch, wire.Reply{Xid: 40, Zxid: 99,
+		Positions: []int64{99, wire.Position(1, 120), wire.Position(wire.MaxPositionGroup, 1<<wire.PositionShift-1)}}},
 	{"a removeWatches of nothing refuses with NoWatcher", wire.OpRemoveWatches, wire.Reply{
 		Xid: 41, Zxid: 99, Err: wire.CodeNoWatcher,
 	}},
@@ -679,11 +686,13 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 			}
 			if tc.r.Op == wire.OpSetWatches2 {
 				switch {
+				case len(tc.r.WatchPositions) > 0:
 				case len(tc.r.WatchZxids) > 0:
-				case !tc.r.MoreWatches:
-					extra = []any{false, []any{}, futureField}
-				default:
 					extra = []any{[]any{}, futureField}
+				case !tc.r.MoreWatches:
+					extra = []any{false, []any{}, []any{}, futureField}
+				default:
+					extra = []any{[]any{}, []any{}, futureField}
 				}
 			}
 			if tc.r.Op == wire.OpCreate && !tc.r.TellTurn {
@@ -708,6 +717,9 @@ func TestDecodersSkipExtraTrailingFields(t *testing.T) {
 			if tc.op == wire.OpCreate && tc.r.Xid >= 0 && tc.r.Err == wire.CodeOK && !tc.r.Turn.Known {
 				// After an empty turn, which says nothing.
 				extra = []any{[]any{false, "", 0}, futureField}
+			}
+			if tc.op == wire.OpAddWatch && tc.r.Err == wire.CodeOK && len(tc.r.Positions) == 0 {
+				extra = []any{[]any{}, futureField} // after positions, which say nothing
 			}
 			body := withExtraFields(t, frameBody(t, wire.AppendReply(nil, tc.op, &tc.r)), extra...)
 			var got wire.Reply
