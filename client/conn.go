@@ -88,11 +88,12 @@ type conn struct {
 	pingEvery   time.Duration // a third of the negotiated session timeout
 	readTimeout time.Duration // two thirds: with no frame for this long, the server is gone
 
-	mu      sync.Mutex      // guards queue, pending, pings and err
-	queue   []*request      // frames for the writer, in send order
-	pending []*request      // numbered requests awaiting replies, in xid order
-	pings   []time.Duration // since() of each ping awaiting its answer, oldest first
-	err     error           // why the connection broke; nil while it is up
+	mu       sync.Mutex      // guards queue, pending, awaiting, pings and err
+	queue    []*request      // frames for the writer, in send order
+	pending  []*request      // numbered requests awaiting replies, in xid order
+	awaiting int             // how many of pending ask for a live lasting watch
+	pings    []time.Duration // since() of each ping awaiting its answer, oldest first
+	err      error           // why the connection broke; nil while it is up
 
 	restoring atomic.Int32 // setWatches frames of a restore over several frames not yet answered
 	held      []wire.Reply // notifications held while restoring (the reader's only)
@@ -209,8 +210,17 @@ func (cn *conn) send(r *request) error {
 	r.req.Xid = cn.c.nextXid() // under mu: xid order is send order
 	r.sent = cn.c.since()
 	cn.pending = append(cn.pending, r)
+	if r.liveLasting() {
+		cn.awaiting++
+	}
 	cn.enqueueLocked(r)
 	return nil
+}
+
+// liveLasting reports whether r asks for a live persistent or recursive
+// watch (an addWatch without FromZxid).
+func (r *request) liveLasting() bool {
+	return r.watch != nil && r.req.Op == wire.OpAddWatch && r.req.FromZxid == 0
 }
 
 // sendFrame queues a frame with a reserved xid; no reply is awaited.
@@ -253,6 +263,9 @@ func (cn *conn) pop(xid int32) (*request, error) {
 	}
 	cn.pending[0] = nil
 	cn.pending = cn.pending[1:]
+	if r.liveLasting() {
+		cn.awaiting--
+	}
 	return r, nil
 }
 
@@ -267,7 +280,7 @@ func (cn *conn) fail(err error) {
 	}
 	cn.err = err
 	pending := cn.pending
-	cn.pending, cn.queue = nil, nil
+	cn.pending, cn.queue, cn.awaiting = nil, nil, 0
 	close(cn.done)
 	cn.mu.Unlock()
 	cn.nc.Close()
@@ -447,6 +460,7 @@ func (cn *conn) handleReply(xid int32, body []byte) error {
 	}
 	if r.watch != nil && !r.abandoned.Load() {
 		if rep.Err == wire.CodeOK {
+			r.watch.setAt(rep.Positions)
 			r.watch.takeReplayed()
 		}
 		cn.c.watches.register(r.watch, r.req.Op, rep.Err, rep.Zxid)
@@ -492,8 +506,9 @@ func (cn *conn) handleReplay(body []byte) error {
 	if r == nil || r.req.Xid != rep.ReplayOf || r.req.Op != wire.OpAddWatch || r.req.FromZxid == 0 || r.watch == nil {
 		return connLoss(fmt.Errorf("%w: a replayed event for xid %d, which is not the next addWatch from a zxid", ErrMalformed, rep.ReplayOf))
 	}
+	_, zxid := cn.place(rep.Zxid)
 	r.watch.replayed = append(r.watch.replayed, Event{Type: EventType(rep.EventType), Path: rep.Path, State: StateConnected,
-		Zxid: rep.Zxid, Data: rep.Data, Stat: rep.Stat})
+		Zxid: zxid, Data: rep.Data, Stat: rep.Stat})
 	return nil
 }
 
@@ -501,12 +516,44 @@ func (cn *conn) handleReplay(body []byte) error {
 // having seen this one, the client has seen every earlier event of its
 // watches, so a reconnect need not replay them.
 func (cn *conn) fire(rep *wire.Reply) {
-	cn.c.noteZxid(rep.Zxid, false)
+	group, zxid := cn.place(rep.Zxid)
+	cn.c.noteZxid(zxid, false)
 	if rep.EventType == wire.EventPersistentWatchRemoved && rep.Err == wire.CodeHistoryCompacted {
-		cn.c.watches.lost(rep.Path, rep.Zxid, &HistoryCompactedError{Oldest: rep.OldestZxid})
+		cn.c.watches.lost(rep.Path, zxid, &HistoryCompactedError{Oldest: rep.OldestZxid})
 		return
 	}
-	cn.c.watches.fire(EventType(rep.EventType), rep.Path, rep.Zxid, rep.Data, rep.Stat, rep.Turns)
+	cn.offerEarly(group, Event{Type: EventType(rep.EventType), Path: rep.Path, State: StateConnected, Zxid: zxid,
+		Data: rep.Data, Stat: rep.Stat, Turns: rep.Turns})
+	cn.c.watches.fire(EventType(rep.EventType), rep.Path, group, zxid, rep.Data, rep.Stat, rep.Turns)
+}
+
+// place is the group and zxid of an event's zxid: a position on a
+// connection that speaks them (wire.ShardedWatches), else a zxid of the
+// one group there is or of one the client cannot tell.
+func (cn *conn) place(z int64) (uint64, int64) {
+	if cn.version >= wire.ShardedWatches {
+		return wire.PositionOf(z)
+	}
+	return 0, z
+}
+
+// offerEarly gives ev, of group's shard, to the live lasting watches asked
+// for and not answered yet that see it. A watch over several shards is
+// set in each shard in turn, and its reply sent after: the events of a
+// shard it was set in first may come before the reply. The reply says
+// where it was set in each, and the watch keeps the events after
+// (watchReg.takeReplayed).
+func (cn *conn) offerEarly(group uint64, ev Event) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.awaiting == 0 {
+		return
+	}
+	for _, r := range cn.pending {
+		if w := r.watch; r.liveLasting() && w.sees(ev) {
+			w.early = append(w.early, shardEvent{ev, group})
+		}
+	}
 }
 
 // restoreIn is told how many setWatches frames a restore sends. Over more

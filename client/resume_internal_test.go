@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -45,11 +46,11 @@ func TestALastingWatchSkipsWhatAReplayBringsAgain(t *testing.T) {
 			w := newLastingWatch("/p", WatchPersistent, 100)
 			tab.register(w, wire.OpAddWatch, wire.CodeOK, 0)
 			for _, e := range tc.live {
-				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{}, nil)
+				tab.fire(EventNodeDataChanged, "/p", 0, e.zxid, []byte(e.name), Stat{}, nil)
 			}
 			tab.rewind()
 			for _, e := range tc.replay {
-				tab.fire(EventNodeDataChanged, "/p", e.zxid, []byte(e.name), Stat{}, nil)
+				tab.fire(EventNodeDataChanged, "/p", 0, e.zxid, []byte(e.name), Stat{}, nil)
 			}
 			var got []string
 			for len(w.ch) > 0 {
@@ -110,5 +111,62 @@ func TestARefusedRestoreEndsTheLastingWatches(t *testing.T) {
 	}
 	if len(tab.lasting) != 0 {
 		t.Fatalf("%d lasting watches left", len(tab.lasting))
+	}
+}
+
+// A watch over several shards has a place in each: where its reply says it
+// was set (wire.Reply.Positions), then the last event of each it got. The
+// events of a shard that came before the reply are kept if they are after
+// where it was set there; a restore resumes in each shard from its own
+// place, and the watch drops what a replay brings again, shard by shard.
+func TestASpanningWatchHasAPlaceInEachShard(t *testing.T) {
+	var tab watchTable
+	tab.init()
+	w := newLastingWatch("/", WatchPersistentRecursive, 100)
+	for _, e := range []shardEvent{
+		{Event{Type: EventNodeCreated, Path: "/a", Zxid: 10}, 1}, // at where it was set in shard 1: before it
+		{Event{Type: EventNodeCreated, Path: "/b", Zxid: 11}, 1},
+		{Event{Type: EventNodeCreated, Path: "/c", Zxid: 3}, 2}, // before it was set in shard 2
+	} {
+		w.early = append(w.early, e)
+	}
+	w.setAt([]int64{wire.Position(0, 20), wire.Position(1, 10), wire.Position(2, 5)})
+	w.takeReplayed()
+	tab.register(w, wire.OpAddWatch, wire.CodeOK, 20)
+
+	type ev struct {
+		group uint64
+		zxid  int64
+		path  string
+	}
+	fire := func(evs ...ev) {
+		for _, e := range evs {
+			tab.fire(EventNodeCreated, e.path, e.group, e.zxid, nil, Stat{}, nil)
+		}
+	}
+	fire(ev{2, 6, "/d"}, ev{1, 12, "/e"}, ev{0, 21, "/f"}, ev{3, 40, "/g"}) // shard 3 split off after the watch was set
+	_, _, _, _, recursive, _, at := tab.paths()
+	want := map[uint64]int64{0: 20, 1: 11, 2: 5, 3: 39}
+	if k := (watchAt{listRecursive, "/"}); !slices.Equal(recursive, []string{"/"}) || !maps.Equal(at[k], want) {
+		t.Fatalf("restores %v from %v, want / from %v", recursive, at[k], want)
+	}
+	tab.rewind()
+	fire(ev{1, 12, "/e"}, ev{1, 13, "/h"}, ev{2, 6, "/d"}, ev{2, 7, "/i"}, ev{0, 21, "/f"}, ev{3, 40, "/g"}, ev{0, 22, "/j"})
+	var got []string
+	for len(w.ch) > 0 {
+		got = append(got, (<-w.ch).Path)
+	}
+	if want := []string{"/b", "/d", "/e", "/f", "/g", "/h", "/i", "/j"}; !slices.Equal(got, want) {
+		t.Fatalf("the watch got %v, want %v", got, want)
+	}
+
+	// Two watches of one path resume in each shard from the older of
+	// their places, and only in the shards both have one in.
+	other := newLastingWatch("/", WatchPersistentRecursive, 100)
+	other.setAt([]int64{wire.Position(0, 30), wire.Position(1, 5)})
+	tab.register(other, wire.OpAddWatch, wire.CodeOK, 30)
+	_, _, _, _, _, _, at = tab.paths()
+	if k, want := (watchAt{listRecursive, "/"}), map[uint64]int64{0: 21, 1: 5}; !maps.Equal(at[k], want) {
+		t.Fatalf("two watches restore from %v, want %v", at[k], want)
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.uber.org/zap"
@@ -148,7 +149,7 @@ func (c *Client) expire(cause error) {
 // notifications until every frame is answered and then delivers them in
 // zxid order (conn.restoreIn).
 func (c *Client) restoreWatches(cn *conn) {
-	data, exist, child, persistent, recursive, since := c.watches.paths()
+	data, exist, child, persistent, recursive, since, at := c.watches.paths()
 	// The persistent and recursive watches go first: the server replays
 	// their missed events, which are older than the catch-up events of the
 	// one-shot watches, and events must arrive in zxid order.
@@ -180,6 +181,25 @@ func (c *Client) restoreWatches(cn *conn) {
 				zxids = append(zxids, since[watchAt{b.list, p}])
 			}
 		}
+		// And each lasting watch over several shards where it resumes in
+		// each, to a server that takes positions.
+		var positions [][]int64
+		if cn.version >= wire.ShardedWatches {
+			spans := false
+			for _, b := range []struct{ batch, list int }{{0, listPersistent}, {1, listRecursive}} {
+				for _, p := range batch[b.batch] {
+					var ps []int64
+					for _, g := range slices.Sorted(maps.Keys(at[watchAt{b.list, p}])) {
+						ps = append(ps, wire.Position(g, at[watchAt{b.list, p}][g]))
+					}
+					spans = spans || len(ps) > 0
+					positions = append(positions, ps)
+				}
+			}
+			if !spans {
+				positions = nil
+			}
+		}
 		frames = append(frames, wire.Request{
 			Xid:               wire.XidSetWatches,
 			Op:                wire.OpSetWatches2,
@@ -190,6 +210,7 @@ func (c *Client) restoreWatches(cn *conn) {
 			ExistWatches:      slices.Clip(batch[3]),
 			ChildWatches:      slices.Clip(batch[4]),
 			WatchZxids:        zxids,
+			WatchPositions:    positions,
 		})
 	}
 	if cn.version >= wire.ResumableWatches {

@@ -102,24 +102,53 @@ type watchReg struct {
 	lasting int
 	mode    AddWatchMode
 	// replayed holds the events replayed for an AddWatch with FromZxid
-	// until its reply registers the watch. Only the reader touches it.
+	// until its reply registers the watch; early, for a watch over several
+	// shards, the events of shards it was set in before that reply came
+	// (Client.offerEarly). Only the reader touches them.
 	replayed []Event
-	// A lasting watch's place in the events (the table's mu guards them):
-	// setZ is the zxid of the reply that set it, seenZ that of the last
-	// event it got, atZ how many of that txn's events it got, skip how
-	// many of those a restore's replay brings again (fresh).
+	early    []shardEvent
+	// A lasting watch's place in the events (the table's mu guards it). A
+	// watch over several shards, whose events each shard numbers on its
+	// own, has a place in each shard it has had events of or was set in
+	// (shards, by group); the others have one, place.
+	place
+	shards map[uint64]*place
+}
+
+// sees reports whether lasting watch w sees ev.
+func (w *watchReg) sees(ev Event) bool {
+	switch {
+	case ev.Path == w.path:
+		return w.mode == WatchPersistent || ev.Type != EventNodeChildrenChanged
+	case w.mode != WatchPersistentRecursive || ev.Type == EventNodeChildrenChanged:
+		return false
+	}
+	return w.path == "/" || strings.HasPrefix(ev.Path, w.path+"/")
+}
+
+// shardEvent is an event with the group of the shard it came from.
+type shardEvent struct {
+	ev    Event
+	group uint64
+}
+
+// place is where a lasting watch is in the events of one shard: setZ is
+// the zxid it was set at, seenZ that of the last event it got, atZ how many
+// of that txn's events it got, skip how many of those a restore's replay
+// brings again (fresh).
+type place struct {
 	setZ, seenZ int64
 	atZ, skip   int
 }
 
 // resumeZxid is where a restore of lasting watch w resumes, on its own:
 // after the txn before the last it had an event of (fresh drops what it
-// had of that txn), or after the reply that set it.
-func (w *watchReg) resumeZxid() int64 {
-	if w.seenZ > w.setZ {
-		return w.seenZ - 1
+// had of that txn), or after the zxid it was set at.
+func (p *place) resumeZxid() int64 {
+	if p.seenZ > p.setZ {
+		return p.seenZ - 1
 	}
-	return w.setZ
+	return p.setZ
 }
 
 // fresh reports whether an event of the txn at zxid z is one lasting
@@ -128,32 +157,85 @@ func (w *watchReg) resumeZxid() int64 {
 // drops what it had, every event of an older txn and the first atZ of
 // the txn it saw last, which the server sends in the order it sent them
 // live.
-func (w *watchReg) fresh(z int64) bool {
+func (p *place) fresh(z int64) bool {
 	switch {
-	case z < w.seenZ:
+	case z < p.seenZ:
 		return false
-	case z == w.seenZ && w.skip > 0:
-		w.skip--
+	case z == p.seenZ && p.skip > 0:
+		p.skip--
 		return false
-	case z == w.seenZ:
-		w.atZ++
+	case z == p.seenZ:
+		p.atZ++
 	default:
-		w.seenZ, w.atZ, w.skip = z, 1, 0
+		p.seenZ, p.atZ, p.skip = z, 1, 0
 	}
 	return true
 }
 
-// takeReplayed puts the replayed events at the head of w's channel, which
-// it makes large enough for them and the usual queue besides, before the
-// watch is registered and its channel given to the caller.
+// in is w's place in the shard of group: its one place, for a watch of
+// one shard. A shard a spanning watch has no place in yet (one split off
+// after the watch was set) starts at its first event.
+func (w *watchReg) in(group uint64) *place {
+	if w.shards == nil {
+		return &w.place
+	}
+	p := w.shards[group]
+	if p == nil {
+		p = &place{}
+		w.shards[group] = p
+	}
+	return p
+}
+
+// setAt places a lasting watch that its reply says spans shards at the
+// positions (wire.Reply.Positions) it was set at in each.
+func (w *watchReg) setAt(positions []int64) {
+	if len(positions) == 0 {
+		return
+	}
+	w.shards = make(map[uint64]*place, len(positions))
+	for _, pos := range positions {
+		g, z := wire.PositionOf(pos)
+		w.shards[g] = &place{setZ: z}
+	}
+}
+
+// resumePositions are the positions a restore of spanning watch w resumes
+// from, one per shard it has a place in; nil for a watch of one shard.
+func (w *watchReg) resumePositions() map[uint64]int64 {
+	if w.shards == nil {
+		return nil
+	}
+	out := make(map[uint64]int64, len(w.shards))
+	for g, p := range w.shards {
+		out[g] = p.resumeZxid()
+	}
+	return out
+}
+
+// takeReplayed puts the replayed events, or the early ones of a spanning
+// watch that come after where it was set, at the head of w's channel,
+// which it makes large enough for them and the usual queue besides, before
+// the watch is registered and its channel given to the caller.
 func (w *watchReg) takeReplayed() {
+	if w.shards != nil {
+		for _, e := range w.early {
+			if p := w.in(e.group); e.ev.Zxid > p.setZ && p.fresh(e.ev.Zxid) {
+				w.replayed = append(w.replayed, e.ev)
+			}
+		}
+	} else {
+		for _, ev := range w.replayed {
+			w.fresh(ev.Zxid)
+		}
+	}
+	w.early = nil
 	if len(w.replayed) == 0 {
 		return
 	}
 	w.lasting += len(w.replayed)
 	w.ch = make(chan Event, w.lasting+1)
 	for _, ev := range w.replayed {
-		w.fresh(ev.Zxid)
 		w.ch <- ev
 	}
 	w.replayed = nil
@@ -234,7 +316,9 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code, zxid int6
 			deliver(w.ch, *t.over)
 		default:
 			k := lastingKey{w.path, w.mode}
-			w.setZ = zxid
+			if w.shards == nil {
+				w.setZ = zxid
+			}
 			t.lasting[k] = append(t.lasting[k], w)
 		}
 		return
@@ -261,7 +345,7 @@ func (t *watchTable) register(w *watchReg, op wire.Op, code wire.Code, zxid int6
 // fire delivers a node event to the watches it triggers, removing the
 // one-shot ones. The lasting ones get the node's data and Stat, if the
 // server sent them.
-func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, st Stat, turns []string) {
+func (t *watchTable) fire(typ EventType, path string, group uint64, zxid int64, data []byte, st Stat, turns []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ev := Event{Type: typ, Path: path, State: StateConnected, Zxid: zxid, Turns: turns}
@@ -289,10 +373,10 @@ func (t *watchTable) fire(typ EventType, path string, zxid int64, data []byte, s
 		return
 	}
 	ev.Data, ev.Stat = data, st
-	t.stream(lastingKey{path, WatchPersistent}, ev)
+	t.stream(lastingKey{path, WatchPersistent}, ev, group)
 	if typ != EventNodeChildrenChanged {
 		for p := path; ; p = parent(p) {
-			t.stream(lastingKey{p, WatchPersistentRecursive}, ev)
+			t.stream(lastingKey{p, WatchPersistentRecursive}, ev, group)
 			if p == "/" {
 				break
 			}
@@ -329,13 +413,14 @@ func (t *watchTable) lostLocked(path string, zxid int64, cause error) {
 	}
 }
 
-// stream queues ev on the lasting watches of k. A watch whose reader has
-// let its queue fill up is dropped, with a last event saying so.
-func (t *watchTable) stream(k lastingKey, ev Event) {
+// stream queues ev, of the shard of group, on the lasting watches of k. A
+// watch whose reader has let its queue fill up is dropped, with a last
+// event saying so.
+func (t *watchTable) stream(k lastingKey, ev Event, group uint64) {
 	ws := t.lasting[k]
 	for i := 0; i < len(ws); i++ {
 		w := ws[i]
-		if !w.fresh(ev.Zxid) {
+		if !w.in(group).fresh(ev.Zxid) {
 			continue // replayed, and had already
 		}
 		if len(w.ch) < w.lasting {
@@ -362,6 +447,9 @@ func (t *watchTable) rewind() {
 	for _, ws := range t.lasting {
 		for _, w := range ws {
 			w.skip = w.atZ
+			for _, p := range w.shards {
+				p.skip = p.atZ
+			}
 		}
 	}
 }
@@ -390,11 +478,14 @@ func parent(p string) string {
 // paths returns the watched paths by kind, sorted, for setWatches2, with
 // since, the zxid each path's watches have seen it since (the oldest of
 // its watches'): for a one-shot watch the zxid of the reply that set it,
-// for a lasting one where its restore resumes (watchReg.resumeZxid).
-func (t *watchTable) paths() (data, exist, child, persistent, recursive []string, since map[watchAt]int64) {
+// for a lasting one where its restore resumes (watchReg.resumeZxid); and
+// for a lasting watch over several shards, at, where its restore resumes
+// in each (the oldest of its watches', in the shards they all have a
+// place in).
+func (t *watchTable) paths() (data, exist, child, persistent, recursive []string, since map[watchAt]int64, at map[watchAt]map[uint64]int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	since = map[watchAt]int64{}
+	since, at = map[watchAt]int64{}, map[watchAt]map[uint64]int64{}
 	oldest := func(k watchAt, z int64) {
 		if cur, ok := since[k]; !ok || z < cur {
 			since[k] = z
@@ -412,8 +503,21 @@ func (t *watchTable) paths() (data, exist, child, persistent, recursive []string
 		if k.mode == WatchPersistentRecursive {
 			list = listRecursive
 		}
-		for _, w := range ws {
-			oldest(watchAt{list, k.path}, w.resumeZxid())
+		for i, w := range ws {
+			k := watchAt{list, k.path}
+			oldest(k, w.resumeZxid())
+			if i == 0 {
+				at[k] = w.resumePositions()
+				continue
+			}
+			mine := w.resumePositions()
+			for g, z := range at[k] {
+				if m, ok := mine[g]; !ok {
+					delete(at[k], g)
+				} else {
+					at[k][g] = min(z, m)
+				}
+			}
 		}
 	}
 	for k := range t.lasting {
@@ -426,7 +530,7 @@ func (t *watchTable) paths() (data, exist, child, persistent, recursive []string
 	slices.Sort(persistent)
 	slices.Sort(recursive)
 	return slices.Sorted(maps.Keys(t.data)), slices.Sorted(maps.Keys(t.exist)), slices.Sorted(maps.Keys(t.child)),
-		persistent, recursive, since
+		persistent, recursive, since, at
 }
 
 // watchAt names a watched path by the list of setWatches2 it goes in.

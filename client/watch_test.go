@@ -46,8 +46,8 @@ func TestWatchTableFollowsZooKeepersRules(t *testing.T) {
 			tab.init()
 			w := newWatch("/n", true)
 			tab.register(w, tt.reg.op, tt.reg.code, 0)
-			tab.fire(tt.event, "/other", 1, nil, Stat{}, nil)
-			tab.fire(tt.event, "/n", 7, nil, Stat{}, nil)
+			tab.fire(tt.event, "/other", 0, 1, nil, Stat{}, nil)
+			tab.fire(tt.event, "/n", 0, 7, nil, Stat{}, nil)
 			select {
 			case ev, ok := <-w.ch:
 				if !tt.fires {
@@ -266,15 +266,15 @@ func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
 		table.register(w, wire.OpAddWatch, wire.CodeOK, 0)
 	}
 	table.register(newLastingWatch("/b", WatchPersistent, 8), wire.OpAddWatch, wire.CodeNoAuth, 0) // refused: not kept
-	if data, exist, child, p, r, _ := table.paths(); len(data)+len(exist)+len(child) != 0 ||
+	if data, exist, child, p, r, _, _ := table.paths(); len(data)+len(exist)+len(child) != 0 ||
 		!slices.Equal(p, []string{"/a"}) || !slices.Equal(r, []string{"/", "/a"}) {
 		t.Fatalf("paths: %v %v %v %v %v", data, exist, child, p, r)
 	}
-	table.fire(EventNodeChildrenChanged, "/a", 1, nil, Stat{}, nil) // persistent only
-	table.fire(EventNodeCreated, "/a/b", 2, nil, Stat{}, nil)       // the recursive ones
-	table.fire(EventNodeDataChanged, "/ab", 3, nil, Stat{}, nil)    // only the root's: /ab is not below /a
-	table.fire(EventNodeDataChanged, "/a", 4, nil, Stat{}, nil)     // all three; the /a recursive queue (2) is full
-	table.fire(EventNodeDeleted, "/a/b", 5, nil, Stat{}, nil)       // the /a recursive watch overflows
+	table.fire(EventNodeChildrenChanged, "/a", 0, 1, nil, Stat{}, nil) // persistent only
+	table.fire(EventNodeCreated, "/a/b", 0, 2, nil, Stat{}, nil)       // the recursive ones
+	table.fire(EventNodeDataChanged, "/ab", 0, 3, nil, Stat{}, nil)    // only the root's: /ab is not below /a
+	table.fire(EventNodeDataChanged, "/a", 0, 4, nil, Stat{}, nil)     // all three; the /a recursive queue (2) is full
+	table.fire(EventNodeDeleted, "/a/b", 0, 5, nil, Stat{}, nil)       // the /a recursive watch overflows
 
 	got := func(w *watchReg) (evs []string) {
 		for len(w.ch) > 0 {
@@ -301,7 +301,7 @@ func TestLastingWatchesSeeTheirEventsAndEndCleanly(t *testing.T) {
 
 	// The server could not replay /a's events after a reconnect: /a's
 	// watches end; the root's stays.
-	table.fire(EventWatchRemoved, "/a", 6, nil, Stat{}, nil)
+	table.fire(EventWatchRemoved, "/a", 0, 6, nil, Stat{}, nil)
 	if ev := <-persistent.ch; ev.Type != EventWatchRemoved || !errors.Is(ev.Err, ErrEventsLost) {
 		t.Errorf("persistent /a got %v", ev)
 	}
@@ -375,9 +375,9 @@ func TestEachWatchSaysSinceWhenItHasSeenItsPath(t *testing.T) {
 	quiet, busy := newLastingWatch("/p", WatchPersistent, 8), newLastingWatch("/r", WatchPersistentRecursive, 8)
 	table.register(quiet, wire.OpAddWatch, wire.CodeOK, 10)
 	table.register(busy, wire.OpAddWatch, wire.CodeOK, 11)
-	table.fire(EventNodeCreated, "/r/x", 14, nil, Stat{}, nil)
-	table.fire(EventNodeDeleted, "/gone", 15, nil, Stat{}, nil)
-	_, _, _, _, _, since := table.paths()
+	table.fire(EventNodeCreated, "/r/x", 0, 14, nil, Stat{}, nil)
+	table.fire(EventNodeDeleted, "/gone", 0, 15, nil, Stat{}, nil)
+	_, _, _, _, _, since, _ := table.paths()
 	want := map[watchAt]int64{
 		{listData, "/d"}: 5, {listExist, "/e"}: 6, {listChild, "/c"}: 7,
 		{listPersistent, "/p"}: 10, {listRecursive, "/r"}: 13,

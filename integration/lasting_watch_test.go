@@ -361,3 +361,58 @@ func TestARestoreOfWatchesOverManyFramesHasNoDuplicate(t *testing.T) {
 	}
 	noEvent(t, all, 200*time.Millisecond)
 }
+
+// TestARecursiveWatchOverShardsResumesInEachAfterAReconnect: on a member
+// whose top-level names are split over four shards, a recursive watch of
+// "/" sees every shard's events. Its connection breaks while each shard
+// changes, and goes on while the watch is restored: it gets every change
+// once, each shard's in that shard's order, resumed from where it was in
+// each (wire.ShardedWatches), not ended for a reread.
+func TestARecursiveWatchOverShardsResumesInEachAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "")
+	shardInto(t, 4, s) // at "g", "n" and "t": a, h, p and w below are each another shard's
+	p := newProxy(t, s.Addr().String())
+	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
+	writer := dial(t, s.Addr().String())
+	ctx := testCtx(t)
+	events, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	write := func(rounds ...int) {
+		for _, round := range rounds {
+			for _, top := range []string{"a", "h", "p", "w"} {
+				path := fmt.Sprintf("/%s%d", top, round)
+				if _, err := writer.Create(ctx, path, nil, client.Persistent); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, "NodeCreated "+path)
+			}
+		}
+	}
+	write(0, 1)
+	collect(t, events, len(want), 10*time.Second)
+	p.cut(true)
+	write(2, 3, 4)
+	p.setRefuse(false)
+	write(5, 6) // as the watcher reconnects and restores
+	got := collect(t, events, len(want)-8, 20*time.Second)
+	seen := map[string]bool{}
+	last := map[byte]int64{} // by shard: the zxid of its last event
+	for i, ev := range got {
+		name := ev.Type.String() + " " + ev.Path
+		shard := ev.Path[1]
+		if seen[name] || ev.Zxid <= last[shard] {
+			t.Fatalf("event %d: %v again or out of its shard's order, after %v", i, ev, got[:i])
+		}
+		seen[name], last[shard] = true, ev.Zxid
+	}
+	for _, name := range want[8:] {
+		if !seen[name] {
+			t.Errorf("missed %s", name)
+		}
+	}
+	noEvent(t, events, 200*time.Millisecond)
+}

@@ -43,7 +43,14 @@ var shardNames = []string{"t", "n", "g", "d", "q", "k", "w"}
 // that servers whose clients need TLS or the superuser are split too.
 func shardAtStart(t testing.TB, servers ...*server.Server) {
 	t.Helper()
-	n := min(*flagShards, len(shardNames)+1)
+	shardInto(t, *flagShards, servers...)
+}
+
+// shardInto splits the servers' top-level names into n shards at
+// shardNames, as shardAtStart does, if they are not split so already.
+func shardInto(t testing.TB, n int, servers ...*server.Server) {
+	t.Helper()
+	n = min(n, len(shardNames)+1)
 	if n < 2 {
 		return
 	}

@@ -39,6 +39,9 @@ type conn struct {
 	log     *zap.Logger
 	codec   codec // Arbor's protocol or ZooKeeper's
 	session int64
+	// version is the protocol version spoken on the connection, set by
+	// the handshake before any request.
+	version int32
 	// carried: the connection is a channel of a multiplexed connection
 	// (mux.go), which counts toward the client IP's limit in its stead.
 	carried bool
@@ -428,4 +431,15 @@ func (c *conn) close() {
 	c.srv.limits.handshakes.done(c.nc) // when the handshake did not get as far as the ConnectRequest
 	c.srv.dropConn(c)
 	c.srv.watches.removeConn(c)
+}
+
+// eventZxid is the zxid a notification of an event at zxid in group
+// carries to c: a position (wire.Position) for a client that speaks
+// them, which may then resume its watches over several shards from
+// where it was in each.
+func (c *conn) eventZxid(group uint64, zxid int64) int64 {
+	if c.version >= wire.ShardedWatches {
+		return wire.Position(group, zxid)
+	}
+	return zxid
 }

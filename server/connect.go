@@ -55,7 +55,7 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		return false
 	}
 	_ = c.nc.SetWriteDeadline(time.Time{})
-	c.session = resp.SessionID
+	c.session, c.version = resp.SessionID, resp.ProtocolVersion
 	c.stats.attached(resp.TimeoutMs)
 	c.srv.bindSession(c)
 	if c.readOnly.Load() {

@@ -111,7 +111,7 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	if f.history != nil {
 		f.history.record(zxid, txn.Time, events)
 	}
-	f.watches.trigger(events, zxid, f.locks.Holds) // the turns in this group's lock index
+	f.watches.trigger(f.group, events, zxid, f.locks.Holds) // the turns in this group's lock index
 	var seed func(io.Writer) error
 	var seedErr error
 	if txn.Type == tree.TxnSplit && res.Err == nil {

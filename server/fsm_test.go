@@ -17,7 +17,7 @@ import (
 func TestALeasesRenewalKeepsItsSessionAlive(t *testing.T) {
 	t.Parallel()
 	sessions := session.NewTable(time.Second, time.Minute)
-	f := newFSM(zaptest.NewLogger(t), newWatchRegistry(func(*conn, int64, tree.Event, []string) {}), sessions, 1<<20, 100, 0)
+	f := newFSM(zaptest.NewLogger(t), newWatchRegistry(func(*conn, uint64, int64, tree.Event, []string) {}), sessions, 1<<20, 100, 0)
 	var zxid uint64
 	apply := func(txn tree.Txn) *tree.Result {
 		t.Helper()

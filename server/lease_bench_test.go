@@ -33,7 +33,7 @@ func BenchmarkMemoryPerHeldLease(b *testing.B) {
 		start := time.Now()
 
 		sessions := session.NewTable(time.Second, time.Minute)
-		f := newFSM(zap.NewNop(), newWatchRegistry(func(*conn, int64, tree.Event, []string) {}), sessions, 1<<20, 100, 0)
+		f := newFSM(zap.NewNop(), newWatchRegistry(func(*conn, uint64, int64, tree.Event, []string) {}), sessions, 1<<20, 100, 0)
 		var zxid uint64
 		apply := func(txn tree.Txn) {
 			zxid++

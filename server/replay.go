@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 )
@@ -41,10 +42,10 @@ func (c *conn) preReplay(r *request) {
 	switch {
 	case req.Op == wire.OpAddWatch && req.FromZxid > 0 && req.AddWatchMode == wire.AddWatchPersistent:
 		lasting[watchKey{req.Path, watchPersistent}] = true
-		from, send = req.FromZxid, replaySender(c, req)
+		from = req.FromZxid
 	case req.Op == wire.OpAddWatch && req.FromZxid > 0 && req.AddWatchMode == wire.AddWatchPersistentRecursive:
 		lasting[watchKey{req.Path, watchRecursive}] = true
-		from, send = req.FromZxid, replaySender(c, req)
+		from = req.FromZxid
 	case req.Op == wire.OpSetWatches2 && !req.MoreWatches && c.restoreRefused == nil:
 		all := c.restoreSoFar(req) // with the frames gathered before this last one
 		from = all.RelativeZxid
@@ -54,7 +55,7 @@ func (c *conn) preReplay(r *request) {
 		for _, p := range all.RecursiveWatches {
 			lasting[watchKey{p, watchRecursive}] = true
 		}
-		send = func(zxid int64, ev tree.Event) { c.srv.notify(c, zxid, ev, nil) }
+		send = func(zxid int64, ev tree.Event) { c.srv.notify(c, shardmap.MetaGroup, zxid, ev, nil) }
 	default:
 		return
 	}
@@ -64,6 +65,9 @@ func (c *conn) preReplay(r *request) {
 	g, history := c.srv.historyOf(req.Path, req.AddWatchMode == wire.AddWatchPersistentRecursive)
 	if g == nil {
 		return
+	}
+	if send == nil {
+		send = replaySender(c, req, g.id)
 	}
 	to := g.fsm.lastZxid()
 	if len(lasting) == 0 || history == nil || from < 0 || from >= to || from < history.oldestZxid() {

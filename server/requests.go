@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/arbor-coord/arbor/raftnode"
@@ -124,6 +123,11 @@ func (c *conn) restoreSoFar(req *wire.Request) *wire.Request {
 			}
 		}
 	}
+	r.WatchPositions = nil
+	if len(g.WatchPositions)+len(req.WatchPositions) > 0 {
+		before, now := lastingPositions(g), lastingPositions(req)
+		r.WatchPositions = slices.Concat(before[0], now[0], before[1], now[1])
+	}
 	r.DataWatches = append(slices.Clip(g.DataWatches), req.DataWatches...)
 	r.ExistWatches = append(slices.Clip(g.ExistWatches), req.ExistWatches...)
 	r.ChildWatches = append(slices.Clip(g.ChildWatches), req.ChildWatches...)
@@ -144,6 +148,18 @@ func watchZxids(r *wire.Request) (lists [5][]int64, ok bool) {
 		lists[i], z = z[:len(l):len(l)], z[len(l):]
 	}
 	return lists, true
+}
+
+// lastingPositions splits the WatchPositions of a setWatches2 by the
+// watch lists they go with (persistent, recursive), one entry per watch.
+func lastingPositions(r *wire.Request) (lists [2][][]int64) {
+	ps := r.WatchPositions
+	for i, l := range [][]string{r.PersistentWatches, r.RecursiveWatches} {
+		lists[i] = make([][]int64, len(l))
+		n := copy(lists[i], ps)
+		ps = ps[n:]
+	}
+	return lists
 }
 
 // changesState reports whether op changes what the cluster holds, which a
@@ -438,9 +454,9 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 		switch {
 		case err != nil:
 		case req.AddWatchMode == wire.AddWatchPersistent:
-			err = s.addLastingWatch(watchPersistent, req, c)
+			err = s.addLastingWatch(watchPersistent, req, c, reply)
 		case req.AddWatchMode == wire.AddWatchPersistentRecursive:
-			err = s.addLastingWatch(watchRecursive, req, c)
+			err = s.addLastingWatch(watchRecursive, req, c, reply)
 		default:
 			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
 		}
@@ -517,118 +533,58 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	if err := c.srv.roomForWatches(c, watchCount(req)); err != nil {
 		return zxid, err
 	}
-	sharded := c.srv.routingMap() != nil
-	since, perWatch := watchZxids(req)
-	if sharded {
+	if c.srv.routingMap() != nil {
 		// The client's zxid may be any shard's, and a shard's zxids are
-		// not comparable with another's. A watch whose client said the
-		// zxid of the reply that set it (an Arbor client: WatchZxids),
-		// which is of the shard of its path, is restored against that;
-		// otherwise (a ZooKeeper client) every data and child watch
-		// restored fires, so that the client reads again (a watch that
-		// fires without a change costs a read; one that misses a change
-		// would be a bug). Likewise a lasting watch all of whose events
-		// are one shard's is replayed from that shard's history, from
-		// where its client says; the others are ended with
-		// HistoryCompacted, so that the client adds them again and reads
-		// (docs/scale-out.md, "Zxids across shards").
-		rel = -1
-	}
-	relOf := func(zxids []int64, i int) int64 {
-		if sharded && perWatch {
-			return zxids[i]
+		// not comparable with another's: each watch is restored from
+		// where its client says it was in its shard (docs/scale-out.md,
+		// "Zxids across shards").
+		since, perWatch := watchZxids(req)
+		if c.replayed.err != nil {
+			c.log.Error("replaying the watch history failed", zap.Error(c.replayed.err))
 		}
-		return rel
+		c.restoreSharded(t, req, since, perWatch, zxid)
+		return zxid, nil
 	}
 	// The replayed events are older than the catch-up events below, which
 	// carry zxid: they go first, so that events arrive in zxid order. What
 	// preReplay sent already is not sent again.
-	switch err := c.replayed.err; {
-	case err != nil:
+	if err := c.replayed.err; err != nil {
 		c.log.Error("replaying the watch history failed", zap.Error(err))
 		c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), req.PersistentWatches, req.RecursiveWatches)
-	case sharded:
-		c.restoreLastingSharded(req, since, perWatch, zxid)
-	default:
+	} else {
 		c.srv.watches.restoreLasting(c, c.srv.fsm.history, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
 	}
-	// Each one-shot watch is looked at and left under the read lock of
-	// its path's group, so that no change of its node comes between. One
-	// whose shard does not run here fires, and its client reads again.
-	inShard := func(p string, miss wire.EventType, fn func(t *tree.Tree)) {
-		switch {
-		case !sharded:
-			fn(t)
-		case c.srv.inShardOf(t, p, fn) != nil:
-			c.srv.notify(c, zxid, tree.Event{Type: miss, Path: p}, nil)
+	for _, p := range req.DataWatches {
+		switch st, err := t.Exists(p); {
+		case errors.Is(err, wire.ErrNoNode):
+			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+		case err != nil:
+		case st.Mzxid > rel:
+			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
+		default:
+			c.srv.watches.add(watchData, p, c)
 		}
-	}
-	for i, p := range req.DataWatches {
-		inShard(p, wire.EventNodeDataChanged, func(t *tree.Tree) {
-			switch st, err := t.Exists(p); {
-			case errors.Is(err, wire.ErrNoNode):
-				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
-			case err != nil:
-			case st.Mzxid > relOf(since[0], i):
-				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
-			default:
-				c.srv.watches.add(watchData, p, c)
-			}
-		})
 	}
 	for _, p := range req.ExistWatches {
-		inShard(p, wire.EventNodeCreated, func(t *tree.Tree) {
-			switch _, err := t.Exists(p); {
-			case err == nil:
-				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
-			case errors.Is(err, wire.ErrNoNode):
-				c.srv.watches.add(watchData, p, c)
-			}
-		})
-	}
-	for i, p := range req.ChildWatches {
-		inShard(p, wire.EventNodeChildrenChanged, func(t *tree.Tree) {
-			switch st, err := t.Exists(p); {
-			case errors.Is(err, wire.ErrNoNode):
-				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
-			case err != nil:
-			case st.Pzxid > relOf(since[2], i) || c.srv.isMergedListing(p):
-				// (The children of a path spread over the shards change in
-				// every shard, and its Stat is the meta group's.)
-				c.srv.notify(c, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
-			default:
-				c.srv.watches.add(watchChild, p, c)
-			}
-		})
-	}
-	return zxid, nil
-}
-
-// restoreLastingSharded restores the lasting watches of req on a sharded
-// cluster: each whose events are all one shard's (historyOf) from the
-// zxid its client gave (since, if perWatch), the others ended with
-// HistoryCompacted. The caller holds the meta group's read lock.
-func (c *conn) restoreLastingSharded(req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
-	var lost [2][]string
-	for kind, paths := range [][]string{req.PersistentWatches, req.RecursiveWatches} {
-		recursive := kind == 1
-		for i, p := range paths {
-			g, h := c.srv.historyOf(p, recursive)
-			if !perWatch || h == nil {
-				lost[kind] = append(lost[kind], p)
-				continue
-			}
-			one := [2][]string{}
-			one[kind] = []string{p}
-			restore := func(*tree.Tree) { c.srv.watches.restoreLasting(c, h, since[3+kind][i], zxid, one[0], one[1]) }
-			if g == c.srv.metaGroup {
-				restore(nil) // its read lock is held
-			} else {
-				g.fsm.read(restore) // no event of its own between the replay and the registration
-			}
+		switch _, err := t.Exists(p); {
+		case err == nil:
+			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
+		case errors.Is(err, wire.ErrNoNode):
+			c.srv.watches.add(watchData, p, c)
 		}
 	}
-	c.srv.watches.lost(c, zxid, c.srv.watches.history.oldestZxid(), lost[0], lost[1])
+	for _, p := range req.ChildWatches {
+		switch st, err := t.Exists(p); {
+		case errors.Is(err, wire.ErrNoNode):
+			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+		case err != nil:
+		case st.Pzxid > rel:
+			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
+		default:
+			c.srv.watches.add(watchChild, p, c)
+		}
+	}
+	return zxid, nil
 }
 
 // historyOf is the group whose watch history holds every event a lasting
@@ -639,17 +595,11 @@ func (c *conn) restoreLastingSharded(req *wire.Request, since [5][]int64, perWat
 // it, whose children the shards share). Its history is nil otherwise, or
 // if the group runs without one.
 func (s *Server) historyOf(path string, recursive bool) (*group, *watchHistory) {
-	m := s.routingMap()
-	if m == nil {
+	if s.routingMap() == nil {
 		return s.metaGroup, s.fsm.history
 	}
-	if path == "/" {
+	if s.spans(path, recursive) {
 		return nil, nil
-	}
-	for _, p := range m.Partitioned {
-		if p == path || recursive && strings.HasPrefix(p, path+"/") {
-			return nil, nil
-		}
 	}
 	g, err := s.groupOfPath(path)
 	if err != nil || g.fsm.history == nil {

@@ -670,10 +670,11 @@ func (s *Server) sessionClosed(id int64) {
 	}
 }
 
-// notify queues a watch notification of ev on c, with the node's data
-// and Stat when ev carries them.
-func (s *Server) notify(c *conn, zxid int64, ev tree.Event, turns []string) {
-	c.send(nil, &wire.Reply{Xid: wire.XidNotification, Zxid: zxid, EventType: ev.Type,
+// notify queues a watch notification of ev, in group at zxid, on c, with
+// the node's data and Stat when ev carries them. Its zxid is a position
+// for a client that speaks them (eventZxid).
+func (s *Server) notify(c *conn, group uint64, zxid int64, ev tree.Event, turns []string) {
+	c.send(nil, &wire.Reply{Xid: wire.XidNotification, Zxid: c.eventZxid(group, zxid), EventType: ev.Type,
 		State: wire.StateConnected, Path: ev.Path, Data: ev.Data, Stat: ev.Stat, Turns: turns})
 	s.metrics.notifications.Inc()
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
 	"go.uber.org/zap"
@@ -61,7 +62,7 @@ const maxWaiters = 64
 // write lock, so a change is either seen by a read or fires the read's
 // watch, never neither.
 type watchRegistry struct {
-	notify func(c *conn, zxid int64, ev tree.Event, turns []string)
+	notify func(c *conn, group uint64, zxid int64, ev tree.Event, turns []string)
 	// holds reports whether the lock node name under dir is the first
 	// node of an acquisition that holds its lock (locks.Index.Holds), in
 	// the lock index of the group whose change trigger is taking: set by
@@ -87,9 +88,19 @@ type watchRegistry struct {
 	// any, and turns trigger's scratch map of those whose turn came.
 	waiters map[waitKey][]string
 	turns   map[*conn][]string
+	// gates hold back from a lasting watch over several shards, as it is
+	// set or restored, the events of the groups it is not open to yet
+	// (addGated, open): by connection and watch, the groups still shut.
+	gates map[gateKey]map[uint64]bool
 }
 
-func newWatchRegistry(notify func(c *conn, zxid int64, ev tree.Event, turns []string)) *watchRegistry {
+// gateKey is a connection's lasting watch.
+type gateKey struct {
+	c *conn
+	k watchKey
+}
+
+func newWatchRegistry(notify func(c *conn, group uint64, zxid int64, ev tree.Event, turns []string)) *watchRegistry {
 	w := &watchRegistry{notify: notify, byConn: map[*conn]map[watchKey]struct{}{}, fired: map[*conn]uint8{},
 		waiters: map[waitKey][]string{}, turns: map[*conn][]string{}}
 	for k := range w.tables {
@@ -166,6 +177,9 @@ func (w *watchRegistry) removeLocked(kind watchKind, path string, c *conn) bool 
 	delete(w.byConn[c], watchKey{path, kind})
 	if kind == watchData {
 		delete(w.waiters, waitKey{c, path})
+	}
+	if len(w.gates) > 0 {
+		delete(w.gates, gateKey{c, watchKey{path, kind}})
 	}
 	w.count--
 	return true
@@ -296,17 +310,59 @@ func (w *watchRegistry) takeWaiters(c *conn, path string, deleted bool) {
 }
 
 // collect adds the connections with a lasting watch of kind on path to
-// w.fired.
-func (w *watchRegistry) collect(kind watchKind, path string) {
+// w.fired, but those whose watch is shut to group's events.
+func (w *watchRegistry) collect(group uint64, kind watchKind, path string) {
 	for c := range w.tables[kind][path] {
+		if len(w.gates) > 0 && w.gates[gateKey{c, watchKey{path, kind}}][group] {
+			continue
+		}
 		w.fired[c] |= firedLasting
+	}
+}
+
+// addGated leaves a lasting watch of kind on path for c, shut to the events
+// of groups until each is opened (open); one c holds already stays open.
+// It reports false, having left nothing, when the watch is new and c
+// holds as many as it may.
+func (w *watchRegistry) addGated(kind watchKind, path string, c *conn, groups []uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, had := w.tables[kind][path][c]; had {
+		return true
+	}
+	if !w.addLocked(kind, path, c) {
+		return false
+	}
+	if len(groups) > 0 {
+		shut := make(map[uint64]bool, len(groups))
+		for _, g := range groups {
+			shut[g] = true
+		}
+		if w.gates == nil {
+			w.gates = map[gateKey]map[uint64]bool{}
+		}
+		w.gates[gateKey{c, watchKey{path, kind}}] = shut
+	}
+	return true
+}
+
+// openLocked opens c's lasting watch of k to the events of group. The
+// caller holds group's read lock, so that each of its events is either
+// before (and not sent) or after (and sent), and w.mu.
+func (w *watchRegistry) openLocked(c *conn, k watchKey, group uint64) {
+	g := gateKey{c, k}
+	if shut := w.gates[g]; shut != nil {
+		delete(shut, group)
+		if len(shut) == 0 {
+			delete(w.gates, g)
+		}
 	}
 }
 
 // trigger fires the watches that events match and sends their
 // notifications, one per connection and event. It is called by Apply with
 // the fsm's write lock held.
-func (w *watchRegistry) trigger(events []tree.Event, zxid int64, holds func(dir, name string) bool) {
+func (w *watchRegistry) trigger(group uint64, events []tree.Event, zxid int64, holds func(dir, name string) bool) {
 	if len(events) == 0 {
 		return
 	}
@@ -323,10 +379,10 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64, holds func(dir,
 			w.take(watchData, ev.Path, true)
 			w.take(watchChild, ev.Path, false)
 		}
-		w.collect(watchPersistent, ev.Path)
+		w.collect(group, watchPersistent, ev.Path)
 		if ev.Type != wire.EventNodeChildrenChanged && len(w.tables[watchRecursive]) > 0 {
 			for p := ev.Path; ; p = parent(p) {
-				w.collect(watchRecursive, p)
+				w.collect(group, watchRecursive, p)
 				if p == "/" {
 					break
 				}
@@ -336,11 +392,11 @@ func (w *watchRegistry) trigger(events []tree.Event, zxid int64, holds func(dir,
 		for c, f := range w.fired {
 			switch {
 			case f&firedLasting != 0 && mayRead(c, ev):
-				w.notify(c, zxid, ev, w.turns[c])
+				w.notify(c, group, zxid, ev, w.turns[c])
 			case f&firedOneShot != 0:
 				// A one-shot watch fires whatever the ACL is now (as in
 				// ZooKeeper), without the data.
-				w.notify(c, zxid, bare, w.turns[c])
+				w.notify(c, group, zxid, bare, w.turns[c])
 			}
 		}
 		clear(w.fired)
@@ -383,7 +439,7 @@ func (w *watchRegistry) restoreLasting(c *conn, h *watchHistory, rel, zxid int64
 	}
 	err := h.since(rel, func(z int64, ev tree.Event) {
 		if sees(lasting, ev) && mayRead(c, ev) {
-			w.notify(c, z, ev, nil)
+			w.notify(c, shardmap.MetaGroup, z, ev, nil)
 		}
 	})
 	if err != nil {
@@ -443,10 +499,10 @@ func (w *watchRegistry) addFrom(kind watchKind, path string, c *conn, h *watchHi
 	return true, err
 }
 
-// replaySender sends c an event replayed for its addWatch req.
-func replaySender(c *conn, req *wire.Request) func(zxid int64, ev tree.Event) {
+// replaySender sends c an event of group replayed for its addWatch req.
+func replaySender(c *conn, req *wire.Request, group uint64) func(zxid int64, ev tree.Event) {
 	return func(zxid int64, ev tree.Event) {
-		c.srv.watches.send(c, &wire.Reply{Xid: wire.XidReplay, Zxid: zxid, EventType: ev.Type,
+		c.srv.watches.send(c, &wire.Reply{Xid: wire.XidReplay, Zxid: c.eventZxid(group, zxid), EventType: ev.Type,
 			State: wire.StateConnected, Path: ev.Path, ReplayOf: req.Xid, Data: ev.Data, Stat: ev.Stat})
 	}
 }
@@ -508,10 +564,18 @@ func parent(p string) string {
 // for c. With a FromZxid, it first replays every event after it the watch
 // sees, in order, as XidReplay notifications naming the request: they are
 // that watch's alone (the connection's other watches saw them live, or
-// not at all), and come before the reply. The caller holds the fsm's read
-// lock.
-func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) error {
+// not at all), and come before the reply. A watch that spans shards
+// (addSpanningWatch) is set at a position in each, which the reply
+// carries to a client that speaks positions. The caller holds the read
+// lock of the group of req's path.
+func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn, reply *wire.Reply) error {
 	switch {
+	case req.FromZxid == 0 && s.spans(req.Path, kind == watchRecursive):
+		positions, err := s.addSpanningWatch(kind, req.Path, c)
+		if c.version >= wire.ShardedWatches {
+			reply.Positions = positions
+		}
+		return err
 	case req.FromZxid == 0:
 		return s.addWatch(kind, req.Path, c)
 	case req.FromZxid < 0:
@@ -530,7 +594,7 @@ func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn) err
 		return c.replayed.err // preReplay could not read the history through
 	}
 	// What preReplay sent already, the replay here does not send again.
-	ok, err := s.watches.addFrom(kind, req.Path, c, h, max(req.FromZxid, c.replayed.to), replaySender(c, req))
+	ok, err := s.watches.addFrom(kind, req.Path, c, h, max(req.FromZxid, c.replayed.to), replaySender(c, req, g.id))
 	if !ok {
 		return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,
 			"the connection holds %d watches, as many as it may", s.cfg.MaxWatches)

@@ -18,7 +18,9 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 		path string
 	}
 	var got []fired
-	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event, _ []string) { got = append(got, fired{c, ev.Type, ev.Path}) })
+	w := newWatchRegistry(func(c *conn, _ uint64, _ int64, ev tree.Event, _ []string) {
+		got = append(got, fired{c, ev.Type, ev.Path})
+	})
 	a, b := &conn{}, &conn{}
 	w.add(watchData, "/x", a)
 	w.add(watchData, "/x", a) // once per connection and path
@@ -28,11 +30,11 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 	if w.size() != 4 {
 		t.Fatalf("size %d, want 4", w.size())
 	}
-	w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/x"}}, 5, nil)
+	w.trigger(0, []tree.Event{{Type: wire.EventNodeDataChanged, Path: "/x"}}, 5, nil)
 	if len(got) != 2 || w.size() != 2 {
 		t.Fatalf("data change fired %v, %d left; want a and b fired, 2 left", got, w.size())
 	}
-	w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/x"}}, 6, nil)
+	w.trigger(0, []tree.Event{{Type: wire.EventNodeDataChanged, Path: "/x"}}, 6, nil)
 	if len(got) != 2 {
 		t.Fatalf("a fired watch fired again: %v", got)
 	}
@@ -40,7 +42,7 @@ func TestWatchRegistryFiresOnceAndForgetsClosedConnections(t *testing.T) {
 	if w.size() != 1 || len(w.byConn[b]) != 0 {
 		t.Fatalf("after b closed: %d watches, b indexes %v", w.size(), w.byConn[b])
 	}
-	w.trigger([]tree.Event{{Type: wire.EventNodeDeleted, Path: "/x"}}, 7, nil)
+	w.trigger(0, []tree.Event{{Type: wire.EventNodeDeleted, Path: "/x"}}, 7, nil)
 	if len(got) != 3 || got[2] != (fired{a, wire.EventNodeDeleted, "/x"}) || w.size() != 0 || len(w.byConn[a]) != 0 {
 		t.Fatalf("delete fired %v, %d left, a indexes %v", got, w.size(), w.byConn[a])
 	}
@@ -58,7 +60,7 @@ type notification struct {
 // as their zxid.
 func recordingRegistry(t *testing.T) (*watchRegistry, *[]notification) {
 	var got []notification
-	w := newWatchRegistry(func(c *conn, zxid int64, ev tree.Event, _ []string) {
+	w := newWatchRegistry(func(c *conn, _ uint64, zxid int64, ev tree.Event, _ []string) {
 		got = append(got, notification{c, zxid, ev.Type, ev.Path})
 	})
 	w.send = func(c *conn, rep *wire.Reply) {
@@ -72,7 +74,7 @@ func recordingRegistry(t *testing.T) (*watchRegistry, *[]notification) {
 // does for a txn applied at zxid.
 func applyEvents(w *watchRegistry, zxid int64, events ...tree.Event) {
 	w.history.record(zxid, 0, events)
-	w.trigger(events, zxid, nil)
+	w.trigger(0, events, zxid, nil)
 }
 
 func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
@@ -95,7 +97,7 @@ func TestPersistentAndRecursiveWatchesStayAndSeeTheirEvents(t *testing.T) {
 		{Type: wire.EventNodeDeleted, Path: "/a"},
 	}
 	for i, ev := range events {
-		w.trigger([]tree.Event{ev}, int64(10+i), nil)
+		w.trigger(0, []tree.Event{ev}, int64(10+i), nil)
 	}
 	want := map[*conn][]string{
 		p:   {"NodeCreated /a", "NodeChildrenChanged /a", "NodeDataChanged /a", "NodeDeleted /a"},
@@ -211,11 +213,11 @@ func TestOnlyLastingWatchersGetTheNode(t *testing.T) {
 	t.Parallel()
 	var got []tree.Event
 	var to []*conn
-	w := newWatchRegistry(func(c *conn, _ int64, ev tree.Event, _ []string) { got, to = append(got, ev), append(to, c) })
+	w := newWatchRegistry(func(c *conn, _ uint64, _ int64, ev tree.Event, _ []string) { got, to = append(got, ev), append(to, c) })
 	oneShot, lasting := &conn{}, &conn{}
 	w.add(watchData, "/cfg", oneShot)
 	w.add(watchPersistent, "/cfg", lasting)
-	w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/cfg", Data: []byte("v2"), Stat: wire.Stat{Czxid: 1, Version: 2}}}, 9, nil)
+	w.trigger(0, []tree.Event{{Type: wire.EventNodeDataChanged, Path: "/cfg", Data: []byte("v2"), Stat: wire.Stat{Czxid: 1, Version: 2}}}, 9, nil)
 	if len(got) != 2 {
 		t.Fatalf("notifications %v", got)
 	}
@@ -282,7 +284,7 @@ func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
 	w.add(watchRecursive, "/", stranger)
 	w.add(watchData, "/s", stranger) // set while /s was readable, or via setWatches
 	secret := []wire.ACL{{Perms: wire.PermRead, Scheme: "digest", ID: aliceDigest}}
-	w.trigger([]tree.Event{{Type: wire.EventNodeDeleted, Path: "/s", ACL: secret}}, 5, nil)
+	w.trigger(0, []tree.Event{{Type: wire.EventNodeDeleted, Path: "/s", ACL: secret}}, 5, nil)
 	if w.has(wire.WatcherData, "/s", stranger) {
 		t.Fatal("one-shot still registered")
 	}
@@ -296,17 +298,17 @@ func TestAOneShotWatchFiresBesideALastingOneThatMayNotRead(t *testing.T) {
 func TestAWatchsWaitersGoWithIt(t *testing.T) {
 	t.Parallel()
 	var turns [][]string
-	w := newWatchRegistry(func(_ *conn, _ int64, _ tree.Event, ts []string) { turns = append(turns, ts) })
+	w := newWatchRegistry(func(_ *conn, _ uint64, _ int64, _ tree.Event, ts []string) { turns = append(turns, ts) })
 	holds := func(dir, name string) bool { return dir == "/l" && name == "b" }
 	a := &conn{}
 	for _, tc := range []struct {
 		name string
 		end  func()
 	}{
-		{"the node changes", func() { w.trigger([]tree.Event{{Type: wire.EventNodeDataChanged, Path: "/l/a"}}, 1, holds) }},
+		{"the node changes", func() { w.trigger(0, []tree.Event{{Type: wire.EventNodeDataChanged, Path: "/l/a"}}, 1, holds) }},
 		{"the watch is removed", func() { w.remove(wire.WatcherData, "/l/a", a) }},
 		{"the connection closes", func() { w.removeConn(a) }},
-		{"the node is deleted", func() { w.trigger([]tree.Event{{Type: wire.EventNodeDeleted, Path: "/l/a"}}, 2, holds) }},
+		{"the node is deleted", func() { w.trigger(0, []tree.Event{{Type: wire.EventNodeDeleted, Path: "/l/a"}}, 2, holds) }},
 	} {
 		turns = nil
 		for _, name := range []string{"b", "c", "b"} {

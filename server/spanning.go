@@ -1,0 +1,294 @@
+package server
+
+import (
+	"errors"
+	"math"
+	"strings"
+
+	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
+	"go.uber.org/zap"
+)
+
+// A lasting watch spans shards when its events come from several: a
+// recursive watch of "/", and a persistent or recursive watch of a
+// partitioned parent or, recursive, of a path above one. Each shard
+// numbers its zxids on its own, so such a watch has a place in each
+// shard: its client learns the shard of each event from the event's
+// position (wire.Position, protocol version ShardedWatches), and where the
+// watch was set in each from its addWatch's reply (Reply.Positions), and
+// gives them back when it restores the watch after a reconnect
+// (Request.WatchPositions). The member then replays what the watch missed
+// of each shard from that shard's history.
+//
+// A spanning watch is set, and restored, a group at a time, with the meta
+// group's read lock held (the watch's path is the meta group's) and each
+// shard's taken in turn: left shut to every shard's events (addGated),
+// then opened to a shard's (openLocked) under that shard's read lock, so
+// that each of its events is either before the place the watch starts at
+// there or sent.
+
+// spans reports whether a lasting watch of path (recursive: and below)
+// sees the events of several shards.
+func (s *Server) spans(path string, recursive bool) bool {
+	m := s.routingMap()
+	if m == nil {
+		return false
+	}
+	if path == "/" {
+		return true
+	}
+	for _, p := range m.Partitioned {
+		if p == path || recursive && strings.HasPrefix(p, path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// addSpanningWatch leaves a lasting watch of kind on path for c that spans
+// shards, and returns the positions it is set at in each group: the meta
+// group's, whose read lock the caller holds, then each shard's.
+func (s *Server) addSpanningWatch(kind watchKind, path string, c *conn) ([]int64, error) {
+	shards := s.runningGroups()
+	ids := make([]uint64, len(shards))
+	for i, g := range shards {
+		ids[i] = g.id
+	}
+	if !s.watches.addGated(kind, path, c, ids) {
+		return nil, s.refuseWatch(c)
+	}
+	positions := []int64{wire.Position(s.metaGroup.id, s.fsm.zxid)}
+	for _, g := range shards {
+		g.fsm.read(func(*tree.Tree) {
+			s.watches.open(c, watchKey{path, kind}, g.id)
+			positions = append(positions, wire.Position(g.id, g.fsm.zxid))
+		})
+	}
+	return positions, nil
+}
+
+// lastingRestore is a lasting watch a restore brings back on a sharded
+// cluster, with where its replay resumes in each group.
+type lastingRestore struct {
+	key   watchKey
+	sees  map[watchKey]bool // key alone, for sees
+	spans bool              // its events come from several groups
+	from  map[uint64]int64  // by group: the zxid its replay resumes after
+	lost  bool              // ended: a group's history no longer holds what it missed
+}
+
+// restoreSharded restores the watches of req on a sharded cluster, a group
+// at a time: the meta group's, whose read lock the caller holds, then each
+// shard's, in the order of their groups, under its read lock. In a group's
+// turn, the lasting watches that see its events replay what they missed
+// of them, from where their client says it was in the group
+// (WatchPositions; for a watch of one shard, its WatchZxids entry else);
+// then the watches of that group alone are left, those over several
+// opened to its events (they were left shut to every shard's first), and
+// the group's one-shot watches looked at and left. No event of a group
+// comes between its replay and its watches, and no watch of the
+// connection gets a live event of a group before a replay sends its older
+// ones. A lasting watch whose client does not say where it was in a
+// group, or whose missed events that group's history no longer holds,
+// ends with HistoryCompacted, so that its client reads again. The
+// connection has room for the watches (setWatches checked).
+func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
+	s := c.srv
+	shards := s.runningGroups()
+	ids := make([]uint64, len(shards))
+	for i, g := range shards {
+		ids[i] = g.id
+	}
+	byGroup := map[uint64][]*lastingRestore{} // the lasting watches of one group
+	var spanning []*lastingRestore
+	var lost [2][]string // persistent, recursive
+	for kind, paths := range [][]string{req.PersistentWatches, req.RecursiveWatches} {
+		for i, p := range paths {
+			k := watchKey{p, watchPersistent}
+			if kind == 1 {
+				k.kind = watchRecursive
+			}
+			l := &lastingRestore{key: k, sees: map[watchKey]bool{k: true}, from: map[uint64]int64{}}
+			if j := i + kind*len(req.PersistentWatches); j < len(req.WatchPositions) {
+				for _, pos := range req.WatchPositions[j] {
+					g, z := wire.PositionOf(pos)
+					l.from[g] = z
+				}
+			}
+			if l.spans = s.spans(p, kind == 1); l.spans {
+				if s.watches.addGated(k.kind, p, c, ids) {
+					spanning = append(spanning, l)
+				}
+				continue
+			}
+			g, err := s.groupOfPath(p)
+			if err != nil {
+				lost[kind] = append(lost[kind], p)
+				continue
+			}
+			if _, ok := l.from[g.id]; !ok && perWatch {
+				l.from[g.id] = since[3+kind][i]
+			}
+			byGroup[g.id] = append(byGroup[g.id], l)
+		}
+	}
+	s.watches.lost(c, zxid, s.fsm.history.oldestZxid(), lost[0], lost[1])
+
+	oneShot := c.oneShotRestores(t, req, since, perWatch, zxid)
+	turn := func(g *group, t *tree.Tree) {
+		ls := byGroup[g.id]
+		for _, l := range spanning {
+			if !l.lost {
+				ls = append(ls, l)
+			}
+		}
+		s.watches.restoreIn(c, g, zxid, ls)
+		for _, restore := range oneShot[g.id] {
+			restore(t, g)
+		}
+	}
+	turn(s.metaGroup, t)
+	for _, g := range shards {
+		g.fsm.read(func(t *tree.Tree) { turn(g, t) })
+	}
+}
+
+// restoreIn is a group's turn in restoreSharded for the lasting watches
+// ls that see its events: each replays them from where it says, then is
+// left (of g alone) or opened to them (spanning). One that says nothing of
+// g, or whose missed events g's history no longer holds, ends with
+// HistoryCompacted (and is marked lost). The caller holds g's read lock.
+func (w *watchRegistry) restoreIn(c *conn, g *group, zxid int64, ls []*lastingRestore) {
+	if len(ls) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := g.fsm.history
+	var live, ended []*lastingRestore
+	from := int64(math.MaxInt64)
+	for _, l := range ls {
+		z, ok := l.from[g.id]
+		if h == nil || !ok || z < h.oldestZxid() {
+			ended = append(ended, l)
+			continue
+		}
+		live = append(live, l)
+		from = min(from, z)
+	}
+	if len(live) > 0 {
+		err := h.since(from, func(ez int64, ev tree.Event) {
+			if !mayRead(c, ev) {
+				return
+			}
+			for _, l := range live {
+				if l.from[g.id] < ez && sees(l.sees, ev) {
+					w.notify(c, g.id, ez, ev, nil)
+					return
+				}
+			}
+		})
+		if err != nil {
+			if !errors.Is(err, wire.ErrHistoryCompacted) {
+				c.log.Error("replaying the watch history failed", zap.Uint64("group", g.id), zap.Error(err))
+			}
+			ended, live = append(ended, live...), nil
+		}
+	}
+	for _, l := range live {
+		if l.spans {
+			w.openLocked(c, l.key, g.id)
+		} else {
+			w.addLocked(l.key.kind, l.key.path, c)
+		}
+	}
+	var persistent, recursive []string
+	for _, l := range ended {
+		l.lost = true
+		if l.spans {
+			w.removeLocked(l.key.kind, l.key.path, c)
+		}
+		if l.key.kind == watchPersistent {
+			persistent = append(persistent, l.key.path)
+		} else {
+			recursive = append(recursive, l.key.path)
+		}
+	}
+	oldest := int64(0)
+	if h != nil {
+		oldest = h.oldestZxid()
+	}
+	w.lostLocked(c, zxid, oldest, persistent, recursive)
+}
+
+// open opens c's lasting watch k to group's events (openLocked).
+func (w *watchRegistry) open(c *conn, k watchKey, group uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.openLocked(c, k, group)
+}
+
+// oneShotRestores are the restores of req's one-shot watches, by the group
+// of their paths, each to run in restoreSharded's turn of that group,
+// under its read lock: it looks at the node, and fires the watch if the
+// node changed after the zxid its client says (an event at the group's
+// zxid) or leaves it. A watch whose path's group does not run here fires
+// now, and its client reads again.
+func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) map[uint64][]func(t *tree.Tree, g *group) {
+	out := map[uint64][]func(t *tree.Tree, g *group){}
+	s := c.srv
+	relOf := func(list, i int) int64 {
+		if perWatch {
+			return since[list][i]
+		}
+		return -1
+	}
+	add := func(p string, miss wire.EventType, restore func(t *tree.Tree, g *group)) {
+		g, err := s.groupOfPath(p)
+		if err != nil {
+			s.notify(c, s.metaGroup.id, zxid, tree.Event{Type: miss, Path: p}, nil)
+			return
+		}
+		out[g.id] = append(out[g.id], restore)
+	}
+	for i, p := range req.DataWatches {
+		add(p, wire.EventNodeDataChanged, func(t *tree.Tree, g *group) {
+			switch st, err := t.Exists(p); {
+			case errors.Is(err, wire.ErrNoNode):
+				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+			case err != nil:
+			case st.Mzxid > relOf(0, i):
+				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
+			default:
+				s.watches.add(watchData, p, c)
+			}
+		})
+	}
+	for _, p := range req.ExistWatches {
+		add(p, wire.EventNodeCreated, func(t *tree.Tree, g *group) {
+			switch _, err := t.Exists(p); {
+			case err == nil:
+				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
+			case errors.Is(err, wire.ErrNoNode):
+				s.watches.add(watchData, p, c)
+			}
+		})
+	}
+	for i, p := range req.ChildWatches {
+		add(p, wire.EventNodeChildrenChanged, func(t *tree.Tree, g *group) {
+			switch st, err := t.Exists(p); {
+			case errors.Is(err, wire.ErrNoNode):
+				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+			case err != nil:
+			case st.Pzxid > relOf(2, i) || s.isMergedListing(p):
+				// (The children of a path spread over the shards change in
+				// every shard, and its Stat is the meta group's.)
+				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
+			default:
+				s.watches.add(watchChild, p, c)
+			}
+		})
+	}
+	return out
+}
