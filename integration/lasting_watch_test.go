@@ -217,20 +217,25 @@ func TestALastingWatchEndsWhenTheHistoryNoLongerHasWhatItMissed(t *testing.T) {
 	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
 	writer := dial(t, addr)
 	ctx := testCtx(t)
-	events, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
+	// (Under one top-level name: a watch of "/" on a sharded cluster
+	// cannot resume from one zxid, below.)
+	if _, err := writer.Create(ctx, "/h", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	events, err := watcher.AddWatch(ctx, "/h", client.WatchPersistentRecursive)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.cut(true)
 	for i := range 30 {
-		if _, err := writer.Create(ctx, fmt.Sprintf("/n%d", i), nil, client.Persistent); err != nil {
+		if _, err := writer.Create(ctx, fmt.Sprintf("/h/n%d", i), nil, client.Persistent); err != nil {
 			t.Fatal(err)
 		}
 	}
 	p.setRefuse(false)
 	ev := collect(t, events, 1, 20*time.Second)[0]
 	var hc *client.HistoryCompactedError
-	if ev.Type != client.EventWatchRemoved || ev.Path != "/" || !errors.Is(ev.Err, client.ErrEventsLost) ||
+	if ev.Type != client.EventWatchRemoved || ev.Path != "/h" || !errors.Is(ev.Err, client.ErrEventsLost) ||
 		!errors.As(ev.Err, &hc) || hc.Oldest <= 0 {
 		t.Fatalf("got %v (%v), want the watch removed with ErrEventsLost and the oldest zxid kept", ev, ev.Err)
 	}
@@ -238,7 +243,7 @@ func TestALastingWatchEndsWhenTheHistoryNoLongerHasWhatItMissed(t *testing.T) {
 		t.Error("the channel is still open")
 	}
 	// The client can resume from there.
-	again, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive, client.FromZxid(hc.Oldest))
+	again, err := watcher.AddWatch(ctx, "/h", client.WatchPersistentRecursive, client.FromZxid(hc.Oldest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,4 +420,8 @@ func TestARecursiveWatchOverShardsResumesInEachAfterAReconnect(t *testing.T) {
 		}
 	}
 	noEvent(t, events, 200*time.Millisecond)
+	// One zxid cannot say where such a watch resumes in each shard.
+	if _, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive, client.FromZxid(1)); !errors.Is(err, client.ErrHistoryCompacted) {
+		t.Errorf("a watch of / from one zxid: %v, want ErrHistoryCompacted", err)
+	}
 }

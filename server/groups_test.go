@@ -213,7 +213,11 @@ func TestASplitOfAShardOtherThanTheMetaGroup(t *testing.T) {
 		t.Fatalf("the map after shard 1's split: %+v", m)
 	}
 	for id, s := range members {
-		waitFor(t, fmt.Sprintf("shard 2 on member %d", id), func() bool { g := s.group(2); return g != nil && g.node.Leader() != 0 })
+		// (Led by its preferred member: a write meets no hand-over then.)
+		waitFor(t, fmt.Sprintf("shard 2 on member %d", id), func() bool {
+			g := s.group(2)
+			return g != nil && g.node.Leader() != 0 && g.node.Leader() == s.preferredLeader(2)
+		})
 		var x, n error
 		var data []byte
 		s.group(2).fsm.read(func(t *tree.Tree) { data, _, x = t.Get("/x/b"); _, n = t.Exists("/n") })

@@ -119,6 +119,8 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 			if l.spans = s.spans(p, kind == 1); l.spans {
 				if s.watches.addGated(k.kind, p, c, ids) {
 					spanning = append(spanning, l)
+				} else { // (setWatches made room for them all)
+					lost[kind] = append(lost[kind], p)
 				}
 				continue
 			}
