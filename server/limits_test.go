@@ -596,7 +596,9 @@ func TestANoisyClientDoesNotStarveTheOthers(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", func(c *Config) { c.MaxWatches = 1000 })
 	quiet := dialRaw(t, s)
-	quiet.connect(wire.ConnectRequest{})
+	// (It sends no ping: its session must outlast the flood's build-up
+	// on a loaded machine.)
+	quiet.connect(wire.ConnectRequest{TimeoutMs: 30_000})
 	quiet.call(wire.Request{Xid: 1, Op: wire.OpCreate, Path: "/quiet", Data: []byte("q")})
 
 	var noisy []*noisyClient
