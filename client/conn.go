@@ -506,9 +506,9 @@ func (cn *conn) handleReplay(body []byte) error {
 	if r == nil || r.req.Xid != rep.ReplayOf || r.req.Op != wire.OpAddWatch || r.req.FromZxid == 0 || r.watch == nil {
 		return connLoss(fmt.Errorf("%w: a replayed event for xid %d, which is not the next addWatch from a zxid", ErrMalformed, rep.ReplayOf))
 	}
-	_, zxid := cn.place(rep.Zxid)
-	r.watch.replayed = append(r.watch.replayed, Event{Type: EventType(rep.EventType), Path: rep.Path, State: StateConnected,
-		Zxid: zxid, Data: rep.Data, Stat: rep.Stat})
+	group, zxid := cn.place(rep.Zxid)
+	r.watch.replayed = append(r.watch.replayed, shardEvent{Event{Type: EventType(rep.EventType), Path: rep.Path,
+		State: StateConnected, Zxid: zxid, Data: rep.Data, Stat: rep.Stat}, group})
 	return nil
 }
 

@@ -170,3 +170,30 @@ func TestASpanningWatchHasAPlaceInEachShard(t *testing.T) {
 		t.Fatalf("two watches restore from %v, want %v", at[k], want)
 	}
 }
+
+// A watch set in one shard gets events of another once what it watches
+// is split (or a parent below it partitioned): each shard's zxids go on
+// from where the split was, so the new shard's events may carry zxids
+// below those the watch already had of the first one. Each shard has its
+// own place, and none is dropped.
+func TestAWatchSetInOneShardKeepsTheEventsOfASplitOffOne(t *testing.T) {
+	var tab watchTable
+	tab.init()
+	w := newLastingWatch("/", WatchPersistentRecursive, 100)
+	w.setAt([]int64{wire.Position(0, 10)})
+	w.takeReplayed()
+	tab.register(w, wire.OpAddWatch, wire.CodeOK, 10)
+	tab.fire(EventNodeCreated, "/a", 0, 12, nil, Stat{}, nil)
+	tab.fire(EventNodeCreated, "/z", 1, 11, nil, Stat{}, nil) // the shard split off at 10
+	tab.fire(EventNodeCreated, "/b", 0, 13, nil, Stat{}, nil)
+	var got []string
+	for len(w.ch) > 0 {
+		got = append(got, (<-w.ch).Path)
+	}
+	if want := []string{"/a", "/z", "/b"}; !slices.Equal(got, want) {
+		t.Fatalf("the watch got %v, want %v", got, want)
+	}
+	if w.resumeZxid() != 10 {
+		t.Errorf("resumes on its own from %d, want 10 (the place furthest behind: before /z's txn)", w.resumeZxid())
+	}
+}

@@ -181,22 +181,22 @@ func (c *Client) restoreWatches(cn *conn) {
 				zxids = append(zxids, since[watchAt{b.list, p}])
 			}
 		}
-		// And each lasting watch over several shards where it resumes in
-		// each, to a server that takes positions.
+		// And where each lasting watch resumes in each shard it has a
+		// place in, to a server that takes positions.
 		var positions [][]int64
 		if cn.version >= wire.ShardedWatches {
-			spans := false
+			placed := false
 			for _, b := range []struct{ batch, list int }{{0, listPersistent}, {1, listRecursive}} {
 				for _, p := range batch[b.batch] {
 					var ps []int64
 					for _, g := range slices.Sorted(maps.Keys(at[watchAt{b.list, p}])) {
 						ps = append(ps, wire.Position(g, at[watchAt{b.list, p}][g]))
 					}
-					spans = spans || len(ps) > 0
+					placed = placed || len(ps) > 0
 					positions = append(positions, ps)
 				}
 			}
-			if !spans {
+			if !placed {
 				positions = nil
 			}
 		}

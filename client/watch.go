@@ -102,15 +102,17 @@ type watchReg struct {
 	lasting int
 	mode    AddWatchMode
 	// replayed holds the events replayed for an AddWatch with FromZxid
-	// until its reply registers the watch; early, for a watch over several
-	// shards, the events of shards it was set in before that reply came
-	// (Client.offerEarly). Only the reader touches them.
-	replayed []Event
-	early    []shardEvent
-	// A lasting watch's place in the events (the table's mu guards it). A
-	// watch over several shards, whose events each shard numbers on its
-	// own, has a place in each shard it has had events of or was set in
-	// (shards, by group); the others have one, place.
+	// until its reply registers the watch; early, the events that came
+	// before that reply from the shards a watch over several was set in
+	// first (conn.offerEarly). Only the reader touches them.
+	replayed, early []shardEvent
+	// A lasting watch's place in the events (the table's mu guards it).
+	// Each shard numbers its zxids on its own, so a watch has a place in
+	// each shard it was set in or has had events of (shards, by group):
+	// its reply says where it was set (wire.Reply.Positions), and a split
+	// that moves what it watches, or a partition below it, brings events
+	// of new shards. A server that does not tell positions has one shard,
+	// and the watch one place (place, shards nil).
 	place
 	shards map[uint64]*place
 }
@@ -187,8 +189,9 @@ func (w *watchReg) in(group uint64) *place {
 	return p
 }
 
-// setAt places a lasting watch that its reply says spans shards at the
-// positions (wire.Reply.Positions) it was set at in each.
+// setAt places a lasting watch at the positions its reply says it was
+// set at (wire.Reply.Positions): in its path's shard, or in each shard
+// for a watch over several.
 func (w *watchReg) setAt(positions []int64) {
 	if len(positions) == 0 {
 		return
@@ -200,8 +203,24 @@ func (w *watchReg) setAt(positions []int64) {
 	}
 }
 
-// resumePositions are the positions a restore of spanning watch w resumes
-// from, one per shard it has a place in; nil for a watch of one shard.
+// resumeZxid is where a restore of w resumes on its own: in the shard
+// whose place is furthest behind, for a watch with places in several
+// (where a server that cannot place it by shard resumes it).
+func (w *watchReg) resumeZxid() int64 {
+	if w.shards == nil {
+		return w.place.resumeZxid()
+	}
+	z := int64(-1)
+	for _, p := range w.shards {
+		if r := p.resumeZxid(); z < 0 || r < z {
+			z = r
+		}
+	}
+	return max(z, 0)
+}
+
+// resumePositions are where a restore of w resumes in each shard it has a
+// place in, by group; nil if its server told no positions.
 func (w *watchReg) resumePositions() map[uint64]int64 {
 	if w.shards == nil {
 		return nil
@@ -213,20 +232,15 @@ func (w *watchReg) resumePositions() map[uint64]int64 {
 	return out
 }
 
-// takeReplayed puts the replayed events, or the early ones of a spanning
-// watch that come after where it was set, at the head of w's channel,
-// which it makes large enough for them and the usual queue besides, before
-// the watch is registered and its channel given to the caller.
+// takeReplayed puts the replayed events, and the early ones that come
+// after where the watch was set in their shard, at the head of w's
+// channel, which it makes large enough for them and the usual queue
+// besides, before the watch is registered and its channel given to the
+// caller. The reply's positions are set first (setAt).
 func (w *watchReg) takeReplayed() {
-	if w.shards != nil {
-		for _, e := range w.early {
-			if p := w.in(e.group); e.ev.Zxid > p.setZ && p.fresh(e.ev.Zxid) {
-				w.replayed = append(w.replayed, e.ev)
-			}
-		}
-	} else {
-		for _, ev := range w.replayed {
-			w.fresh(ev.Zxid)
+	for _, e := range w.early {
+		if e.ev.Zxid > w.in(e.group).setZ {
+			w.replayed = append(w.replayed, e)
 		}
 	}
 	w.early = nil
@@ -235,8 +249,9 @@ func (w *watchReg) takeReplayed() {
 	}
 	w.lasting += len(w.replayed)
 	w.ch = make(chan Event, w.lasting+1)
-	for _, ev := range w.replayed {
-		w.ch <- ev
+	for _, e := range w.replayed {
+		w.in(e.group).fresh(e.ev.Zxid)
+		w.ch <- e.ev
 	}
 	w.replayed = nil
 }

@@ -28,9 +28,10 @@ func mapNode() int {
 	return 0
 }
 
-// shardZxid is the zxid of position pos, a ZooKeeper reply header's: on
-// a sharded cluster the header names the shard in its top bits, and its
-// zxid below (docs/zookeeper-compat.md); elsewhere it is the zxid.
+// shardZxid is the zxid of position pos, a ZooKeeper reply's or
+// notification's header zxid: on a sharded cluster it names the shard in
+// its top bits, and its zxid below (docs/zookeeper-compat.md); elsewhere
+// it is the zxid.
 func shardZxid(pos int64) int64 { return pos & (1<<48 - 1) }
 
 // shardNames are the names the top-level names split at, for up to 8

@@ -39,9 +39,11 @@ type conn struct {
 	log     *zap.Logger
 	codec   codec // Arbor's protocol or ZooKeeper's
 	session int64
-	// version is the protocol version spoken on the connection, set by
-	// the handshake before any request.
-	version int32
+	// positions: the client takes an event's zxid as a position
+	// (wire.Position), set by the handshake before any request: an Arbor
+	// client of protocol version 4, or a ZooKeeper client, which keeps
+	// one zxid and gives it back (zk.go).
+	positions bool
 	// carried: the connection is a channel of a multiplexed connection
 	// (mux.go), which counts toward the client IP's limit in its stead.
 	carried bool
@@ -434,11 +436,11 @@ func (c *conn) close() {
 }
 
 // eventZxid is the zxid a notification of an event at zxid in group
-// carries to c: a position (wire.Position) for a client that speaks
-// them, which may then resume its watches over several shards from
-// where it was in each.
+// carries to c: a position (wire.Position) for a client that takes them,
+// which may then resume its watches over several shards from where it
+// was in each.
 func (c *conn) eventZxid(group uint64, zxid int64) int64 {
-	if c.version >= wire.ShardedWatches {
+	if c.positions {
 		return wire.Position(group, zxid)
 	}
 	return zxid

@@ -55,7 +55,8 @@ func (c *conn) handshake(br *bufio.Reader) bool {
 		return false
 	}
 	_ = c.nc.SetWriteDeadline(time.Time{})
-	c.session, c.version = resp.SessionID, resp.ProtocolVersion
+	_, zk := c.codec.(*zkCodec)
+	c.session, c.positions = resp.SessionID, zk || resp.ProtocolVersion >= wire.ShardedWatches
 	c.stats.attached(resp.TimeoutMs)
 	c.srv.bindSession(c)
 	if c.readOnly.Load() {

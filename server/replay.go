@@ -46,6 +46,8 @@ func (c *conn) preReplay(r *request) {
 	case req.Op == wire.OpAddWatch && req.FromZxid > 0 && req.AddWatchMode == wire.AddWatchPersistentRecursive:
 		lasting[watchKey{req.Path, watchRecursive}] = true
 		from = req.FromZxid
+	case req.Op == wire.OpSetWatches2 && c.srv.routingMap() != nil:
+		return // setWatches restores each from its own zxid, shard by shard
 	case req.Op == wire.OpSetWatches2 && !req.MoreWatches && c.restoreRefused == nil:
 		all := c.restoreSoFar(req) // with the frames gathered before this last one
 		from = all.RelativeZxid
@@ -58,9 +60,6 @@ func (c *conn) preReplay(r *request) {
 		send = func(zxid int64, ev tree.Event) { c.srv.notify(c, shardmap.MetaGroup, zxid, ev, nil) }
 	default:
 		return
-	}
-	if c.srv.routingMap() != nil && req.Op == wire.OpSetWatches2 {
-		return // setWatches restores each from its own zxid
 	}
 	g, history := c.srv.historyOf(req.Path, req.AddWatchMode == wire.AddWatchPersistentRecursive)
 	if g == nil {

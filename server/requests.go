@@ -261,6 +261,11 @@ func (c *conn) answerRead(r *request, reply *wire.Reply) bool {
 			c.reply(r, reply)
 			return true
 		}
+		if req.Op == wire.OpAddWatch && c.srv.spans(req.Path, req.AddWatchMode == wire.AddWatchPersistentRecursive) {
+			// Set a shard at a time from the meta group's read lock
+			// (addSpanningWatch), whichever shard holds the node.
+			g = c.srv.metaGroup
+		}
 		r.group = g
 		g.fsm.read(func(t *tree.Tree) {
 			reply.Zxid = g.fsm.zxid
@@ -443,22 +448,36 @@ func (s *Server) read(t *tree.Tree, c *conn, req *wire.Request, reply *wire.Repl
 			}
 		}
 	case wire.OpAddWatch:
-		err = wire.ValidatePath(req.Path, false)
+		kind := watchPersistent
+		switch req.AddWatchMode {
+		case wire.AddWatchPersistent:
+		case wire.AddWatchPersistentRecursive:
+			kind = watchRecursive
+		default:
+			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
+		}
 		if err == nil {
-			// The node's events are checked against the watcher's READ
-			// as they fire; a node that exists is checked now too.
+			err = wire.ValidatePath(req.Path, false)
+		}
+		// The node's events are checked against the watcher's READ as
+		// they fire; a node that exists is checked now too, in its shard
+		// (t is the meta group's for a watch over several shards).
+		check := func(t *tree.Tree) {
 			if err = t.Check(req.Path, ids, wire.PermRead); errors.Is(err, wire.ErrNoNode) {
 				err = nil
 			}
 		}
 		switch {
 		case err != nil:
-		case req.AddWatchMode == wire.AddWatchPersistent:
-			err = s.addLastingWatch(watchPersistent, req, c, reply)
-		case req.AddWatchMode == wire.AddWatchPersistentRecursive:
-			err = s.addLastingWatch(watchRecursive, req, c, reply)
+		case s.spans(req.Path, kind == watchRecursive):
+			if e := s.inShardOf(t, req.Path, check); e != nil {
+				err = e
+			}
 		default:
-			err = wire.Errorf(wire.CodeBadArguments, "unknown watch mode %d", req.AddWatchMode)
+			check(t)
+		}
+		if err == nil {
+			err = s.addLastingWatch(kind, req, c, reply)
 		}
 	case wire.OpRemoveWatches:
 		err = s.removeWatches(c, req, true)
@@ -539,9 +558,6 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 		// where its client says it was in its shard (docs/scale-out.md,
 		// "Zxids across shards").
 		since, perWatch := watchZxids(req)
-		if c.replayed.err != nil {
-			c.log.Error("replaying the watch history failed", zap.Error(c.replayed.err))
-		}
 		c.restoreSharded(t, req, since, perWatch, zxid)
 		return zxid, nil
 	}

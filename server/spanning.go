@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/arbor-coord/arbor/tree"
@@ -22,11 +23,11 @@ import (
 // of each shard from that shard's history.
 //
 // A spanning watch is set, and restored, a group at a time, with the meta
-// group's read lock held (the watch's path is the meta group's) and each
-// shard's taken in turn: left shut to every shard's events (addGated),
-// then opened to a shard's (openLocked) under that shard's read lock, so
-// that each of its events is either before the place the watch starts at
-// there or sent.
+// group's read lock held (answerRead takes it for such an addWatch,
+// whichever shard holds the watched node) and each shard's taken in
+// turn: left shut to every shard's events (addGated), then opened to a
+// shard's (openLocked) under that shard's read lock, so that each of its
+// events is either before the place the watch starts at there or sent.
 
 // spans reports whether a lasting watch of path (recursive: and below)
 // sees the events of several shards.
@@ -50,11 +51,7 @@ func (s *Server) spans(path string, recursive bool) bool {
 // shards, and returns the positions it is set at in each group: the meta
 // group's, whose read lock the caller holds, then each shard's.
 func (s *Server) addSpanningWatch(kind watchKind, path string, c *conn) ([]int64, error) {
-	shards := s.runningGroups()
-	ids := make([]uint64, len(shards))
-	for i, g := range shards {
-		ids[i] = g.id
-	}
+	shards, ids := s.shardGroups()
 	if !s.watches.addGated(kind, path, c, ids) {
 		return nil, s.refuseWatch(c)
 	}
@@ -66,6 +63,17 @@ func (s *Server) addSpanningWatch(kind watchKind, path string, c *conn) ([]int64
 		})
 	}
 	return positions, nil
+}
+
+// shardGroups are the groups of the shards other than the meta group that
+// run here, in the order of their ids, and those ids.
+func (s *Server) shardGroups() ([]*group, []uint64) {
+	shards := s.runningGroups()
+	ids := make([]uint64, len(shards))
+	for i, g := range shards {
+		ids[i] = g.id
+	}
+	return shards, ids
 }
 
 // lastingRestore is a lasting watch a restore brings back on a sharded
@@ -95,11 +103,7 @@ type lastingRestore struct {
 // connection has room for the watches (setWatches checked).
 func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
 	s := c.srv
-	shards := s.runningGroups()
-	ids := make([]uint64, len(shards))
-	for i, g := range shards {
-		ids[i] = g.id
-	}
+	shards, ids := s.shardGroups()
 	byGroup := map[uint64][]*lastingRestore{} // the lasting watches of one group
 	var spanning []*lastingRestore
 	var lost [2][]string // persistent, recursive
@@ -117,10 +121,17 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 				}
 			}
 			if l.spans = s.spans(p, kind == 1); l.spans {
-				if s.watches.addGated(k.kind, p, c, ids) {
-					spanning = append(spanning, l)
-				} else { // (setWatches made room for them all)
+				// A place in a shard not running here yet cannot be
+				// replayed from, nor kept until that shard runs. (And
+				// setWatches made room for every watch.)
+				unknown := false
+				for g := range l.from {
+					unknown = unknown || g != s.metaGroup.id && !slices.Contains(ids, g)
+				}
+				if unknown || !s.watches.addGated(k.kind, p, c, ids) {
 					lost[kind] = append(lost[kind], p)
+				} else {
+					spanning = append(spanning, l)
 				}
 				continue
 			}
@@ -236,7 +247,7 @@ func (w *watchRegistry) open(c *conn, k watchKey, group uint64) {
 // under its read lock: it looks at the node, and fires the watch if the
 // node changed after the zxid its client says (an event at the group's
 // zxid) or leaves it. A watch whose path's group does not run here fires
-// now, and its client reads again.
+// in the meta group's turn, and its client reads again.
 func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) map[uint64][]func(t *tree.Tree, g *group) {
 	out := map[uint64][]func(t *tree.Tree, g *group){}
 	s := c.srv
@@ -248,9 +259,10 @@ func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64
 	}
 	add := func(p string, miss wire.EventType, restore func(t *tree.Tree, g *group)) {
 		g, err := s.groupOfPath(p)
-		if err != nil {
-			s.notify(c, s.metaGroup.id, zxid, tree.Event{Type: miss, Path: p}, nil)
-			return
+		if err != nil { // fired in the meta group's turn, after its replay
+			g, restore = s.metaGroup, func(_ *tree.Tree, g *group) {
+				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: miss, Path: p}, nil)
+			}
 		}
 		out[g.id] = append(out[g.id], restore)
 	}

@@ -564,20 +564,27 @@ func parent(p string) string {
 // for c. With a FromZxid, it first replays every event after it the watch
 // sees, in order, as XidReplay notifications naming the request: they are
 // that watch's alone (the connection's other watches saw them live, or
-// not at all), and come before the reply. A watch that spans shards
-// (addSpanningWatch) is set at a position in each, which the reply
-// carries to a client that speaks positions. The caller holds the read
-// lock of the group of req's path.
+// not at all), and come before the reply, which tells a client that
+// takes positions where the watch is set: in its path's shard, or, for
+// a watch that spans shards (addSpanningWatch), in each. The caller holds
+// the read lock of the group of req's path, or the meta group's for a
+// watch that spans shards.
 func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn, reply *wire.Reply) error {
 	switch {
 	case req.FromZxid == 0 && s.spans(req.Path, kind == watchRecursive):
 		positions, err := s.addSpanningWatch(kind, req.Path, c)
-		if c.version >= wire.ShardedWatches {
+		if c.positions {
 			reply.Positions = positions
 		}
 		return err
 	case req.FromZxid == 0:
-		return s.addWatch(kind, req.Path, c)
+		if err := s.addWatch(kind, req.Path, c); err != nil {
+			return err
+		}
+		if g, err := s.groupOfPath(req.Path); err == nil && c.positions {
+			reply.Positions = []int64{wire.Position(g.id, g.fsm.zxid)} // the caller holds g's read lock
+		}
+		return nil
 	case req.FromZxid < 0:
 		return wire.Errorf(wire.CodeBadArguments, "fromZxid %d is negative", req.FromZxid)
 	}
@@ -598,6 +605,9 @@ func (s *Server) addLastingWatch(kind watchKind, req *wire.Request, c *conn, rep
 	if !ok {
 		return s.limits.refuse(c.log, limitWatches, wire.CodeQuotaExceeded,
 			"the connection holds %d watches, as many as it may", s.cfg.MaxWatches)
+	}
+	if err == nil && c.positions {
+		reply.Positions = []int64{wire.Position(g.id, g.fsm.zxid)}
 	}
 	return err
 }

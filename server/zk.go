@@ -69,8 +69,10 @@ func (z *zkCodec) readConnect(br *bufio.Reader) (wire.ConnectRequest, bool) {
 // header carries a position instead (wire.Position), which names the
 // shard. A cluster of one shard has only the meta group, whose positions
 // are its zxids: nothing changes there. Clients only keep the number and
-// give it back (ZooKeeper's Java client, kazoo and go-zookeeper take each
-// reply's as it comes, with no comparison).
+// give it back: ZooKeeper's Java client, kazoo and go-zookeeper take each
+// reply's as it comes, with no comparison; the C client (and what is
+// built on it) takes a notification's too, so notifications carry
+// positions as well (conn.eventZxid).
 
 // replyPosition is the position r's reply carries for its zxid. A batch
 // of reads over several shards carries 0, which a client does not take

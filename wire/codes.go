@@ -41,12 +41,12 @@ const (
 	// watch live, leaving a gap: send it only on a connection of version
 	// ResumableWatches or later.
 	ResumableWatches int32 = 3
-	// ShardedWatches (4): on a sharded cluster a notification's zxid (and
-	// a replayed event's) is a position, which names its shard; the reply
-	// to an addWatch whose events come from several shards carries
-	// Reply.Positions; setWatches2 carries Request.WatchPositions. A
-	// client of an older version gets plain zxids, and its watches that
-	// span shards are not restored after a reconnect.
+	// ShardedWatches (4): a notification's zxid (and a replayed event's)
+	// is a position, which names its shard (a plain zxid on a cluster of
+	// one shard); an addWatch's reply carries Reply.Positions;
+	// setWatches2 carries Request.WatchPositions. A client of an older
+	// version gets plain zxids, and its watches that span shards are not
+	// restored after a reconnect.
 	ShardedWatches int32 = 4
 )
 

@@ -188,8 +188,8 @@ type Request struct {
 	WatchZxids []int64
 	// setWatches2 (optional, protocol version ShardedWatches): for each
 	// persistent and then each recursive watch, the positions (Position)
-	// where its replay resumes in each shard it has seen events of, for a
-	// watch whose events come from several shards.
+	// where its replay resumes in each shard it was set in or has had
+	// events of.
 	WatchPositions [][]int64
 	AddWatchMode   AddWatchMode // addWatch
 	// addWatch (optional, protocol version ResumableWatches): replay every
@@ -715,9 +715,10 @@ type Reply struct {
 	// oldest zxid a watch can resume from now: every event after it is
 	// kept.
 	OldestZxid int64
-	// Positions is, in the reply to an addWatch whose events come from
-	// several shards (protocol version ShardedWatches), the position of
-	// each shard the watch is set at: it sees the events after them.
+	// Positions is, in the reply to an addWatch (protocol version
+	// ShardedWatches), where the watch is set: a position in its path's
+	// shard, or one in each shard for a watch whose events come from
+	// several. It sees the events after them.
 	Positions []int64
 }
 

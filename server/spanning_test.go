@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/arbor-coord/arbor/shardmap"
+	"github.com/arbor-coord/arbor/wire"
+	"github.com/arbor-coord/arbor/zkwire"
+)
+
+// TestAWatchOverShardsOfANodeInAShardIsSetFromTheMetaGroup: /zoo has a
+// partitioned parent below it, so a recursive watch of /zoo sees several
+// shards' events, while the node /zoo itself is shard 1's once the top
+// level is split. Such a watch is set a shard at a time from the meta
+// group's read lock, not its node's shard's (which it would take twice):
+// it is set at once while both groups apply writes, checks READ on the
+// node in its shard, and sees its shard's events.
+func TestAWatchOverShardsOfANodeInAShardIsSetFromTheMetaGroup(t *testing.T) {
+	t.Parallel()
+	s := startZKServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	zc := sessionZK(t, s)
+	for _, n := range []struct {
+		path string
+		acl  []zkwire.ACL
+	}{
+		{"/app", zkwire.OpenACL}, {"/zoo", zkwire.OpenACL}, {"/zoo/p", zkwire.OpenACL},
+		{"/zs", []zkwire.ACL{{Perms: zkwire.PermCreate | zkwire.PermWrite, ID: zkwire.Anyone}}}, {"/zs/p", zkwire.OpenACL},
+	} {
+		if r := zc.call(t, zkwire.Request{Op: zkwire.OpCreate, Path: n.path, ACL: n.acl}); r.Err != 0 {
+			t.Fatalf("create %s: %+v", n.path, r)
+		}
+	}
+	for _, p := range []string{"/zoo/p", "/zs/p"} {
+		if _, _, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition(p) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SplitShards(ctx, "/", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "shard 1 led", func() bool { return len(s.Status().Shards) == 1 && s.Status().Shards[0].Leader == 1 })
+	if g, err := s.groupOfPath("/zoo"); err != nil || g.id != 1 || !s.spans("/zoo", true) {
+		t.Fatalf("/zoo in group %v (%v), spans %v: want shard 1's node, a watch over shards", g, err, s.spans("/zoo", true))
+	}
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() { // writes in both groups meanwhile
+		w := sessionZK(t, s)
+		for i := 0; !stop.Load() && i < 10_000; i++ {
+			w.call(t, zkwire.Request{Op: zkwire.OpSetData, Path: []string{"/app", "/zoo"}[i%2], Data: fmt.Append(nil, i), Version: -1})
+		}
+	})
+	defer func() { stop.Store(true); wg.Wait() }()
+	for i := range 20 {
+		c := sessionZK(t, s)
+		done := make(chan zkwire.Reply, 1)
+		go func() { done <- c.call(t, zkwire.Request{Op: zkwire.OpAddWatch, Path: "/zoo", Mode: 1}) }()
+		select {
+		case r := <-done:
+			if r.Err != 0 {
+				t.Fatalf("addWatch %d: %+v", i, r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("addWatch %d of /zoo did not answer", i)
+		}
+		c.nc.Close()
+	}
+	if r := zc.call(t, zkwire.Request{Op: zkwire.OpAddWatch, Path: "/zs", Mode: 1}); r.Err != int32(wire.CodeNoAuth) {
+		t.Errorf("addWatch of /zs, which its ACL does not let be read: %+v, want NoAuth", r)
+	}
+	stop.Store(true)
+	wg.Wait()
+
+	if r := zc.call(t, zkwire.Request{Op: zkwire.OpAddWatch, Path: "/zoo", Mode: 1}); r.Err != 0 {
+		t.Fatalf("addWatch: %+v", r)
+	}
+	_, events := zc.callEvents(t, zkwire.Request{Op: zkwire.OpCreate, Path: "/zoo/q", ACL: zkwire.OpenACL})
+	if !slices.Contains(events, "1 /zoo/q") { // NodeCreated
+		t.Errorf("after a create below /zoo the watch got %v", events)
+	}
+}
