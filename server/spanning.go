@@ -171,13 +171,14 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 // ls that see its events: each replays them from where it says, then is
 // left (of g alone) or opened to them (spanning). One that says nothing of
 // g, or whose missed events g's history no longer holds, ends with
-// HistoryCompacted (and is marked lost). The caller holds g's read lock.
+// HistoryCompacted (and is marked lost). The caller holds g's read lock,
+// which holds up g's applies for the replay (a restore of one group's
+// watches sends the bulk of its replay first, without the lock:
+// preReplay; a sharded one does not yet).
 func (w *watchRegistry) restoreIn(c *conn, g *group, zxid int64, ls []*lastingRestore) {
 	if len(ls) == 0 {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	h := g.fsm.history
 	var live, ended []*lastingRestore
 	from := int64(math.MaxInt64)
@@ -209,6 +210,11 @@ func (w *watchRegistry) restoreIn(c *conn, g *group, zxid int64, ls []*lastingRe
 			ended, live = append(ended, live...), nil
 		}
 	}
+	// The replay holds g's read lock, so no event of g comes between it
+	// and the registration, but not the registry's: the member's other
+	// groups go on firing watches meanwhile.
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, l := range live {
 		if l.spans {
 			w.openLocked(c, l.key, g.id)
