@@ -174,9 +174,9 @@ func (p *place) fresh(z int64) bool {
 	return true
 }
 
-// in is w's place in the shard of group: its one place, for a watch of
-// one shard. A shard a spanning watch has no place in yet (one split off
-// after the watch was set) starts at its first event.
+// in is w's place in the shard of group (its one place, if its server
+// told no positions). A shard it has no place in yet (one split off after
+// it was set) starts at its first event.
 func (w *watchReg) in(group uint64) *place {
 	if w.shards == nil {
 		return &w.place
