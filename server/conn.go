@@ -97,8 +97,9 @@ type conn struct {
 // replayedPart is what preReplay did: the zxid up to which it sent the
 // events (0: nothing), or why it stopped.
 type replayedPart struct {
-	to  int64
-	err error
+	to   int64
+	toIn map[watchIn]int64 // a sharded restore's: how far it got for each watch in each group
+	err  error
 }
 
 // request is one decoded request on its way through the pipeline.

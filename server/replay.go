@@ -46,8 +46,9 @@ func (c *conn) preReplay(r *request) {
 	case req.Op == wire.OpAddWatch && req.FromZxid > 0 && req.AddWatchMode == wire.AddWatchPersistentRecursive:
 		lasting[watchKey{req.Path, watchRecursive}] = true
 		from = req.FromZxid
-	case req.Op == wire.OpSetWatches2 && c.srv.routingMap() != nil:
-		return // setWatches restores each from its own zxid, shard by shard
+	case req.Op == wire.OpSetWatches2 && !req.MoreWatches && c.restoreRefused == nil && c.srv.routingMap() != nil:
+		c.preReplaySharded(c.restoreSoFar(req)) // each watch from its own place, shard by shard
+		return
 	case req.Op == wire.OpSetWatches2 && !req.MoreWatches && c.restoreRefused == nil:
 		all := c.restoreSoFar(req) // with the frames gathered before this last one
 		from = all.RelativeZxid

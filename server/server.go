@@ -232,7 +232,9 @@ func New(cfg Config) (*Server, error) {
 	s.memory.node = s.node
 	s.refreshRouting()
 	s.startMapGroups()
-	s.groups.mapChanged = true // for the meta group's preferred leader, if the map names one
+	// For the meta group's preferred leader, if the map names one (under
+	// the groups' lock: the meta group may be applying already).
+	s.mapChanged()
 	s.wg.Add(7)
 	go s.runGroups()
 	go s.sweepShardSessions()

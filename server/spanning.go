@@ -86,27 +86,23 @@ type lastingRestore struct {
 	lost  bool              // ended: a group's history no longer holds what it missed
 }
 
-// restoreSharded restores the watches of req on a sharded cluster, a group
-// at a time: the meta group's, whose read lock the caller holds, then each
-// shard's, in the order of their groups, under its read lock. In a group's
-// turn, the lasting watches that see its events replay what they missed
-// of them, from where their client says it was in the group
-// (WatchPositions; for a watch of one shard, its WatchZxids entry else);
-// then the watches of that group alone are left, those over several
-// opened to its events (they were left shut to every shard's first), and
-// the group's one-shot watches looked at and left. No event of a group
-// comes between its replay and its watches, and no watch of the
-// connection gets a live event of a group before a replay sends its older
-// ones. A lasting watch whose client does not say where it was in a
-// group, or whose missed events that group's history no longer holds,
-// ends with HistoryCompacted, so that its client reads again. The
-// connection has room for the watches (setWatches checked).
-func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
+// lastingPlan is what a sharded restore does with its lasting watches:
+// those of one group, by group; those over several; and those it ends
+// (persistent, recursive) as they cannot be placed.
+type lastingPlan struct {
+	byGroup  map[uint64][]*lastingRestore
+	spanning []*lastingRestore
+	lost     [2][]string
+}
+
+// planLasting places the lasting watches of req, a sharded restore: where
+// each resumes in each group (WatchPositions; for a watch of one shard,
+// its WatchZxids entry else). A watch over several shards with a place in
+// a shard not running here is ended: that shard's events can be neither
+// replayed nor kept until it runs. ids are the shards' groups.
+func (c *conn) planLasting(req *wire.Request, since [5][]int64, perWatch bool, ids []uint64) lastingPlan {
 	s := c.srv
-	shards, ids := s.shardGroups()
-	byGroup := map[uint64][]*lastingRestore{} // the lasting watches of one group
-	var spanning []*lastingRestore
-	var lost [2][]string // persistent, recursive
+	plan := lastingPlan{byGroup: map[uint64][]*lastingRestore{}}
 	for kind, paths := range [][]string{req.PersistentWatches, req.RecursiveWatches} {
 		for i, p := range paths {
 			k := watchKey{p, watchPersistent}
@@ -121,42 +117,169 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 				}
 			}
 			if l.spans = s.spans(p, kind == 1); l.spans {
-				// A place in a shard not running here yet cannot be
-				// replayed from, nor kept until that shard runs. (And
-				// setWatches made room for every watch.)
 				unknown := false
 				for g := range l.from {
 					unknown = unknown || g != s.metaGroup.id && !slices.Contains(ids, g)
 				}
-				if unknown || !s.watches.addGated(k.kind, p, c, ids) {
-					lost[kind] = append(lost[kind], p)
+				if unknown {
+					plan.lost[kind] = append(plan.lost[kind], p)
 				} else {
-					spanning = append(spanning, l)
+					plan.spanning = append(plan.spanning, l)
 				}
 				continue
 			}
 			g, err := s.groupOfPath(p)
 			if err != nil {
-				lost[kind] = append(lost[kind], p)
+				plan.lost[kind] = append(plan.lost[kind], p)
 				continue
 			}
 			if _, ok := l.from[g.id]; !ok && perWatch {
 				l.from[g.id] = since[3+kind][i]
 			}
-			byGroup[g.id] = append(byGroup[g.id], l)
+			plan.byGroup[g.id] = append(plan.byGroup[g.id], l)
 		}
 	}
-	s.watches.lost(c, zxid, s.fsm.history.oldestZxid(), lost[0], lost[1])
+	return plan
+}
 
-	oneShot := c.oneShotRestores(t, req, since, perWatch, zxid)
-	turn := func(g *group, t *tree.Tree) {
-		ls := byGroup[g.id]
-		for _, l := range spanning {
-			if !l.lost {
+// in are the lasting watches of the plan that see group's events, but
+// those ended.
+func (p *lastingPlan) in(group uint64) []*lastingRestore {
+	ls := slices.Clip(p.byGroup[group])
+	for _, l := range p.spanning {
+		if !l.lost {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// preReplaySharded sends, without any group's lock, the bulk of what a
+// sharded restore replays (see preReplay): each group's events up to the
+// zxid it has applied now, and notes in c.replayed how far it got in
+// each. Nothing of the connection is registered yet, so nothing else is
+// sent to it meanwhile: a restore comes before any other request.
+func (c *conn) preReplaySharded(req *wire.Request) {
+	s := c.srv
+	shards, ids := s.shardGroups()
+	since, perWatch := watchZxids(req)
+	plan := c.planLasting(req, since, perWatch, ids)
+	to := map[watchIn]int64{}
+	for _, g := range append([]*group{s.metaGroup}, shards...) {
+		h := g.fsm.history
+		if h == nil {
+			continue
+		}
+		upto, oldest := g.fsm.lastZxid(), h.oldestZxid()
+		var ls []*lastingRestore // those the history can replay (restoreIn ends the others)
+		for _, l := range plan.in(g.id) {
+			if z, ok := l.from[g.id]; ok && z >= oldest {
 				ls = append(ls, l)
 			}
 		}
-		s.watches.restoreIn(c, g, zxid, ls)
+		switch err := replayIn(c, g, ls, nil, upto); {
+		case errors.Is(err, wire.ErrHistoryCompacted):
+			continue // trimmed meanwhile: restoreIn sees to what
+		case err != nil:
+			c.replayed = replayedPart{err: err}
+			return
+		}
+		for _, l := range ls {
+			to[watchIn{l.key, g.id}] = upto
+		}
+	}
+	c.replayed = replayedPart{toIn: to}
+	if hook := s.afterPreReplay; hook != nil {
+		hook()
+	}
+}
+
+// watchIn is a lasting watch of a connection in the events of a group.
+type watchIn struct {
+	k     watchKey
+	group uint64
+}
+
+// replayIn sends c the events of g's history that the lasting watches ls
+// missed, each from where it resumes there (after what done says was
+// sent already), up to zxid upto. It reports ErrHistoryCompacted, sending nothing, if the
+// history no longer holds them all; the watches that say nothing of g
+// are left out.
+func replayIn(c *conn, g *group, ls []*lastingRestore, done map[watchIn]int64, upto int64) error {
+	h := g.fsm.history
+	from := int64(math.MaxInt64)
+	for _, l := range ls {
+		if z, ok := l.resumesIn(g.id, done); ok {
+			from = min(from, z)
+		}
+	}
+	if h == nil || from >= upto {
+		return nil
+	}
+	if from < h.oldestZxid() {
+		return wire.ErrHistoryCompacted
+	}
+	return h.between(from, upto, func(ez int64, ev tree.Event) {
+		if !mayRead(c, ev) {
+			return
+		}
+		for _, l := range ls {
+			if z, ok := l.resumesIn(g.id, done); ok && z < ez && sees(l.sees, ev) {
+				c.srv.notify(c, g.id, ez, ev, nil)
+				return
+			}
+		}
+	})
+}
+
+// resumesIn is where l resumes in group's events: after its client's
+// place there, or after what a replay sent it already (done), if later.
+func (l *lastingRestore) resumesIn(group uint64, done map[watchIn]int64) (int64, bool) {
+	z, ok := l.from[group]
+	if d, sent := done[watchIn{l.key, group}]; ok && sent {
+		z = max(z, d)
+	}
+	return z, ok
+}
+
+// restoreSharded restores the watches of req on a sharded cluster, a group
+// at a time: the meta group's, whose read lock the caller holds, then each
+// shard's, in the order of their groups, under its read lock. In a group's
+// turn, the lasting watches that see its events replay what they missed
+// of them since preReplaySharded sent the bulk, from where their client
+// says it was in the group (planLasting); then the watches of that group
+// alone are left, those over several opened to its events (they were left
+// shut to every shard's first), and the group's one-shot watches looked
+// at and left. No event of a group comes between its replay and its
+// watches, and no watch of the connection gets a live event of a group
+// before a replay sends its older ones. A lasting watch whose client does
+// not say where it was in a group, or whose missed events that group's
+// history no longer holds, ends with HistoryCompacted, so that its client
+// reads again. The connection has room for the watches (setWatches
+// checked).
+func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
+	s := c.srv
+	shards, ids := s.shardGroups()
+	plan := c.planLasting(req, since, perWatch, ids)
+	if err := c.replayed.err; err != nil {
+		// What was sent may have a gap: every lasting watch ends.
+		c.log.Error("replaying the watch history failed", zap.Error(err))
+		plan = lastingPlan{lost: [2][]string{req.PersistentWatches, req.RecursiveWatches}}
+	}
+	var opened []*lastingRestore
+	for _, l := range plan.spanning {
+		if s.watches.addGated(l.key.kind, l.key.path, c, ids) {
+			opened = append(opened, l)
+		} else { // (setWatches made room for every watch)
+			plan.lost[l.key.kind-watchPersistent] = append(plan.lost[l.key.kind-watchPersistent], l.key.path)
+		}
+	}
+	plan.spanning = opened
+	s.watches.lost(c, zxid, s.fsm.history.oldestZxid(), plan.lost[0], plan.lost[1])
+
+	oneShot := c.oneShotRestores(t, req, since, perWatch, zxid)
+	turn := func(g *group, t *tree.Tree) {
+		s.watches.restoreIn(c, g, zxid, plan.in(g.id), c.replayed.toIn)
 		for _, restore := range oneShot[g.id] {
 			restore(t, g)
 		}
@@ -168,51 +291,32 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 }
 
 // restoreIn is a group's turn in restoreSharded for the lasting watches
-// ls that see its events: each replays them from where it says, then is
-// left (of g alone) or opened to them (spanning). One that says nothing of
-// g, or whose missed events g's history no longer holds, ends with
-// HistoryCompacted (and is marked lost). The caller holds g's read lock,
-// which holds up g's applies for the replay (a restore of one group's
-// watches sends the bulk of its replay first, without the lock:
-// preReplay; a sharded one does not yet).
-func (w *watchRegistry) restoreIn(c *conn, g *group, zxid int64, ls []*lastingRestore) {
+// ls that see its events: each replays them from where it resumes (after
+// what preReplaySharded sent, done), then is left (of g alone) or opened
+// to them (spanning). One that says nothing of g, or whose missed events
+// g's history no longer holds, ends with HistoryCompacted (and is marked
+// lost). The caller holds g's read lock, so no event of g comes between
+// the replay and the registration; the registry's lock is taken after
+// the replay, so that the member's other groups fire watches meanwhile.
+func (w *watchRegistry) restoreIn(c *conn, g *group, zxid int64, ls []*lastingRestore, done map[watchIn]int64) {
 	if len(ls) == 0 {
 		return
 	}
 	h := g.fsm.history
 	var live, ended []*lastingRestore
-	from := int64(math.MaxInt64)
 	for _, l := range ls {
-		z, ok := l.from[g.id]
-		if h == nil || !ok || z < h.oldestZxid() {
+		if z, ok := l.resumesIn(g.id, done); !ok || h == nil || z < h.oldestZxid() {
 			ended = append(ended, l)
-			continue
-		}
-		live = append(live, l)
-		from = min(from, z)
-	}
-	if len(live) > 0 {
-		err := h.since(from, func(ez int64, ev tree.Event) {
-			if !mayRead(c, ev) {
-				return
-			}
-			for _, l := range live {
-				if l.from[g.id] < ez && sees(l.sees, ev) {
-					w.notify(c, g.id, ez, ev, nil)
-					return
-				}
-			}
-		})
-		if err != nil {
-			if !errors.Is(err, wire.ErrHistoryCompacted) {
-				c.log.Error("replaying the watch history failed", zap.Uint64("group", g.id), zap.Error(err))
-			}
-			ended, live = append(ended, live...), nil
+		} else {
+			live = append(live, l)
 		}
 	}
-	// The replay holds g's read lock, so no event of g comes between it
-	// and the registration, but not the registry's: the member's other
-	// groups go on firing watches meanwhile.
+	if err := replayIn(c, g, live, done, g.fsm.zxid); err != nil {
+		if !errors.Is(err, wire.ErrHistoryCompacted) {
+			c.log.Error("replaying the watch history failed", zap.Uint64("group", g.id), zap.Error(err))
+		}
+		ended, live = append(ended, live...), nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, l := range live {

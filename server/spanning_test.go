@@ -88,3 +88,73 @@ func TestAWatchOverShardsOfANodeInAShardIsSetFromTheMetaGroup(t *testing.T) {
 		t.Errorf("after a create below /zoo the watch got %v", events)
 	}
 }
+
+// TestAShardedRestoreSendsEachEventOnceAroundItsUnlockedBulk: a recursive
+// watch of "/" on a member split in two is restored from its places in
+// each shard. The bulk of its replay goes without the groups' locks
+// (preReplaySharded), and changes in both shards applied between the bulk
+// and the locked rest come once, each shard's in its order, before the
+// live ones.
+func TestAShardedRestoreSendsEachEventOnceAroundItsUnlockedBulk(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.SplitShards(ctx, "/", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "shard 1 led", func() bool { return len(s.Status().Shards) == 1 && s.Status().Shards[0].Leader == 1 })
+	w := dialRaw(t, s)
+	w.connect(wire.ConnectRequest{})
+	xid := int32(0)
+	create := func(p string) int64 {
+		t.Helper()
+		xid++
+		r := w.call(wire.Request{Xid: xid, Op: wire.OpCreate, Path: p})
+		if r.Err != wire.CodeOK {
+			t.Fatalf("create %s: %v", p, r.Err)
+		}
+		return r.Zxid
+	}
+	atA, atZ := create("/a0"), create("/z0") // the meta group's, shard 1's
+	for _, p := range []string{"/a1", "/z1", "/a2", "/z2"} {
+		create(p)
+	}
+	var once sync.Once
+	s.afterPreReplay = func() { once.Do(func() { create("/a3"); create("/z3") }) }
+
+	c := dialRaw(t, s)
+	c.connect(wire.ConnectRequest{})
+	c.write(wire.AppendRequest(nil, &wire.Request{Xid: wire.XidSetWatches, Op: wire.OpSetWatches2, RelativeZxid: atZ,
+		RecursiveWatches: []string{"/"}, WatchZxids: []int64{atA},
+		WatchPositions: [][]int64{{wire.Position(0, atA), wire.Position(1, atZ)}}}))
+	var got []string
+	last := map[uint64]int64{}
+	next := func() wire.Reply {
+		t.Helper()
+		r, err := c.reply(wire.OpSetWatches2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Xid == wire.XidNotification {
+			g, z := wire.PositionOf(r.Zxid)
+			if z <= last[g] || r.EventType != wire.EventNodeCreated {
+				t.Fatalf("%v %s at %d in group %d, after %d: again, out of order or not a create", r.EventType, r.Path, z, g, last[g])
+			}
+			last[g] = z
+			got = append(got, r.Path)
+		}
+		return r
+	}
+	for r := next(); r.Xid != wire.XidSetWatches; r = next() {
+	}
+	create("/a4")
+	create("/z4")
+	for len(got) < 8 {
+		next()
+	}
+	slices.Sort(got)
+	if want := []string{"/a1", "/a2", "/a3", "/a4", "/z1", "/z2", "/z3", "/z4"}; !slices.Equal(got, want) {
+		t.Fatalf("the watch got %v, want %v", got, want)
+	}
+}
