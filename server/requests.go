@@ -570,35 +570,8 @@ func (c *conn) setWatches(t *tree.Tree, req *wire.Request) (int64, error) {
 	} else {
 		c.srv.watches.restoreLasting(c, c.srv.fsm.history, max(rel, c.replayed.to), zxid, req.PersistentWatches, req.RecursiveWatches)
 	}
-	for _, p := range req.DataWatches {
-		switch st, err := t.Exists(p); {
-		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
-		case err != nil:
-		case st.Mzxid > rel:
-			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
-		default:
-			c.srv.watches.add(watchData, p, c)
-		}
-	}
-	for _, p := range req.ExistWatches {
-		switch _, err := t.Exists(p); {
-		case err == nil:
-			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
-		case errors.Is(err, wire.ErrNoNode):
-			c.srv.watches.add(watchData, p, c)
-		}
-	}
-	for _, p := range req.ChildWatches {
-		switch st, err := t.Exists(p); {
-		case errors.Is(err, wire.ErrNoNode):
-			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
-		case err != nil:
-		case st.Pzxid > rel:
-			c.srv.notify(c, shardmap.MetaGroup, zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
-		default:
-			c.srv.watches.add(watchChild, p, c)
-		}
+	for _, restore := range c.oneShotRestores(req, func(int, int) int64 { return rel })[shardmap.MetaGroup] {
+		restore(t, c.srv.metaGroup)
 	}
 	return zxid, nil
 }

@@ -277,7 +277,14 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 	plan.spanning = opened
 	s.watches.lost(c, zxid, s.fsm.history.oldestZxid(), plan.lost[0], plan.lost[1])
 
-	oneShot := c.oneShotRestores(t, req, since, perWatch, zxid)
+	// A one-shot watch is restored from the zxid its client says it saw
+	// in its shard (WatchZxids), or as if it saw nothing there.
+	oneShot := c.oneShotRestores(req, func(list, i int) int64 {
+		if perWatch {
+			return since[list][i]
+		}
+		return -1
+	})
 	turn := func(g *group, t *tree.Tree) {
 		s.watches.restoreIn(c, g, zxid, plan.in(g.id), c.replayed.toIn)
 		for _, restore := range oneShot[g.id] {
@@ -353,26 +360,23 @@ func (w *watchRegistry) open(c *conn, k watchKey, group uint64) {
 }
 
 // oneShotRestores are the restores of req's one-shot watches, by the group
-// of their paths, each to run in restoreSharded's turn of that group,
-// under its read lock: it looks at the node, and fires the watch if the
-// node changed after the zxid its client says (an event at the group's
-// zxid) or leaves it. A watch whose path's group does not run here fires
-// in the meta group's turn, and its client reads again.
-func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) map[uint64][]func(t *tree.Tree, g *group) {
+// of their paths, each to run in its group's turn (restoreSharded; a
+// cluster of one shard has one group) under its read lock: it looks at
+// the node, and fires the watch if the node changed after the zxid its
+// client says it saw (relOf, by list (0 data, 2 child) and index) with an
+// event at the group's zxid, or leaves it. A watch whose path's group
+// does not run here fires in the meta group's turn, and its client reads
+// again.
+func (c *conn) oneShotRestores(req *wire.Request, relOf func(list, i int) int64) map[uint64][]func(t *tree.Tree, g *group) {
 	out := map[uint64][]func(t *tree.Tree, g *group){}
 	s := c.srv
-	relOf := func(list, i int) int64 {
-		if perWatch {
-			return since[list][i]
-		}
-		return -1
+	fire := func(g *group, typ wire.EventType, p string) {
+		s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: typ, Path: p}, nil)
 	}
 	add := func(p string, miss wire.EventType, restore func(t *tree.Tree, g *group)) {
 		g, err := s.groupOfPath(p)
 		if err != nil { // fired in the meta group's turn, after its replay
-			g, restore = s.metaGroup, func(_ *tree.Tree, g *group) {
-				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: miss, Path: p}, nil)
-			}
+			g, restore = s.metaGroup, func(_ *tree.Tree, g *group) { fire(g, miss, p) }
 		}
 		out[g.id] = append(out[g.id], restore)
 	}
@@ -380,10 +384,10 @@ func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64
 		add(p, wire.EventNodeDataChanged, func(t *tree.Tree, g *group) {
 			switch st, err := t.Exists(p); {
 			case errors.Is(err, wire.ErrNoNode):
-				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+				fire(g, wire.EventNodeDeleted, p)
 			case err != nil:
 			case st.Mzxid > relOf(0, i):
-				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeDataChanged, Path: p}, nil)
+				fire(g, wire.EventNodeDataChanged, p)
 			default:
 				s.watches.add(watchData, p, c)
 			}
@@ -393,7 +397,7 @@ func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64
 		add(p, wire.EventNodeCreated, func(t *tree.Tree, g *group) {
 			switch _, err := t.Exists(p); {
 			case err == nil:
-				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeCreated, Path: p}, nil)
+				fire(g, wire.EventNodeCreated, p)
 			case errors.Is(err, wire.ErrNoNode):
 				s.watches.add(watchData, p, c)
 			}
@@ -403,12 +407,12 @@ func (c *conn) oneShotRestores(t *tree.Tree, req *wire.Request, since [5][]int64
 		add(p, wire.EventNodeChildrenChanged, func(t *tree.Tree, g *group) {
 			switch st, err := t.Exists(p); {
 			case errors.Is(err, wire.ErrNoNode):
-				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeDeleted, Path: p}, nil)
+				fire(g, wire.EventNodeDeleted, p)
 			case err != nil:
 			case st.Pzxid > relOf(2, i) || s.isMergedListing(p):
 				// (The children of a path spread over the shards change in
 				// every shard, and its Stat is the meta group's.)
-				s.notify(c, g.id, g.fsm.zxid, tree.Event{Type: wire.EventNodeChildrenChanged, Path: p}, nil)
+				fire(g, wire.EventNodeChildrenChanged, p)
 			default:
 				s.watches.add(watchChild, p, c)
 			}
