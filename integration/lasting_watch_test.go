@@ -425,3 +425,69 @@ func TestARecursiveWatchOverShardsResumesInEachAfterAReconnect(t *testing.T) {
 		t.Errorf("a watch of / from one zxid: %v, want ErrHistoryCompacted", err)
 	}
 }
+
+// TestARecursiveWatchOverShardsResumesInAShardSplitOffAfterIt: a recursive
+// watch of "/" set before a split has no place in the new shard until it
+// has an event of it. Its connection breaks right after the split, while
+// the new shard changes: the member places it at the split, and the watch
+// gets the new shard's changes with the others', rather than end.
+func TestARecursiveWatchOverShardsResumesInAShardSplitOffAfterIt(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "")
+	shardInto(t, 2, s) // at "t": /a is the meta group's, /u and /x another's
+	p := newProxy(t, s.Addr().String())
+	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
+	writer := dial(t, s.Addr().String())
+	ctx := testCtx(t)
+	events, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(paths ...string) {
+		for _, path := range paths {
+			if _, err := writer.Create(ctx, path, nil, client.Persistent); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The nodes created, in the order they come, but the map's own
+	// changes (/zookeeper/shards), which the watch sees too.
+	created := func(n int) []string {
+		t.Helper()
+		var paths []string
+		for deadline := time.After(20 * time.Second); len(paths) < n; {
+			select {
+			case ev, ok := <-events:
+				switch {
+				case !ok:
+					t.Fatalf("the watch ended after %v", paths)
+				case ev.Type == client.EventNodeCreated:
+					paths = append(paths, ev.Path)
+				case !strings.HasPrefix(ev.Path, "/zookeeper/"):
+					t.Fatalf("after %v: %v (%v)", paths, ev, ev.Err)
+				}
+			case <-deadline:
+				t.Fatalf("%d of %d creates: %v", len(paths), n, paths)
+			}
+		}
+		return paths
+	}
+	create("/a0", "/u0", "/x0")
+	created(3)
+	before := len(s.Status().Shards)
+	if _, err := s.SplitShards(ctx, "/", []byte("w")); err != nil { // /x to a new shard
+		t.Fatal(err)
+	}
+	waitUntil(t, "the new shard led", patience, func() bool { return shardsLed(s, before+2) })
+	p.cut(true)
+	create("/x1", "/a1", "/u1", "/x2")
+	p.setRefuse(false)
+	got := created(4)
+	if i := slices.Index(got, "/x1"); i < 0 || i > slices.Index(got, "/x2") {
+		t.Errorf("the new shard's creates out of order: %v", got)
+	}
+	slices.Sort(got)
+	if want := []string{"/a1", "/u1", "/x1", "/x2"}; !slices.Equal(got, want) {
+		t.Fatalf("after the reconnect the watch got %v, want %v", got, want)
+	}
+}

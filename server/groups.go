@@ -154,6 +154,12 @@ func (s *Server) seedGroup(sd seed) {
 		s.log.Error("cannot seed a new shard's group; it catches up from the others", zap.Uint64("group", g), zap.Error(err))
 	}
 	s.startGroup(g)
+	if gr := s.group(g); err == nil && gr != nil && gr.fsm.history != nil {
+		// (Its history starts at the seed: the group restored it.)
+		if err := gr.fsm.history.seededAt(int64(sd.index)); err != nil {
+			s.log.Error("cannot record where a new shard's history starts", zap.Uint64("group", g), zap.Error(err))
+		}
+	}
 }
 
 // failingWriter is given to a snapshot writer that is not needed after

@@ -47,10 +47,12 @@ type historyLimits struct {
 // watch's live notification carries it.
 // The one other key, 'm', holds floor and applied (8 bytes each). A
 // shard's history (docs/scale-out.md) has the same keys behind a prefix,
-// 'G' and its group (8 bytes), in the same store.
+// 'G' and its group (8 bytes), in the same store, and 's', the index of
+// the split its shard was seeded from on this member (seededAt).
 const (
 	historyEventKey = 'e'
 	historyMetaKey  = 'm'
+	historySeedKey  = 's'
 	historyShardKey = 'G' // a shard's history: G, its group (8 bytes), then its own keys
 )
 
@@ -95,6 +97,7 @@ type watchHistory struct {
 	bytes   int64 // their keys' and values' bytes
 	oldest  int64 // time (ms) of the oldest event kept
 	newest  int64 // time (ms) of the latest txn recorded
+	seed    int64 // the index of the split its shard was seeded from here; 0: none
 }
 
 // openHistory opens (or creates) the history in dir and reads back what it
@@ -164,8 +167,16 @@ func (h *watchHistory) wipe() error {
 // nothing until its first txn.
 const wipedFloor = math.MaxInt64
 
-// load reads the meta key and counts the events kept.
+// load reads the meta and seed keys and counts the events kept.
 func (h *watchHistory) load() error {
+	if v, closer, err := h.db.Get(h.key(historySeedKey)); err == nil {
+		if len(v) == 8 {
+			h.seed = int64(binary.BigEndian.Uint64(v))
+		}
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
 	v, closer, err := h.db.Get(h.metaKey())
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -332,6 +343,28 @@ func (h *watchHistory) restored(index int64) error {
 	h.floor, h.applied = index+1, index
 	h.count, h.bytes, h.oldest = 0, 0, 0
 	return nil
+}
+
+// seededAt records that the history's shard was seeded here from a split
+// at index, its history starting then: a lasting watch over several
+// shards set before the split, which had no event of this shard yet, is
+// placed there (seedIndex).
+func (h *watchHistory) seededAt(index int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.db.Set(h.key(historySeedKey), binary.BigEndian.AppendUint64(nil, uint64(index)), pebble.Sync); err != nil {
+		return err
+	}
+	h.seed = index
+	return nil
+}
+
+// seedIndex is the index of the split the history's shard was seeded from
+// on this member (0: it was not, or it is the meta group's).
+func (h *watchHistory) seedIndex() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seed
 }
 
 // sync makes everything recorded so far durable.

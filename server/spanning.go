@@ -99,8 +99,13 @@ type lastingPlan struct {
 // each resumes in each group (WatchPositions; for a watch of one shard,
 // its WatchZxids entry else). A watch over several shards with a place in
 // a shard not running here is ended: that shard's events can be neither
-// replayed nor kept until it runs. ids are the shards' groups.
-func (c *conn) planLasting(req *wire.Request, since [5][]int64, perWatch bool, ids []uint64) lastingPlan {
+// replayed nor kept until it runs. One with no place in a shard that was
+// split off after it was set, and had no event for it since, is placed at
+// the split (seedIndex), if this member seeded the shard: its place in
+// the shard split off, or the one split before, is before the split, and
+// that shard's replay brings the split-off keys' events up to it. shards
+// are the groups of the shards running here.
+func (c *conn) planLasting(req *wire.Request, since [5][]int64, perWatch bool, shards []*group) lastingPlan {
 	s := c.srv
 	plan := lastingPlan{byGroup: map[uint64][]*lastingRestore{}}
 	for kind, paths := range [][]string{req.PersistentWatches, req.RecursiveWatches} {
@@ -119,7 +124,12 @@ func (c *conn) planLasting(req *wire.Request, since [5][]int64, perWatch bool, i
 			if l.spans = s.spans(p, kind == 1); l.spans {
 				unknown := false
 				for g := range l.from {
-					unknown = unknown || g != s.metaGroup.id && !slices.Contains(ids, g)
+					unknown = unknown || g != s.metaGroup.id && !slices.ContainsFunc(shards, func(sh *group) bool { return sh.id == g })
+				}
+				for _, sh := range shards {
+					if _, ok := l.from[sh.id]; !ok && len(l.from) > 0 && sh.fsm.history != nil && sh.fsm.history.seedIndex() > 0 {
+						l.from[sh.id] = sh.fsm.history.seedIndex()
+					}
 				}
 				if unknown {
 					plan.lost[kind] = append(plan.lost[kind], p)
@@ -161,9 +171,9 @@ func (p *lastingPlan) in(group uint64) []*lastingRestore {
 // sent to it meanwhile: a restore comes before any other request.
 func (c *conn) preReplaySharded(req *wire.Request) {
 	s := c.srv
-	shards, ids := s.shardGroups()
+	shards, _ := s.shardGroups()
 	since, perWatch := watchZxids(req)
-	plan := c.planLasting(req, since, perWatch, ids)
+	plan := c.planLasting(req, since, perWatch, shards)
 	to := map[watchIn]int64{}
 	for _, g := range append([]*group{s.metaGroup}, shards...) {
 		h := g.fsm.history
@@ -260,7 +270,7 @@ func (l *lastingRestore) resumesIn(group uint64, done map[watchIn]int64) (int64,
 func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
 	s := c.srv
 	shards, ids := s.shardGroups()
-	plan := c.planLasting(req, since, perWatch, ids)
+	plan := c.planLasting(req, since, perWatch, shards)
 	if err := c.replayed.err; err != nil {
 		// What was sent may have a gap: every lasting watch ends.
 		c.log.Error("replaying the watch history failed", zap.Error(err))
