@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -32,17 +33,26 @@ func collect(t *testing.T, ch <-chan client.Event, n int, within time.Duration) 
 	return got
 }
 
-func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
-	t.Parallel()
-	s := startServer(t, "", "")
+// watchThroughProxy sets a recursive watch of path from a watcher that
+// reaches s through a proxy the test can cut, and returns the proxy, the
+// watcher, a writer that reaches s directly, the watch's events and the
+// test's context.
+func watchThroughProxy(t *testing.T, s *server.Server, path string) (*proxy, *client.Client, *client.Client, <-chan client.Event, context.Context) {
+	t.Helper()
 	p := newProxy(t, s.Addr().String())
-	watcher := dial(t, p.addr(), client.WithSessionTimeout(10*time.Second))
-	writer := dial(t, s.Addr().String())
+	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
 	ctx := testCtx(t)
-	events, err := watcher.AddWatch(ctx, "/deep", client.WatchPersistentRecursive)
+	events, err := watcher.AddWatch(ctx, path, client.WatchPersistentRecursive)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, watcher, dial(t, s.Addr().String()), events, ctx
+}
+
+func TestARecursiveWatchSeesEveryChangeInOrderAcrossAReconnect(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "")
+	p, _, writer, events, ctx := watchThroughProxy(t, s, "/deep")
 
 	// 1,000 changes in a subtree up to 6 deep: creates, sets, deletes of
 	// leaves. Half-way the watcher's connection breaks.
@@ -324,14 +334,7 @@ func TestAWatchFromAPastZxidGetsEveryChangeAfterItThenTheLiveOnes(t *testing.T) 
 func TestARestoreOfWatchesOverManyFramesHasNoDuplicate(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", "")
-	p := newProxy(t, s.Addr().String())
-	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
-	writer := dial(t, s.Addr().String())
-	ctx := testCtx(t)
-	all, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, watcher, writer, all, ctx := watchThroughProxy(t, s, "/")
 	long := strings.Repeat("p", 1000)
 	const paths = 200 // 200 KB of paths
 	for i := range paths {
@@ -377,14 +380,7 @@ func TestARecursiveWatchOverShardsResumesInEachAfterAReconnect(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", "")
 	shardInto(t, 4, s) // at "g", "n" and "t": a, h, p and w below are each another shard's
-	p := newProxy(t, s.Addr().String())
-	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
-	writer := dial(t, s.Addr().String())
-	ctx := testCtx(t)
-	events, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, watcher, writer, events, ctx := watchThroughProxy(t, s, "/")
 	var want []string
 	write := func(rounds ...int) {
 		for _, round := range rounds {
@@ -435,14 +431,7 @@ func TestARecursiveWatchOverShardsResumesInAShardSplitOffAfterIt(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", "")
 	shardInto(t, 2, s) // at "t": /a is the meta group's, /u and /x another's
-	p := newProxy(t, s.Addr().String())
-	watcher := dial(t, p.addr(), client.WithSessionTimeout(20*time.Second))
-	writer := dial(t, s.Addr().String())
-	ctx := testCtx(t)
-	events, err := watcher.AddWatch(ctx, "/", client.WatchPersistentRecursive)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _, writer, events, ctx := watchThroughProxy(t, s, "/")
 	create := func(paths ...string) {
 		for _, path := range paths {
 			if _, err := writer.Create(ctx, path, nil, client.Persistent); err != nil {
