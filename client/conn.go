@@ -506,7 +506,7 @@ func (cn *conn) handleReplay(body []byte) error {
 	if r == nil || r.req.Xid != rep.ReplayOf || r.req.Op != wire.OpAddWatch || r.req.FromZxid == 0 || r.watch == nil {
 		return connLoss(fmt.Errorf("%w: a replayed event for xid %d, which is not the next addWatch from a zxid", ErrMalformed, rep.ReplayOf))
 	}
-	group, zxid := cn.place(rep.Zxid)
+	group, zxid := cn.eventShard(rep.Zxid)
 	r.watch.replayed = append(r.watch.replayed, shardEvent{Event{Type: EventType(rep.EventType), Path: rep.Path,
 		State: StateConnected, Zxid: zxid, Data: rep.Data, Stat: rep.Stat}, group})
 	return nil
@@ -516,7 +516,7 @@ func (cn *conn) handleReplay(body []byte) error {
 // having seen this one, the client has seen every earlier event of its
 // watches, so a reconnect need not replay them.
 func (cn *conn) fire(rep *wire.Reply) {
-	group, zxid := cn.place(rep.Zxid)
+	group, zxid := cn.eventShard(rep.Zxid)
 	cn.c.noteZxid(zxid, false)
 	if rep.EventType == wire.EventPersistentWatchRemoved && rep.Err == wire.CodeHistoryCompacted {
 		cn.c.watches.lost(rep.Path, zxid, &HistoryCompactedError{Oldest: rep.OldestZxid})
@@ -527,10 +527,10 @@ func (cn *conn) fire(rep *wire.Reply) {
 	cn.c.watches.fire(EventType(rep.EventType), rep.Path, group, zxid, rep.Data, rep.Stat, rep.Turns)
 }
 
-// place is the group and zxid of an event's zxid: a position on a
+// eventShard is the group and zxid of an event's zxid: a position on a
 // connection that speaks them (wire.ShardedWatches), else a zxid of the
 // one group there is or of one the client cannot tell.
-func (cn *conn) place(z int64) (uint64, int64) {
+func (cn *conn) eventShard(z int64) (uint64, int64) {
 	if cn.version >= wire.ShardedWatches {
 		return wire.PositionOf(z)
 	}

@@ -51,8 +51,8 @@ func (s *Server) spans(path string, recursive bool) bool {
 // shards, and returns the positions it is set at in each group: the meta
 // group's, whose read lock the caller holds, then each shard's.
 func (s *Server) addSpanningWatch(kind watchKind, path string, c *conn) ([]int64, error) {
-	shards, ids := s.shardGroups()
-	if !s.watches.addGated(kind, path, c, ids) {
+	shards := s.runningGroups()
+	if !s.watches.addGated(kind, path, c, shards) {
 		return nil, s.refuseWatch(c)
 	}
 	positions := []int64{wire.Position(s.metaGroup.id, s.fsm.zxid)}
@@ -63,17 +63,6 @@ func (s *Server) addSpanningWatch(kind watchKind, path string, c *conn) ([]int64
 		})
 	}
 	return positions, nil
-}
-
-// shardGroups are the groups of the shards other than the meta group that
-// run here, in the order of their ids, and those ids.
-func (s *Server) shardGroups() ([]*group, []uint64) {
-	shards := s.runningGroups()
-	ids := make([]uint64, len(shards))
-	for i, g := range shards {
-		ids[i] = g.id
-	}
-	return shards, ids
 }
 
 // lastingRestore is a lasting watch a restore brings back on a sharded
@@ -171,7 +160,7 @@ func (p *lastingPlan) in(group uint64) []*lastingRestore {
 // sent to it meanwhile: a restore comes before any other request.
 func (c *conn) preReplaySharded(req *wire.Request) {
 	s := c.srv
-	shards, _ := s.shardGroups()
+	shards := s.runningGroups()
 	since, perWatch := watchZxids(req)
 	plan := c.planLasting(req, since, perWatch, shards)
 	to := map[watchIn]int64{}
@@ -212,9 +201,9 @@ type watchIn struct {
 
 // replayIn sends c the events of g's history that the lasting watches ls
 // missed, each from where it resumes there (after what done says was
-// sent already), up to zxid upto. It reports ErrHistoryCompacted, sending nothing, if the
-// history no longer holds them all; the watches that say nothing of g
-// are left out.
+// sent already), up to zxid upto. It reports ErrHistoryCompacted, sending
+// nothing, if the history no longer holds them all; the watches that say
+// nothing of g are left out.
 func replayIn(c *conn, g *group, ls []*lastingRestore, done map[watchIn]int64, upto int64) error {
 	h := g.fsm.history
 	from := int64(math.MaxInt64)
@@ -269,7 +258,7 @@ func (l *lastingRestore) resumesIn(group uint64, done map[watchIn]int64) (int64,
 // checked).
 func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64, perWatch bool, zxid int64) {
 	s := c.srv
-	shards, ids := s.shardGroups()
+	shards := s.runningGroups()
 	plan := c.planLasting(req, since, perWatch, shards)
 	if err := c.replayed.err; err != nil {
 		// What was sent may have a gap: every lasting watch ends.
@@ -278,10 +267,11 @@ func (c *conn) restoreSharded(t *tree.Tree, req *wire.Request, since [5][]int64,
 	}
 	var opened []*lastingRestore
 	for _, l := range plan.spanning {
-		if s.watches.addGated(l.key.kind, l.key.path, c, ids) {
+		if s.watches.addGated(l.key.kind, l.key.path, c, shards) {
 			opened = append(opened, l)
 		} else { // (setWatches made room for every watch)
-			plan.lost[l.key.kind-watchPersistent] = append(plan.lost[l.key.kind-watchPersistent], l.key.path)
+			i := l.key.kind - watchPersistent // persistent, recursive
+			plan.lost[i] = append(plan.lost[i], l.key.path)
 		}
 	}
 	plan.spanning = opened

@@ -324,7 +324,7 @@ func (w *watchRegistry) collect(group uint64, kind watchKind, path string) {
 // of groups until each is opened (open); one c holds already stays open.
 // It reports false, having left nothing, when the watch is new and c
 // holds as many as it may.
-func (w *watchRegistry) addGated(kind watchKind, path string, c *conn, groups []uint64) bool {
+func (w *watchRegistry) addGated(kind watchKind, path string, c *conn, groups []*group) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, had := w.tables[kind][path][c]; had {
@@ -336,7 +336,7 @@ func (w *watchRegistry) addGated(kind watchKind, path string, c *conn, groups []
 	if len(groups) > 0 {
 		shut := make(map[uint64]bool, len(groups))
 		for _, g := range groups {
-			shut[g] = true
+			shut[g.id] = true
 		}
 		if w.gates == nil {
 			w.gates = map[gateKey]map[uint64]bool{}
