@@ -54,9 +54,11 @@ type fsm struct {
 	// onMapChanged is told, outside mu, that the tree's partition map
 	// changed (the meta group's routes the requests).
 	onMapChanged func()
-	// onSplit is told, on the apply goroutine and outside mu, of each
-	// split the fsm applied, at index, with a writer of the state as the
-	// split left it (Snapshot's): the new group's seed (groups.go).
+	// onSplit is told, on the apply goroutine and under mu, of each split
+	// the fsm applied, at index, with a writer of the state as the split
+	// left it (Snapshot's): the new group's seed (groups.go). Under mu, so
+	// that whoever reads the map the split made finds its seed already
+	// queued, and does not start the new group empty.
 	onSplit func(sp shardmap.SplitSpec, index uint64, write func(io.Writer) error)
 
 	group uint64 // the raft group whose state the fsm is (tree.WithGroup)
@@ -112,13 +114,12 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.history.record(zxid, txn.Time, events)
 	}
 	f.watches.trigger(f.group, events, zxid, f.locks.Holds) // the turns in this group's lock index
-	var seed func(io.Writer) error
-	var seedErr error
 	if txn.Type == tree.TxnSplit && res.Err == nil {
 		// The new group starts from the state as the split left it; then
 		// this group drops what it no longer serves.
 		if f.onSplit != nil {
-			seed, seedErr = f.Snapshot()
+			seed, err := f.Snapshot()
+			f.split(&txn, index, seed, err)
 		}
 		f.prune(index)
 	}
@@ -130,11 +131,6 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 		f.nodeChanged(events)
 	}
 
-	// The seed first: whoever hears of the map's change hears of the
-	// new group's seed too, and starts the group from it, not empty.
-	if txn.Type == tree.TxnSplit && res.Err == nil && f.onSplit != nil {
-		f.split(&txn, index, seed, seedErr)
-	}
 	if (txn.Type == tree.TxnSplit || txn.Type == tree.TxnSetShardMap) && res.Err == nil && f.onMapChanged != nil {
 		f.onMapChanged()
 	}

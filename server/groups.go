@@ -38,8 +38,10 @@ type group struct {
 // groups are a member's running groups besides the meta group, and the
 // seeds of the splits applied and not yet started.
 type groups struct {
+	// mu guards running, seeds and mapChanged. An fsm's apply takes it
+	// under the fsm's mu (onSplit), so nothing takes an fsm's mu under it.
 	mu      sync.Mutex
-	running map[uint64]*group // mu guards running, seeds and mapChanged
+	running map[uint64]*group
 	seeds   []seed
 	// mapChanged says that the meta group's map changed, or a snapshot
 	// replaced a group's state: the map may name groups that do not run
@@ -57,8 +59,8 @@ type seed struct {
 }
 
 // onSplit takes a split the meta group or a shard applied (fsm.onSplit),
-// for runGroups. It runs on that group's apply goroutine, which must not
-// wait on the member's other groups.
+// for runGroups. It runs on that group's apply goroutine under the fsm's
+// lock, and must not wait on the member's other groups.
 func (s *Server) onSplit(sp shardmap.SplitSpec, index uint64, write func(io.Writer) error) {
 	s.tellGroups(func(g *groups) { g.seeds = append(g.seeds, seed{sp, index, write}) })
 }
@@ -89,7 +91,9 @@ func (s *Server) tellGroups(note func(*groups)) {
 func (s *Server) startMapGroups() {
 	m, _ := s.ShardMap()
 	for _, sh := range m.Shards {
-		if sh.Group == shardmap.MetaGroup || s.group(sh.Group) != nil {
+		if sh.Group == shardmap.MetaGroup || s.group(sh.Group) != nil || s.seedQueued(sh.Group) {
+			// A split's seed is queued before its map can be read
+			// (fsm.onSplit): runGroups seeds the group next.
 			continue
 		}
 		if sh.SplitFrom != 0 {
@@ -101,6 +105,13 @@ func (s *Server) startMapGroups() {
 		}
 		s.startGroup(sh.Group)
 	}
+}
+
+// seedQueued says whether a seed of group g waits for runGroups.
+func (s *Server) seedQueued(g uint64) bool {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	return slices.ContainsFunc(s.groups.seeds, func(sd seed) bool { return sd.split.Into == g })
 }
 
 // runGroups seeds and starts the groups of the splits applied, until the
@@ -116,6 +127,9 @@ func (s *Server) runGroups() {
 			s.seedGroup(sd)
 		}
 		if changed {
+			if hook := s.beforeMapGroups.Load(); hook != nil {
+				(*hook)()
+			}
 			s.startMapGroups()
 			s.preferLeaders()
 		}

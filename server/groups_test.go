@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,6 +181,52 @@ func TestASplitOfTheMetaGroupStartsTheNewShardsGroupOnEveryMember(t *testing.T) 
 	})
 	c.must(wire.Request{Op: wire.OpMemberRemove, Member: wire.Member{ID: 4}})
 	waitFor(t, "member 4 out of group 1", func() bool { g := members[1].group(1); return g != nil && len(g.node.Members()) == 3 })
+}
+
+// TestASplitAppliedWhileTheGroupsOfAnotherStartIsSeededNotStartedEmpty
+// splits the meta group of one member twice, the second time just before
+// the member starts the groups of the first split's map: the second
+// split's group, which that map already names, must start from its seed
+// (a group started empty had no voters on any member, and ran nowhere).
+func TestASplitAppliedWhileTheGroupsOfAnotherStartIsSeededNotStartedEmpty(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	c := authedSession(t, s)
+	for _, p := range []string{"/app", "/dog", "/zoo"} {
+		c.must(wire.Request{Op: wire.OpCreate, Path: p, Data: []byte(p)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var once sync.Once
+	splitAgain := make(chan error, 1)
+	hook := func() {
+		if s.group(1) == nil {
+			return
+		}
+		once.Do(func() {
+			_, err := s.splitMeta(ctx, shardmap.Key{Key: "c"})
+			splitAgain <- err
+		})
+	}
+	s.beforeMapGroups.Store(&hook)
+	if _, err := s.splitMeta(ctx, shardmap.Key{Key: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-splitAgain; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "groups 1 and 2 running, led", func() bool {
+		g1, g2 := s.group(1), s.group(2)
+		return g1 != nil && g2 != nil && g1.node.Leader() != 0 && g2.node.Leader() != 0
+	})
+	for g, p := range map[uint64]string{1: "/zoo", 2: "/dog"} {
+		var data []byte
+		s.group(g).fsm.read(func(t *tree.Tree) { data, _, _ = t.Get(p) })
+		if string(data) != p {
+			t.Errorf("group %d holds %s = %q, want it from the split", g, p, data)
+		}
+	}
+	c.must(wire.Request{Op: wire.OpSetData, Path: "/dog", Data: []byte("written in group 2"), Version: -1})
 }
 
 // TestASplitOfAShardOtherThanTheMetaGroup splits the meta group of three

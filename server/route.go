@@ -117,9 +117,7 @@ func (s *Server) groupFor(req *wire.Request) (*group, error) {
 // what a client that reads from several shards has seen at most.
 func (s *Server) maxZxid() int64 {
 	z := s.fsm.lastZxid()
-	s.groups.mu.Lock()
-	defer s.groups.mu.Unlock()
-	for _, g := range s.groups.running {
+	for _, g := range s.runningGroups() {
 		z = max(z, g.fsm.lastZxid())
 	}
 	return z

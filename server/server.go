@@ -64,6 +64,9 @@ type Server struct {
 	// afterPreReplay, tests only, runs between the two parts of a
 	// replay (replay.go).
 	afterPreReplay func()
+	// beforeMapGroups, tests only, runs in runGroups after it seeded the
+	// splits it took and before it starts the groups of a changed map.
+	beforeMapGroups atomic.Pointer[func()]
 	// readOnlyConns counts the connections served read-only
 	// (readOnlySession).
 	readOnlyConns atomic.Int64
