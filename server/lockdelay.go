@@ -103,18 +103,23 @@ func (s *Server) delayBeforeClose(id int64, now time.Time, term uint64) bool {
 	txn := tree.Txn{Type: wire.OpMulti, Time: now.UnixMilli(), Session: id, Ops: ops, Cause: tree.CauseLockDelay}
 	// As the close: only while this member leads in term, never forwarded
 	// to a leader that may have given the session a new timeout.
-	o := s.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, &txn), term).Wait(ctx)
-	err := o.Err
-	if err == nil {
-		res := o.Result.(*tree.Result)
-		// Hard quota limits let the delays through (tree.Cause): a full
-		// quota over the lock cannot hold the close back for good.
-		s.quotas.note(s.log, res.Quota, id)
-		err = res.Err
-	}
-	if err != nil {
+	if err := s.proposeDelays(ctx, s.metaGroup, &txn, term); err != nil {
 		s.log.Info("could not put the lock-delays of an expired session; the close waits", zap.Int64("session", id), zap.Error(err))
 		return false
 	}
 	return true
+}
+
+// proposeDelays proposes txn, the lock-delays of a session that ends,
+// to group g while this member leads it in term, and counts the quota
+// limits they went over: hard limits let them through (tree.Cause), so
+// that a full quota over a lock cannot hold the close back for good.
+func (s *Server) proposeDelays(ctx context.Context, g *group, txn *tree.Txn, term uint64) error {
+	o := g.node.ProposeAsLeader(ctx, tree.AppendTxn(nil, txn), term).Wait(ctx)
+	if o.Err != nil {
+		return o.Err
+	}
+	res := o.Result.(*tree.Result)
+	s.quotas.note(s.log, res.Quota, txn.Session)
+	return res.Err
 }

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/quotas"
+	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
+	"github.com/arbor-coord/arbor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -55,6 +59,83 @@ func TestQuotaBreachesAreCountedAllAndLoggedSparingly(t *testing.T) {
 		if e.ContextMap()["path"] != "/app" || e.ContextMap()["session"] != "0x1" {
 			t.Errorf("logged %v", e.ContextMap())
 		}
+	}
+}
+
+// TestAQuotaBelowAPartitionedParentCountsInItsChildsShard spreads /q's
+// children over two shards: a quota on a child of /q is set, read,
+// enforced, listed and deleted through a client as on any cluster, and
+// lives in the child's shard; a quota on /q itself, which would count in
+// one shard only, is refused, and while one counts /q a split of its
+// hashes is refused.
+func TestAQuotaBelowAPartitionedParentCountsInItsChildsShard(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, _, err := s.changeShardMap(ctx, func(m *shardmap.Map) (*shardmap.Map, error) { return m.Partition("/q") }); err != nil {
+		t.Fatal(err)
+	}
+	c := dialClient(t, s)
+	if _, err := c.Create(ctx, "/q", nil, client.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetQuota(ctx, "/q", client.QuotaCount, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SplitShards(ctx, "/q", nil); !errors.Is(err, wire.ErrBadArguments) {
+		t.Fatalf("a split of /q's hashes while a quota counts /q: %v, want BadArguments", err)
+	}
+	if err := c.DeleteQuota(ctx, "/q"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.SplitShards(ctx, "/q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	into := m.Shards[len(m.Shards)-1].Group
+	low, high := "/q/"+lockName(false), "/q/"+lockName(true)
+	for _, p := range []string{low, high} {
+		if _, err := c.Create(ctx, p, nil, client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SetQuota(ctx, p, client.QuotaCountHard, 2); err != nil {
+			t.Fatalf("a quota on %s: %v", p, err)
+		}
+		if _, err := c.Create(ctx, p+"/a", nil, client.Persistent); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(ctx, p+"/b", nil, client.Persistent); !errors.Is(err, client.ErrQuotaExceeded) {
+			t.Errorf("a create past the quota on %s: %v, want QuotaExceeded", p, err)
+		}
+		if q, err := c.Quota(ctx, p); err != nil || q.Usage.Count() != 2 {
+			t.Errorf("the quota on %s: %+v, %v; want a count of 2", p, q, err)
+		}
+	}
+	var inShard error
+	s.group(into).fsm.read(func(t *tree.Tree) { _, inShard = t.Exists(quotas.LimitPath(high)) })
+	if inShard != nil {
+		t.Errorf("the quota on %s in its shard, group %d: %v", high, into, inShard)
+	}
+	want := []string{lockName(false), lockName(true)}
+	slices.Sort(want)
+	if kids, _, err := c.Children(ctx, "/zookeeper/quota/q"); err != nil || !slices.Equal(kids, want) {
+		t.Errorf("ls /zookeeper/quota/q: %v, %v; want %v", kids, err, want)
+	}
+	if _, err := c.Create(ctx, quotas.LimitPath("/q"), []byte("count=10,bytes=-1"), client.Persistent); !errors.Is(err, client.ErrBadArguments) {
+		t.Errorf("a quota on /q, spread over shards: %v, want BadArguments", err)
+	}
+	if err := c.DeleteQuota(ctx, high); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteQuota(ctx, low); err != nil {
+		t.Fatal(err)
+	}
+	if kids, _, err := c.Children(ctx, "/zookeeper/quota/q"); err != nil || len(kids) != 0 {
+		t.Errorf("ls /zookeeper/quota/q after both quotas went: %v, %v; want it empty, and there", kids, err)
+	}
+	if _, err := c.Create(ctx, high+"/b", nil, client.Persistent); err != nil {
+		t.Errorf("a create once the quota went: %v", err)
 	}
 }
 

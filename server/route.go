@@ -196,11 +196,12 @@ func childPath(parent, name string) string {
 }
 
 // isMergedListing reports whether a getChildren of path spans shards:
-// the root's, a partitioned parent's, and /zookeeper/quota's (each shard
-// holds the quotas of what it serves), with /zookeeper on the way there.
+// the root's, a partitioned parent's, and /zookeeper/quota's and a
+// partitioned parent's quota directory's (each shard holds the quotas of
+// what it serves), with /zookeeper on the way there.
 func (s *Server) isMergedListing(path string) bool {
 	m := s.routingMap()
-	return m != nil && (path == "/" || path == wire.ZooKeeperPath || path == wire.QuotaPath || m.IsPartitioned(path))
+	return m != nil && (path == "/" || path == wire.ZooKeeperPath || path == wire.QuotaPath || m.IsPartitioned(path) || m.IsPartitionedQuota(path))
 }
 
 // register makes sure group g's tree knows the sessions (or leases) that
@@ -256,9 +257,9 @@ func (f *fsm) missingSessions(ids []int64) []int64 {
 	return missing
 }
 
-// stubParents makes, in g, the partitioned parents that txn's creates
-// need and g's tree lacks (one made after the split that spread its
-// hashes), with their missing ancestors, each with the ACL the meta group
+// stubParents makes, in g, the partitioned parents (and their quota
+// directories) that txn's creates need and g's tree lacks (one made after
+// the split that spread its hashes), with their missing ancestors, each with the ACL the meta group
 // gives it now (tree.TxnStub). A parent the meta group lacks too is left
 // to the create, which fails on it.
 func (s *Server) stubParents(ctx context.Context, g *group, txn *tree.Txn) error {
@@ -268,7 +269,7 @@ func (s *Server) stubParents(ctx context.Context, g *group, txn *tree.Txn) error
 	}
 	var parents []string
 	eachOp(txn, func(t *tree.Txn) {
-		if p := parent(t.Path); t.Type == wire.OpCreate && m.IsPartitioned(p) && !slices.Contains(parents, p) {
+		if p := parent(t.Path); t.Type == wire.OpCreate && (m.IsPartitioned(p) || m.IsPartitionedQuota(p)) && !slices.Contains(parents, p) {
 			parents = append(parents, p)
 		}
 	})
@@ -557,7 +558,7 @@ func (s *Server) endSessionsIn(ctx context.Context, g *group, ended []int64) {
 		}
 		if len(delays) > 0 {
 			txn := tree.Txn{Type: wire.OpMulti, Time: now, Session: id, Ops: delays, Cause: tree.CauseLockDelay, Reason: how.end}
-			if err := g.proposeAsLeader(ctx, &txn); err != nil {
+			if err := s.proposeDelays(ctx, g, &txn, g.node.Term()); err != nil {
 				s.log.Info("could not end a session in a shard; the next sweep tries again", zap.Uint64("group", g.id), zap.Int64("session", id), zap.Error(err))
 				return
 			}

@@ -30,21 +30,18 @@ import (
 // events is either before the place the watch starts at there or sent.
 
 // spans reports whether a lasting watch of path (recursive: and below)
-// sees the events of several shards.
+// sees the events of several shards: path's children are spread over
+// them (isMergedListing), or, recursive, those of a path below it.
 func (s *Server) spans(path string, recursive bool) bool {
 	m := s.routingMap()
 	if m == nil {
 		return false
 	}
-	if path == "/" {
+	if s.isMergedListing(path) {
 		return true
 	}
-	for _, p := range m.Partitioned {
-		if p == path || recursive && strings.HasPrefix(p, path+"/") {
-			return true
-		}
-	}
-	return false
+	below := func(p string) bool { return recursive && strings.HasPrefix(p, path+"/") }
+	return below(wire.QuotaPath) || slices.ContainsFunc(m.Partitioned, func(p string) bool { return below(p) || below(wire.QuotaPath+p) })
 }
 
 // addSpanningWatch leaves a lasting watch of kind on path for c that spans

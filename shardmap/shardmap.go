@@ -128,20 +128,18 @@ func HashKey(h uint64) string {
 // KeyOf is where path, a valid absolute path, routes; meta reports that it
 // belongs to no shard: "/", the system nodes (/zookeeper and below, where
 // the map itself is) and the partitioned parents, which the meta group
-// holds. A quota's nodes (/zookeeper/quota/P and below) go with the
-// top-level name of the P they count, so that the shard that holds P's
-// nodes counts and limits them; a quota below a partitioned parent stays
-// with the meta group. (A string that is not absolute routes to the meta
-// group too, which refuses it as it refuses any bad path.)
+// holds. A quota's nodes (/zookeeper/quota/P and below) go with the P
+// they count, so that the shard that holds P's nodes counts and limits
+// them; a partitioned parent's quota directory (/zookeeper/quota/locks)
+// is the meta group's, as the parent is. (A string that is not absolute
+// routes to the meta group too, which refuses it as it refuses any bad
+// path.)
 func (m *Map) KeyOf(path string) (k Key, meta bool) {
 	if rest, ok := strings.CutPrefix(path, wire.QuotaPath+"/"); ok {
 		if counted, _, ok := quotas.Split(path); ok {
 			rest = counted[1:]
 		}
-		if k, meta := m.KeyOf("/" + rest); !meta && k.Space == "" {
-			return k, false
-		}
-		return Key{}, true
+		return m.KeyOf("/" + rest)
 	}
 	if !strings.HasPrefix(path, "/") || path == "/" || path == wire.ZooKeeperPath || strings.HasPrefix(path, wire.ZooKeeperPath+"/") {
 		return Key{}, true
@@ -267,6 +265,37 @@ func (m *Map) Group(g uint64) *Shard {
 func (m *Map) IsPartitioned(path string) bool {
 	_, ok := slices.BinarySearch(m.Partitioned, path)
 	return ok
+}
+
+// IsPartitionedQuota reports whether path is the quota directory of a
+// partitioned parent (/zookeeper/quota/locks for /locks), whose children,
+// the quotas of the parent's children, are spread over the shards as
+// those are.
+func (m *Map) IsPartitionedQuota(path string) bool {
+	p, ok := strings.CutPrefix(path, wire.QuotaPath)
+	return ok && strings.HasPrefix(p, "/") && m.IsPartitioned(p)
+}
+
+// Spreads reports whether the subtree of path may have nodes in several
+// shards: it is a partitioned parent whose children's hashes are in more
+// than one shard, or holds one below it (which the meta group holds,
+// whichever shard holds path).
+func (m *Map) Spreads(path string) bool {
+	if len(m.Shards) < 2 {
+		return false
+	}
+	return slices.ContainsFunc(m.Partitioned, func(p string) bool {
+		if p != path {
+			return path == "/" || strings.HasPrefix(p, path+"/")
+		}
+		in := 0
+		for _, s := range m.Shards {
+			if slices.ContainsFunc(s.Ranges, func(r Range) bool { return r.Space == p }) {
+				in++
+			}
+		}
+		return in > 1
+	})
 }
 
 // For is m as the tree of group, a shard other than the meta group, keeps

@@ -29,19 +29,65 @@ func TestKeyOfRoutesByTheFirstNameOrTheHashOfAPartitionedParentsChild(t *testing
 		{path: "/app/config/x", want: Key{"", "app"}},
 		{path: "/app/locks/q", want: Key{"/app/locks", hash("q")}},
 		{path: "/app/locksmith", want: Key{"", "app"}},
-		// A quota's nodes go with what it counts, but under a partitioned
-		// parent, where they stay with the meta group.
+		// A quota's nodes go with what it counts; a partitioned parent's
+		// quota directory and quota with the parent.
 		{path: "/zookeeper/quota", meta: true},
 		{path: "/zookeeper/quota/app", want: Key{"", "app"}},
 		{path: "/zookeeper/quota/app/zookeeper_limits", want: Key{"", "app"}},
 		{path: "/zookeeper/quota/app/config/zookeeper_stats", want: Key{"", "app"}},
+		{path: "/zookeeper/quota/locks", meta: true},
 		{path: "/zookeeper/quota/locks/zookeeper_limits", meta: true},
-		{path: "/zookeeper/quota/locks/orders-42", meta: true},
-		{path: "/zookeeper/quota/app/locks/q/zookeeper_limits", meta: true},
+		{path: "/zookeeper/quota/locks/orders-42", want: Key{"/locks", hash("orders-42")}},
+		{path: "/zookeeper/quota/locks/orders-42/zookeeper_stats", want: Key{"/locks", hash("orders-42")}},
+		{path: "/zookeeper/quota/locks/orders-42/queue/zookeeper_limits", want: Key{"/locks", hash("orders-42")}},
+		{path: "/zookeeper/quota/app/locks/zookeeper_limits", meta: true},
+		{path: "/zookeeper/quota/app/locks/q/zookeeper_limits", want: Key{"/app/locks", hash("q")}},
+		{path: "/zookeeper/quota/zookeeper/zookeeper_limits", meta: true},
 	} {
 		k, meta := m.KeyOf(tc.path)
 		if k != tc.want || meta != tc.meta {
 			t.Errorf("KeyOf(%s) = %v, %v; want %v, %v", tc.path, k, meta, tc.want, tc.meta)
+		}
+	}
+}
+
+func TestAPartitionedParentsQuotaDirectoryAndTheSubtreesThatSpread(t *testing.T) {
+	m := New()
+	for _, p := range []string{"/app/locks", "/locks"} {
+		var err error
+		if m, err = m.Partition(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Spreads("/locks") || m.Spreads("/app") {
+		t.Errorf("a map of one shard spreads a subtree")
+	}
+	m, err := m.Split(MetaGroup, Key{Space: "/locks", Key: HashKey(1 << 63)}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path          string
+		quota, spread bool
+	}{
+		{"/", false, true},
+		{"/locks", false, true},
+		{"/app", false, true},
+		{"/app/locks", false, false}, // all its hashes in the meta group
+		{"/app/lock", false, false},
+		{"/locks/a", false, false},
+		{"/lockstep", false, false},
+		{"/zookeeper/quota/locks", true, false},
+		{"/zookeeper/quota/app/locks", true, false},
+		{"/zookeeper/quota/app", false, false},
+		{"/zookeeper/quota/locks/a", false, false},
+		{"/zookeeper/quotalocks", false, false},
+	} {
+		if got := m.IsPartitionedQuota(tc.path); got != tc.quota {
+			t.Errorf("IsPartitionedQuota(%s) = %v, want %v", tc.path, got, tc.quota)
+		}
+		if got := m.Spreads(tc.path); got != tc.spread {
+			t.Errorf("Spreads(%s) = %v, want %v", tc.path, got, tc.spread)
 		}
 	}
 }

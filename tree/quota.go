@@ -224,6 +224,10 @@ func (t *Tree) checkNewQuota(path string) error {
 	if t.quotaMade {
 		return wire.Errorf(wire.CodeBadArguments, "%s: one txn makes one quota at most (each costs a count of its subtree)", path)
 	}
+	if t.shards != nil && t.shards.Spreads(qpath) {
+		// A quota counts in one shard.
+		return wire.Errorf(wire.CodeBadArguments, "%s: %s is or holds a partitioned parent whose children are spread over several shards: set quotas on the children", path, qpath)
+	}
 	var above string
 	t.quotasAbove(qpath, func(p string, _ *quota) {
 		if above == "" {

@@ -52,6 +52,13 @@ func (t *Tree) splitShard(zxid int64, txn *Txn) (wire.Stat, error) {
 	if s := cur.Group(t.group); s == nil || !s.Holds(sp.At) {
 		return wire.Stat{}, wire.Errorf(wire.CodeWrongShard, "shard %d does not hold %s", t.group, sp.At)
 	}
+	if sp.At.Space != "" {
+		var counted string
+		t.quotasAbove(sp.At.Space, func(p string, _ *quota) { counted = p })
+		if counted != "" {
+			return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "the quota on %s counts every child of %s, which the split would spread over two shards: delete it first, or set quotas on the children", counted, sp.At.Space)
+		}
+	}
 	next, err := cur.Split(sp.Group, sp.At, sp.Into)
 	if err != nil {
 		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
@@ -184,10 +191,19 @@ func (t *Tree) checkWrite(txn *Txn) error {
 	if !t.Serves(txn.Path, sequential) {
 		return wire.Errorf(wire.CodeWrongShard, "shard %d does not serve %s", t.group, txn.Path)
 	}
-	if (txn.Type == wire.OpSetACL || txn.Type == wire.OpDelete) && len(t.shards.Shards) > 1 && t.shards.IsPartitioned(txn.Path) {
+	if (txn.Type == wire.OpSetACL || txn.Type == wire.OpDelete) && len(t.shards.Shards) > 1 {
 		// Its children are spread over the shards, each of which holds
 		// the parent's ACL as of its first child there (TxnStub).
-		return wire.Errorf(wire.CodeBadArguments, "%s is a partitioned parent of a sharded cluster: its ACL stays, and it stays", txn.Path)
+		switch {
+		case t.shards.IsPartitioned(txn.Path):
+			return wire.Errorf(wire.CodeBadArguments, "%s is a partitioned parent of a sharded cluster: its ACL stays, and it stays", txn.Path)
+		case t.shards.IsPartitionedQuota(txn.Path) && txn.Type == wire.OpDelete:
+			// Empty here, it may not be in the shards: a delquota, which
+			// deletes the directories its quota leaves empty, stops here.
+			return wire.Errorf(wire.CodeNotEmpty, "%s holds the quotas of a partitioned parent's children, which are in their shards: it stays", txn.Path)
+		case t.shards.IsPartitionedQuota(txn.Path):
+			return wire.Errorf(wire.CodeBadArguments, "%s holds the quotas of a partitioned parent's children, which are in their shards: its ACL stays", txn.Path)
+		}
 	}
 	return nil
 }

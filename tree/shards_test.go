@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/arbor-coord/arbor/quotas"
 	"github.com/arbor-coord/arbor/shardmap"
 	"github.com/arbor-coord/arbor/tree"
 	"github.com/arbor-coord/arbor/wire"
@@ -176,6 +177,75 @@ func TestAStubMakesTheParentsAShardLacksAndNothingElse(t *testing.T) {
 	f.create("/q", "")
 	f.mustFail(tree.Txn{Type: wire.OpSetACL, Path: "/q", ACL: acl, Version: -1}, wire.ErrBadArguments)
 	f.mustFail(deleteTxn("/q", -1), wire.ErrBadArguments)
+}
+
+// TestAQuotaBelowAPartitionedParentCountsInItsChildsShard spreads /q's
+// hashes over the meta group and group 1: a quota on a child of /q lives
+// and counts in the child's shard (its directory /zookeeper/quota/q a stub
+// there), a quota on /q itself is refused, the directory
+// stays, and a split of /q's hashes is refused while a quota counts /q.
+func TestAQuotaBelowAPartitionedParentCountsInItsChildsShard(t *testing.T) {
+	name := func(high bool) string {
+		for i := 0; ; i++ {
+			if n := fmt.Sprint("n", i); shardmap.Hash(n) >= 1<<63 == high {
+				return n
+			}
+		}
+	}
+	low, high := "/q/"+name(false), "/q/"+name(true)
+	m, err := shardmap.New().Partition("/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	f.create("/q", "")
+	f.create("/app", "")
+	f.setQuota("/app", limitsText(map[string]int64{"N": 5})) // one of no partitioned parent
+
+	// Before /q's hashes are spread, a quota on /q counts all of it; a
+	// split of its hashes would leave it counting half.
+	one := newFixture(t)
+	one.create("/q", "")
+	b, _ := m.Encode()
+	one.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
+	one.setQuota("/q", limitsText(map[string]int64{"n": 10}))
+	one.mustFail(splitTxn(t, 0, shardmap.Key{Space: "/q", Key: shardmap.HashKey(1 << 63)}, 1), wire.ErrBadArguments)
+
+	if m, err = m.Split(0, shardmap.Key{Space: "/q", Key: shardmap.HashKey(1 << 63)}, 1); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = m.Encode()
+	f.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
+	var snap bytes.Buffer
+	if err := f.tr.WriteSnapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tree.Restore(&snap, tree.WithGroup(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := &fixture{t: t, tr: tr, zxid: f.zxid}
+
+	f.create(low, "")
+	f.setQuota(low, limitsText(map[string]int64{"N": 2})) // /zookeeper/quota/q made here
+	f.create(low+"/a", "")
+	f.mustFail(createTxn(low+"/b", "", wire.ModePersistent), wire.ErrQuotaExceeded)
+	f.mustFail(createTxn(quotas.LimitPath("/q"), limitsText(map[string]int64{"n": 10}), wire.ModePersistent), wire.ErrBadArguments)
+	f.mustFail(deleteTxn("/zookeeper/quota/q", -1), wire.ErrNotEmpty)
+	f.mustFail(tree.Txn{Type: wire.OpSetACL, Path: "/zookeeper/quota/q", ACL: wire.OpenACL, Version: -1}, wire.ErrBadArguments)
+
+	g1.create(high, "")
+	g1.mustFail(createTxn("/zookeeper/quota/q/"+name(true), "", wire.ModePersistent), wire.ErrNoNode)
+	g1.must(tree.Txn{Type: tree.TxnStub, Ops: []tree.Txn{{Path: "/zookeeper/quota/q", ACL: wire.OpenACL}}})
+	g1.setQuota(high, limitsText(map[string]int64{"N": 2}))
+	g1.create(high+"/a", "")
+	g1.mustFail(createTxn(high+"/b", "", wire.ModePersistent), wire.ErrQuotaExceeded)
+	g1.mustFail(createTxn(quotas.StatPath(low), "", wire.ModePersistent), wire.ErrWrongShard)
+	if got := g1.usage(high); got != "count=2,bytes=0" {
+		t.Errorf("the usage of %s in group 1: %q", high, got)
+	}
+	checkUsage(t, f.tr)
+	checkUsage(t, g1.tr)
 }
 
 // TestPruneDropsWhatAnotherShardServes splits the meta group's tree at
