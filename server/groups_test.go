@@ -197,10 +197,13 @@ func TestASplitAppliedWhileTheGroupsOfAnotherStartIsSeededNotStartedEmpty(t *tes
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	m, _ := s.ShardMap()
+	first := m.Shards[len(m.Shards)-1].Group + 1 // (-server.shards made some)
+	second := first + 1
 	var once sync.Once
 	splitAgain := make(chan error, 1)
 	hook := func() {
-		if s.group(1) == nil {
+		if s.group(first) == nil {
 			return
 		}
 		once.Do(func() {
@@ -215,11 +218,11 @@ func TestASplitAppliedWhileTheGroupsOfAnotherStartIsSeededNotStartedEmpty(t *tes
 	if err := <-splitAgain; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "groups 1 and 2 running, led", func() bool {
-		g1, g2 := s.group(1), s.group(2)
+	waitFor(t, "both new groups running, led", func() bool {
+		g1, g2 := s.group(first), s.group(second)
 		return g1 != nil && g2 != nil && g1.node.Leader() != 0 && g2.node.Leader() != 0
 	})
-	for g, p := range map[uint64]string{1: "/zoo", 2: "/dog"} {
+	for g, p := range map[uint64]string{first: "/zoo", second: "/dog"} {
 		var data []byte
 		s.group(g).fsm.read(func(t *tree.Tree) { data, _, _ = t.Get(p) })
 		if string(data) != p {
