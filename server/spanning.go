@@ -31,13 +31,14 @@ import (
 
 // spans reports whether a lasting watch of path (recursive: and below)
 // sees the events of several shards: path's children are spread over
-// them (isMergedListing), or, recursive, those of a path below it.
+// them (the root's, /zookeeper/quota's, a partitioned parent's or its
+// quota directory's), or, recursive, those of a path below it.
 func (s *Server) spans(path string, recursive bool) bool {
 	m := s.routingMap()
 	if m == nil {
 		return false
 	}
-	if s.isMergedListing(path) {
+	if path == "/" || path == wire.QuotaPath || m.IsPartitioned(path) || m.IsPartitionedQuota(path) {
 		return true
 	}
 	below := func(p string) bool { return recursive && strings.HasPrefix(p, path+"/") }

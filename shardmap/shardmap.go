@@ -174,15 +174,15 @@ func (m *Map) Shard(path string) *Shard {
 
 // Serves reports whether shard group serves path in m: the meta group the
 // paths of no shard, and every shard the keys of its ranges. A sequential
-// create's path (its prefix) directly under a partitioned parent is
-// served by none: the name it gets, and so its hash, is not known before
+// create's path (its prefix) directly under a partitioned parent (or its
+// quota directory) is served by none: the name it gets, and so its hash, is not known before
 // the create.
 func (m *Map) Serves(group uint64, path string, sequential bool) bool {
 	k, meta := m.KeyOf(path)
 	if meta {
 		return group == MetaGroup
 	}
-	if sequential && k.Space != "" && path[:strings.LastIndexByte(path, '/')] == k.Space {
+	if parent := path[:strings.LastIndexByte(path, '/')]; sequential && k.Space != "" && (parent == k.Space || parent == wire.QuotaPath+k.Space) {
 		return false
 	}
 	if s := m.Group(group); s != nil && s.Holds(k) {
@@ -335,10 +335,10 @@ func (m *Map) For(group uint64) *Map {
 }
 
 // CheckSequential refuses (BadArguments) a sequential create of path
-// directly under a partitioned parent: the name it gets, and so its shard,
-// is known only once it is made.
+// directly under a partitioned parent or its quota directory: the name it
+// gets, and so its shard, is known only once it is made.
 func (m *Map) CheckSequential(path string) error {
-	if parent := path[:max(0, strings.LastIndexByte(path, '/'))]; m.IsPartitioned(parent) {
+	if parent := path[:max(0, strings.LastIndexByte(path, '/'))]; m.IsPartitioned(parent) || m.IsPartitionedQuota(parent) {
 		return wire.Errorf(wire.CodeBadArguments, "%s is partitioned: the name of a sequential node, and so its shard, is known only once it is made; make the sequential nodes one level down", parent)
 	}
 	return nil

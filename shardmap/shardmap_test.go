@@ -192,6 +192,11 @@ func TestServesSaysWhetherAShardServesAPath(t *testing.T) {
 		{2, "/locks/" + low, false, false},
 		{0, "/locks/" + low, true, false}, // a sequential child of a partitioned parent
 		{2, "/locks/" + high, true, false},
+		{2, "/zookeeper/quota/locks/" + high, false, true}, // a quota's directory, with what it counts
+		{0, "/zookeeper/quota/locks/" + low, false, true},
+		{2, "/zookeeper/quota/locks/" + high, true, false}, // a sequential child of its quota directory
+		{0, "/zookeeper/quota/locks/" + low, true, false},
+		{2, "/zookeeper/quota/locks/" + high + "/x-", true, true},
 		{7, "/app", false, false}, // no such shard
 	} {
 		if got := m.Serves(tc.group, tc.path, tc.sequential); got != tc.want {

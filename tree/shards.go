@@ -31,7 +31,27 @@ func (t *Tree) setShardMap(zxid int64, txn *Txn) (wire.Stat, error) {
 	case n != nil && txn.Version != n.version:
 		return wire.Stat{}, wire.ErrBadVersion
 	}
+	if err := t.checkSpread(m); err != nil {
+		return wire.Stat{}, err
+	}
 	return t.writeShardMap(zxid, m, txn.Data, txn.Time)
+}
+
+// checkSpread refuses (BadArguments) next, a map to replace the tree's,
+// if it would spread over several shards the subtree of a quota the tree
+// holds (shardmap's Spreads): a quota counts in one shard. The first such
+// quota in byte order is named, the same on every replica.
+func (t *Tree) checkSpread(next *shardmap.Map) error {
+	cur, first := t.shardMap(), ""
+	for p := range t.quotas {
+		if next.Spreads(p) && !cur.Spreads(p) && (first == "" || p < first) {
+			first = p
+		}
+	}
+	if first != "" {
+		return wire.Errorf(wire.CodeBadArguments, "the quota on %s counts a subtree this change would spread over several shards, where each counts its own part: delete it first, or set quotas below it", first)
+	}
+	return nil
 }
 
 // splitShard applies a TxnSplit: the tree's group, which must be the
@@ -52,16 +72,12 @@ func (t *Tree) splitShard(zxid int64, txn *Txn) (wire.Stat, error) {
 	if s := cur.Group(t.group); s == nil || !s.Holds(sp.At) {
 		return wire.Stat{}, wire.Errorf(wire.CodeWrongShard, "shard %d does not hold %s", t.group, sp.At)
 	}
-	if sp.At.Space != "" {
-		var counted string
-		t.quotasAbove(sp.At.Space, func(p string, _ *quota) { counted = p })
-		if counted != "" {
-			return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "the quota on %s counts every child of %s, which the split would spread over two shards: delete it first, or set quotas on the children", counted, sp.At.Space)
-		}
-	}
 	next, err := cur.Split(sp.Group, sp.At, sp.Into)
 	if err != nil {
 		return wire.Stat{}, wire.Errorf(wire.CodeBadArguments, "%v", err)
+	}
+	if err := t.checkSpread(next); err != nil {
+		return wire.Stat{}, err
 	}
 	next.Version = 0 // the node's mzxid says it
 	data, err := next.Encode()
@@ -197,11 +213,12 @@ func (t *Tree) checkWrite(txn *Txn) error {
 		switch {
 		case t.shards.IsPartitioned(txn.Path):
 			return wire.Errorf(wire.CodeBadArguments, "%s is a partitioned parent of a sharded cluster: its ACL stays, and it stays", txn.Path)
-		case t.shards.IsPartitionedQuota(txn.Path) && txn.Type == wire.OpDelete:
+		case !t.shards.IsPartitionedQuota(txn.Path) || !t.shards.Spreads(strings.TrimPrefix(txn.Path, wire.QuotaPath)):
+		case txn.Type == wire.OpDelete:
 			// Empty here, it may not be in the shards: a delquota, which
 			// deletes the directories its quota leaves empty, stops here.
 			return wire.Errorf(wire.CodeNotEmpty, "%s holds the quotas of a partitioned parent's children, which are in their shards: it stays", txn.Path)
-		case t.shards.IsPartitionedQuota(txn.Path):
+		default:
 			return wire.Errorf(wire.CodeBadArguments, "%s holds the quotas of a partitioned parent's children, which are in their shards: its ACL stays", txn.Path)
 		}
 	}

@@ -183,7 +183,7 @@ func TestAStubMakesTheParentsAShardLacksAndNothingElse(t *testing.T) {
 // hashes over the meta group and group 1: a quota on a child of /q lives
 // and counts in the child's shard (its directory /zookeeper/quota/q a stub
 // there), a quota on /q itself is refused, the directory
-// stays, and a split of /q's hashes is refused while a quota counts /q.
+// stays, and a split that would spread a quota's subtree is refused.
 func TestAQuotaBelowAPartitionedParentCountsInItsChildsShard(t *testing.T) {
 	name := func(high bool) string {
 		for i := 0; ; i++ {
@@ -210,6 +210,17 @@ func TestAQuotaBelowAPartitionedParentCountsInItsChildsShard(t *testing.T) {
 	one.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
 	one.setQuota("/q", limitsText(map[string]int64{"n": 10}))
 	one.mustFail(splitTxn(t, 0, shardmap.Key{Space: "/q", Key: shardmap.HashKey(1 << 63)}, 1), wire.ErrBadArguments)
+	// Nor may a split of the top-level names leave a quota over a
+	// partitioned parent's ancestor, which its children do not follow.
+	one.create("/app", "")
+	one.setQuota("/app", limitsText(map[string]int64{"n": 10}))
+	withApp, err := m.Partition("/app/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = withApp.Encode()
+	one.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: 0})
+	one.mustFail(splitTxn(t, 0, shardmap.Key{Key: "m"}, 1), wire.ErrBadArguments)
 
 	if m, err = m.Split(0, shardmap.Key{Space: "/q", Key: shardmap.HashKey(1 << 63)}, 1); err != nil {
 		t.Fatal(err)
@@ -231,6 +242,7 @@ func TestAQuotaBelowAPartitionedParentCountsInItsChildsShard(t *testing.T) {
 	f.create(low+"/a", "")
 	f.mustFail(createTxn(low+"/b", "", wire.ModePersistent), wire.ErrQuotaExceeded)
 	f.mustFail(createTxn(quotas.LimitPath("/q"), limitsText(map[string]int64{"n": 10}), wire.ModePersistent), wire.ErrBadArguments)
+	f.mustFail(tree.Txn{Type: wire.OpCreate, Path: "/zookeeper/quota/q/s-", Mode: wire.ModePersistentSequential}, wire.ErrBadArguments)
 	f.mustFail(deleteTxn("/zookeeper/quota/q", -1), wire.ErrNotEmpty)
 	f.mustFail(tree.Txn{Type: wire.OpSetACL, Path: "/zookeeper/quota/q", ACL: wire.OpenACL, Version: -1}, wire.ErrBadArguments)
 
