@@ -4,6 +4,7 @@
 #   scripts/kazoo-suite.sh                           # the whole suite
 #   scripts/kazoo-suite.sh -k test_read_only         # pytest's arguments
 #   KAZOO_SRC=/tmp/kazoo-2.11.0 scripts/kazoo-suite.sh kazoo/tests/test_lock.py
+#   ARBOR_KAZOO_SHARDS=4 scripts/kazoo-suite.sh     # each cluster over 4 shards
 # KAZOO_SRC is a kazoo source tree; without it, kazoo is cloned at tag 2.11.0.
 # Needs Debian's python3 with python3-pytest python3-pytest-timeout
 # python3-openssl python3-pyjks python3-pure-sasl python3-gevent
@@ -58,6 +59,7 @@ if [ "$version" != 2.11.0 ]; then
 fi
 
 go build -o "$work/arbord" ./cmd/arbord
+go build -o "$work/arbor" ./cmd/arbor
 
 # The members' ports: offset to offset+24 (kazoo's layout), all free.
 ports_free() {
@@ -80,7 +82,7 @@ fi
 # ZOOKEEPER_VERSION is what the harness needs to pick ZooKeeper 3.5+'s
 # configuration (a superuser, reconfig); CI stays unset, so that tests ask
 # the server its version (envi) as they would a real one.
-export ARBORD=$work/arbord ARBOR_KAZOO_WORK=$work
+export ARBORD=$work/arbord ARBOR=$work/arbor ARBOR_KAZOO_WORK=$work
 export ZOOKEEPER_VERSION=3.9.0 ZOOKEEPER_PORT_OFFSET=$offset
 export PYTHONPATH=$repo/scripts/kazoo:$KAZOO_SRC${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE=1

@@ -35,6 +35,11 @@ ARBORD_EXTRA_ARGS (split on spaces) is added to every member's flags, and
 ARBORD_SASL_ARGS to those of the clusters the SASL tests ask for (see
 ArborCluster._feature_args), for trying a flag out without changing this
 file.
+
+ARBOR_KAZOO_SHARDS=N (2 to 16), with ARBOR naming an arbor CLI binary,
+splits every cluster's top-level names into N shards once it runs
+(docs/scale-out.md), at kazoo's test namespaces (/kazootests and a uuid's
+hex digits), so that its tests run in different shards.
 """
 
 import logging
@@ -59,6 +64,11 @@ WORK = os.environ.get("ARBOR_KAZOO_WORK") or tempfile.mkdtemp(
     prefix="arbor-kazoo-"
 )
 EXTRA_ARGS = shlex.split(os.environ.get("ARBORD_EXTRA_ARGS", ""))
+ARBOR = os.environ.get("ARBOR", "")
+SHARDS = int(os.environ.get("ARBOR_KAZOO_SHARDS", "0") or 0)
+# The password of the superuser kazoo's harness configures (its digest is
+# the superDigest system property's).
+SUPER_AUTH = "digest:super:test"
 
 # How long a member may take to stop after SIGTERM before it is killed, to
 # open its client port, and a new cluster to elect a leader.
@@ -388,9 +398,50 @@ class ArborCluster(object):
             if all(m in want for m in modes) and (
                 "leader" in modes or modes == ["standalone"]
             ):
+                self._spread()
                 return
             time.sleep(0.1)
         log.warning("cluster not ready after %ds: %s", READY_TIMEOUT, modes)
+
+    def _spread(self):
+        """Splits the cluster's top-level names into SHARDS shards, at
+        kazootests4, kazootests8 and kazootestsc for four (the highest
+        first: each splits the meta group). A cluster that restarts with
+        its data has its shards already: a split whose name starts a range
+        in the map is passed over."""
+        if SHARDS < 2:
+            return
+        if not ARBOR:
+            raise RuntimeError("ARBOR_KAZOO_SHARDS needs ARBOR, an arbor binary")
+        member = next(
+            s for s in self if s.running and s.server_info.peer_type == "participant"
+        )
+        base = [ARBOR, "--servers", "%s:%d" % (member.host, member.server_info.arbor_port)]
+        if self.super_digest:
+            base += ["--auth", SUPER_AUTH]
+        listed = subprocess.run(
+            base + ["-o", "json", "shards", "list"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        for k in reversed(range(1, SHARDS)):
+            at = "kazootests%x" % (k * 16 // SHARDS)
+            if '"%s"' % at in listed:
+                continue  # a range starts there: split before a restart
+            # Refused (bad arguments) until every member has heard the
+            # others' cards, which say they know shards: tried again.
+            deadline = time.monotonic() + READY_TIMEOUT
+            while True:
+                done = subprocess.run(
+                    base + ["shards", "split", "--at", at],
+                    capture_output=True, text=True, timeout=60,
+                )
+                if done.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "arbor shards split --at %s: %s" % (at, done.stderr.strip())
+                    )
+                time.sleep(0.2)
 
     def stop(self):
         for server in self:
