@@ -107,7 +107,13 @@ func (f *fsm) Apply(index uint64, payload []byte) any {
 	res, events := f.tree.Apply(zxid, &txn)
 	f.zxid = zxid
 	changed := f.locks.Apply(f.tree, zxid, txn.Time, cause, events)
-	if m, ok := f.tree.ShardMap(); ok && len(m.Shards) > 1 {
+	switch m, ok := f.tree.ShardMap(); {
+	case txn.Type == tree.TxnStub:
+		// The ancestors a shard's nodes need, which the meta group has:
+		// what the cluster's clients see (the meta group's node, a merged
+		// listing) does not change.
+		events = nil
+	case ok && len(m.Shards) > 1:
 		events = slices.DeleteFunc(slices.Clone(events), func(ev tree.Event) bool { return !f.tree.ServesEvent(ev) })
 	}
 	if f.history != nil {
