@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/internal/shardtest"
 	"github.com/arbor-coord/arbor/server"
 	"go.uber.org/zap/zaptest"
 )
@@ -187,15 +189,48 @@ func (b *background) wait(t *testing.T) int {
 // startServer runs a server and returns its client address and metrics URL.
 func startServer(t *testing.T) (addr, metrics string) {
 	t.Helper()
-	s, err := server.New(server.Config{
+	s := newServer(t, server.Config{
 		Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
 		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
 	})
+	return s.Addr().String(), "http://" + s.HTTPAddr().String() + "/metrics"
+}
+
+// flagShards runs the tests' servers sharded: their top-level names split
+// over this many shards at start (docs/scale-out.md), so that the CLI is
+// checked against a sharded cluster too: go test ./cli -cli.shards=4.
+var flagShards = flag.Int("cli.shards", 0, "split every test's server's top-level names over this many shards at start")
+
+// mapNode is 1 when the tests run sharded: a sharded cluster has one
+// system node more, /zookeeper/shards, its partition map, which listings
+// and counts show like ZooKeeper's own /zookeeper/config.
+func mapNode() int {
+	if *flagShards >= 2 {
+		return 1
+	}
+	return 0
+}
+
+// mapPaths is "/zookeeper/shards" when the tests run sharded, as a path
+// of a recursive listing: after /zookeeper/quota, in order.
+func mapPaths() []string {
+	if mapNode() == 1 {
+		return []string{"/zookeeper/shards"}
+	}
+	return nil
+}
+
+// newServer starts a server with cfg, stopped when the test ends, and
+// sharded as -cli.shards asks.
+func newServer(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
+	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s.Addr().String(), "http://" + s.HTTPAddr().String() + "/metrics"
+	shardtest.SplitNames(t, *flagShards, 30*time.Second, s)
+	return s
 }
 
 // dial opens a session of the test's own, for what the binary cannot do

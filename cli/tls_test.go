@@ -15,15 +15,11 @@ func TestTheTLSFlagsReachATLSServerThatRequiresClientCertificates(t *testing.T) 
 	t.Parallel()
 	ca := testcerts.NewCA(t, "arbor CA")
 	srv := ca.Issue(t, pkix.Name{CommonName: "localhost"})
-	s, err := server.New(server.Config{
+	s := newServer(t, server.Config{
 		Listen: "127.0.0.1:0", HTTP: "-", DataDir: t.TempDir(),
 		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t),
 		TLSCert: srv.Cert, TLSKey: srv.Key, TLSCA: ca.File,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	addr := s.Addr().String()
 	alice := ca.Issue(t, pkix.Name{CommonName: "alice", Organization: []string{"Arbor"}})
 

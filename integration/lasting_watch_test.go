@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/internal/shardtest"
 	"github.com/arbor-coord/arbor/server"
 )
 
@@ -467,7 +468,7 @@ func TestARecursiveWatchOverShardsResumesInAShardSplitOffAfterIt(t *testing.T) {
 	if _, err := s.SplitShards(ctx, "/", []byte("w")); err != nil { // /x to a new shard
 		t.Fatal(err)
 	}
-	waitUntil(t, "the new shard led", patience, func() bool { return shardsLed(s, before+2) })
+	waitUntil(t, "the new shard led", patience, func() bool { return shardtest.Led(s, before+2) })
 	p.cut(true)
 	create("/x1", "/a1", "/u1", "/x2")
 	p.setRefuse(false)

@@ -1,6 +1,8 @@
-// Package shardtest spreads a parent's children over shards for the test
-// suites that run against a sharded cluster (docs/scale-out.md): the
-// recipes' and the console's, behind their -*.shards flags.
+// Package shardtest spreads a cluster over shards for the test suites
+// that run against a sharded cluster (docs/scale-out.md), behind their
+// -*.shards flags: a parent's children by hash (Spread: the recipes' and
+// the console's), or the top-level names (SplitNames: the integration
+// suite's and the CLI's).
 package shardtest
 
 import (
@@ -9,11 +11,13 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/arbor-coord/arbor/client"
 	"github.com/arbor-coord/arbor/server"
+	"github.com/arbor-coord/arbor/wire"
 )
 
 // Spread partitions parent through c (a client with the rights of a
@@ -45,4 +49,64 @@ func Spread(t testing.TB, c *client.Client, members []*server.Server, parent str
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// Names are the names SplitNames splits the top-level names at, for up to
+// 8 shards: each split takes the meta group's keys from its name on.
+var Names = []string{"t", "n", "g", "d", "q", "k", "w"}
+
+// SplitNames splits the servers' top-level names into n shards at Names
+// (at most len(Names)+1), if they are not split so already (as after a
+// restart), through servers[0] itself, so that servers whose clients need
+// TLS or the superuser are split too; then it waits until every member
+// runs each shard led by its preferred leader. It gives up, failing t,
+// after wait.
+func SplitNames(t testing.TB, n int, wait time.Duration, servers ...*server.Server) {
+	t.Helper()
+	n = min(n, len(Names)+1)
+	if n < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	s := servers[0]
+	for _, name := range Names[:n-1] {
+		if m, _ := s.ShardMap(); len(m.Shards) >= n {
+			break // split before a restart
+		}
+		for {
+			_, err := s.SplitShards(ctx, "/", []byte(name))
+			if err == nil || strings.Contains(err.Error(), "starts a range") {
+				break
+			}
+			if !errors.Is(err, wire.ErrBadArguments) || ctx.Err() != nil {
+				t.Fatalf("split at %q: %v", name, err)
+			}
+			time.Sleep(50 * time.Millisecond) // the members' cards: maps change once every member knows them
+		}
+	}
+	for _, s := range servers {
+		for !Led(s, n) {
+			if ctx.Err() != nil {
+				t.Fatalf("member %d: shards not led within %v: %+v", s.Status().ID, wait, s.Status().Shards)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// Led says whether s runs n-1 groups besides the meta group, each led by
+// its preferred leader (leaderships are spread over the members): as a
+// cluster's tests start once it has its leader.
+func Led(s *server.Server, n int) bool {
+	st := s.Status().Shards
+	if len(st) < n-1 {
+		return false
+	}
+	for _, g := range st {
+		if g.Leader == 0 || g.Preferred != 0 && g.Leader != g.Preferred {
+			return false
+		}
+	}
+	return true
 }
