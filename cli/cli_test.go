@@ -201,36 +201,16 @@ func startServer(t *testing.T) (addr, metrics string) {
 // checked against a sharded cluster too: go test ./cli -cli.shards=4.
 var flagShards = flag.Int("cli.shards", 0, "split every test's server's top-level names over this many shards at start")
 
-// mapNode is 1 when the tests run sharded: a sharded cluster has one
-// system node more, /zookeeper/shards, its partition map, which listings
-// and counts show like ZooKeeper's own /zookeeper/config.
-func mapNode() int {
-	if *flagShards >= 2 {
-		return 1
-	}
-	return 0
-}
-
-// mapPaths is "/zookeeper/shards" when the tests run sharded, as a path
-// of a recursive listing: after /zookeeper/quota, in order.
-func mapPaths() []string {
-	if mapNode() == 1 {
-		return []string{"/zookeeper/shards"}
-	}
-	return nil
-}
+// mapNode and mapPaths are the map's node of a sharded server
+// (shardtest.MapNodes), when -cli.shards splits the tests' servers.
+func mapNode() int       { return shardtest.MapNodes(*flagShards) }
+func mapPaths() []string { return shardtest.MapPaths(*flagShards) }
 
 // newServer starts a server with cfg, stopped when the test ends, and
 // sharded as -cli.shards asks.
 func newServer(t *testing.T, cfg server.Config) *server.Server {
 	t.Helper()
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	shardtest.SplitNames(t, *flagShards, 30*time.Second, s)
-	return s
+	return shardtest.NewServer(t, cfg, *flagShards)
 }
 
 // dial opens a session of the test's own, for what the binary cannot do

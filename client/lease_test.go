@@ -171,12 +171,8 @@ func TestLeaseArgumentsAreChecked(t *testing.T) {
 
 // A session's leases and their nodes count against its ephemeral limit.
 func TestLeasesCountAgainstTheEphemeralLimit(t *testing.T) {
-	s, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), MaxEphemerals: 2,
+	s := newServer(t, server.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), MaxEphemerals: 2,
 		TickInterval: 10 * time.Millisecond, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	c := dial(t, s.Addr().String())
 	ctx := testContext(t)
 	l, err := c.CreateLease(ctx, time.Minute, "") // one

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"reflect"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/arbor-coord/arbor/client"
+	"github.com/arbor-coord/arbor/internal/shardtest"
 	"github.com/arbor-coord/arbor/server"
 )
 
@@ -22,16 +24,29 @@ const subtreeWait = 20 * time.Second
 // with its address.
 func startServer(t *testing.T) (*server.Server, string) {
 	t.Helper()
-	s, err := server.New(server.Config{
+	s := newServer(t, server.Config{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(),
 		TickInterval: 10 * time.Millisecond, MinSessionTimeout: 200 * time.Millisecond,
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	return s, s.Addr().String()
+}
+
+// flagShards runs the tests' servers sharded: their top-level names split
+// over this many shards at start (docs/scale-out.md): go test ./client
+// -client.shards=4.
+var flagShards = flag.Int("client.shards", 0, "split every test's server's top-level names over this many shards at start")
+
+// mapNode and mapPaths are the map's node of a sharded server
+// (shardtest.MapNodes), when -client.shards splits the tests' servers.
+func mapNode() int       { return shardtest.MapNodes(*flagShards) }
+func mapPaths() []string { return shardtest.MapPaths(*flagShards) }
+
+// newServer starts a server with cfg, stopped when the test ends, and
+// sharded as -client.shards asks.
+func newServer(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
+	return shardtest.NewServer(t, cfg, *flagShards)
 }
 
 func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
@@ -105,8 +120,8 @@ func TestWalkVisitsEachNodeBeforeItsChildrenAndTheChildrenInNameOrder(t *testing
 		t.Fatalf("Walk(/app) visited\n  %v, %v\nwant\n  %v", got, err, want)
 	}
 	got, err = recordWalk(t, c, "/", nil)
-	if err != nil || len(got) != 9 || got[0].path != "/" || got[1].path != "/app" || got[6].path != "/zookeeper" {
-		t.Fatalf("Walk(/) visited %v, %v; want /, the 5 nodes of /app, then /zookeeper and its 2 children", got, err)
+	if err != nil || len(got) != 9+mapNode() || got[0].path != "/" || got[1].path != "/app" || got[6].path != "/zookeeper" {
+		t.Fatalf("Walk(/) visited %v, %v; want /, the 5 nodes of /app, then /zookeeper and its %d children", got, err, 2+mapNode())
 	}
 }
 
@@ -249,7 +264,7 @@ func TestDeleteAllOfTheRootKeepsTheRootAndTheSystemNodes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"}; !reflect.DeepEqual(left, want) {
+	if want := append([]string{"/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"}, mapPaths()...); !reflect.DeepEqual(left, want) {
 		t.Fatalf("after DeleteAll(/): %v; want %v", left, want)
 	}
 	if n, err := c.DeleteAll(testContext(t), "/zookeeper"); err != nil || n != 0 {

@@ -17,12 +17,7 @@ var flagShards = flag.Int("integration.shards", 0, "split every test's servers' 
 // mapNode is 1 when the tests run sharded: a sharded cluster has one
 // system node more, /zookeeper/shards, its partition map, which listings
 // and counts show like ZooKeeper's own /zookeeper/config.
-func mapNode() int {
-	if *flagShards >= 2 {
-		return 1
-	}
-	return 0
-}
+func mapNode() int { return shardtest.MapNodes(*flagShards) }
 
 // shardZxid is the zxid of position pos, a ZooKeeper reply's or
 // notification's header zxid: on a sharded cluster it names the shard in

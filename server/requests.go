@@ -355,6 +355,11 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	}
 	res := o.Result.(*tree.Result)
 	c.srv.quotas.note(c.srv.log, res.Quota, c.session)
+	if r.req.Op == wire.OpLeaseClose && res.Err == nil {
+		// As a session's close (Server.write): its nodes in the other
+		// shards are gone when the close answers.
+		c.srv.awaitEndedInShards(ctx, append([]int64{r.req.Lease}, res.Closed...))
+	}
 	reply.Zxid = int64(o.Index)
 	reply.Err = wire.CodeOf(leaseError(&r.req, res.Err))
 	reply.Path, reply.Stat, reply.Results = res.Path, res.Stat, res.Multi

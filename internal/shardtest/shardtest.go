@@ -110,3 +110,37 @@ func Led(s *server.Server, n int) bool {
 	}
 	return true
 }
+
+// MapNodes is the system nodes a cluster split into n shards has besides
+// one never split: 1, its partition map's /zookeeper/shards, which
+// listings and counts show like ZooKeeper's own /zookeeper/config; 0 for
+// n below 2.
+func MapNodes(n int) int {
+	if n >= 2 {
+		return 1
+	}
+	return 0
+}
+
+// MapPaths are the paths of MapNodes(n), as a walk of / visits them after
+// /zookeeper/quota.
+func MapPaths(n int) []string {
+	if MapNodes(n) == 1 {
+		return []string{"/zookeeper/shards"}
+	}
+	return nil
+}
+
+// NewServer starts a single server with cfg, stopped when the test ends,
+// and splits its top-level names into n shards (SplitNames; none below
+// 2): the servers of the suites that run against one sharded member.
+func NewServer(t testing.TB, cfg server.Config, n int) *server.Server {
+	t.Helper()
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	SplitNames(t, n, 30*time.Second, s)
+	return s
+}
