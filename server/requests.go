@@ -357,8 +357,12 @@ func (c *conn) finishWrite(r *request, reply *wire.Reply) {
 	c.srv.quotas.note(c.srv.log, res.Quota, c.session)
 	if r.req.Op == wire.OpLeaseClose && res.Err == nil {
 		// As a session's close (Server.write): its nodes in the other
-		// shards are gone when the close answers.
-		c.srv.awaitEndedInShards(ctx, append([]int64{r.req.Lease}, res.Closed...))
+		// shards are gone when the close answers; but for two election
+		// timeouts at most, as the connection's later answers wait behind
+		// it (a shard that cannot end them yet ends them later).
+		wctx, cancel := context.WithTimeout(ctx, c.srv.contactTimeout())
+		c.srv.awaitEndedInShards(wctx, append([]int64{r.req.Lease}, res.Closed...))
+		cancel()
 	}
 	reply.Zxid = int64(o.Index)
 	reply.Err = wire.CodeOf(leaseError(&r.req, res.Err))

@@ -747,15 +747,16 @@ func (s *Server) write(ctx context.Context, txn *tree.Txn) (*tree.Result, error)
 	return res, res.Err
 }
 
-// awaitEndedInShards waits, on a sharded cluster, until every other group
-// this member runs has ended the sessions ids the meta group closed (each
-// shard's leader does, at once: sweepShardSessions), so that a close's
-// answer comes once their ephemerals, a lease's lock nodes, are gone
-// everywhere, as on a cluster of one group. It gives up when ctx ends: the
-// shards end them all the same.
+// awaitEndedInShards waits, on a sharded cluster, until no other group
+// this member runs holds an ephemeral of the sessions ids the meta group
+// closed (each shard's leader ends them at once: sweepShardSessions), so
+// that a close's answer comes once their ephemerals, a lease's lock nodes,
+// are gone everywhere, as on a cluster of one group. It passes over a
+// group with no leader, which ends nothing until it has one, and gives up
+// when ctx ends: the shards end them all the same.
 func (s *Server) awaitEndedInShards(ctx context.Context, ids []int64) {
 	for _, g := range s.runningGroups() {
-		for len(g.fsm.missingSessions(ids)) < len(ids) {
+		for g.node.Leader() != 0 && g.fsm.holdsEphemeralsOf(ids) {
 			select {
 			case <-ctx.Done():
 				return
@@ -763,6 +764,16 @@ func (s *Server) awaitEndedInShards(ctx context.Context, ids []int64) {
 			}
 		}
 	}
+}
+
+// holdsEphemeralsOf reports whether f's tree holds an ephemeral of one of
+// the sessions ids.
+func (f *fsm) holdsEphemeralsOf(ids []int64) bool {
+	var holds bool
+	f.read(func(t *tree.Tree) {
+		holds = slices.ContainsFunc(ids, func(id int64) bool { return len(t.Ephemerals(id)) > 0 })
+	})
+	return holds
 }
 
 // lastZxid is the zxid of the last txn applied.
