@@ -259,9 +259,9 @@ func (f *fsm) missingSessions(ids []int64) []int64 {
 
 // stubParents makes, in g, the partitioned parents (and their quota
 // directories) that txn's creates need and g's tree lacks (one made after
-// the split that spread its hashes), with their missing ancestors, each with the ACL the meta group
-// gives it now (tree.TxnStub). A parent the meta group lacks too is left
-// to the create, which fails on it.
+// the split that spread its hashes), with their missing ancestors, each
+// with the ACL the meta group gives it now (tree.TxnStub). A parent the
+// meta group lacks too is left to the create, which fails on it.
 func (s *Server) stubParents(ctx context.Context, g *group, txn *tree.Txn) error {
 	m := s.routingMap()
 	if m == nil {

@@ -175,8 +175,8 @@ func (m *Map) Shard(path string) *Shard {
 // Serves reports whether shard group serves path in m: the meta group the
 // paths of no shard, and every shard the keys of its ranges. A sequential
 // create's path (its prefix) directly under a partitioned parent (or its
-// quota directory) is served by none: the name it gets, and so its hash, is not known before
-// the create.
+// quota directory) is served by none: the name it gets, and so its hash,
+// is not known before the create.
 func (m *Map) Serves(group uint64, path string, sequential bool) bool {
 	k, meta := m.KeyOf(path)
 	if meta {
