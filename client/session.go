@@ -189,8 +189,9 @@ func (c *Client) restoreWatches(cn *conn) {
 			for _, b := range []struct{ batch, list int }{{0, listPersistent}, {1, listRecursive}} {
 				for _, p := range batch[b.batch] {
 					var ps []int64
-					for _, g := range slices.Sorted(maps.Keys(at[watchAt{b.list, p}])) {
-						ps = append(ps, wire.Position(g, at[watchAt{b.list, p}][g]))
+					places := at[watchAt{b.list, p}]
+					for _, g := range slices.Sorted(maps.Keys(places)) {
+						ps = append(ps, wire.Position(g, places[g]))
 					}
 					placed = placed || len(ps) > 0
 					positions = append(positions, ps)

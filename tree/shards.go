@@ -210,15 +210,16 @@ func (t *Tree) checkWrite(txn *Txn) error {
 	if (txn.Type == wire.OpSetACL || txn.Type == wire.OpDelete) && len(t.shards.Shards) > 1 {
 		// Its children are spread over the shards, each of which holds
 		// the parent's ACL as of its first child there (TxnStub).
-		switch {
-		case t.shards.IsPartitioned(txn.Path):
+		if t.shards.IsPartitioned(txn.Path) {
 			return wire.Errorf(wire.CodeBadArguments, "%s is a partitioned parent of a sharded cluster: its ACL stays, and it stays", txn.Path)
-		case !t.shards.IsPartitionedQuota(txn.Path) || !t.shards.Spreads(strings.TrimPrefix(txn.Path, wire.QuotaPath)):
-		case txn.Type == wire.OpDelete:
-			// Empty here, it may not be in the shards: a delquota, which
-			// deletes the directories its quota leaves empty, stops here.
-			return wire.Errorf(wire.CodeNotEmpty, "%s holds the quotas of a partitioned parent's children, which are in their shards: it stays", txn.Path)
-		default:
+		}
+		if t.shards.IsPartitionedQuota(txn.Path) && t.shards.Spreads(strings.TrimPrefix(txn.Path, wire.QuotaPath)) {
+			if txn.Type == wire.OpDelete {
+				// Empty here, it may not be in the shards: a delquota,
+				// which deletes the directories its quota leaves empty,
+				// stops here.
+				return wire.Errorf(wire.CodeNotEmpty, "%s holds the quotas of a partitioned parent's children, which are in their shards: it stays", txn.Path)
+			}
 			return wire.Errorf(wire.CodeBadArguments, "%s holds the quotas of a partitioned parent's children, which are in their shards: its ACL stays", txn.Path)
 		}
 	}

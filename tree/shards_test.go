@@ -21,6 +21,17 @@ func splitTxn(t *testing.T, group uint64, at shardmap.Key, into uint64) tree.Txn
 	return tree.Txn{Type: tree.TxnSplit, Data: b}
 }
 
+// seed is a replica of group's tree restored from f's snapshot, as a
+// split's new group is seeded (or a replica restarts), at f's zxid.
+func (f *fixture) seed(group uint64) *fixture {
+	f.t.Helper()
+	tr, err := tree.Restore(bytes.NewReader(snapshotBytes(f.t, f.tr)), tree.WithGroup(group))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &fixture{t: f.t, tr: tr, zxid: f.zxid}
+}
+
 // TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers splits the
 // meta group's tree at "m" (group 1 takes the names from "m" on), seeds
 // group 1's tree from it as a split's replicas are, and splits group 1 in
@@ -83,15 +94,7 @@ func TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers(t *testing.T) {
 	}
 
 	// Group 1's replicas start from the tree as the split left it.
-	var snap bytes.Buffer
-	if err := f.tr.WriteSnapshot(&snap); err != nil {
-		t.Fatal(err)
-	}
-	one, err := tree.Restore(bytes.NewReader(snap.Bytes()), tree.WithGroup(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g1 := &fixture{t: t, tr: one, zxid: f.zxid}
+	g1 := f.seed(1)
 	g1.create("/zoo/x", "")
 	g1.create("/m", "")
 	for _, txn := range []tree.Txn{createTxn("/app/z", "", wire.ModePersistent), setTxn("/", "x", -1),
@@ -103,14 +106,7 @@ func TestAShardTakesTheWritesOfWhatItServesAndRefusesTheOthers(t *testing.T) {
 	g1.create("/p", "")
 
 	// A restore keeps what the tree serves.
-	snap.Reset()
-	if err := g1.tr.WriteSnapshot(&snap); err != nil {
-		t.Fatal(err)
-	}
-	again, err := tree.Restore(bytes.NewReader(snap.Bytes()), tree.WithGroup(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := g1.seed(1).tr
 	for path, want := range map[string]bool{"/p": true, "/zoo": false, "/app": false, "/": false} {
 		if got := again.Serves(path, false); got != want {
 			t.Errorf("group 1 after a restore: Serves(%s) = %v, want %v", path, got, want)
@@ -144,15 +140,7 @@ func TestAStubMakesTheParentsAShardLacksAndNothingElse(t *testing.T) {
 	b, _ := m.Encode()
 	f := newFixture(t)
 	f.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
-	var snap bytes.Buffer
-	if err := f.tr.WriteSnapshot(&snap); err != nil {
-		t.Fatal(err)
-	}
-	one, err := tree.Restore(&snap, tree.WithGroup(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g1 := &fixture{t: t, tr: one, zxid: f.zxid}
+	g1 := f.seed(1)
 	acl := []wire.ACL{{Perms: wire.PermRead | wire.PermCreate, Scheme: "world", ID: "anyone"}}
 	high := "/q/" + func() string {
 		for i := 0; ; i++ {
@@ -227,15 +215,7 @@ func TestAQuotaBelowAPartitionedParentCountsInItsChildsShard(t *testing.T) {
 	}
 	b, _ = m.Encode()
 	f.must(tree.Txn{Type: tree.TxnSetShardMap, Data: b, Version: -1})
-	var snap bytes.Buffer
-	if err := f.tr.WriteSnapshot(&snap); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := tree.Restore(&snap, tree.WithGroup(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g1 := &fixture{t: t, tr: tr, zxid: f.zxid}
+	g1 := f.seed(1)
 
 	f.create(low, "")
 	f.setQuota(low, limitsText(map[string]int64{"N": 2})) // /zookeeper/quota/q made here
